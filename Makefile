@@ -1,0 +1,141 @@
+# One hand-written GNU Makefile for the whole pipeline.
+#
+#   make            install missing Debian packages (make deps), build everything
+#   make test       build, then run every Check suite and the end-to-end tests
+#   make asan       the Check suites again under AddressSanitizer + UBSan
+#   make run        start the pipeline on $(MODEL) and stream a story through llmc
+#   make bench      the benchmarks under bench/ (slow: they synthesise a 1.1B model)
+#
+# BUILD=dir puts every object and binary under dir (default build/), so several
+# builds (asan, debug, a helper's scratch build) can coexist in one tree.
+
+BUILD   ?= build
+MODEL   ?= ../shared/models/stories260K-f32.gguf
+SHARED  ?= ../shared
+CC      ?= cc
+PKGS    := libzmq3-dev libmsgpack-dev check pkg-config
+PC_LIBS := libzmq msgpack
+
+CSTD     := -std=c11 -D_GNU_SOURCE
+WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
+OPT      ?= -O2 -g
+CFLAGS   += $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP -Icommon -Iengined -Itokenizerd -Isamplerd -Iclient
+PC_CFLAGS = $(shell pkg-config --cflags $(PC_LIBS) 2>/dev/null)
+PC_LDLIBS = $(shell pkg-config --libs $(PC_LIBS) 2>/dev/null)
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
+LDLIBS   += $(PC_LDLIBS) -lrt -lm -pthread
+
+# Library sources: every .c of a part except its main.c.
+COMMON_SRC := $(wildcard common/*.c)
+ENGINE_SRC := $(filter-out engined/main.c,$(wildcard engined/*.c))
+TOK_SRC    := $(filter-out tokenizerd/main.c,$(wildcard tokenizerd/*.c))
+SAMP_SRC   := $(filter-out samplerd/main.c,$(wildcard samplerd/*.c))
+CLIENT_SRC := $(wildcard client/*.c)
+TEST_SRC   := $(wildcard tests/check_*.c)
+BENCH_SRC  := $(wildcard bench/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+LIBS := $(BUILD)/libengine.a $(BUILD)/libtok.a $(BUILD)/libsampler.a $(BUILD)/libcommon.a
+BINS := $(BUILD)/bin/llmc $(patsubst %/main.c,$(BUILD)/bin/%,$(wildcard engined/main.c tokenizerd/main.c samplerd/main.c))
+LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
+BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+.PHONY: all deps build test unit e2e asan run stop bench clean
+.DEFAULT_GOAL := all
+
+all: deps
+	@$(MAKE) --no-print-directory build
+
+build: $(BINS) $(BUILD)/tests/check_all $(BENCHES)
+
+# Installs only what is missing; needs root or sudo the first time.
+deps:
+	@missing=""; for p in $(PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PC_CFLAGS) -c $< -o $@
+
+$(BUILD)/libcommon.a: $(call obj,$(COMMON_SRC))
+$(BUILD)/libengine.a: $(call obj,$(ENGINE_SRC))
+$(BUILD)/libtok.a: $(call obj,$(TOK_SRC))
+$(BUILD)/libsampler.a: $(call obj,$(SAMP_SRC))
+$(BUILD)/lib%.a:
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	$(AR) rcs $@ $^ $(if $^,,$(BUILD)/empty.o)
+
+$(BUILD)/empty.o:
+	@mkdir -p $(dir $@)
+	echo 'typedef int empty_unit;' | $(CC) -x c -c - -o $@
+$(LIBS): | $(BUILD)/empty.o
+
+$(BUILD)/bin/llmc: $(call obj,$(CLIENT_SRC)) $(LIBS)
+$(BUILD)/bin/%: $(BUILD)/obj/%/main.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
+$(BUILD)/bin/llmc:
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
+
+# The Check runner: every tests/check_NAME.c defines Suite *NAME_suite(void);
+# the list of suites is generated, so adding a file adds a suite.
+$(BUILD)/tests/suites.inc: $(TEST_SRC) Makefile
+	@mkdir -p $(dir $@)
+	@for f in $(TEST_SRC); do n=$$(basename $$f .c); echo "SUITE($${n#check_})"; done > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+$(BUILD)/obj/tests/runner.o: tests/runner.c $(BUILD)/tests/suites.inc
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PC_CFLAGS) -I$(BUILD)/tests -c $< -o $@
+$(BUILD)/tests/check_all: $(BUILD)/obj/tests/runner.o $(call obj,$(TEST_SRC)) $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS) $(CHECK_LIBS)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
+
+# Tests find the binaries and the shared data through the environment.
+TEST_ENV = LLM_BIN=$(abspath $(BUILD)/bin) LLM_SHARED=$(abspath $(SHARED)) LLM_BUILD=$(abspath $(BUILD))
+
+test: deps
+	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory unit e2e
+
+unit:
+	$(TEST_ENV) $(BUILD)/tests/check_all
+
+e2e:
+	@set -e; for t in $(sort $(wildcard tests/e2e/*.sh)); do \
+	  echo "== $$t"; $(TEST_ENV) bash $$t; done
+
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan CC=clang \
+	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
+	  build
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(MAKE) --no-print-directory BUILD=build-asan unit
+
+run: all
+	LLM_BIN=$(abspath $(BUILD)/bin) bash deploy/pipeline.sh start --model $(MODEL)
+	$(BUILD)/bin/llmc -n 200 "Once upon a time"
+	@echo
+	@echo "The pipeline keeps running: 'bash deploy/pipeline.sh status', 'make stop' to stop it."
+
+stop:
+	LLM_BIN=$(abspath $(BUILD)/bin) bash deploy/pipeline.sh stop
+
+bench: all
+	bash bench/run.sh
+
+clean:
+	rm -rf build build-asan build-*
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

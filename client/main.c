@@ -1,0 +1,59 @@
+/*
+ * llmc - the one user-facing command.
+ *
+ *   llmc "PROMPT" [options]         raw completion, streamed (cmd_generate)
+ *   llmc chat [options]             interactive chat REPL (cmd_chat)
+ *   llmc status                     workers, segment, uptime (cmd_status)
+ *   llmc inspect FILE [--tensors] [--json]
+ *   llmc quantize IN.gguf OUT.gguf TYPE
+ *   llmc synth --shape NAME --type TYPE --vocab-from VOCAB.gguf --seed N -o OUT.gguf
+ *
+ * Each subcommand lives in its own client/cmd_*.c file.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmds.h"
+
+typedef struct {
+    const char *name;
+    cmd_fn      fn;
+    const char *usage;
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"chat",     cmd_chat,     "chat [--system TEXT] [options]   interactive chat on one session"},
+    {"status",   cmd_status,   "status                           workers, segment, uptime"},
+    {"inspect",  cmd_inspect,  "inspect FILE [--tensors] [--json]"},
+    {"quantize", cmd_quantize, "quantize IN.gguf OUT.gguf TYPE"},
+    {"synth",    cmd_synth,    "synth --shape NAME --type TYPE --vocab-from V.gguf --seed N -o OUT.gguf"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: llmc \"PROMPT\" [options]        complete a prompt, streamed\n");
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        fprintf(f, "       llmc %s\n", subcommands[i].usage);
+    fprintf(f, "run 'llmc --help' for the generation options\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++) {
+        if (strcmp(argv[1], subcommands[i].name) != 0) continue;
+        if (!subcommands[i].fn) {
+            fprintf(stderr, "error: 'llmc %s' is not built into this binary\n", argv[1]);
+            return 1;
+        }
+        return subcommands[i].fn(argc - 1, argv + 1);
+    }
+    if (!cmd_generate) {
+        usage(stderr);
+        return 2;
+    }
+    return cmd_generate(argc, argv);
+}
