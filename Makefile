@@ -103,7 +103,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
 	$(CC) $(CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
 
 # Tests find the binaries and the shared data through the environment.
-TEST_ENV = LLM_BIN=$(abspath $(BUILD)/bin) LLM_SHARED=$(abspath $(SHARED)) LLM_BUILD=$(abspath $(BUILD))
+TEST_ENV = CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} LLM_BIN=$(abspath $(BUILD)/bin) LLM_SHARED=$(abspath $(SHARED)) LLM_BUILD=$(abspath $(BUILD))
 
 test: deps
 	@$(MAKE) --no-print-directory build
@@ -120,7 +120,7 @@ asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan CC=clang \
 	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
 	  build
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 CK_TIMEOUT_MULTIPLIER=5 \
 	  $(MAKE) --no-print-directory BUILD=build-asan unit
 
 run: all
