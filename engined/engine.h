@@ -1,0 +1,108 @@
+/*
+ * engine.h - the engine's public API: a model in a POSIX shared-memory segment,
+ * sessions with their KV caches, batched prefill and batched multi-session decode.
+ *
+ * Master (creates the segment, or attaches a READY one for the same file):
+ *   char err[256];
+ *   eng_open_info info;
+ *   eng_model *m = eng_open("model.gguf", ENG_INT8, &info, err, sizeof err);
+ *   if (!m) { fprintf(stderr, "error: %s\n", err); ... }
+ *   // info.converted, info.ms, eng_segment_name(m) -> "/llm-0123456789abcdef"
+ *
+ * Worker (maps an existing READY segment read-only):
+ *   eng_model *m = eng_attach("/llm-0123456789abcdef", err, sizeof err);
+ *   eng_set_threads(m, 2);
+ *   eng_session *s = eng_session_new(m, 512, ENG_KV_F16, err, sizeof err);
+ *   float *logits = malloc(eng_config_of(m)->n_vocab * sizeof(float));
+ *   eng_prefill(m, s, tokens, n, logits, false, err, sizeof err);  // last row only
+ *   int tok = eng_argmax(logits, eng_config_of(m)->n_vocab);
+ *   eng_session *ss[2] = { s, s2 }; int32_t toks[2] = { t1, t2 };
+ *   eng_decode(m, ss, toks, 2, logits2 (2 x n_vocab floats), err, sizeof err);
+ *   eng_session_free(s);
+ *   eng_close(m);
+ *
+ * Tokenizer metadata: eng_tokenizer_blob() is a metadata-only GGUF image (every
+ * key/value of the model file, no tensors) inside the segment; gguf_parse() it.
+ *
+ * Ownership and threads: an eng_model is one process's handle on a segment (its
+ * mapping, thread pool and scratch buffers). It is not reentrant: call the forward
+ * functions from one thread at a time; they use the pool internally. Sessions
+ * belong to the model handle they were created from and must be freed before it.
+ * Every pointer returned by an accessor lives until eng_close.
+ */
+#ifndef LLM_ENGINE_H
+#define LLM_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+/* What the segment holds: INT8 q8w matrices, or f32 copies for the float path. */
+typedef enum { ENG_INT8 = 0, ENG_FLOAT = 1, ENG_PRECISION_COUNT } eng_precision;
+
+/* KV cache element type of a session. */
+typedef enum { ENG_KV_F16 = 0, ENG_KV_F32 = 1, ENG_KV_COUNT } eng_kv_type;
+
+typedef struct eng_model eng_model;
+typedef struct eng_session eng_session;
+
+/* How eng_open got its segment. */
+typedef struct {
+    bool   converted;     /* true: built it from the GGUF; false: attached a READY one */
+    double ms;            /* wall time of the whole open, milliseconds */
+    uint64_t seg_bytes;   /* size of the segment */
+    char   name[64];      /* segment name, "/llm-<16 hex>" */
+} eng_open_info;
+
+/* Creates the segment for a GGUF file (converting its weights) or attaches the READY
+ * one built earlier for the same file; rebuilds a LOADING segment whose loader died.
+ * Maps it read-only once it is READY. NULL and a message in err on any problem. */
+eng_model *eng_open(const char *gguf_path, eng_precision prec, eng_open_info *info,
+                    char *err, size_t errlen);
+/* Maps an existing READY segment read-only by name (worker side). */
+eng_model *eng_attach(const char *seg_name, char *err, size_t errlen);
+/* Unmaps and frees the handle and its pool; accepts NULL. Sessions must be freed first. */
+void eng_close(eng_model *m);
+
+/* The model's configuration (n_vocab, n_ctx_train, n_embd, ...). */
+const mdl_config *eng_config_of(const eng_model *m);
+/* Segment name, e.g. "/llm-0123456789abcdef". */
+const char *eng_segment_name(const eng_model *m);
+/* Precision of the segment's weights. */
+eng_precision eng_precision_of(const eng_model *m);
+/* The metadata-only GGUF image of the model's key/values (tokenizer tables included). */
+const void *eng_tokenizer_blob(const eng_model *m, size_t *len);
+/* Sets the thread count of this handle's pool (>= 1; default 2). 0 on success. */
+int eng_set_threads(eng_model *m, int n_threads);
+
+/* A session: its KV cache of n_ctx positions (n_ctx <= 0: the model's n_ctx_train,
+ * capped at 4096). NULL and a message in err on a bad parameter or no memory. */
+eng_session *eng_session_new(eng_model *m, int n_ctx, eng_kv_type kv, char *err, size_t errlen);
+/* Frees a session; accepts NULL. */
+void eng_session_free(eng_session *s);
+/* Forgets every position (the next token is position 0). */
+void eng_session_reset(eng_session *s);
+/* Number of positions already in the cache. */
+int eng_session_pos(const eng_session *s);
+/* Capacity of the cache in positions. */
+int eng_session_n_ctx(const eng_session *s);
+/* Drops positions >= pos (pos <= current position), to rewind a session. */
+int eng_session_truncate(eng_session *s, int pos);
+
+/* Evaluates n tokens at the session's next positions in one batched pass. logits gets
+ * n_vocab floats for the last position, or n x n_vocab (row p = after token p) when
+ * all_logits; logits may be NULL to only fill the cache. 0 on success, -1 with err on
+ * bad tokens or a full cache (the session is then unchanged). */
+int eng_prefill(eng_model *m, eng_session *s, const int32_t *tokens, int n,
+                float *logits, bool all_logits, char *err, size_t errlen);
+/* Decodes one token for each of n distinct sessions in one pass over the weights;
+ * logits gets n x n_vocab floats (row i for sessions[i]). 0 or -1 with err. */
+int eng_decode(eng_model *m, eng_session *const *sessions, const int32_t *tokens, int n,
+               float *logits, char *err, size_t errlen);
+
+/* Index of the largest value, ties to the lowest index (greedy sampling). */
+int eng_argmax(const float *logits, int n);
+
+#endif

@@ -1,0 +1,70 @@
+/*
+ * model.h - a model's configuration, read once from GGUF metadata, and the one table
+ * of per-architecture differences (llama, mistral, qwen2).
+ *
+ *   mdl_config c;
+ *   if (mdl_config_from_gguf(g, &c, err, sizeof err) != 0) { ... }
+ *   const mdl_arch *a = mdl_arch_get(c.arch_id);   // a->rope_neox, ...
+ *
+ * mdl_config is stored verbatim in the shared-memory segment header, so it is a
+ * fixed binary layout (plain integers and floats, size pinned below); bump
+ * SEG_LAYOUT_VERSION in segment.h when it changes.
+ */
+#ifndef LLM_MODEL_H
+#define LLM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gguf_ctx gguf_ctx;
+
+typedef enum { MDL_ARCH_LLAMA = 0, MDL_ARCH_MISTRAL = 1, MDL_ARCH_QWEN2 = 2, MDL_ARCH_COUNT } mdl_arch_id;
+
+/* What differs between architectures; everything else is one forward pass. */
+typedef struct {
+    const char *name;          /* general.architecture value, also the metadata key prefix */
+    int         rope_neox;     /* 1: rotate (i, i + n_rot/2); 0: adjacent pairs (2i, 2i+1) */
+    int         qkv_bias;      /* 1: q/k/v biases expected (loaded when present either way) */
+    int         sliding_window;/* 1: reads <arch>.attention.sliding_window */
+    float       rms_eps_default;
+} mdl_arch;
+
+typedef struct {
+    char    arch_name[32];   /* NUL-terminated */
+    int32_t arch_id;         /* mdl_arch_id */
+    int32_t n_vocab;
+    int32_t n_ctx_train;
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;        /* n_embd / n_head unless attention.key_length says otherwise */
+    int32_t n_ff;
+    int32_t n_rot;           /* rotated dimensions per head (rope.dimension_count) */
+    int32_t rope_neox;       /* copied from the arch table */
+    int32_t sliding_window;  /* 0: none; else attend to the last sliding_window positions */
+    int32_t tied_output;     /* 1: no output.weight, logits use token_embd */
+    int32_t has_rope_freqs;  /* 1: rope_freqs.weight divides each frequency (llama3) */
+    int32_t has_qkv_bias;    /* 1: blk.N.attn_{q,k,v}.bias present */
+    float   rope_base;       /* rope.freq_base */
+    float   rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling, else 1 */
+    float   rms_eps;         /* attention.layer_norm_rms_epsilon */
+    int32_t bos_id;          /* -1 when absent */
+    int32_t eos_id;          /* -1 when absent */
+    int32_t reserved[9];
+} mdl_config;
+_Static_assert(sizeof(mdl_config) == 128, "mdl_config is part of the segment layout");
+
+/* The table row of an architecture id (LLM_ASSERT on an invalid id). */
+const mdl_arch *mdl_arch_get(int arch_id);
+/* Id of an architecture name, or -1 when unsupported. */
+int mdl_arch_from_name(const char *name);
+
+/* Fills c from a GGUF's metadata and tensor shapes; checks that every required key and
+ * tensor is there with a consistent shape. 0, or -1 with a message naming the key. */
+int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t errlen);
+
+/* One-line human summary ("llama: 5 layers, n_embd 64, ...") into buf. */
+void mdl_config_describe(const mdl_config *c, char *buf, size_t len);
+
+#endif
