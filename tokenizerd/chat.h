@@ -1,0 +1,68 @@
+/*
+ * chat.h - chat templates: recognise the Jinja source in `tokenizer.chat_template`
+ * the way llama.cpp's llm_chat_detect_template does, and render system / user /
+ * assistant messages into the prompt text llama.cpp's llm_chat_apply_template builds.
+ * The rendered text holds control-token text (e.g. "<|im_start|>"): tokenize it with
+ * parse_special = true.
+ *
+ *   chat_tmpl t = chat_template_detect(gguf_get_str(g, "tokenizer.chat_template", NULL));
+ *   if (t == CHAT_TMPL_UNKNOWN) ... // or chat_template_by_name("chatml")
+ *   chat_msg m[] = { { "system", "Be brief." }, { "user", "Hi" } };
+ *   char *text; char err[256];
+ *   if (chat_render(t, m, 2, true, &text, err, sizeof err) != 0) ...
+ *   ... free(text);
+ *
+ * Ownership: chat_render's *out is malloc'd, the caller frees it. Messages are borrowed.
+ * Owner: tok (tokenizerd/chat.c).
+ */
+#ifndef LLM_CHAT_H
+#define LLM_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum {
+    CHAT_TMPL_UNKNOWN = -1,
+    CHAT_TMPL_CHATML = 0,        /* also Qwen / Qwen2 */
+    CHAT_TMPL_LLAMA2,            /* [INST] ... [/INST], system folded into the first user */
+    CHAT_TMPL_LLAMA2_SYS,        /* with <<SYS>> */
+    CHAT_TMPL_LLAMA2_SYS_BOS,    /* with <<SYS>> and <s> before each [INST] */
+    CHAT_TMPL_LLAMA2_SYS_STRIP,  /* with <<SYS>>, message content trimmed */
+    CHAT_TMPL_MISTRAL_V1,
+    CHAT_TMPL_MISTRAL_V3,
+    CHAT_TMPL_MISTRAL_V3_TEKKEN,
+    CHAT_TMPL_MISTRAL_V7,
+    CHAT_TMPL_LLAMA3,
+    CHAT_TMPL_ZEPHYR,
+    CHAT_TMPL_GEMMA,
+    CHAT_TMPL_PHI3,
+    CHAT_TMPL_PHI4,
+    CHAT_TMPL_DEEPSEEK,          /* deepseek-coder style ### Instruction / ### Response */
+    CHAT_TMPL_DEEPSEEK2,         /* User: / Assistant: */
+    CHAT_TMPL_DEEPSEEK3,         /* <｜User｜> / <｜Assistant｜> */
+    CHAT_TMPL_COMMAND_R,
+    CHAT_TMPL_VICUNA,
+    CHAT_TMPL_COUNT
+} chat_tmpl;
+
+typedef struct {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content; /* UTF-8, NUL-terminated */
+} chat_msg;
+
+/* Recognises a Jinja chat template by the markers it contains; CHAT_TMPL_UNKNOWN for
+ * NULL or a template it does not know. A bare name (e.g. "chatml") is also accepted. */
+chat_tmpl chat_template_detect(const char *jinja_source);
+/* The template with this name (llama.cpp's names: "chatml", "llama2", "llama3",
+ * "mistral-v7", "zephyr", "gemma", "phi3", "deepseek3", ...); CHAT_TMPL_UNKNOWN if none. */
+chat_tmpl chat_template_by_name(const char *name);
+/* The name of t ("?" when out of range). */
+const char *chat_template_name(chat_tmpl t);
+
+/* Renders msgs with template t and, if add_generation_prompt, the assistant prefix.
+ * 0 and a malloc'd NUL-terminated *out, or -1 and err naming the problem (unknown
+ * template, a NULL role or content, a role the template cannot express). */
+int chat_render(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_generation_prompt,
+                char **out, char *err, size_t errlen);
+
+#endif
