@@ -1,0 +1,66 @@
+/*
+ * net.h - ZeroMQ helpers shared by the daemons and llmc: the run directory, endpoint
+ * names, socket options (maximum message size, linger, CURVE), message send/receive
+ * with a routing frame, and a millisecond clock for heartbeats.
+ *
+ *   char dir[256], ep[300], err[200];
+ *   if (net_run_dir(flag_run_dir, dir, sizeof dir, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 1; }
+ *   net_endpoint(dir, NET_EP_FRONT, ep, sizeof ep);     // "ipc:///run/user/1000/llm/front.sock"
+ *   void *s = net_socket(ctx, ZMQ_ROUTER);
+ *   zmq_bind(s, ep);
+ *
+ * Run directory: --run-dir, else $LLM_RUN_DIR, else $XDG_RUNTIME_DIR/llm, else
+ * /tmp/llm-$UID; created with mode 0700 and refused if another user owns it or others
+ * can enter it. Endpoints: front.sock (llmc -> tokenizerd), workers.sock (engine workers
+ * -> tokenizerd), sampler.sock (workers -> samplerd). A tcp:// endpoint may be given
+ * instead of any of them (flags, or LLM_FRONT / LLM_WORKERS / LLM_SAMPLER).
+ *
+ * CURVE (tcp only): a server socket uses $LLM_CURVE_SECRET (z85, 40 chars); a client
+ * socket uses $LLM_CURVE_SERVER (the server's public key) and its own
+ * $LLM_CURVE_CLIENT_SECRET / $LLM_CURVE_CLIENT_PUBLIC (or a fresh key pair).
+ * Heartbeats: NET_HB_MS between beats, a peer is dead after NET_HB_LIVENESS missed ones.
+ */
+#ifndef LLM_NET_H
+#define LLM_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#define NET_HB_MS        250   /* heartbeat interval, milliseconds */
+#define NET_HB_LIVENESS  4     /* beats missed before a peer is declared dead */
+#define NET_RECONNECT_MS 100   /* first reconnect interval; ZeroMQ backs off to NET_RECONNECT_MAX_MS */
+#define NET_RECONNECT_MAX_MS 2000
+
+typedef enum { NET_EP_FRONT, NET_EP_WORKERS, NET_EP_SAMPLER, NET_EP_COUNT } net_ep;
+
+/* Resolves and creates the run directory into out; 0, or -1 with a message in err. */
+int net_run_dir(const char *flag, char *out, size_t cap, char *err, size_t errcap);
+/* Writes the endpoint of kind ep: the env override (LLM_FRONT...) if set, else ipc:// in dir. */
+void net_endpoint(const char *dir, net_ep ep, char *out, size_t cap);
+/* The filesystem path of an ipc:// endpoint (NULL for other transports). */
+const char *net_ipc_path(const char *endpoint);
+
+/* A socket with the pipeline's options: ZMQ_MAXMSGSIZE, linger 0, reconnect backoff.
+ * NULL on failure (logged). */
+void *net_socket(void *ctx, int type);
+/* Applies CURVE server or client options when endpoint is tcp:// and keys are
+ * configured; 0 on success or when not applicable, -1 with err on bad keys. */
+int net_curve(void *sock, const char *endpoint, int is_server, char *err, size_t errcap);
+/* Closes a socket; accepts NULL and nulls the pointer. */
+void net_close(void **sock);
+
+/* Sends [routing id][payload] (routing NULL: just the payload); 0 or -1. Non-blocking:
+ * a message that cannot be queued is dropped (the protocol's retries cover it). */
+int net_send(void *sock, const void *rid, size_t rid_len, const void *data, size_t len);
+/* Receives one message without blocking: for a ROUTER the first frame is copied into
+ * rid (cap NET_RID_MAX) and its length into *rid_len. The payload is returned in *msg
+ * (caller zmq_msg_close). Extra frames are discarded. 1 if a message was received, 0 if
+ * none was ready, -1 on error or a malformed frame sequence. */
+#define NET_RID_MAX 256
+int net_recv(void *sock, int is_router, uint8_t *rid, size_t *rid_len, zmq_msg_t *msg);
+
+/* Monotonic milliseconds. */
+int64_t net_now_ms(void);
+
+#endif

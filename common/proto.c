@@ -1,0 +1,419 @@
+/* proto.c - msgpack encoding, validation and field access for proto.h. */
+#include "proto.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+
+typedef struct {
+    const char *key;
+    proto_kind  kind;
+} proto_field_spec;
+
+#define MAXF 8
+typedef struct {
+    const char      *name;
+    proto_field_spec req[MAXF];   /* required fields, {NULL} terminated */
+} proto_type_spec;
+
+/* The protocol, one row per message type: required keys and their kinds. Optional keys
+ * (not checked here, read with defaults): GENERATE: prompt STR, msgs STRS (role, text,
+ * role, text...), chat BOOL, sess U64 (continue a chat session), params PARAMS, stop
+ * STRS, echo BOOL, ignore_eos BOOL. RUN/SAMPLE/TOKEN/SAMPLED: st BIN (carried sampler
+ * state). RUN: eog INTS. */
+static const proto_type_spec proto_schema[PT_TYPE_COUNT] = {
+    [PT_GENERATE]     = {"GENERATE", {{"n", PK_I64}}},
+    [PT_CANCEL]       = {"CANCEL", {{0}}},
+    [PT_PING]         = {"PING", {{0}}},
+    [PT_STATUS]       = {"STATUS", {{0}}},
+    [PT_ACCEPTED]     = {"ACCEPTED", {{"ntok", PK_U64}, {"sess", PK_U64}}},
+    [PT_PIECE]        = {"PIECE", {{"text", PK_STR}, {"ntok", PK_U64}}},
+    [PT_DONE]         = {"DONE", {{"reason", PK_STR}, {"ntok_prompt", PK_U64}, {"ntok", PK_U64}}},
+    [PT_ERROR]        = {"ERROR", {{"msg", PK_STR}}},
+    [PT_STATUS_REPLY] = {"STATUS_REPLY", {{"workers", PK_ANY}, {"uptime", PK_F64}, {"active", PK_U64}}},
+    [PT_WORKER_HB]    = {"WORKER_HB", {{"pid", PK_U64}, {"host", PK_STR}, {"seg", PK_STR},
+                                       {"active", PK_U64}, {"wid", PK_U64}}},
+    [PT_FRONT_HB]     = {"FRONT_HB", {{"epoch", PK_U64}}},
+    [PT_RUN]          = {"RUN", {{"sess", PK_U64}, {"toks", PK_INTS}, {"step", PK_U64},
+                                 {"budget", PK_U64}, {"params", PK_PARAMS}, {"epoch", PK_U64}}},
+    [PT_STOP]         = {"STOP", {{"sess", PK_U64}}},
+    [PT_TOKEN]        = {"TOKEN", {{"sess", PK_U64}, {"step", PK_U64}, {"tok", PK_I64}, {"epoch", PK_U64}}},
+    [PT_SAMPLE]       = {"SAMPLE", {{"sess", PK_U64}, {"step", PK_U64}, {"shm", PK_STR}, {"slot", PK_U64},
+                                    {"nv", PK_U64}, {"params", PK_PARAMS}, {"hist", PK_INTS}}},
+    [PT_SAMPLED]      = {"SAMPLED", {{"sess", PK_U64}, {"step", PK_U64}, {"tok", PK_I64}}},
+    [PT_PONG]         = {"PONG", {{0}}},
+};
+
+const char *proto_type_name(int type)
+{
+    return type >= 0 && type < PT_TYPE_COUNT ? proto_schema[type].name : "?";
+}
+
+/* ---- well-formedness walk (no allocation) ---- */
+
+static uint64_t rd_be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = v << 8 | p[i];
+    return v;
+}
+
+/* Skips one value at *pos; -1 if malformed. */
+static int walk(const uint8_t *d, size_t len, size_t *pos, int depth)
+{
+    if (*pos >= len || depth < 0) return -1;
+    uint8_t c = d[(*pos)++];
+    size_t left = len - *pos;
+    uint64_t n = 0, skip = 0;
+    int hdr = 0, is_cont = 0, pairs = 0;
+    if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3) return 0;
+    if ((c & 0xf0) == 0x80) { n = c & 0x0f; is_cont = 1; pairs = 1; }
+    else if ((c & 0xf0) == 0x90) { n = c & 0x0f; is_cont = 1; }
+    else if ((c & 0xe0) == 0xa0) skip = c & 0x1f;
+    else switch (c) {
+    case 0xc4: case 0xd9: hdr = 1; break;
+    case 0xc5: case 0xda: hdr = 2; break;
+    case 0xc6: case 0xdb: hdr = 4; break;
+    case 0xc7: case 0xc8: case 0xc9:
+        hdr = c == 0xc7 ? 1 : c == 0xc8 ? 2 : 4;
+        if (left < (size_t)hdr + 1) return -1;
+        skip = rd_be(d + *pos, hdr) + 1;
+        *pos += hdr;
+        hdr = 0;
+        break;
+    case 0xca: skip = 4; break;
+    case 0xcb: skip = 8; break;
+    case 0xcc: case 0xd0: skip = 1; break;
+    case 0xcd: case 0xd1: skip = 2; break;
+    case 0xce: case 0xd2: skip = 4; break;
+    case 0xcf: case 0xd3: skip = 8; break;
+    case 0xd4: skip = 2; break;
+    case 0xd5: skip = 3; break;
+    case 0xd6: skip = 5; break;
+    case 0xd7: skip = 9; break;
+    case 0xd8: skip = 17; break;
+    case 0xdc: case 0xde: if (left < 2) return -1; n = rd_be(d + *pos, 2); *pos += 2;
+        is_cont = 1; pairs = c == 0xde; break;
+    case 0xdd: case 0xdf: if (left < 4) return -1; n = rd_be(d + *pos, 4); *pos += 4;
+        is_cont = 1; pairs = c == 0xdf; break;
+    default: return -1; /* 0xc1 */
+    }
+    if (hdr) {
+        if (left < (size_t)hdr) return -1;
+        skip = rd_be(d + *pos, hdr);
+        *pos += hdr;
+    }
+    if (!is_cont) {
+        if (skip > len - *pos) return -1;
+        *pos += skip;
+        return 0;
+    }
+    if (pairs) n *= 2;
+    if (n > len - *pos) return -1; /* each element takes at least one byte */
+    for (uint64_t i = 0; i < n; i++)
+        if (walk(d, len, pos, depth - 1) != 0) return -1;
+    return 0;
+}
+
+int proto_wellformed(const void *data, size_t len, int max_depth)
+{
+    size_t pos = 0;
+    if (!data || walk(data, len, &pos, max_depth) != 0) return -1;
+    return pos == len ? 0 : -1;
+}
+
+/* ---- decoding ---- */
+
+static const msgpack_object *map_get(const msgpack_object_map *map, const char *key)
+{
+    size_t kl = strlen(key);
+    for (uint32_t i = 0; i < map->size; i++) {
+        const msgpack_object *k = &map->ptr[i].key;
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == kl && memcmp(k->via.str.ptr, key, kl) == 0)
+            return &map->ptr[i].val;
+    }
+    return NULL;
+}
+
+static int is_int(const msgpack_object *o)
+{
+    return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER || o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER;
+}
+
+static int kind_ok(const msgpack_object *o, proto_kind k)
+{
+    switch (k) {
+    case PK_U64: return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER;
+    case PK_I64: return is_int(o) && (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER || o->via.u64 <= INT64_MAX);
+    case PK_F64: return is_int(o) || o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64;
+    case PK_STR: return o->type == MSGPACK_OBJECT_STR;
+    case PK_BIN: return o->type == MSGPACK_OBJECT_BIN;
+    case PK_BOOL: return o->type == MSGPACK_OBJECT_BOOLEAN;
+    case PK_ANY: return 1;
+    case PK_INTS:
+        if (o->type != MSGPACK_OBJECT_ARRAY) return 0;
+        for (uint32_t i = 0; i < o->via.array.size; i++) {
+            const msgpack_object *e = &o->via.array.ptr[i];
+            if (e->type == MSGPACK_OBJECT_POSITIVE_INTEGER && e->via.u64 <= INT32_MAX) continue;
+            if (e->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && e->via.i64 >= INT32_MIN) continue;
+            return 0;
+        }
+        return 1;
+    case PK_STRS:
+        if (o->type != MSGPACK_OBJECT_ARRAY) return 0;
+        for (uint32_t i = 0; i < o->via.array.size; i++)
+            if (o->via.array.ptr[i].type != MSGPACK_OBJECT_STR) return 0;
+        return 1;
+    case PK_PARAMS:
+        if (o->type != MSGPACK_OBJECT_MAP) return 0;
+        for (uint32_t i = 0; i < o->via.map.size; i++)
+            if (o->via.map.ptr[i].key.type != MSGPACK_OBJECT_STR || o->via.map.ptr[i].val.type != MSGPACK_OBJECT_STR)
+                return 0;
+        return 1;
+    default: return 0;
+    }
+}
+
+static const char *const kind_names[PK_KIND_COUNT] = {
+    "unsigned integer", "integer", "number", "string", "binary", "array of int32",
+    "array of strings", "map of strings", "boolean", "value"};
+
+static int fail(char *err, size_t cap, const char *fmt, const char *a, const char *b)
+{
+    if (err && cap) snprintf(err, cap, fmt, a, b);
+    return -1;
+}
+
+/* Optional keys that, when present, must still have the right kind. */
+static const proto_field_spec proto_optional[] = {
+    {"prompt", PK_STR}, {"msgs", PK_STRS}, {"chat", PK_BOOL}, {"sess", PK_U64},
+    {"params", PK_PARAMS}, {"stop", PK_STRS}, {"echo", PK_BOOL}, {"ignore_eos", PK_BOOL},
+    {"st", PK_BIN}, {"eog", PK_INTS}, {NULL, 0}};
+
+int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t errcap)
+{
+    memset(m, 0, sizeof *m);
+    char num[32];
+    if (len > PROTO_MAX_MSG) return fail(err, errcap, "message of %s bytes exceeds the maximum%s", "many", "");
+    if (proto_wellformed(data, len, 8) != 0)
+        return fail(err, errcap, "not one well-formed msgpack value%s%s", "", "");
+    msgpack_unpacked_init(&m->up);
+    size_t off = 0;
+    if (msgpack_unpack_next(&m->up, data, len, &off) != MSGPACK_UNPACK_SUCCESS) {
+        proto_msg_free(m);
+        return fail(err, errcap, "msgpack could not unpack the message%s%s", "", "");
+    }
+    const msgpack_object *root = &m->up.data;
+    if (root->type != MSGPACK_OBJECT_MAP) {
+        proto_msg_free(m);
+        return fail(err, errcap, "message is not a msgpack map%s%s", "", "");
+    }
+    m->map = &root->via.map;
+    const msgpack_object *v = map_get(m->map, "v"), *t = map_get(m->map, "t"), *id = map_get(m->map, "id");
+    if (!v || v->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        proto_msg_free(m);
+        return fail(err, errcap, "missing protocol version field 'v'%s%s", "", "");
+    }
+    if (v->via.u64 != PROTO_VERSION) {
+        snprintf(num, sizeof num, "%llu", (unsigned long long)v->via.u64);
+        proto_msg_free(m);
+        return fail(err, errcap, "protocol version %s, this daemon speaks %s", num, "1");
+    }
+    if (!id || id->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        proto_msg_free(m);
+        return fail(err, errcap, "missing request id field 'id'%s%s", "", "");
+    }
+    m->id = id->via.u64;
+    if (!t || t->type != MSGPACK_OBJECT_POSITIVE_INTEGER || t->via.u64 >= PT_TYPE_COUNT) {
+        proto_msg_free(m);
+        return fail(err, errcap, "missing or unknown message type field 't'%s%s", "", "");
+    }
+    m->type = (proto_type)t->via.u64;
+    const proto_type_spec *spec = &proto_schema[m->type];
+    for (int i = 0; i < MAXF && spec->req[i].key; i++) {
+        const msgpack_object *f = map_get(m->map, spec->req[i].key);
+        if (!f || !kind_ok(f, spec->req[i].kind)) {
+            char what[96];
+            snprintf(what, sizeof what, "%s: field '%s'", spec->name, spec->req[i].key);
+            proto_msg_free(m);
+            return fail(err, errcap, f ? "%s must be a %s" : "%s is missing (a %s)", what,
+                        kind_names[spec->req[i].kind]);
+        }
+    }
+    for (int i = 0; proto_optional[i].key; i++) {
+        const msgpack_object *f = map_get(m->map, proto_optional[i].key);
+        if (f && !kind_ok(f, proto_optional[i].kind)) {
+            char what[96];
+            snprintf(what, sizeof what, "%s: field '%s'", spec->name, proto_optional[i].key);
+            proto_msg_free(m);
+            return fail(err, errcap, "%s must be a %s", what, kind_names[proto_optional[i].kind]);
+        }
+    }
+    return 0;
+}
+
+void proto_msg_free(proto_msg *m)
+{
+    if (!m) return;
+    if (m->up.zone) msgpack_unpacked_destroy(&m->up);
+    memset(m, 0, sizeof *m);
+}
+
+const msgpack_object *proto_field(const proto_msg *m, const char *key)
+{
+    return m->map ? map_get(m->map, key) : NULL;
+}
+
+uint64_t proto_u64(const proto_msg *m, const char *key, uint64_t dflt)
+{
+    const msgpack_object *o = proto_field(m, key);
+    return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : dflt;
+}
+
+int64_t proto_i64(const proto_msg *m, const char *key, int64_t dflt)
+{
+    const msgpack_object *o = proto_field(m, key);
+    return o && kind_ok(o, PK_I64) ? (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? o->via.i64 : (int64_t)o->via.u64)
+                                   : dflt;
+}
+
+double proto_f64(const proto_msg *m, const char *key, double dflt)
+{
+    const msgpack_object *o = proto_field(m, key);
+    if (!o) return dflt;
+    if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64) return o->via.f64;
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) return (double)o->via.u64;
+    if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) return (double)o->via.i64;
+    return dflt;
+}
+
+int proto_bool(const proto_msg *m, const char *key, int dflt)
+{
+    const msgpack_object *o = proto_field(m, key);
+    return o && o->type == MSGPACK_OBJECT_BOOLEAN ? o->via.boolean : dflt;
+}
+
+const char *proto_str(const proto_msg *m, const char *key, size_t *len)
+{
+    const msgpack_object *o = proto_field(m, key);
+    if (!o || o->type != MSGPACK_OBJECT_STR) return NULL;
+    if (len) *len = o->via.str.size;
+    return o->via.str.ptr;
+}
+
+int proto_strcpy(const proto_msg *m, const char *key, char *out, size_t cap)
+{
+    size_t n;
+    const char *s = proto_str(m, key, &n);
+    if (!s) { if (cap) out[0] = 0; return -1; }
+    if (n >= cap) n = cap - 1;
+    memcpy(out, s, n);
+    out[n] = 0;
+    return 0;
+}
+
+long proto_ints(const proto_msg *m, const char *key, int32_t *out, size_t cap)
+{
+    const msgpack_object *o = proto_field(m, key);
+    if (!o || !kind_ok(o, PK_INTS)) return -1;
+    for (uint32_t i = 0; i < o->via.array.size && i < cap; i++) {
+        const msgpack_object *e = &o->via.array.ptr[i];
+        out[i] = (int32_t)(e->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? e->via.i64 : (int64_t)e->via.u64);
+    }
+    return (long)o->via.array.size;
+}
+
+/* ---- encoding ---- */
+
+static void put_key(proto_writer *w, const char *key)
+{
+    size_t n = strlen(key);
+    msgpack_pack_str(&w->pk, n);
+    msgpack_pack_str_body(&w->pk, key, n);
+    w->n_keys++;
+}
+
+void proto_begin(proto_writer *w, proto_type type, uint64_t id)
+{
+    LLM_ASSERT(type < PT_TYPE_COUNT);
+    msgpack_sbuffer_init(&w->buf);
+    msgpack_packer_init(&w->pk, &w->buf, msgpack_sbuffer_write);
+    w->n_keys = 0;
+    w->open = 0;
+    /* map32 header with the count patched by proto_data: a valid, if not minimal, encoding */
+    static const char hdr[5] = {(char)0xdf, 0, 0, 0, 0};
+    msgpack_sbuffer_write(&w->buf, hdr, 5);
+    proto_put_u64(w, "v", PROTO_VERSION);
+    proto_put_u64(w, "t", (uint64_t)type);
+    proto_put_u64(w, "id", id);
+}
+
+void proto_put_u64(proto_writer *w, const char *key, uint64_t v) { put_key(w, key); msgpack_pack_uint64(&w->pk, v); }
+void proto_put_i64(proto_writer *w, const char *key, int64_t v) { put_key(w, key); msgpack_pack_int64(&w->pk, v); }
+void proto_put_f64(proto_writer *w, const char *key, double v) { put_key(w, key); msgpack_pack_double(&w->pk, v); }
+
+void proto_put_bool(proto_writer *w, const char *key, int v)
+{
+    put_key(w, key);
+    if (v) msgpack_pack_true(&w->pk);
+    else msgpack_pack_false(&w->pk);
+}
+
+void proto_pack_str(msgpack_packer *pk, const char *s)
+{
+    size_t n = strlen(s);
+    msgpack_pack_str(pk, n);
+    msgpack_pack_str_body(pk, s, n);
+}
+
+void proto_put_str(proto_writer *w, const char *key, const char *s) { proto_put_strn(w, key, s, strlen(s)); }
+
+void proto_put_strn(proto_writer *w, const char *key, const char *s, size_t n)
+{
+    put_key(w, key);
+    msgpack_pack_str(&w->pk, n);
+    msgpack_pack_str_body(&w->pk, s, n);
+}
+
+void proto_put_bin(proto_writer *w, const char *key, const void *p, size_t n)
+{
+    put_key(w, key);
+    msgpack_pack_bin(&w->pk, n);
+    msgpack_pack_bin_body(&w->pk, p, n);
+}
+
+void proto_put_ints(proto_writer *w, const char *key, const int32_t *v, size_t n)
+{
+    put_key(w, key);
+    msgpack_pack_array(&w->pk, n);
+    for (size_t i = 0; i < n; i++) msgpack_pack_int32(&w->pk, v[i]);
+}
+
+void proto_put_obj(proto_writer *w, const char *key, const msgpack_object *o)
+{
+    put_key(w, key);
+    msgpack_pack_object(&w->pk, *o);
+}
+
+void proto_put_map_begin(proto_writer *w, const char *key, uint32_t n) { put_key(w, key); msgpack_pack_map(&w->pk, n); }
+void proto_put_array_begin(proto_writer *w, const char *key, uint32_t n) { put_key(w, key); msgpack_pack_array(&w->pk, n); }
+
+const void *proto_data(proto_writer *w)
+{
+    uint8_t *p = (uint8_t *)w->buf.data;
+    p[1] = (uint8_t)(w->n_keys >> 24);
+    p[2] = (uint8_t)(w->n_keys >> 16);
+    p[3] = (uint8_t)(w->n_keys >> 8);
+    p[4] = (uint8_t)w->n_keys;
+    return p;
+}
+
+size_t proto_size(const proto_writer *w) { return w->buf.size; }
+
+void proto_writer_free(proto_writer *w)
+{
+    if (!w) return;
+    msgpack_sbuffer_destroy(&w->buf);
+    memset(w, 0, sizeof *w);
+}

@@ -1,0 +1,145 @@
+/*
+ * proto.h - the one wire protocol of the pipeline: version, message types, fields.
+ *
+ *   proto_writer w;
+ *   proto_begin(&w, PT_PING, req_id);
+ *   proto_put_u64(&w, "sess", 7);
+ *   zmq_send(sock, proto_data(&w), proto_size(&w), 0);
+ *   proto_writer_free(&w);
+ *
+ *   proto_msg m;
+ *   char err[128];
+ *   if (proto_decode(&m, bytes, len, err, sizeof err) != 0) log_warn("bad message: %s", err);
+ *   else { uint64_t s = proto_u64(&m, "sess", 0); ...; proto_msg_free(&m); }
+ *
+ * Every message is one msgpack map with string keys. Three keys are always present:
+ * "v" (PROTO_VERSION), "t" (the proto_type as an integer) and "id" (the request id, an
+ * unsigned integer chosen by whoever starts the exchange; replies echo it). The other
+ * keys of each type are listed in proto_schema (proto.c): required keys must be present
+ * with the listed kind, unknown keys are ignored (so a newer peer may add optional keys
+ * without a version bump). proto_decode checks the whole table, so after it succeeds
+ * the getters of required keys cannot fail.
+ *
+ * Before msgpack-c sees the bytes, proto_decode walks them once without allocating and
+ * rejects truncated data, nesting deeper than 8 and container counts larger than the
+ * bytes left: a hostile header cannot make the unpacker allocate gigabytes.
+ *
+ * Ownership: proto_msg owns its unpacked zone until proto_msg_free; strings and arrays
+ * returned by getters point into it. proto_writer owns its buffer until
+ * proto_writer_free (proto_data stays valid until then).
+ */
+#ifndef LLM_PROTO_H
+#define LLM_PROTO_H
+
+#include <msgpack.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_VERSION 1
+#define PROTO_MAX_MSG (4u << 20) /* bytes; ZMQ_MAXMSGSIZE on every socket (net.c) */
+
+/* Message types. Direction in the comment: C=llmc, F=tokenizerd (front door),
+ * W=engine worker, S=samplerd. Fields per type: see proto_schema in proto.c. */
+typedef enum {
+    PT_GENERATE,     /* C->F  start a completion or a chat turn */
+    PT_CANCEL,       /* C->F  stop a request, free its session */
+    PT_PING,         /* C->F  client keep-alive while streaming (front replies PT_PONG) */
+    PT_STATUS,       /* C->F  ask for PT_STATUS_REPLY */
+    PT_ACCEPTED,     /* F->C  request admitted: prompt token count */
+    PT_PIECE,        /* F->C  a piece of generated text */
+    PT_DONE,         /* F->C  request finished: why and counts */
+    PT_ERROR,        /* any   the request failed: message */
+    PT_STATUS_REPLY, /* F->C  workers, segment, uptime */
+    PT_WORKER_HB,    /* W->F  register + heartbeat: pid, host, segment, active sessions */
+    PT_FRONT_HB,     /* F->W  heartbeat: front door instance (epoch) */
+    PT_RUN,          /* F->W  (re)start a session: tokens so far, step, budget, params */
+    PT_STOP,         /* F->W  drop a session */
+    PT_TOKEN,        /* W->F  one sampled token of a session at a step */
+    PT_SAMPLE,       /* W->S  sample from logits in the worker's shm slot */
+    PT_SAMPLED,      /* S->W  the token (and carried sampler state) */
+    PT_PONG,         /* F->C  reply to PT_PING */
+    PT_TYPE_COUNT
+} proto_type;
+
+/* Kinds of field values checked by proto_decode. */
+typedef enum {
+    PK_U64,   /* non-negative integer */
+    PK_I64,   /* integer */
+    PK_F64,   /* float or integer */
+    PK_STR,   /* UTF-8 string (not checked for validity) */
+    PK_BIN,   /* binary */
+    PK_INTS,  /* array of integers that fit int32 */
+    PK_STRS,  /* array of strings */
+    PK_PARAMS,/* map string -> string (sampler parameters as llama.cpp names) */
+    PK_BOOL,  /* boolean */
+    PK_ANY,   /* anything (e.g. the worker list of a status reply) */
+    PK_KIND_COUNT
+} proto_kind;
+
+/* A decoded message: the type, the request id and the root map. */
+typedef struct {
+    proto_type       type;
+    uint64_t         id;
+    msgpack_unpacked up;   /* owns every object below */
+    const msgpack_object_map *map;
+} proto_msg;
+
+/* Decodes and validates bytes; 0 on success (free with proto_msg_free), -1 with a
+ * message naming what was wrong in err (version, type, missing or mistyped field). */
+int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t errcap);
+/* Frees a decoded message; accepts a zeroed or freed one. */
+void proto_msg_free(proto_msg *m);
+/* The name of a type for logs ("GENERATE"), "?" when out of range. */
+const char *proto_type_name(int type);
+
+/* Field getters: the value of key, or dflt when absent or of another kind. */
+const msgpack_object *proto_field(const proto_msg *m, const char *key);
+uint64_t proto_u64(const proto_msg *m, const char *key, uint64_t dflt);
+int64_t proto_i64(const proto_msg *m, const char *key, int64_t dflt);
+double proto_f64(const proto_msg *m, const char *key, double dflt);
+int proto_bool(const proto_msg *m, const char *key, int dflt);
+/* A string field: pointer into the message (not NUL-terminated) and its length; NULL if absent. */
+const char *proto_str(const proto_msg *m, const char *key, size_t *len);
+/* Copies a string field into out (NUL-terminated, truncated to cap-1); 0 if present, -1 if not. */
+int proto_strcpy(const proto_msg *m, const char *key, char *out, size_t cap);
+/* Copies up to cap integers of an PK_INTS field into out; returns the array's full
+ * length (which may exceed cap), or -1 when absent. */
+long proto_ints(const proto_msg *m, const char *key, int32_t *out, size_t cap);
+
+/* An encoder for one message. */
+typedef struct {
+    msgpack_sbuffer buf;
+    msgpack_packer  pk;
+    uint32_t        n_keys;   /* keys written so far, patched into the map header */
+    int             open;     /* a container put by proto_put_*_begin is being filled */
+} proto_writer;
+
+/* Starts a message of type with request id id (writes v, t, id). */
+void proto_begin(proto_writer *w, proto_type type, uint64_t id);
+void proto_put_u64(proto_writer *w, const char *key, uint64_t v);
+void proto_put_i64(proto_writer *w, const char *key, int64_t v);
+void proto_put_f64(proto_writer *w, const char *key, double v);
+void proto_put_bool(proto_writer *w, const char *key, int v);
+void proto_put_str(proto_writer *w, const char *key, const char *s);
+void proto_put_strn(proto_writer *w, const char *key, const char *s, size_t n);
+void proto_put_bin(proto_writer *w, const char *key, const void *p, size_t n);
+void proto_put_ints(proto_writer *w, const char *key, const int32_t *v, size_t n);
+/* Writes key with a raw msgpack value copied from a decoded message (forwarding). */
+void proto_put_obj(proto_writer *w, const char *key, const msgpack_object *o);
+/* Starts a map or array value under key; the caller then packs exactly n entries with
+ * w->pk (msgpack_pack_*). */
+void proto_put_map_begin(proto_writer *w, const char *key, uint32_t n);
+void proto_put_array_begin(proto_writer *w, const char *key, uint32_t n);
+/* The encoded bytes so far (valid until the next put or proto_writer_free). */
+const void *proto_data(proto_writer *w);
+size_t proto_size(const proto_writer *w);
+void proto_writer_free(proto_writer *w);
+
+/* Packs a string value (for use inside proto_put_map_begin/array_begin). */
+void proto_pack_str(msgpack_packer *pk, const char *s);
+
+/* Checks that data is exactly one well-formed msgpack value with nesting <= max_depth
+ * and plausible container counts, without allocating; 0 if so, -1 otherwise. */
+int proto_wellformed(const void *data, size_t len, int max_depth);
+
+#endif
