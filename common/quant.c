@@ -1,0 +1,373 @@
+/*
+ * quant.c - the traits table of every ggml weight type (qtype.h), the plain types
+ * (F32, F16, BF16) and the 32-value block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1).
+ *
+ *   const qt_traits *t = qt_get(tensor->type);
+ *   if (!t || !t->dequant) return error("cannot dequantize %s", qt_name(tensor->type));
+ *   t->dequant(tensor->data, row_f32, ne0);
+ *
+ * Dequantizers reproduce ggml's dequantize_row_* bit for bit (same float operations
+ * in the same order, no fused multiply-add). Quantizers follow ggml's reference
+ * quantize_row_*_ref semantics so our files are comparable with llama-quantize's.
+ * Ownership: no allocation; the table is static and read-only.
+ */
+#include "quant.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+#include "f16.h"
+
+/* ---- plain types ---------------------------------------------------------------- */
+
+static void dequant_f32(const void *src, float *dst, int64_t n)
+{
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+static void quant_f32(const float *src, void *dst, int64_t n)
+{
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+static void dequant_f16(const void *src, float *dst, int64_t n)
+{
+    const uint16_t *h = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = f16_to_f32(h[i]);
+}
+
+static void quant_f16(const float *src, void *dst, int64_t n)
+{
+    uint16_t *h = dst;
+    for (int64_t i = 0; i < n; i++) h[i] = f32_to_f16(src[i]);
+}
+
+static void dequant_bf16(const void *src, float *dst, int64_t n)
+{
+    const uint16_t *h = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_f32(h[i]);
+}
+
+static void quant_bf16(const float *src, void *dst, int64_t n)
+{
+    uint16_t *h = dst;
+    for (int64_t i = 0; i < n; i++) h[i] = f32_to_bf16(src[i]);
+}
+
+/* ---- 32-value blocks: dequantize ---------------------------------------------------- */
+
+static void dequant_q4_0(const void *src, float *dst, int64_t n)
+{
+    const block_q4_0 *b = src;
+    for (int64_t i = 0; i < n / QK4_0; i++, b++, dst += QK4_0) {
+        const float d = f16_to_f32(b->d);
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            dst[j] = (float)((b->qs[j] & 0x0f) - 8) * d;
+            dst[j + QK4_0 / 2] = (float)((b->qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+static void dequant_q4_1(const void *src, float *dst, int64_t n)
+{
+    const block_q4_1 *b = src;
+    for (int64_t i = 0; i < n / QK4_1; i++, b++, dst += QK4_1) {
+        const float d = f16_to_f32(b->d), m = f16_to_f32(b->m);
+        for (int j = 0; j < QK4_1 / 2; j++) {
+            dst[j] = (float)(b->qs[j] & 0x0f) * d + m;
+            dst[j + QK4_1 / 2] = (float)(b->qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+static uint32_t load_u32le(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void dequant_q5_0(const void *src, float *dst, int64_t n)
+{
+    const block_q5_0 *b = src;
+    for (int64_t i = 0; i < n / QK5_0; i++, b++, dst += QK5_0) {
+        const float d = f16_to_f32(b->d);
+        const uint32_t qh = load_u32le(b->qh);
+        for (int j = 0; j < QK5_0 / 2; j++) {
+            /* bit j of qh is the 5th bit of value j, bit j+16 that of value j+16 */
+            const int h0 = (int)((qh >> j) << 4 & 0x10);
+            const int h1 = (int)(qh >> (j + 12) & 0x10);
+            dst[j] = (float)(((b->qs[j] & 0x0f) | h0) - 16) * d;
+            dst[j + QK5_0 / 2] = (float)(((b->qs[j] >> 4) | h1) - 16) * d;
+        }
+    }
+}
+
+static void dequant_q5_1(const void *src, float *dst, int64_t n)
+{
+    const block_q5_1 *b = src;
+    for (int64_t i = 0; i < n / QK5_1; i++, b++, dst += QK5_1) {
+        const float d = f16_to_f32(b->d), m = f16_to_f32(b->m);
+        const uint32_t qh = load_u32le(b->qh);
+        for (int j = 0; j < QK5_1 / 2; j++) {
+            const int h0 = (int)((qh >> j) << 4 & 0x10);
+            const int h1 = (int)(qh >> (j + 12) & 0x10);
+            dst[j] = (float)((b->qs[j] & 0x0f) | h0) * d + m;
+            dst[j + QK5_1 / 2] = (float)((b->qs[j] >> 4) | h1) * d + m;
+        }
+    }
+}
+
+static void dequant_q8_0(const void *src, float *dst, int64_t n)
+{
+    const block_q8_0 *b = src;
+    for (int64_t i = 0; i < n / QK8_0; i++, b++, dst += QK8_0) {
+        const float d = f16_to_f32(b->d);
+        for (int j = 0; j < QK8_0; j++) dst[j] = (float)b->qs[j] * d;
+    }
+}
+
+/* ggml has no Q8_1 to-float; this is the obvious inverse of its quantizer. */
+static void dequant_q8_1(const void *src, float *dst, int64_t n)
+{
+    const block_q8_1 *b = src;
+    for (int64_t i = 0; i < n / QK8_1; i++, b++, dst += QK8_1) {
+        const float d = f16_to_f32(b->d);
+        for (int j = 0; j < QK8_1; j++) dst[j] = (float)b->qs[j] * d;
+    }
+}
+
+/* ---- 32-value blocks: quantize ---------------------------------------------------- */
+
+/* The value of largest magnitude (its sign kept), first one on ties. */
+static float signed_absmax(const float *x, int n)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    return max;
+}
+
+static void min_max(const float *x, int n, float *mn, float *mx)
+{
+    float lo = FLT_MAX, hi = -FLT_MAX;
+    for (int j = 0; j < n; j++) {
+        if (x[j] < lo) lo = x[j];
+        if (x[j] > hi) hi = x[j];
+    }
+    *mn = lo;
+    *mx = hi;
+}
+
+/* Truncation towards zero of x + bias, clamped to [0, top]: ggml's (int8_t)(x + 8.5f)
+ * idiom, written so that out-of-range or NaN inputs stay defined. */
+static int trunc_clamp(float v, int top)
+{
+    if (!(v > 0.0f)) return 0;
+    if (v >= (float)top) return top;
+    return (int)v;
+}
+
+static void quant_q4_0(const float *src, void *dst, int64_t n)
+{
+    block_q4_0 *b = dst;
+    for (int64_t i = 0; i < n / QK4_0; i++, b++, src += QK4_0) {
+        /* the extreme value maps to -8 exactly, so the full range [-8, 7] is used */
+        const float d = signed_absmax(src, QK4_0) / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b->d = f32_to_f16(d);
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            const int q0 = trunc_clamp(src[j] * id + 8.5f, 15);
+            const int q1 = trunc_clamp(src[j + QK4_0 / 2] * id + 8.5f, 15);
+            b->qs[j] = (uint8_t)(q0 | q1 << 4);
+        }
+    }
+}
+
+static void quant_q4_1(const float *src, void *dst, int64_t n)
+{
+    block_q4_1 *b = dst;
+    for (int64_t i = 0; i < n / QK4_1; i++, b++, src += QK4_1) {
+        float mn, mx;
+        min_max(src, QK4_1, &mn, &mx);
+        const float d = (mx - mn) / 15.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b->d = f32_to_f16(d);
+        b->m = f32_to_f16(mn);
+        for (int j = 0; j < QK4_1 / 2; j++) {
+            const int q0 = trunc_clamp((src[j] - mn) * id + 0.5f, 15);
+            const int q1 = trunc_clamp((src[j + QK4_1 / 2] - mn) * id + 0.5f, 15);
+            b->qs[j] = (uint8_t)(q0 | q1 << 4);
+        }
+    }
+}
+
+static void store_u32le(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static void quant_q5_0(const float *src, void *dst, int64_t n)
+{
+    block_q5_0 *b = dst;
+    for (int64_t i = 0; i < n / QK5_0; i++, b++, src += QK5_0) {
+        const float d = signed_absmax(src, QK5_0) / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint32_t qh = 0;
+        b->d = f32_to_f16(d);
+        for (int j = 0; j < QK5_0 / 2; j++) {
+            const int q0 = trunc_clamp(src[j] * id + 16.5f, 31);
+            const int q1 = trunc_clamp(src[j + QK5_0 / 2] * id + 16.5f, 31);
+            b->qs[j] = (uint8_t)((q0 & 0x0f) | (q1 & 0x0f) << 4);
+            qh |= (uint32_t)(q0 >> 4) << j;
+            qh |= (uint32_t)(q1 >> 4) << (j + QK5_0 / 2);
+        }
+        store_u32le(b->qh, qh);
+    }
+}
+
+static void quant_q5_1(const float *src, void *dst, int64_t n)
+{
+    block_q5_1 *b = dst;
+    for (int64_t i = 0; i < n / QK5_1; i++, b++, src += QK5_1) {
+        float mn, mx;
+        min_max(src, QK5_1, &mn, &mx);
+        const float d = (mx - mn) / 31.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint32_t qh = 0;
+        b->d = f32_to_f16(d);
+        b->m = f32_to_f16(mn);
+        for (int j = 0; j < QK5_1 / 2; j++) {
+            const int q0 = trunc_clamp((src[j] - mn) * id + 0.5f, 31);
+            const int q1 = trunc_clamp((src[j + QK5_1 / 2] - mn) * id + 0.5f, 31);
+            b->qs[j] = (uint8_t)((q0 & 0x0f) | (q1 & 0x0f) << 4);
+            qh |= (uint32_t)(q0 >> 4) << j;
+            qh |= (uint32_t)(q1 >> 4) << (j + QK5_1 / 2);
+        }
+        store_u32le(b->qh, qh);
+    }
+}
+
+/* roundf (half away from zero) clamped to int8's symmetric range; NaN -> 0. */
+static int8_t round_i8(float v)
+{
+    if (!(v == v)) return 0;
+    v = roundf(v);
+    return (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);
+}
+
+static float block_absmax(const float *x, int n)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < n; j++) amax = fmaxf(amax, fabsf(x[j]));
+    return amax;
+}
+
+static void quant_q8_0(const float *src, void *dst, int64_t n)
+{
+    block_q8_0 *b = dst;
+    for (int64_t i = 0; i < n / QK8_0; i++, b++, src += QK8_0) {
+        const float d = block_absmax(src, QK8_0) / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b->d = f32_to_f16(d);
+        for (int j = 0; j < QK8_0; j++) b->qs[j] = round_i8(src[j] * id);
+    }
+}
+
+static void quant_q8_1(const float *src, void *dst, int64_t n)
+{
+    block_q8_1 *b = dst;
+    for (int64_t i = 0; i < n / QK8_1; i++, b++, src += QK8_1) {
+        const float d = block_absmax(src, QK8_1) / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int sum = 0;
+        b->d = f32_to_f16(d);
+        for (int j = 0; j < QK8_1; j++) {
+            b->qs[j] = round_i8(src[j] * id);
+            sum += b->qs[j];
+        }
+        b->s = f32_to_f16((float)sum * d);
+    }
+}
+
+/* ---- the traits table ------------------------------------------------------------ */
+
+#define PLAIN(id, nm, bytes, dq, q) [id] = { nm, 1, bytes, dq, q }
+#define BLOCK(id, nm, bs, bytes, dq, q) [id] = { nm, bs, bytes, dq, q }
+
+/* Indexed by type id; removed ids stay zero (name NULL). Sizes of the types we cannot
+ * convert are ggml's, so files holding them can still be parsed and sized. */
+static const qt_traits qt_table[QT_COUNT] = {
+    PLAIN(QT_F32, "F32", 4, dequant_f32, quant_f32),
+    PLAIN(QT_F16, "F16", 2, dequant_f16, quant_f16),
+    BLOCK(QT_Q4_0, "Q4_0", QK4_0, sizeof(block_q4_0), dequant_q4_0, quant_q4_0),
+    BLOCK(QT_Q4_1, "Q4_1", QK4_1, sizeof(block_q4_1), dequant_q4_1, quant_q4_1),
+    BLOCK(QT_Q5_0, "Q5_0", QK5_0, sizeof(block_q5_0), dequant_q5_0, quant_q5_0),
+    BLOCK(QT_Q5_1, "Q5_1", QK5_1, sizeof(block_q5_1), dequant_q5_1, quant_q5_1),
+    BLOCK(QT_Q8_0, "Q8_0", QK8_0, sizeof(block_q8_0), dequant_q8_0, quant_q8_0),
+    BLOCK(QT_Q8_1, "Q8_1", QK8_1, sizeof(block_q8_1), dequant_q8_1, quant_q8_1),
+    BLOCK(QT_Q2_K, "Q2_K", QK_K, sizeof(block_q2_K), quant_dequant_q2_K, quant_quant_q2_K),
+    BLOCK(QT_Q3_K, "Q3_K", QK_K, sizeof(block_q3_K), quant_dequant_q3_K, quant_quant_q3_K),
+    BLOCK(QT_Q4_K, "Q4_K", QK_K, sizeof(block_q4_K), quant_dequant_q4_K, quant_quant_q4_K),
+    BLOCK(QT_Q5_K, "Q5_K", QK_K, sizeof(block_q5_K), quant_dequant_q5_K, quant_quant_q5_K),
+    BLOCK(QT_Q6_K, "Q6_K", QK_K, sizeof(block_q6_K), quant_dequant_q6_K, quant_quant_q6_K),
+    BLOCK(QT_Q8_K, "Q8_K", QK_K, sizeof(block_q8_K), quant_dequant_q8_K, quant_quant_q8_K),
+    BLOCK(QT_IQ2_XXS, "IQ2_XXS", QK_K, 66, NULL, NULL),
+    BLOCK(QT_IQ2_XS, "IQ2_XS", QK_K, 74, NULL, NULL),
+    BLOCK(QT_IQ3_XXS, "IQ3_XXS", QK_K, 98, NULL, NULL),
+    BLOCK(QT_IQ1_S, "IQ1_S", QK_K, 50, NULL, NULL),
+    BLOCK(QT_IQ4_NL, "IQ4_NL", 32, 18, NULL, NULL),
+    BLOCK(QT_IQ3_S, "IQ3_S", QK_K, 110, NULL, NULL),
+    BLOCK(QT_IQ2_S, "IQ2_S", QK_K, 82, NULL, NULL),
+    BLOCK(QT_IQ4_XS, "IQ4_XS", QK_K, 136, NULL, NULL),
+    PLAIN(QT_I8, "I8", 1, NULL, NULL),
+    PLAIN(QT_I16, "I16", 2, NULL, NULL),
+    PLAIN(QT_I32, "I32", 4, NULL, NULL),
+    PLAIN(QT_I64, "I64", 8, NULL, NULL),
+    PLAIN(QT_F64, "F64", 8, NULL, NULL),
+    BLOCK(QT_IQ1_M, "IQ1_M", QK_K, 56, NULL, NULL),
+    PLAIN(QT_BF16, "BF16", 2, dequant_bf16, quant_bf16),
+    BLOCK(QT_TQ1_0, "TQ1_0", QK_K, 54, NULL, NULL),
+    BLOCK(QT_TQ2_0, "TQ2_0", QK_K, 66, NULL, NULL),
+    BLOCK(QT_MXFP4, "MXFP4", 32, 17, NULL, NULL),
+};
+
+/* Traits of a type id, or NULL for an invalid or removed id. */
+const qt_traits *qt_get(uint32_t type)
+{
+    if (type >= QT_COUNT || qt_table[type].name == NULL) return NULL;
+    return &qt_table[type];
+}
+
+/* ggml's name of a type, or "unknown". */
+const char *qt_name(uint32_t type)
+{
+    const qt_traits *t = qt_get(type);
+    return t ? t->name : "unknown";
+}
+
+/* Type id of a name (case-insensitive), or -1. */
+int qt_from_name(const char *name)
+{
+    if (name == NULL) return -1;
+    for (int i = 0; i < QT_COUNT; i++)
+        if (qt_table[i].name && strcasecmp(qt_table[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* Bytes of a row of n values; 0 for an invalid type, a bad n, or an overflow. */
+size_t qt_row_size(uint32_t type, int64_t n)
+{
+    const qt_traits *t = qt_get(type);
+    if (t == NULL || n < 0 || n % t->block_size != 0) return 0;
+    uint64_t blocks = (uint64_t)(n / t->block_size);
+    if (blocks > SIZE_MAX / t->type_size) return 0;
+    return (size_t)blocks * t->type_size;
+}
