@@ -1,0 +1,215 @@
+/*
+ * sampler.h - turn one row of logits into a token: llama.cpp's whole sampling chain,
+ * reproducible from (seed, session, step) alone, without sorting the whole row.
+ *
+ *   smp_params p = smp_params_default();
+ *   char err[160];
+ *   if (smp_param_set(&p, "top_p", "0.9", err, sizeof err) != 0 ||
+ *       smp_params_validate(&p, n_vocab, err, sizeof err) != 0) { reply(err); return; }
+ *   smp_work *w = smp_work_new(n_vocab);            // one per thread, reused per row
+ *   smp_work_set_pieces(w, my_piece_fn, vocab);      // token text, needed by DRY only
+ *   smp_state st;
+ *   smp_state_init(&st, &p, session_id);             // mu = 2 tau, step 0
+ *   smp_result r;
+ *   int tok = smp_sample(&p, &st, logits, n_vocab, hist, n_hist, eos_id, &r, w);
+ *   if (tok < 0) reply(r.err);                       // st.step and st.mu advanced
+ *   smp_work_destroy(&w);
+ *
+ * Chain (mirostat 0): logit_bias, ignore_eos, then the samplers in p.order (default
+ * "edskypmxt": penalties, DRY, top_n_sigma, top_k, typical_p, top_p, min_p, XTC,
+ * temperature/dynatemp), then one draw from the remaining distribution. Mirostat 1/2:
+ * logit_bias, ignore_eos, penalties, DRY, temperature, mirostat (llama.cpp applies no
+ * penalties under mirostat; here they apply when enabled, which by default they are not).
+ * temperature 0 is greedy: the highest logit after bias/penalties, ties to the lowest id.
+ *
+ * Meanings that are ours (llama.cpp has no single documented answer):
+ *   top_k 0 or -1: disabled; below -1 rejected; above n_vocab: the whole row.
+ *   repeat_last_n / dry_penalty_last_n -1: the whole history given; 0: disabled.
+ *   seed SMP_SEED_RANDOM (-1 / 0xFFFFFFFF) is NOT random here: the library has no hidden
+ *   state. The front end replaces it once per session with smp_seed_resolve() and carries
+ *   the result, so retries and restarts reproduce.
+ *   Logits: NaN becomes -inf (never chosen), +inf becomes FLT_MAX (dominates), -inf stays.
+ *   A row with no finite logit left (after bias too) is an error, not a crash.
+ *   DRY without token text (no smp_work_set_pieces): sequence breakers cannot be seen,
+ *   so DRY is skipped and smp_result.warn says so (logged once per smp_work).
+ *
+ * Randomness: draw d of step s of session q with seed z is
+ *   u = smp_rng_uniform(z, q, s, d)  in [0, 1)
+ * a pure hash (splitmix64 rounds), so every process computes the same u. d = 0 is the
+ * final draw, d = 1 XTC's coin.
+ *
+ * Ownership: smp_params and smp_state are plain values (copy them freely, no pointers
+ * inside). smp_work is owned by its creator, used by one thread at a time, and holds
+ * the piece callback's ctx pointer without owning it. Nothing is allocated per row
+ * once the work has seen the largest vocabulary.
+ */
+#ifndef LLM_SAMPLER_H
+#define LLM_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SMP_SEED_RANDOM     0xFFFFFFFFu
+#define SMP_MAX_LOGIT_BIAS  256   /* entries in smp_params.logit_bias */
+#define SMP_MAX_BREAKERS    16    /* DRY sequence breakers */
+#define SMP_MAX_BREAKER_LEN 40    /* bytes per breaker (llama.cpp's limit) */
+#define SMP_MAX_PROBS       100   /* n_probs upper bound */
+#define SMP_MAX_ORDER       16    /* letters in smp_params.order */
+
+/* Sampler letters in smp_params.order (llama.cpp's --sampling-seq letters). */
+#define SMP_ORDER_DEFAULT "edskypmxt"
+
+typedef struct {
+    int32_t id;
+    float   bias;          /* added to the logit; -INFINITY bans the token */
+} smp_bias;
+
+typedef struct {
+    char    s[SMP_MAX_BREAKER_LEN + 1]; /* NUL-terminated; may not contain NUL */
+    uint8_t len;
+} smp_breaker;
+
+/* Every knob, llama.cpp names in comments where the field name differs. */
+typedef struct {
+    float    temperature;         /* "temperature"/"temp" 0.8; 0 = greedy; >= 0 */
+    float    dynatemp_range;      /* 0; >= 0; temperature +- range by entropy */
+    float    dynatemp_exponent;   /* 1; >= 0 */
+    int32_t  top_k;               /* 40; 0/-1 disabled */
+    float    top_p;               /* 0.95; [0,1], 1 disabled */
+    float    min_p;               /* 0.05; [0,1], 0 disabled */
+    float    typical_p;           /* "typical_p"/"typ_p" 1.0; (0,1], 1 disabled */
+    float    top_n_sigma;         /* -1; <= 0 disabled */
+    float    xtc_probability;     /* 0; [0,1] */
+    float    xtc_threshold;       /* 0.1; [0,1], > 0.5 disabled */
+    float    repeat_penalty;      /* 1.0; > 0 */
+    int32_t  repeat_last_n;       /* 64; -1 whole history, 0 disabled */
+    float    frequency_penalty;   /* 0 */
+    float    presence_penalty;    /* 0 */
+    float    dry_multiplier;      /* 0 = DRY disabled; >= 0 */
+    float    dry_base;            /* 1.75; >= 1 */
+    int32_t  dry_allowed_length;  /* 2; >= 0 */
+    int32_t  dry_penalty_last_n;  /* -1 whole history; 0 disabled */
+    int32_t  n_breakers;          /* default 4: "\n" ":" "\"" "*" */
+    smp_breaker breakers[SMP_MAX_BREAKERS];
+    int32_t  mirostat;            /* 0, 1 or 2 */
+    float    mirostat_tau;        /* 5.0; >= 0 */
+    float    mirostat_eta;        /* 0.1; >= 0 */
+    int32_t  min_keep;            /* 0; >= 0 */
+    bool     ignore_eos;          /* false: true bans eos_id */
+    bool     post_sampling_probs; /* false: n_probs from the raw row; true: final dist */
+    int32_t  n_probs;             /* 0; [0, SMP_MAX_PROBS] */
+    uint32_t seed;                /* SMP_SEED_RANDOM: see the header comment */
+    char     order[SMP_MAX_ORDER + 1]; /* "samplers"/"sampling_seq": letters e d s k y p m x t */
+    int32_t  n_logit_bias;
+    smp_bias logit_bias[SMP_MAX_LOGIT_BIAS];
+} smp_params;
+
+/* The state that travels with a request: any instance given it returns the same token.
+ * The token history (prompt + generated, oldest first) is passed beside it. */
+typedef struct {
+    uint64_t session;   /* keys the RNG together with seed and step */
+    uint32_t step;      /* index of the token being sampled; smp_sample increments it */
+    float    mu;        /* mirostat's running max surprise; valid if mu_set */
+    uint8_t  mu_set;    /* 0: smp_sample starts mu at 2 * mirostat_tau */
+} smp_state;
+
+typedef struct {
+    int32_t id;
+    float   logprob;    /* natural log of the probability */
+} smp_logprob;
+
+typedef struct {
+    int32_t     token;          /* chosen id, or -1 on error */
+    float       logprob;        /* chosen token's log-prob (same source as probs) */
+    int32_t     n_probs;        /* entries in probs, <= params.n_probs */
+    smp_logprob probs[SMP_MAX_PROBS]; /* most probable first, ties to the lowest id */
+    int32_t     n_candidates;   /* tokens left when the final draw was made */
+    float       mu;             /* mirostat mu after this step (also written to state) */
+    uint32_t    step;           /* the step this token was sampled at */
+    const char *warn;           /* static string or NULL: e.g. DRY skipped */
+    char        err[160];       /* set when token == -1 */
+} smp_result;
+
+/* Returns the token text of id (not NUL-terminated, *len bytes), or NULL if unknown.
+ * "Text" means the bytes detokenization would produce (byte tokens decoded). */
+typedef const char *(*smp_piece_fn)(void *ctx, int32_t id, size_t *len);
+
+typedef struct smp_work smp_work;
+
+/* ---- parameters (sampler_params.c) ---- */
+
+/* llama.cpp's defaults (see the field comments); seed = SMP_SEED_RANDOM. */
+smp_params smp_params_default(void);
+
+/* Parses value for the parameter named name (llama.cpp names and aliases, see
+ * smp_param_name) into p. Returns 0, or -1 with "<name>: <what is wrong>" in err and p
+ * unchanged. Checks the range of that one value; cross checks are smp_params_validate.
+ * Lists: "logit_bias" appends "ID:BIAS" / "ID+BIAS" / "ID-BIAS" entries separated by
+ * ',' (BIAS may be -inf or false = ban), "none" clears; "dry_sequence_breakers" takes a
+ * JSON array of strings and replaces the list; "dry_sequence_breaker" appends one raw
+ * string ("none" clears); "samplers" takes names separated by ';' or ',' (penalties dry
+ * top_n_sigma top_k typ_p top_p min_p xtc temperature, and llama.cpp's aliases) and
+ * "sampling_seq" letters; both replace the order. Booleans: 1/0/true/false. */
+int smp_param_set(smp_params *p, const char *name, const char *value, char *err, size_t errlen);
+
+/* Formats the parameter as text that smp_param_set parses back to the same value.
+ * Returns the length written (truncated to buflen - 1), or -1 for an unknown name. */
+int smp_param_format(const smp_params *p, const char *name, char *buf, size_t buflen);
+
+/* The i-th canonical parameter name (0 <= i < smp_param_count()), NULL past the end. */
+const char *smp_param_name(int i);
+int smp_param_count(void);
+
+/* Checks every field's range and the vocabulary-dependent ones (logit_bias ids must be
+ * < n_vocab). Returns 0, or -1 with an error naming the parameter. */
+int smp_params_validate(const smp_params *p, int n_vocab, char *err, size_t errlen);
+
+/* Appends one logit bias entry. Returns 0, or -1 naming logit_bias (full, bad id/bias). */
+int smp_params_add_bias(smp_params *p, int32_t id, float bias, char *err, size_t errlen);
+
+/* Replaces the DRY breakers by n strings (lens[i] bytes each; lens NULL: strlen). */
+int smp_params_set_breakers(smp_params *p, const char *const *strs, const size_t *lens,
+                            int n, char *err, size_t errlen);
+
+/* How many trailing history tokens the penalties and DRY read; -1: all of them. */
+int smp_history_needed(const smp_params *p);
+
+/* seed unchanged unless SMP_SEED_RANDOM, then a fresh random seed (getrandom) that is
+ * itself never SMP_SEED_RANDOM. Call once per session, not per step. */
+uint32_t smp_seed_resolve(uint32_t seed);
+
+/* ---- randomness (sampler_rng.c) ---- */
+
+/* A pure function: uniform in [0, 1) with 53 random bits. */
+double smp_rng_uniform(uint32_t seed, uint64_t session, uint32_t step, uint32_t draw);
+/* The 64-bit hash behind it. */
+uint64_t smp_rng_u64(uint32_t seed, uint64_t session, uint32_t step, uint32_t draw);
+
+/* ---- sampling (sampler.c) ---- */
+
+/* Starts a session's carried state: step 0, mu = 2 * mirostat_tau. */
+void smp_state_init(smp_state *st, const smp_params *p, uint64_t session);
+
+/* Scratch for rows of up to n_vocab entries (grows by itself for larger rows).
+ * NULL on allocation failure. */
+smp_work *smp_work_new(int n_vocab);
+/* Frees the work and sets *w to NULL; accepts NULL and *w == NULL. */
+void smp_work_destroy(smp_work **w);
+/* Gives DRY the token text; fn NULL disables DRY (with a warning if it is asked for). */
+void smp_work_set_pieces(smp_work *w, smp_piece_fn fn, void *ctx);
+/* A ready-made piece function over an array of n NUL-terminated strings:
+ * smp_work_set_pieces(w, smp_piece_array, &arr) with arr = {strs, n}. */
+typedef struct { const char *const *strs; int32_t n; } smp_piece_table;
+const char *smp_piece_array(void *ctx, int32_t id, size_t *len);
+
+/* Samples one token from logits[n_vocab] (not modified) with parameters p (assumed
+ * validated for n_vocab: smp_params_validate) and history[n_history] (prompt and
+ * generated tokens, oldest first; ids outside [0, n_vocab) are ignored). eos_id < 0: none.
+ * Returns the token (also out->token) and advances st (step + 1, mirostat mu); or -1 with
+ * out->err set and st unchanged (bad row, bad arguments, out of memory). */
+int smp_sample(const smp_params *p, smp_state *st, const float *logits, int n_vocab,
+               const int32_t *history, int n_history, int eos_id, smp_result *out,
+               smp_work *w);
+
+#endif
