@@ -99,6 +99,37 @@ double      gguf_arr_float(const gguf_ctx *g, int64_t kv, uint64_t i);
 /* Raw element bytes of a numeric array (little-endian, possibly unaligned). */
 const void *gguf_arr_data(const gguf_ctx *g, int64_t kv);
 
+/*
+ * Values, including arrays of arrays (additive API). A gguf_value lives in the ctx.
+ *   const gguf_value *v = gguf_kv_value(g, gguf_find_key(g, "x.nested"));
+ *   for (uint64_t i = 0; i < gguf_value_arr_n(v); i++) {
+ *       const gguf_value *row = gguf_value_arr_sub(v, i);   // elem type GGUF_T_ARRAY
+ *       int64_t first = gguf_value_arr_int(row, 0);
+ *   }
+ */
+typedef struct gguf_value gguf_value;
+
+/* Name of a value type ("uint32", "string", ...), "unknown" for a bad id. */
+const char *gguf_vtype_name(gguf_vtype t);
+/* The value of kv index kv (0 <= kv < gguf_n_kv). */
+const gguf_value *gguf_kv_value(const gguf_ctx *g, int64_t kv);
+gguf_vtype  gguf_value_type(const gguf_value *v);
+/* Element type of an array, GGUF_T_COUNT if v is not an array. */
+gguf_vtype  gguf_value_arr_type(const gguf_value *v);
+/* Element count of an array, 0 if v is not an array. */
+uint64_t    gguf_value_arr_n(const gguf_value *v);
+/* Element i of an array of arrays (i < gguf_value_arr_n, asserted). */
+const gguf_value *gguf_value_arr_sub(const gguf_value *v, uint64_t i);
+/* Element i of a string array (asserted). */
+gguf_str    gguf_value_arr_str(const gguf_value *v, uint64_t i);
+/* Element i of a numeric array as int64 / double (0 for a non-convertible type). */
+int64_t     gguf_value_arr_int(const gguf_value *v, uint64_t i);
+double      gguf_value_arr_float(const gguf_value *v, uint64_t i);
+/* A string scalar's bytes ({NULL, 0} for another type). */
+gguf_str    gguf_value_str(const gguf_value *v);
+/* The value as serialised in the file (without its type id), size in *len. */
+const void *gguf_value_raw(const gguf_value *v, size_t *len);
+
 /* Tensors. */
 int64_t            gguf_n_tensors(const gguf_ctx *g);
 const gguf_tensor *gguf_tensor_at(const gguf_ctx *g, int64_t i);
