@@ -171,6 +171,15 @@ int  gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uin
                             const int64_t *ne, const void *data);
 int  gguf_writer_write(gguf_writer *w, const char *path, gguf_fill_fn fill, void *user,
                        char *err, size_t errlen);
+/* Additive API. Any scalar type (value points at its little-endian bytes). */
+void gguf_writer_set_scalar(gguf_writer *w, const char *key, gguf_vtype type, const void *v);
+/* A value already serialised as in a file (without its type id), copied; how arrays
+ * of arrays are written. The caller vouches for the bytes; reading back checks them. */
+void gguf_writer_set_raw(gguf_writer *w, const char *key, gguf_vtype type, const void *bytes,
+                         size_t len);
+/* The first problem recorded by a setter or gguf_writer_add_tensor (which returns -1),
+ * or NULL. gguf_writer_write fails with it. */
+const char *gguf_writer_error(const gguf_writer *w);
 /* Serialises to a malloc'd buffer (for tests and for embedding metadata blobs). */
 void *gguf_writer_write_mem(gguf_writer *w, gguf_fill_fn fill, void *user, size_t *len,
                             char *err, size_t errlen);
