@@ -396,6 +396,12 @@ void proto_put_obj(proto_writer *w, const char *key, const msgpack_object *o)
     msgpack_pack_object(&w->pk, *o);
 }
 
+void proto_put_raw(proto_writer *w, const char *key, const void *packed, size_t n)
+{
+    put_key(w, key);
+    msgpack_sbuffer_write(&w->buf, packed, n);
+}
+
 void proto_put_map_begin(proto_writer *w, const char *key, uint32_t n) { put_key(w, key); msgpack_pack_map(&w->pk, n); }
 void proto_put_array_begin(proto_writer *w, const char *key, uint32_t n) { put_key(w, key); msgpack_pack_array(&w->pk, n); }
 

@@ -126,6 +126,8 @@ void proto_put_bin(proto_writer *w, const char *key, const void *p, size_t n);
 void proto_put_ints(proto_writer *w, const char *key, const int32_t *v, size_t n);
 /* Writes key with a raw msgpack value copied from a decoded message (forwarding). */
 void proto_put_obj(proto_writer *w, const char *key, const msgpack_object *o);
+/* Writes key with n bytes that are already one msgpack value (e.g. a stored params map). */
+void proto_put_raw(proto_writer *w, const char *key, const void *packed, size_t n);
 /* Starts a map or array value under key; the caller then packs exactly n entries with
  * w->pk (msgpack_pack_*). */
 void proto_put_map_begin(proto_writer *w, const char *key, uint32_t n);

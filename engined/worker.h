@@ -1,0 +1,39 @@
+/*
+ * worker.h - engined's daemon modes, shared by master.c and worker.c (owner: pipeline).
+ *
+ *   engd_opts o;
+ *   engd_opts_default(&o);
+ *   ... fill from flags ...
+ *   return o.worker ? engd_worker_run(&o) : engd_master_run(&o);
+ *
+ * A worker maps the READY weight segment read-only, registers with the front door
+ * (tokenizerd) over a DEALER socket with heartbeats, runs the sessions it is given
+ * (prefill, then batched decode of every active session per step), and asks samplerd
+ * for each token with the logits in its shared-memory ring (logits_shm.h).
+ */
+#ifndef LLM_ENGD_WORKER_H
+#define LLM_ENGD_WORKER_H
+
+typedef struct {
+    const char *model;        /* master: GGUF file */
+    const char *segment;      /* worker: segment name ("/llm-...") */
+    const char *run_dir;      /* --run-dir (NULL: LLM_RUN_DIR / default) */
+    const char *front;        /* workers endpoint of tokenizerd (NULL: run dir) */
+    const char *sampler;      /* samplerd endpoint (NULL: run dir) */
+    int         n_workers;    /* master: workers to keep running */
+    int         threads;      /* per worker */
+    int         n_ctx;        /* per session (0: model's, capped by the engine) */
+    int         max_sessions; /* per worker */
+    int         kv_f16;       /* 1: f16 KV cache, 0: f32 */
+    int         precision;    /* eng_precision for a segment the master creates */
+    int         worker;       /* run as a worker (--worker / --attach) */
+} engd_opts;
+
+/* Defaults: 1 worker, 1 thread, n_ctx 0, 16 sessions, f32 KV, INT8. */
+void engd_opts_default(engd_opts *o);
+/* Runs one worker until SIGTERM/SIGINT; returns the exit status. */
+int engd_worker_run(const engd_opts *o);
+/* Runs the master (segment + N supervised workers) until SIGTERM/SIGINT. */
+int engd_master_run(const engd_opts *o, const char *self_exe);
+
+#endif
