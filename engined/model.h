@@ -51,7 +51,7 @@ typedef struct {
     float   rms_eps;         /* attention.layer_norm_rms_epsilon */
     int32_t bos_id;          /* -1 when absent */
     int32_t eos_id;          /* -1 when absent */
-    int32_t reserved[9];
+    int32_t reserved[4];
 } mdl_config;
 _Static_assert(sizeof(mdl_config) == 128, "mdl_config is part of the segment layout");
 
@@ -63,6 +63,43 @@ int mdl_arch_from_name(const char *name);
 /* Fills c from a GGUF's metadata and tensor shapes; checks that every required key and
  * tensor is there with a consistent shape. 0, or -1 with a message naming the key. */
 int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t errlen);
+
+/* A weight matrix bound inside a segment: rows x cols, stored as q8 rows (INT8 path)
+ * or f32 rows (float path), row r at data + r * row_bytes. */
+typedef struct {
+    const void *data;
+    int64_t     rows;      /* output features */
+    int64_t     cols;      /* input features (row length) */
+    size_t      row_bytes;
+    int         q8;        /* 1: q8 rows (kernels.h), 0: f32 rows */
+} mdl_mat;
+
+typedef struct {
+    const float *attn_norm;      /* (n_embd) */
+    const float *bq, *bk, *bv;   /* (n_head*head_dim), (n_head_kv*head_dim) x2, or NULL */
+    mdl_mat      wq;             /* (n_head*head_dim, n_embd) */
+    mdl_mat      wk, wv;         /* (n_head_kv*head_dim, n_embd) */
+    mdl_mat      wo;             /* (n_embd, n_head*head_dim) */
+    const float *ffn_norm;       /* (n_embd) */
+    mdl_mat      gate, up;       /* (n_ff, n_embd) */
+    mdl_mat      down;           /* (n_embd, n_ff) */
+} mdl_layer;
+
+typedef struct {
+    mdl_mat      tok_embd;       /* (n_vocab, n_embd) */
+    mdl_mat      output;         /* (n_vocab, n_embd): tok_embd when tied */
+    const float *output_norm;    /* (n_embd) */
+    const float *rope_freqs;     /* (n_rot/2) or NULL */
+    mdl_layer   *layers;         /* (n_layer), malloc'd */
+} mdl_weights;
+
+struct seg_map;
+/* Resolves every tensor of the config in a mapped segment, checking types and shapes.
+ * 0, or -1 with a message naming the tensor. Free with mdl_weights_free. */
+int mdl_weights_bind(const struct seg_map *m, const mdl_config *c, mdl_weights *w,
+                     char *err, size_t errlen);
+/* Frees the layer array; accepts a zeroed struct. */
+void mdl_weights_free(mdl_weights *w);
 
 /* One-line human summary ("llama: 5 layers, n_embd 64, ...") into buf. */
 void mdl_config_describe(const mdl_config *c, char *buf, size_t len);

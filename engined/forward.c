@@ -1,0 +1,611 @@
+/*
+ * forward.c - the engine handle (open/attach a segment), sessions, and the forward
+ * pass shared by prefill and batched decode, on both paths (q8 or f32 weights).
+ * Owned by the engine.
+ *
+ * One pass evaluates a batch of n items (session, token, position): prefill is n
+ * consecutive positions of one session, decode is one position of each of n distinct
+ * sessions. Matrices see the batch as n rows (GEMM for prefill, a pass over the
+ * weights shared by every session for decode); attention runs per (item, head) on
+ * each item's own cache, after every item's key and value have been stored.
+ */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "kernels.h"
+#include "kv.h"
+#include "log.h"
+#include "model.h"
+#include "pool.h"
+#include "segment.h"
+
+#define ENG_DEFAULT_THREADS 2
+#define ENG_MAX_CTX_DEFAULT 4096
+
+struct eng_model {
+    seg_map       seg;
+    mdl_config    cfg;
+    mdl_weights   w;
+    eng_precision prec;
+    pool_t       *pool;
+    /* scratch, grown on demand (never per token once warm) */
+    int    cap_tok;   /* rows of the buffers below */
+    float *x;         /* (cap_tok, n_embd) residual stream */
+    float *xn;        /* (cap_tok, n_embd) normed input of a matmul */
+    float *q;         /* (cap_tok, n_head*head_dim) */
+    float *k, *v;     /* (cap_tok, n_head_kv*head_dim) */
+    float *att;       /* (cap_tok, n_head*head_dim) attention output */
+    float *gate, *up; /* (cap_tok, n_ff) */
+    void  *xq;        /* (cap_tok) q8 rows of max(n_embd, q_dim, n_ff) values */
+    float *rope;      /* (cap_tok, n_rot) cos/sin pairs */
+    int    cap_ctx;   /* positions per thread in scores */
+    float *scores;    /* (n_threads, cap_ctx) */
+};
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---- handle ---------------------------------------------------------------------- */
+
+/* Builds the handle around a READY read-only mapping (taking ownership of it). */
+static eng_model *model_from_map(seg_map *sm, char *err, size_t errlen)
+{
+    eng_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        seg_unmap(sm);
+        return NULL;
+    }
+    m->seg = *sm;
+    memset(sm, 0, sizeof *sm);
+    const seg_header *h = seg_hdr(&m->seg);
+    m->cfg = h->config;
+    m->cfg.arch_name[sizeof m->cfg.arch_name - 1] = 0;
+    m->prec = h->precision == ENG_FLOAT ? ENG_FLOAT : ENG_INT8;
+    if (m->cfg.arch_id < 0 || m->cfg.arch_id >= MDL_ARCH_COUNT || m->cfg.n_layer <= 0 ||
+        m->cfg.n_head <= 0 || m->cfg.n_head_kv <= 0 || m->cfg.n_head % m->cfg.n_head_kv != 0 ||
+        m->cfg.head_dim <= 0 || m->cfg.n_rot <= 0 || m->cfg.n_rot > m->cfg.head_dim) {
+        snprintf(err, errlen, "segment %s: model configuration is invalid", m->seg.name);
+        eng_close(m);
+        return NULL;
+    }
+    if (mdl_weights_bind(&m->seg, &m->cfg, &m->w, err, errlen) != 0) {
+        eng_close(m);
+        return NULL;
+    }
+    kern_init();
+    if (eng_set_threads(m, ENG_DEFAULT_THREADS) != 0) {
+        snprintf(err, errlen, "cannot start the thread pool");
+        eng_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+eng_model *eng_attach(const char *seg_name, char *err, size_t errlen)
+{
+    seg_map sm;
+    int32_t pid = 0;
+    int rc = seg_attach(seg_name, &sm, &pid, err, errlen);
+    if (rc == 1) snprintf(err, errlen, "segment %s is still LOADING (loader pid %d)", seg_name, pid);
+    if (rc != 0) return NULL;
+    if (seg_hdr(&sm)->precision >= ENG_PRECISION_COUNT) {
+        snprintf(err, errlen, "segment %s: unknown precision %u", seg_name, seg_hdr(&sm)->precision);
+        seg_unmap(&sm);
+        return NULL;
+    }
+    return model_from_map(&sm, err, errlen);
+}
+
+/* A LOADING segment: wait for a live loader, or remove a dead loader's leftovers.
+ * Returns 0 to retry, -1 with err. */
+static int handle_loading(const char *name, int32_t pid, double t0, char *err, size_t errlen)
+{
+    bool dead = pid <= 0 || pid == getpid() || (kill(pid, 0) != 0 && errno == ESRCH);
+    if (dead) {
+        log_warn("segment %s is LOADING but its loader (pid %d) is dead: rebuilding", name, pid);
+        if (shm_unlink(name) != 0 && errno != ENOENT) {
+            snprintf(err, errlen, "remove stale segment %s: %s", name, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    if (mono_ms() - t0 > 600e3) {
+        snprintf(err, errlen, "segment %s: loader pid %d has not finished in 10 minutes", name, pid);
+        return -1;
+    }
+    static double last_log;
+    if (mono_ms() - last_log > 5000) {
+        log_info("segment %s is being built by pid %d: waiting", name, pid);
+        last_log = mono_ms();
+    }
+    usleep(50 * 1000);
+    return 0;
+}
+
+eng_model *eng_open(const char *gguf_path, eng_precision prec, eng_open_info *info,
+                    char *err, size_t errlen)
+{
+    double t0 = mono_ms();
+    eng_open_info local;
+    if (!info) info = &local;
+    memset(info, 0, sizeof *info);
+    if (prec != ENG_INT8 && prec != ENG_FLOAT) {
+        snprintf(err, errlen, "invalid precision %d", (int)prec);
+        return NULL;
+    }
+    seg_ident id;
+    char name[SEG_NAME_MAX];
+    if (seg_name_for(gguf_path, prec, name, &id, err, errlen) != 0) return NULL;
+    snprintf(info->name, sizeof info->name, "%s", name);
+    for (int attempt = 0;; attempt++) {
+        seg_map sm;
+        int32_t pid = 0;
+        int rc = seg_attach(name, &sm, &pid, err, errlen);
+        if (rc == 0) {
+            const seg_header *h = seg_hdr(&sm);
+            if (strcmp(h->src_path, id.real_path) != 0 || h->src_size != id.size ||
+                h->src_mtime_ns != id.mtime_ns || h->src_hash != id.head_hash || h->precision != (uint32_t)prec) {
+                snprintf(err, errlen, "segment %s belongs to another file (%s): remove it with "
+                         "engined --remove-segment %s", name, h->src_path, name);
+                seg_unmap(&sm);
+                return NULL;
+            }
+            info->seg_bytes = sm.len;
+            eng_model *m = model_from_map(&sm, err, errlen);
+            if (!m) return NULL;
+            info->ms = mono_ms() - t0;
+            if (!info->converted) log_info("attached READY segment %s in %.2f ms", name, info->ms);
+            return m;
+        }
+        if (rc == 1) {
+            if (handle_loading(name, pid, t0, err, errlen) != 0) return NULL;
+            continue;
+        }
+        if (rc == -1) {
+            log_warn("%s: rebuilding it", err);
+            shm_unlink(name);
+        }
+        if (attempt > 1000) {
+            snprintf(err, errlen, "segment %s: gave up after repeated races", name);
+            return NULL;
+        }
+        rc = cvt_build(gguf_path, &id, name, prec, err, errlen);
+        if (rc < 0) return NULL;
+        if (rc == 0) {
+            info->converted = true;
+            log_info("built segment %s from %s in %.0f ms", name, id.real_path, mono_ms() - t0);
+        }
+    }
+}
+
+void eng_close(eng_model *m)
+{
+    if (!m) return;
+    pool_destroy(&m->pool);
+    mdl_weights_free(&m->w);
+    seg_unmap(&m->seg);
+    free(m->x); free(m->xn); free(m->q); free(m->k); free(m->v); free(m->att);
+    free(m->gate); free(m->up); free(m->xq); free(m->rope); free(m->scores);
+    free(m);
+}
+
+const mdl_config *eng_config_of(const eng_model *m) { return &m->cfg; }
+const char *eng_segment_name(const eng_model *m) { return m->seg.name; }
+eng_precision eng_precision_of(const eng_model *m) { return m->prec; }
+
+const void *eng_tokenizer_blob(const eng_model *m, size_t *len)
+{
+    const seg_header *h = seg_hdr(&m->seg);
+    *len = h->tok_bytes;
+    return (const char *)m->seg.base + h->tok_offset;
+}
+
+int eng_set_threads(eng_model *m, int n_threads)
+{
+    if (n_threads < 1 || n_threads > POOL_MAX_THREADS) return -1;
+    if (m->pool && pool_threads(m->pool) == n_threads) return 0;
+    pool_t *p = pool_new(n_threads);
+    if (!p) return -1;
+    pool_destroy(&m->pool);
+    m->pool = p;
+    free(m->scores);
+    m->scores = NULL;
+    m->cap_ctx = 0;
+    return 0;
+}
+
+/* ---- sessions ---------------------------------------------------------------------- */
+
+eng_session *eng_session_new(eng_model *m, int n_ctx, eng_kv_type kv, char *err, size_t errlen)
+{
+    if (n_ctx <= 0) n_ctx = m->cfg.n_ctx_train < ENG_MAX_CTX_DEFAULT ? m->cfg.n_ctx_train : ENG_MAX_CTX_DEFAULT;
+    if (n_ctx > (1 << 20)) {
+        snprintf(err, errlen, "n_ctx %d is too large", n_ctx);
+        return NULL;
+    }
+    eng_session *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->model = m;
+    if (kv_init(&s->kv, m->cfg.n_layer, n_ctx, (int64_t)m->cfg.n_head_kv * m->cfg.head_dim, kv,
+                err, errlen) != 0) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void eng_session_free(eng_session *s)
+{
+    if (!s) return;
+    kv_free(&s->kv);
+    free(s);
+}
+
+void eng_session_reset(eng_session *s) { s->pos = 0; }
+int eng_session_pos(const eng_session *s) { return s->pos; }
+int eng_session_n_ctx(const eng_session *s) { return s->kv.n_ctx; }
+
+int eng_session_truncate(eng_session *s, int pos)
+{
+    if (pos < 0 || pos > s->pos) return -1;
+    s->pos = pos;
+    return 0;
+}
+
+int eng_argmax(const float *logits, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+/* ---- scratch ----------------------------------------------------------------------- */
+
+static int grow(void **p, size_t bytes)
+{
+    void *n = realloc(*p, bytes ? bytes : 1);
+    if (!n) return -1;
+    *p = n;
+    return 0;
+}
+
+/* Makes the scratch hold n rows and positions up to max_pos. 0 or -1 (no memory). */
+static int reserve(eng_model *m, int n, int max_pos)
+{
+    const mdl_config *c = &m->cfg;
+    if (n > m->cap_tok) {
+        size_t E = (size_t)c->n_embd, Q = (size_t)c->n_head * c->head_dim;
+        size_t KV = (size_t)c->n_head_kv * c->head_dim, F = (size_t)c->n_ff, N = (size_t)n;
+        size_t widest = E > Q ? E : Q;
+        widest = widest > F ? widest : F;
+        m->cap_tok = 0;
+        if (grow((void **)&m->x, N * E * 4) || grow((void **)&m->xn, N * E * 4) ||
+            grow((void **)&m->q, N * Q * 4) || grow((void **)&m->k, N * KV * 4) ||
+            grow((void **)&m->v, N * KV * 4) || grow((void **)&m->att, N * Q * 4) ||
+            grow((void **)&m->gate, N * F * 4) || grow((void **)&m->up, N * F * 4) ||
+            grow(&m->xq, N * kern_q8_row_bytes((int64_t)widest)) ||
+            grow((void **)&m->rope, N * (size_t)c->n_rot * 4))
+            return -1;
+        m->cap_tok = n;
+    }
+    if (max_pos + 1 > m->cap_ctx) {
+        int nth = pool_threads(m->pool);
+        if (grow((void **)&m->scores, (size_t)nth * (size_t)(max_pos + 1) * 4)) return -1;
+        m->cap_ctx = max_pos + 1;
+    }
+    return 0;
+}
+
+/* ---- element-wise pieces --------------------------------------------------------- */
+
+/* out = x / rms(x) * w over n rows of dim values; the sum of squares in double, as
+ * llama.cpp does. */
+static void rms_norm(const float *x, const float *w, float *out, int n, int dim, float eps)
+{
+    for (int r = 0; r < n; r++) {
+        const float *xr = x + (size_t)r * dim;
+        float *o = out + (size_t)r * dim;
+        double ss = 0;
+        for (int i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
+        float scale = 1.0f / sqrtf((float)(ss / dim) + eps);
+        for (int i = 0; i < dim; i++) o[i] = xr[i] * scale * w[i];
+    }
+}
+
+/* cos/sin of every rotated pair for position pos: tab[2i], tab[2i+1]. The angle is
+ * built as llama.cpp builds it (a running product of base^(-2/n_rot) in float). */
+static void rope_table(const mdl_config *c, const float *freqs, int pos, float *tab)
+{
+    float theta_scale = powf(c->rope_base, -2.0f / (float)c->n_rot);
+    float theta = (float)pos;
+    for (int i = 0; i < c->n_rot / 2; i++) {
+        float t = c->rope_freq_scale * theta / (freqs ? freqs[i] : 1.0f);
+        tab[2 * i] = cosf(t);
+        tab[2 * i + 1] = sinf(t);
+        theta *= theta_scale;
+    }
+}
+
+/* Rotates n_heads heads of head_dim values in place with the table of one position. */
+static void rope_apply(const mdl_config *c, float *v, int n_heads, const float *tab)
+{
+    int half = c->n_rot / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *x = v + (size_t)h * c->head_dim;
+        for (int i = 0; i < half; i++) {
+            /* llama: adjacent pairs (2i, 2i+1); NEOX (qwen2): (i, i + n_rot/2) */
+            int a = c->rope_neox ? i : 2 * i, b = c->rope_neox ? i + half : 2 * i + 1;
+            float x0 = x[a], x1 = x[b], cs = tab[2 * i], sn = tab[2 * i + 1];
+            x[a] = x0 * cs - x1 * sn;
+            x[b] = x0 * sn + x1 * cs;
+        }
+    }
+}
+
+static void add_bias(float *y, const float *b, int n, int dim)
+{
+    if (!b) return;
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < dim; i++) y[(size_t)r * dim + i] += b[i];
+}
+
+/* ---- matrix products on the pool ---------------------------------------------------- */
+
+typedef struct {
+    const mdl_mat *w[3];
+    float         *y[3];
+    int64_t        ldy[3];
+    int            nw;
+    const void    *xq;    /* q8 rows of X (q8 weights) */
+    const float   *x;     /* f32 rows of X (f32 weights) */
+    int64_t        n_tok;
+} mm_job;
+
+static void mm_part(void *arg, int ith, int nth)
+{
+    const mm_job *j = arg;
+    for (int i = 0; i < j->nw; i++) {
+        const mdl_mat *w = j->w[i];
+        int64_t r0, r1;
+        pool_range(w->rows, 16, ith, nth, &r0, &r1);
+        if (r0 >= r1) continue;
+        if (w->q8) kern_q8_matmul(w->data, w->cols, j->xq, j->n_tok, j->y[i], j->ldy[i], r0, r1);
+        else kern_f32_matmul(w->data, w->cols, j->x, j->n_tok, j->y[i], j->ldy[i], r0, r1);
+    }
+}
+
+/* y[i] (n x rows_i, row stride ldy_i) = x (n x cols) times each of nw matrices that
+ * share cols, in one pool run. */
+static void matmul(eng_model *m, const float *x, int n, int nw, const mdl_mat *const *w,
+                   float *const *y, const int64_t *ldy)
+{
+    mm_job j = { .nw = nw, .x = x, .n_tok = n };
+    for (int i = 0; i < nw; i++) {
+        LLM_ASSERT(w[i]->cols == w[0]->cols && w[i]->q8 == w[0]->q8);
+        j.w[i] = w[i];
+        j.y[i] = y[i];
+        j.ldy[i] = ldy ? ldy[i] : w[i]->rows;
+    }
+    if (w[0]->q8) {
+        kern_q8_quantize_x(x, n, w[0]->cols, m->xq);
+        j.xq = m->xq;
+    }
+    pool_run(m->pool, mm_part, &j);
+}
+
+/* ---- attention ----------------------------------------------------------------------- */
+
+typedef struct {
+    eng_model          *m;
+    eng_session *const *sess;
+    const int          *pos;
+    int                 n;
+    int                 layer;
+} att_job;
+
+/* One (item, head): softmax(q . K^T / sqrt(d)) V over the item's visible positions. */
+static void att_head(const att_job *j, int item, int h, float *sc)
+{
+    const mdl_config *c = &j->m->cfg;
+    const kv_cache *kv = &j->sess[item]->kv;
+    int D = c->head_dim, kvh = h / (c->n_head / c->n_head_kv), p = j->pos[item];
+    int lo = c->sliding_window > 0 && p - c->sliding_window + 1 > 0 ? p - c->sliding_window + 1 : 0;
+    const float *q = j->m->q + (size_t)item * c->n_head * D + (size_t)h * D;
+    float *out = j->m->att + (size_t)item * c->n_head * D + (size_t)h * D;
+    float scale = 1.0f / sqrtf((float)D), mx = -INFINITY;
+    bool f16 = kv->type == ENG_KV_F16;
+    for (int t = lo; t <= p; t++) {
+        const void *kr = (const char *)kv_k(kv, j->layer, t) + (size_t)kvh * D * kv->elt;
+        float s = (f16 ? kern_f16_dot(kr, q, D) : kern_f32_dot(kr, q, D)) * scale;
+        sc[t] = s;
+        if (s > mx) mx = s;
+    }
+    double sum = 0;
+    for (int t = lo; t <= p; t++) {
+        sc[t] = expf(sc[t] - mx);
+        sum += sc[t];
+    }
+    float inv = (float)(1.0 / sum);
+    memset(out, 0, (size_t)D * sizeof *out);
+    for (int t = lo; t <= p; t++) {
+        const void *vr = (const char *)kv_v(kv, j->layer, t) + (size_t)kvh * D * kv->elt;
+        if (f16) kern_f16_axpy(out, sc[t] * inv, vr, D);
+        else kern_f32_axpy(out, sc[t] * inv, vr, D);
+    }
+}
+
+static void att_part(void *arg, int ith, int nth)
+{
+    const att_job *j = arg;
+    int H = j->m->cfg.n_head;
+    float *sc = j->m->scores + (size_t)ith * j->m->cap_ctx;
+    for (int idx = ith; idx < j->n * H; idx += nth) att_head(j, idx / H, idx % H, sc);
+}
+
+/* ---- the pass -------------------------------------------------------------------------- */
+
+static void layer_forward(eng_model *m, int il, eng_session *const *sess, const int *pos, int n)
+{
+    const mdl_config *c = &m->cfg;
+    const mdl_layer *L = &m->w.layers[il];
+    int E = c->n_embd, Q = c->n_head * c->head_dim, KV = c->n_head_kv * c->head_dim, F = c->n_ff;
+
+    rms_norm(m->x, L->attn_norm, m->xn, n, E, c->rms_eps);
+    const mdl_mat *qkv[3] = { &L->wq, &L->wk, &L->wv };
+    float *qkv_out[3] = { m->q, m->k, m->v };
+    matmul(m, m->xn, n, 3, qkv, qkv_out, NULL);
+    add_bias(m->q, L->bq, n, Q);
+    add_bias(m->k, L->bk, n, KV);
+    add_bias(m->v, L->bv, n, KV);
+    for (int i = 0; i < n; i++) {
+        const float *tab = m->rope + (size_t)i * c->n_rot;
+        rope_apply(c, m->q + (size_t)i * Q, c->n_head, tab);
+        rope_apply(c, m->k + (size_t)i * KV, c->n_head_kv, tab);
+        kv_store(&sess[i]->kv, il, pos[i], m->k + (size_t)i * KV, m->v + (size_t)i * KV);
+    }
+    att_job aj = { m, sess, pos, n, il };
+    pool_run(m->pool, att_part, &aj);
+
+    const mdl_mat *wo = &L->wo;
+    float *o = m->xn; /* n x E, free again */
+    matmul(m, m->att, n, 1, &wo, &o, NULL);
+    for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
+
+    rms_norm(m->x, L->ffn_norm, m->xn, n, E, c->rms_eps);
+    const mdl_mat *gu[2] = { &L->gate, &L->up };
+    float *gu_out[2] = { m->gate, m->up };
+    matmul(m, m->xn, n, 2, gu, gu_out, NULL);
+    for (size_t i = 0; i < (size_t)n * F; i++) {
+        float g = m->gate[i];
+        m->gate[i] = g / (1.0f + expf(-g)) * m->up[i];
+    }
+    const mdl_mat *dn = &L->down;
+    matmul(m, m->gate, n, 1, &dn, &o, NULL);
+    for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
+}
+
+/* Runs n items through the model; rows [first_logit, n) of the final states become
+ * logits rows (logits may be NULL). Positions must have been checked by the caller. */
+static int forward(eng_model *m, eng_session *const *sess, const int *pos, const int32_t *tok,
+                   int n, float *logits, int first_logit, char *err, size_t errlen)
+{
+    const mdl_config *c = &m->cfg;
+    int max_pos = 0;
+    for (int i = 0; i < n; i++) {
+        if (tok[i] < 0 || tok[i] >= c->n_vocab) {
+            snprintf(err, errlen, "token %d at batch index %d is outside the vocabulary (0..%d)",
+                     tok[i], i, c->n_vocab - 1);
+            return -1;
+        }
+        if (pos[i] > max_pos) max_pos = pos[i];
+    }
+    if (reserve(m, n, max_pos) != 0) {
+        snprintf(err, errlen, "out of memory for a batch of %d tokens", n);
+        return -1;
+    }
+    int E = c->n_embd;
+    const mdl_mat *te = &m->w.tok_embd;
+    for (int i = 0; i < n; i++) {
+        const void *row = (const char *)te->data + (size_t)tok[i] * te->row_bytes;
+        if (te->q8) kern_q8_dequantize(row, E, m->x + (size_t)i * E);
+        else memcpy(m->x + (size_t)i * E, row, (size_t)E * sizeof(float));
+        rope_table(c, m->w.rope_freqs, pos[i], m->rope + (size_t)i * c->n_rot);
+    }
+    for (int il = 0; il < c->n_layer; il++) layer_forward(m, il, sess, pos, n);
+    if (!logits || first_logit >= n) return 0;
+    int nl = n - first_logit;
+    rms_norm(m->x + (size_t)first_logit * E, m->w.output_norm, m->xn, nl, E, c->rms_eps);
+    const mdl_mat *out = &m->w.output;
+    matmul(m, m->xn, nl, 1, &out, &logits, NULL);
+    return 0;
+}
+
+/* Largest prefill pass: longer prompts go through in chunks of this many tokens. */
+#define ENG_MAX_BATCH 512
+
+int eng_prefill(eng_model *m, eng_session *s, const int32_t *tokens, int n,
+                float *logits, bool all_logits, char *err, size_t errlen)
+{
+    if (!s || s->model != m || n <= 0 || !tokens) {
+        snprintf(err, errlen, "prefill: invalid session or %d tokens", n);
+        return -1;
+    }
+    if (n > s->kv.n_ctx - s->pos) {
+        snprintf(err, errlen, "prefill: %d tokens at position %d exceed the context of %d",
+                 n, s->pos, s->kv.n_ctx);
+        return -1;
+    }
+    int chunk = n < ENG_MAX_BATCH ? n : ENG_MAX_BATCH;
+    eng_session **sess = malloc((size_t)chunk * sizeof *sess);
+    int *pos = malloc((size_t)chunk * sizeof *pos);
+    if (!sess || !pos) {
+        free(sess); free(pos);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int start = s->pos, rc = 0;
+    size_t V = (size_t)m->cfg.n_vocab;
+    for (int done = 0; done < n && rc == 0; done += chunk) {
+        int k = n - done < chunk ? n - done : chunk;
+        for (int i = 0; i < k; i++) {
+            sess[i] = s;
+            pos[i] = s->pos + i;
+        }
+        bool last = done + k == n;
+        float *lg = !logits ? NULL : all_logits ? logits + (size_t)done * V : last ? logits : NULL;
+        rc = forward(m, sess, pos, tokens + done, k, lg, all_logits ? 0 : k - 1, err, errlen);
+        if (rc == 0) s->pos += k;
+    }
+    if (rc != 0) s->pos = start;
+    free(sess);
+    free(pos);
+    return rc;
+}
+
+int eng_decode(eng_model *m, eng_session *const *sessions, const int32_t *tokens, int n,
+               float *logits, char *err, size_t errlen)
+{
+    if (n <= 0 || n > ENG_MAX_BATCH || !sessions || !tokens) {
+        snprintf(err, errlen, "decode: invalid batch of %d sessions", n);
+        return -1;
+    }
+    int pos[ENG_MAX_BATCH];
+    for (int i = 0; i < n; i++) {
+        eng_session *s = sessions[i];
+        if (!s || s->model != m) {
+            snprintf(err, errlen, "decode: session %d is invalid or belongs to another model", i);
+            return -1;
+        }
+        if (s->pos >= s->kv.n_ctx) {
+            snprintf(err, errlen, "decode: session %d is full (%d positions)", i, s->kv.n_ctx);
+            return -1;
+        }
+        for (int k = 0; k < i; k++) {
+            if (sessions[k] == s) {
+                snprintf(err, errlen, "decode: session %d appears twice in one batch", i);
+                return -1;
+            }
+        }
+        pos[i] = s->pos;
+    }
+    if (forward(m, sessions, pos, tokens, n, logits, 0, err, errlen) != 0) return -1;
+    for (int i = 0; i < n; i++) sessions[i]->pos++;
+    return 0;
+}

@@ -1,0 +1,56 @@
+/*
+ * kv.c - KV cache storage. Owned by the engine.
+ */
+#include "kv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "log.h"
+
+int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type,
+            char *err, size_t errlen)
+{
+    memset(kv, 0, sizeof *kv);
+    if (n_layer <= 0 || n_ctx <= 0 || kv_dim <= 0 || (type != ENG_KV_F16 && type != ENG_KV_F32)) {
+        snprintf(err, errlen, "KV cache: invalid sizes (layers %d, n_ctx %d, kv_dim %lld) or type %d",
+                 n_layer, n_ctx, (long long)kv_dim, (int)type);
+        return -1;
+    }
+    kv->n_layer = n_layer;
+    kv->n_ctx = n_ctx;
+    kv->kv_dim = kv_dim;
+    kv->type = type;
+    kv->elt = type == ENG_KV_F16 ? 2 : 4;
+    size_t bytes = (size_t)n_layer * (size_t)n_ctx * (size_t)kv_dim * kv->elt;
+    kv->k = calloc(1, bytes);
+    kv->v = calloc(1, bytes);
+    if (!kv->k || !kv->v) {
+        snprintf(err, errlen, "KV cache: out of memory for 2 x %.1f MB", bytes / 1e6);
+        kv_free(kv);
+        return -1;
+    }
+    return 0;
+}
+
+void kv_free(kv_cache *kv)
+{
+    free(kv->k);
+    free(kv->v);
+    memset(kv, 0, sizeof *kv);
+}
+
+void kv_store(kv_cache *kv, int layer, int pos, const float *k, const float *v)
+{
+    LLM_ASSERT(layer >= 0 && layer < kv->n_layer && pos >= 0 && pos < kv->n_ctx);
+    void *kd = (void *)kv_k(kv, layer, pos), *vd = (void *)kv_v(kv, layer, pos);
+    if (kv->type == ENG_KV_F16) {
+        kern_f32_to_f16(k, kd, kv->kv_dim);
+        kern_f32_to_f16(v, vd, kv->kv_dim);
+    } else {
+        memcpy(kd, k, (size_t)kv->kv_dim * sizeof(float));
+        memcpy(vd, v, (size_t)kv->kv_dim * sizeof(float));
+    }
+}

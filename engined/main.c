@@ -1,0 +1,283 @@
+/*
+ * main.c - engined: one-shot commands (evaluate tokens, list and remove segments);
+ * every other invocation is the daemon (engd.h).
+ *
+ *   engined --model M.gguf --eval tokens.txt --logits-out out.f32 [--precision int8]
+ *   engined --model M.gguf --eval tokens.txt -n 32          # greedy ids, one a line
+ *   engined --list-segments
+ *   engined --remove-segment /llm-0123456789abcdef | --all
+ *   engined --model M.gguf --workers 2                      # daemon (engd_serve)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engd.h"
+#include "engine.h"
+#include "log.h"
+#include "segment.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: engined --model FILE --eval TOKENS.txt [--logits-out OUT.f32] [-n N]\n"
+        "               [--precision int8|float] [--threads N] [--kv f16|f32] [--ctx N]\n"
+        "       engined --list-segments\n"
+        "       engined --remove-segment NAME | --all\n"
+        "       engined --model FILE --workers N [--run-dir DIR]   (daemon, see README)\n"
+        "\n"
+        "  --eval FILE        token ids, one per line, evaluated in one prompt pass\n"
+        "  --logits-out FILE  write n_tokens x n_vocab float32 logits (little-endian)\n"
+        "  -n N               without --logits-out: greedy-decode N tokens (default 32)\n"
+        "  --precision P      int8 (q8 weights, default) or float (f32 reference path)\n"
+        "  --threads N        compute threads (default 2)\n"
+        "  --kv T             KV cache type f16 (default) or f32\n");
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Reads token ids, one per line; returns a malloc'd array or NULL with err. */
+static int32_t *read_tokens(const char *path, int *n, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    int cap = 256, cnt = 0, line = 0;
+    int32_t *t = malloc((size_t)cap * sizeof *t);
+    char buf[256];
+    while (t && fgets(buf, sizeof buf, f)) {
+        line++;
+        char *p = buf, *end;
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p == '\n' || *p == '\r' || *p == 0) continue;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n') end++;
+        if (errno || end == p || *end || v < 0 || v > INT32_MAX) {
+            snprintf(err, errlen, "%s:%d: expected one token id per line", path, line);
+            free(t);
+            fclose(f);
+            return NULL;
+        }
+        if (cnt == cap) {
+            int32_t *nt = realloc(t, (size_t)(cap *= 2) * sizeof *t);
+            if (!nt) { free(t); t = NULL; break; }
+            t = nt;
+        }
+        t[cnt++] = (int32_t)v;
+    }
+    fclose(f);
+    if (!t) snprintf(err, errlen, "out of memory reading %s", path);
+    else if (cnt == 0) {
+        snprintf(err, errlen, "%s: no token ids", path);
+        free(t);
+        return NULL;
+    }
+    *n = cnt;
+    return t;
+}
+
+typedef struct {
+    const char *model, *eval, *logits_out;
+    int n_gen, threads, n_ctx;
+    eng_precision prec;
+    eng_kv_type kv;
+} eval_opts;
+
+static int write_logits(const char *path, const float *lg, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(lg, sizeof(float), n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "error: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+static int greedy(eng_model *m, eng_session *s, float *lg, int n_gen, int n_vocab)
+{
+    char err[256];
+    double t0 = now_ms();
+    int tok = eng_argmax(lg, n_vocab), i;
+    for (i = 0; i < n_gen; i++) {
+        printf("%d\n", tok);
+        if (i + 1 == n_gen) break;
+        int32_t t32 = tok;
+        if (eng_decode(m, &s, &t32, 1, lg, err, sizeof err) != 0) {
+            fprintf(stderr, "error: %s\n", err);
+            return 1;
+        }
+        tok = eng_argmax(lg, n_vocab);
+    }
+    double ms = now_ms() - t0;
+    if (n_gen > 1) log_info("decode: %d tokens in %.1f ms (%.2f tok/s)", n_gen - 1, ms, (n_gen - 1) / ms * 1e3);
+    return 0;
+}
+
+static int run_eval(const eval_opts *o)
+{
+    char err[512];
+    int n = 0, rc = 1;
+    int32_t *toks = read_tokens(o->eval, &n, err, sizeof err);
+    if (!toks) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    eng_open_info info;
+    eng_model *m = eng_open(o->model, o->prec, &info, err, sizeof err);
+    eng_session *s = NULL;
+    float *lg = NULL;
+    if (!m) goto fail;
+    if (eng_set_threads(m, o->threads) != 0) {
+        snprintf(err, sizeof err, "--threads %d: cannot start that many threads", o->threads);
+        goto fail;
+    }
+    const mdl_config *c = eng_config_of(m);
+    int n_ctx = o->n_ctx > 0 ? o->n_ctx : n + o->n_gen + 1;
+    s = eng_session_new(m, n_ctx, o->kv, err, sizeof err);
+    bool all = o->logits_out != NULL;
+    lg = malloc((size_t)c->n_vocab * (all ? (size_t)n : 1) * sizeof(float));
+    if (!s || !lg) {
+        if (!lg) snprintf(err, sizeof err, "out of memory for the logits");
+        goto fail;
+    }
+    double t0 = now_ms();
+    if (eng_prefill(m, s, toks, n, lg, all, err, sizeof err) != 0) goto fail;
+    double ms = now_ms() - t0;
+    log_info("prefill: %d tokens in %.1f ms (%.2f tok/s)", n, ms, n / ms * 1e3);
+    if (all) rc = write_logits(o->logits_out, lg, (size_t)n * c->n_vocab);
+    else rc = greedy(m, s, lg, o->n_gen, c->n_vocab);
+    goto done;
+fail:
+    fprintf(stderr, "error: %s\n", err);
+    rc = 1;
+done:
+    free(lg);
+    free(toks);
+    eng_session_free(s);
+    eng_close(m);
+    return rc;
+}
+
+static int list_segments(void)
+{
+    char err[256];
+    seg_info infos[256];
+    int n = seg_list(infos, 256, err, sizeof err);
+    if (n < 0) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    printf("%-28s %-8s %10s %10s  %s\n", "NAME", "STATE", "SIZE_MB", "AGE_S", "MODEL");
+    for (int i = 0; i < n && i < 256; i++) {
+        const seg_info *s = &infos[i];
+        const char *st = s->state == SEG_STATE_READY ? "READY"
+                       : s->state == SEG_STATE_LOADING ? (s->loader_dead ? "STALE" : "LOADING") : "UNKNOWN";
+        printf("%-28s %-8s %10.1f %10.0f  %s\n", s->name, st, s->bytes / 1e6, s->age_s, s->src_path);
+    }
+    return 0;
+}
+
+static int remove_segments(const char *what)
+{
+    char err[256];
+    if (strcmp(what, "--all") != 0) {
+        if (seg_remove(what, err, sizeof err) != 0) {
+            fprintf(stderr, "error: %s\n", err);
+            return 1;
+        }
+        printf("removed %s\n", what);
+        return 0;
+    }
+    seg_info infos[256];
+    int n = seg_list(infos, 256, err, sizeof err), rc = 0;
+    if (n < 0) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    for (int i = 0; i < n && i < 256; i++) {
+        if (infos[i].state == 0) continue; /* not one of ours */
+        if (seg_remove(infos[i].name, err, sizeof err) != 0) {
+            fprintf(stderr, "error: %s\n", err);
+            rc = 1;
+        } else printf("removed %s\n", infos[i].name);
+    }
+    return rc;
+}
+
+/* Parses eval options; returns 0, or 2 on a usage error (message printed). */
+static int parse_eval(int argc, char **argv, eval_opts *o)
+{
+    *o = (eval_opts){ .n_gen = 32, .threads = 2, .prec = ENG_INT8, .kv = ENG_KV_F16 };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--model") && v) o->model = v;
+        else if (!strcmp(a, "--eval") && v) o->eval = v;
+        else if (!strcmp(a, "--logits-out") && v) o->logits_out = v;
+        else if (!strcmp(a, "-n") && v) o->n_gen = atoi(v);
+        else if (!strcmp(a, "--threads") && v) o->threads = atoi(v);
+        else if (!strcmp(a, "--ctx") && v) o->n_ctx = atoi(v);
+        else if (!strcmp(a, "--precision") && v && (!strcmp(v, "int8") || !strcmp(v, "float")))
+            o->prec = !strcmp(v, "float") ? ENG_FLOAT : ENG_INT8;
+        else if (!strcmp(a, "--kv") && v && (!strcmp(v, "f16") || !strcmp(v, "f32")))
+            o->kv = !strcmp(v, "f32") ? ENG_KV_F32 : ENG_KV_F16;
+        else {
+            fprintf(stderr, "error: unknown option or missing/invalid value: %s%s%s\n", a, v ? " " : "", v ? v : "");
+            return 2;
+        }
+        i++;
+    }
+    if (!o->model || !o->eval) {
+        fprintf(stderr, "error: --eval needs --model FILE and --eval TOKENS.txt\n");
+        return 2;
+    }
+    if (o->n_gen < 1 || o->threads < 1 || o->threads > 256 || o->n_ctx < 0) {
+        fprintf(stderr, "error: -n, --threads and --ctx must be positive\n");
+        return 2;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    log_init("engined", LOG_INFO);
+    bool eval = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--list-segments")) return list_segments();
+        if (!strcmp(argv[i], "--remove-segment")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "error: --remove-segment needs a NAME or --all\n");
+                return 2;
+            }
+            return remove_segments(argv[i + 1]);
+        }
+        if (!strcmp(argv[i], "--eval")) eval = true;
+    }
+    if (eval) {
+        eval_opts o;
+        int rc = parse_eval(argc, argv, &o);
+        return rc ? rc : run_eval(&o);
+    }
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!engd_serve) {
+        fprintf(stderr, "error: daemon mode not built\n");
+        return 1;
+    }
+    return engd_serve(argc, argv);
+}

@@ -1,0 +1,309 @@
+/*
+ * model.c - model configuration from GGUF metadata, and the architecture table.
+ * Owned by the engine.
+ */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "kernels.h"
+#include "log.h"
+#include "segment.h"
+
+static const mdl_arch arch_table[MDL_ARCH_COUNT] = {
+    [MDL_ARCH_LLAMA]   = { "llama",   0, 0, 0, 1e-5f },
+    [MDL_ARCH_MISTRAL] = { "mistral", 0, 0, 1, 1e-5f },
+    [MDL_ARCH_QWEN2]   = { "qwen2",   1, 1, 0, 1e-6f },
+};
+
+const mdl_arch *mdl_arch_get(int arch_id)
+{
+    LLM_ASSERT(arch_id >= 0 && arch_id < MDL_ARCH_COUNT);
+    return &arch_table[arch_id];
+}
+
+int mdl_arch_from_name(const char *name)
+{
+    for (int i = 0; i < MDL_ARCH_COUNT; i++)
+        if (strcmp(arch_table[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* Reads "<arch>.<suffix>" as an integer, def when absent. */
+static int64_t arch_int(const gguf_ctx *g, const char *arch, const char *suffix, int64_t def)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return gguf_get_int(g, key, def);
+}
+
+static double arch_float(const gguf_ctx *g, const char *arch, const char *suffix, double def)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return gguf_get_float(g, key, def);
+}
+
+/* Checks that tensor name exists with ne[0] == d0 and (d1 > 0) ne[1] == d1. */
+static int check_tensor(const gguf_ctx *g, const char *name, int64_t d0, int64_t d1,
+                        char *err, size_t errlen)
+{
+    const gguf_tensor *t = gguf_find_tensor(g, name);
+    if (!t) {
+        snprintf(err, errlen, "tensor %s is missing", name);
+        return -1;
+    }
+    if (t->ne[0] != d0 || (d1 > 0 && t->ne[1] != d1) || t->ne[2] != 1 || t->ne[3] != 1) {
+        snprintf(err, errlen, "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                 name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                 (long long)t->ne[3], (long long)d0, (long long)(d1 > 0 ? d1 : 1));
+        return -1;
+    }
+    return 0;
+}
+
+static int check_layer(const gguf_ctx *g, const mdl_config *c, int il, char *err, size_t errlen)
+{
+    int64_t E = c->n_embd, Q = (int64_t)c->n_head * c->head_dim, KV = (int64_t)c->n_head_kv * c->head_dim;
+    struct { const char *n; int64_t d0, d1; } want[] = {
+        { "attn_norm.weight", E, 1 },   { "attn_q.weight", E, Q },
+        { "attn_k.weight", E, KV },     { "attn_v.weight", E, KV },
+        { "attn_output.weight", Q, E }, { "ffn_norm.weight", E, 1 },
+        { "ffn_gate.weight", E, c->n_ff }, { "ffn_up.weight", E, c->n_ff },
+        { "ffn_down.weight", c->n_ff, E },
+    };
+    char name[96];
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        snprintf(name, sizeof name, "blk.%d.%s", il, want[i].n);
+        if (check_tensor(g, name, want[i].d0, want[i].d1, err, errlen) != 0) return -1;
+    }
+    return 0;
+}
+
+static int read_dims(const gguf_ctx *g, mdl_config *c, const char *a, char *err, size_t errlen)
+{
+    c->n_embd = (int32_t)arch_int(g, a, "embedding_length", 0);
+    c->n_layer = (int32_t)arch_int(g, a, "block_count", 0);
+    c->n_ff = (int32_t)arch_int(g, a, "feed_forward_length", 0);
+    c->n_head = (int32_t)arch_int(g, a, "attention.head_count", 0);
+    c->n_head_kv = (int32_t)arch_int(g, a, "attention.head_count_kv", c->n_head);
+    c->n_ctx_train = (int32_t)arch_int(g, a, "context_length", 2048);
+    struct { const char *key; int32_t v; int64_t max; } req[] = {
+        { "embedding_length", c->n_embd, 1 << 16 }, { "block_count", c->n_layer, 1024 },
+        { "feed_forward_length", c->n_ff, 1 << 20 }, { "attention.head_count", c->n_head, 1024 },
+        { "attention.head_count_kv", c->n_head_kv, 1024 }, { "context_length", c->n_ctx_train, 1 << 24 },
+    };
+    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
+        if (req[i].v <= 0 || req[i].v > req[i].max) {
+            snprintf(err, errlen, "metadata %s.%s is missing or out of range (%d)", a, req[i].key, req[i].v);
+            return -1;
+        }
+    }
+    if (c->n_head % c->n_head_kv != 0) {
+        snprintf(err, errlen, "%s.attention.head_count %d is not a multiple of head_count_kv %d",
+                 a, c->n_head, c->n_head_kv);
+        return -1;
+    }
+    c->head_dim = (int32_t)arch_int(g, a, "attention.key_length", c->n_embd / c->n_head);
+    if (c->head_dim <= 0 || c->head_dim % 2 != 0 || c->head_dim > 1024 ||
+        arch_int(g, a, "attention.value_length", c->head_dim) != c->head_dim) {
+        snprintf(err, errlen, "head dimension %d (n_embd %d / heads %d or key_length) is unsupported",
+                 c->head_dim, c->n_embd, c->n_head);
+        return -1;
+    }
+    c->n_rot = (int32_t)arch_int(g, a, "rope.dimension_count", c->head_dim);
+    if (c->n_rot <= 0 || c->n_rot > c->head_dim || c->n_rot % 2 != 0) {
+        snprintf(err, errlen, "%s.rope.dimension_count %d is invalid for head dimension %d", a, c->n_rot, c->head_dim);
+        return -1;
+    }
+    return 0;
+}
+
+static int read_rope(const gguf_ctx *g, mdl_config *c, const char *a, const mdl_arch *ar,
+                     char *err, size_t errlen)
+{
+    c->rope_base = (float)arch_float(g, a, "rope.freq_base", 10000.0);
+    c->rms_eps = (float)arch_float(g, a, "attention.layer_norm_rms_epsilon", ar->rms_eps_default);
+    c->rope_freq_scale = 1.0f;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    const char *st = gguf_get_str(g, key, "none");
+    double factor = arch_float(g, a, "rope.scaling.factor", 0.0);
+    if (strcmp(st, "linear") == 0 && factor > 0) c->rope_freq_scale = (float)(1.0 / factor);
+    else if (strcmp(st, "yarn") == 0) {
+        snprintf(err, errlen, "%s: yarn rope scaling is not supported", key);
+        return -1;
+    }
+    if (!(c->rope_base > 0) || !(c->rms_eps > 0)) {
+        snprintf(err, errlen, "%s.rope.freq_base or layer_norm_rms_epsilon is not positive", a);
+        return -1;
+    }
+    c->sliding_window = ar->sliding_window ? (int32_t)arch_int(g, a, "attention.sliding_window", 0) : 0;
+    if (c->sliding_window < 0) c->sliding_window = 0;
+    const gguf_tensor *rf = gguf_find_tensor(g, "rope_freqs.weight");
+    c->has_rope_freqs = rf != NULL;
+    if (rf && check_tensor(g, "rope_freqs.weight", c->n_rot / 2, 1, err, errlen) != 0) return -1;
+    return 0;
+}
+
+int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    const char *a = gguf_get_str(g, "general.architecture", NULL);
+    if (!a) {
+        snprintf(err, errlen, "metadata general.architecture is missing");
+        return -1;
+    }
+    int id = mdl_arch_from_name(a);
+    if (id < 0) {
+        snprintf(err, errlen, "general.architecture '%s' is not supported (llama, mistral, qwen2)", a);
+        return -1;
+    }
+    const mdl_arch *ar = mdl_arch_get(id);
+    snprintf(c->arch_name, sizeof c->arch_name, "%s", a);
+    c->arch_id = id;
+    c->rope_neox = ar->rope_neox;
+    if (read_dims(g, c, a, err, errlen) != 0 || read_rope(g, c, a, ar, err, errlen) != 0) return -1;
+
+    const gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
+    if (!te) {
+        snprintf(err, errlen, "tensor token_embd.weight is missing");
+        return -1;
+    }
+    if (te->ne[1] <= 0 || te->ne[1] > (1 << 24)) {
+        snprintf(err, errlen, "token_embd.weight has an invalid vocabulary size %lld", (long long)te->ne[1]);
+        return -1;
+    }
+    c->n_vocab = (int32_t)te->ne[1];
+    if (check_tensor(g, "token_embd.weight", c->n_embd, c->n_vocab, err, errlen) != 0 ||
+        check_tensor(g, "output_norm.weight", c->n_embd, 1, err, errlen) != 0) return -1;
+    c->tied_output = gguf_find_tensor(g, "output.weight") == NULL;
+    if (!c->tied_output && check_tensor(g, "output.weight", c->n_embd, c->n_vocab, err, errlen) != 0)
+        return -1;
+    c->has_qkv_bias = gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    for (int il = 0; il < c->n_layer; il++) {
+        if (check_layer(g, c, il, err, errlen) != 0) return -1;
+        if (c->has_qkv_bias) {
+            char name[96];
+            int64_t dims[3] = { (int64_t)c->n_head * c->head_dim, (int64_t)c->n_head_kv * c->head_dim,
+                                (int64_t)c->n_head_kv * c->head_dim };
+            const char *which[3] = { "q", "k", "v" };
+            for (int k = 0; k < 3; k++) {
+                snprintf(name, sizeof name, "blk.%d.attn_%s.bias", il, which[k]);
+                if (check_tensor(g, name, dims[k], 1, err, errlen) != 0) return -1;
+            }
+        }
+    }
+    c->bos_id = (int32_t)gguf_get_int(g, "tokenizer.ggml.bos_token_id", -1);
+    c->eos_id = (int32_t)gguf_get_int(g, "tokenizer.ggml.eos_token_id", -1);
+    return 0;
+}
+
+void mdl_config_describe(const mdl_config *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s: %d layers, n_embd %d, heads %d/%d (head_dim %d), n_ff %d, vocab %d, "
+             "ctx %d, rope base %g%s%s%s", c->arch_name, c->n_layer, c->n_embd, c->n_head,
+             c->n_head_kv, c->head_dim, c->n_ff, c->n_vocab, c->n_ctx_train, c->rope_base,
+             c->rope_neox ? " neox" : "", c->tied_output ? ", tied output" : "",
+             c->has_rope_freqs ? ", rope_freqs" : "");
+}
+
+/* Binds a matrix entry: q8 or f32 rows of the expected shape. */
+static int bind_mat(const seg_map *m, const char *name, int64_t cols, int64_t rows, mdl_mat *out,
+                    char *err, size_t errlen)
+{
+    const seg_tensor *t = seg_find(m, name);
+    if (!t) {
+        snprintf(err, errlen, "segment %s: tensor %s is missing", m->name, name);
+        return -1;
+    }
+    if (t->ne[0] != cols || t->ne[1] != rows) {
+        snprintf(err, errlen, "segment %s: tensor %s is [%lld, %lld], expected [%lld, %lld]", m->name,
+                 name, (long long)t->ne[0], (long long)t->ne[1], (long long)cols, (long long)rows);
+        return -1;
+    }
+    size_t want = t->type == SEG_T_Q8W ? kern_q8_row_bytes(cols) : (size_t)cols * sizeof(float);
+    if (t->row_bytes != want) {
+        snprintf(err, errlen, "segment %s: tensor %s has %llu-byte rows, expected %zu", m->name, name,
+                 (unsigned long long)t->row_bytes, want);
+        return -1;
+    }
+    out->data = seg_data(m, t);
+    out->rows = rows;
+    out->cols = cols;
+    out->row_bytes = t->row_bytes;
+    out->q8 = t->type == SEG_T_Q8W;
+    return 0;
+}
+
+/* Binds an f32 vector of n values. */
+static int bind_vec(const seg_map *m, const char *name, int64_t n, const float **out, char *err, size_t errlen)
+{
+    const seg_tensor *t = seg_find(m, name);
+    if (!t || t->type != SEG_T_F32 || t->ne[0] * t->ne[1] != n) {
+        snprintf(err, errlen, "segment %s: f32 vector %s of %lld values is missing or misshapen",
+                 m->name, name, (long long)n);
+        return -1;
+    }
+    *out = seg_data(m, t);
+    return 0;
+}
+
+static int bind_layer(const seg_map *m, const mdl_config *c, int il, mdl_layer *L, char *err, size_t errlen)
+{
+    int64_t E = c->n_embd, Q = (int64_t)c->n_head * c->head_dim, KV = (int64_t)c->n_head_kv * c->head_dim;
+    char n[9][96];
+    const char *names[9] = { "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+                             "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight",
+                             "ffn_up.weight", "ffn_down.weight" };
+    for (int i = 0; i < 9; i++) snprintf(n[i], sizeof n[i], "blk.%d.%s", il, names[i]);
+    if (bind_vec(m, n[0], E, &L->attn_norm, err, errlen) || bind_mat(m, n[1], E, Q, &L->wq, err, errlen) ||
+        bind_mat(m, n[2], E, KV, &L->wk, err, errlen) || bind_mat(m, n[3], E, KV, &L->wv, err, errlen) ||
+        bind_mat(m, n[4], Q, E, &L->wo, err, errlen) || bind_vec(m, n[5], E, &L->ffn_norm, err, errlen) ||
+        bind_mat(m, n[6], E, c->n_ff, &L->gate, err, errlen) ||
+        bind_mat(m, n[7], E, c->n_ff, &L->up, err, errlen) ||
+        bind_mat(m, n[8], c->n_ff, E, &L->down, err, errlen))
+        return -1;
+    L->bq = L->bk = L->bv = NULL;
+    if (c->has_qkv_bias) {
+        char b[3][96];
+        for (int k = 0; k < 3; k++) snprintf(b[k], sizeof b[k], "blk.%d.attn_%c.bias", il, "qkv"[k]);
+        if (bind_vec(m, b[0], Q, &L->bq, err, errlen) || bind_vec(m, b[1], KV, &L->bk, err, errlen) ||
+            bind_vec(m, b[2], KV, &L->bv, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
+int mdl_weights_bind(const seg_map *m, const mdl_config *c, mdl_weights *w, char *err, size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    if (bind_mat(m, "token_embd.weight", c->n_embd, c->n_vocab, &w->tok_embd, err, errlen) ||
+        bind_vec(m, "output_norm.weight", c->n_embd, &w->output_norm, err, errlen))
+        return -1;
+    if (c->tied_output) w->output = w->tok_embd;
+    else if (bind_mat(m, "output.weight", c->n_embd, c->n_vocab, &w->output, err, errlen)) return -1;
+    if (c->has_rope_freqs && bind_vec(m, "rope_freqs.weight", c->n_rot / 2, &w->rope_freqs, err, errlen))
+        return -1;
+    w->layers = calloc((size_t)c->n_layer, sizeof *w->layers);
+    if (!w->layers) {
+        snprintf(err, errlen, "out of memory for %d layers", c->n_layer);
+        return -1;
+    }
+    for (int il = 0; il < c->n_layer; il++) {
+        if (bind_layer(m, c, il, &w->layers[il], err, errlen) != 0) {
+            mdl_weights_free(w);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void mdl_weights_free(mdl_weights *w)
+{
+    free(w->layers);
+    w->layers = NULL;
+}

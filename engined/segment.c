@@ -1,0 +1,276 @@
+/*
+ * segment.c - POSIX shared-memory weight segments: naming, create, attach, list,
+ * remove. Owned by the engine.
+ */
+#include "segment.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], seg_ident *id,
+                 char *err, size_t errlen)
+{
+    memset(id, 0, sizeof *id);
+    char rp[PATH_MAX];
+    if (!realpath(path, rp)) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (strlen(rp) >= sizeof id->real_path) {
+        snprintf(err, errlen, "%s: path longer than %zu bytes", path, sizeof id->real_path - 1);
+        return -1;
+    }
+    int fd = open(rp, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    static unsigned char head[65536];
+    ssize_t got = pread(fd, head, sizeof head, 0);
+    close(fd);
+    if (got < 0) {
+        snprintf(err, errlen, "%s: read: %s", path, strerror(errno));
+        return -1;
+    }
+    snprintf(id->real_path, sizeof id->real_path, "%s", rp);
+    id->size = (uint64_t)st.st_size;
+    id->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    id->head_hash = fnv1a(0xcbf29ce484222325ull, head, (size_t)got);
+    uint64_t h = fnv1a(0xcbf29ce484222325ull, rp, strlen(rp));
+    h = fnv1a(h, &id->size, sizeof id->size);
+    h = fnv1a(h, &id->mtime_ns, sizeof id->mtime_ns);
+    h = fnv1a(h, &id->head_hash, sizeof id->head_hash);
+    uint32_t lv = SEG_LAYOUT_VERSION;
+    h = fnv1a(h, &lv, sizeof lv);
+    snprintf(name, SEG_NAME_MAX, "/llm-%016llx%s", (unsigned long long)h, precision ? "-f32" : "");
+    return 0;
+}
+
+int seg_create(const char *name, uint64_t total, seg_map *m, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        if (errno == EEXIST) return 1;
+        snprintf(err, errlen, "shm_open %s: %s", name, strerror(errno));
+        return -1;
+    }
+    int rc = ftruncate(fd, (off_t)total);
+    if (rc == 0) rc = posix_fallocate(fd, 0, (off_t)total);
+    else rc = errno;
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot reserve %.1f MB for segment %s in /dev/shm: %s "
+                 "(is /dev/shm large enough? containers default to 64 MB: use --shm-size)",
+                 total / 1e6, name, strerror(rc));
+        close(fd);
+        shm_unlink(name);
+        return -1;
+    }
+    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        snprintf(err, errlen, "mmap %s (%llu bytes): %s", name, (unsigned long long)total, strerror(errno));
+        shm_unlink(name);
+        return -1;
+    }
+    m->base = p;
+    m->len = total;
+    m->writable = true;
+    snprintf(m->name, sizeof m->name, "%s", name);
+    seg_header *h = p;
+    h->magic = SEG_MAGIC;
+    h->layout_version = SEG_LAYOUT_VERSION;
+    h->loader_pid = (int32_t)getpid();
+    h->total_bytes = total;
+    h->created_ns = now_ns();
+    __atomic_store_n(&h->state, SEG_STATE_LOADING, __ATOMIC_RELEASE);
+    return 0;
+}
+
+void seg_mark_ready(seg_map *m)
+{
+    LLM_ASSERT(m->writable);
+    seg_header *h = m->base;
+    h->ready_ns = now_ns();
+    msync(m->base, m->len, MS_SYNC);
+    __atomic_store_n(&h->state, SEG_STATE_READY, __ATOMIC_RELEASE);
+}
+
+/* Validates the header and the directory of a mapped segment of len bytes. */
+static int check_layout(const void *base, size_t len, const char *name, char *err, size_t errlen)
+{
+    const seg_header *h = base;
+    if (h->magic != SEG_MAGIC || h->layout_version != SEG_LAYOUT_VERSION) {
+        snprintf(err, errlen, "segment %s: bad magic or layout version %u (expected %u)",
+                 name, h->layout_version, SEG_LAYOUT_VERSION);
+        return -1;
+    }
+    if (h->total_bytes != len || h->n_tensors > 100000 || h->dir_offset < sizeof *h ||
+        h->dir_offset > len || h->n_tensors * sizeof(seg_tensor) > len - h->dir_offset ||
+        h->tok_offset > len || h->tok_bytes > len - h->tok_offset) {
+        snprintf(err, errlen, "segment %s: header sizes do not fit its %zu bytes", name, len);
+        return -1;
+    }
+    const seg_tensor *dir = (const seg_tensor *)((const char *)base + h->dir_offset);
+    for (uint64_t i = 0; i < h->n_tensors; i++) {
+        const seg_tensor *t = &dir[i];
+        if (memchr(t->name, 0, sizeof t->name) == NULL || t->type >= SEG_T_COUNT ||
+            t->offset % SEG_ALIGN != 0 || t->offset > len || t->nbytes > len - t->offset ||
+            t->ne[0] <= 0 || t->ne[1] <= 0 || t->row_bytes == 0 ||
+            (uint64_t)t->ne[1] > t->nbytes / t->row_bytes) {
+            snprintf(err, errlen, "segment %s: directory entry %llu is invalid", name, (unsigned long long)i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "segment %s: %s", name, strerror(e));
+        return e == ENOENT ? -2 : -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(seg_header)) {
+        snprintf(err, errlen, "segment %s: too small (%lld bytes) to hold a header", name,
+                 (long long)st.st_size);
+        close(fd);
+        return -1;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        snprintf(err, errlen, "mmap %s: %s", name, strerror(errno));
+        return -1;
+    }
+    const seg_header *h = p;
+    uint32_t state = __atomic_load_n(&h->state, __ATOMIC_ACQUIRE);
+    if (h->magic == SEG_MAGIC && state == SEG_STATE_LOADING) {
+        if (loader_pid) *loader_pid = h->loader_pid;
+        munmap(p, (size_t)st.st_size);
+        return 1;
+    }
+    if (check_layout(p, (size_t)st.st_size, name, err, errlen) != 0) {
+        munmap(p, (size_t)st.st_size);
+        return -1;
+    }
+    if (state != SEG_STATE_READY) {
+        snprintf(err, errlen, "segment %s: unknown state %u", name, state);
+        munmap(p, (size_t)st.st_size);
+        return -1;
+    }
+    m->base = p;
+    m->len = (size_t)st.st_size;
+    snprintf(m->name, sizeof m->name, "%s", name);
+    return 0;
+}
+
+void seg_unmap(seg_map *m)
+{
+    if (m->base) munmap(m->base, m->len);
+    memset(m, 0, sizeof *m);
+}
+
+int seg_remove(const char *name, char *err, size_t errlen)
+{
+    char full[SEG_NAME_MAX + 1];
+    snprintf(full, sizeof full, "%s%s", name[0] == '/' ? "" : "/", name);
+    if (strncmp(full, "/llm-", 5) != 0 || strchr(full + 1, '/')) {
+        snprintf(err, errlen, "'%s' is not a segment name (expected /llm-...)", name);
+        return -1;
+    }
+    if (shm_unlink(full) != 0) {
+        snprintf(err, errlen, "remove %s: %s", full, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads what it can of one segment's header for listing. */
+static void info_of(const char *name, seg_info *in)
+{
+    memset(in, 0, sizeof *in);
+    snprintf(in->name, sizeof in->name, "/%s", name);
+    int fd = shm_open(in->name, O_RDONLY | O_CLOEXEC, 0);
+    struct stat st;
+    if (fd < 0) return;
+    if (fstat(fd, &st) == 0) in->bytes = (uint64_t)st.st_size;
+    if (in->bytes >= sizeof(seg_header)) {
+        seg_header *h = mmap(NULL, sizeof *h, PROT_READ, MAP_SHARED, fd, 0);
+        if (h != MAP_FAILED) {
+            if (h->magic == SEG_MAGIC) {
+                in->state = (int)__atomic_load_n(&h->state, __ATOMIC_ACQUIRE);
+                in->loader_pid = h->loader_pid;
+                memcpy(in->src_path, h->src_path, sizeof in->src_path);
+                in->src_path[sizeof in->src_path - 1] = 0;
+                in->age_s = (now_ns() - h->created_ns) / 1e9;
+                in->loader_dead = in->state == SEG_STATE_LOADING &&
+                                  kill(in->loader_pid, 0) != 0 && errno == ESRCH;
+            }
+            munmap(h, sizeof *h);
+        }
+    }
+    close(fd);
+}
+
+int seg_list(seg_info *infos, int max, char *err, size_t errlen)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d) {
+        snprintf(err, errlen, "/dev/shm: %s", strerror(errno));
+        return -1;
+    }
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "llm-", 4) != 0 || strlen(e->d_name) >= SEG_NAME_MAX - 1) continue;
+        if (n < max) info_of(e->d_name, &infos[n]);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+const seg_tensor *seg_find(const seg_map *m, const char *name)
+{
+    const seg_header *h = seg_hdr(m);
+    const seg_tensor *dir = (const seg_tensor *)((const char *)m->base + h->dir_offset);
+    for (uint64_t i = 0; i < h->n_tensors; i++)
+        if (strcmp(dir[i].name, name) == 0) return &dir[i];
+    return NULL;
+}

@@ -1,0 +1,152 @@
+/*
+ * segment.h - the POSIX shared-memory weight segment: its binary layout, naming,
+ * creation, read-only attach, listing and removal.
+ *
+ * Layout (all offsets from the start of the segment, every tensor 64-byte aligned):
+ *   [seg_header, 8 KiB] [seg_tensor directory, n_tensors x 128 B]
+ *   [tokenizer blob: metadata-only GGUF image] [tensor data ...]
+ *
+ *   char name[SEG_NAME_MAX];
+ *   seg_ident id;
+ *   seg_name_for("model.gguf", 0, name, &id, err, sizeof err);
+ *   seg_map m;
+ *   seg_create(name, total_bytes, &m, err, sizeof err);    // O_EXCL, 0600, fallocated
+ *   ... fill m.hdr, the directory and the tensors ...
+ *   seg_mark_ready(&m);
+ *   seg_unmap(&m);
+ *   seg_attach(name, &m, err, sizeof err);                  // PROT_READ, checks READY
+ *
+ * Ownership: a seg_map owns its mapping (seg_unmap). The state word is written last
+ * with a release store after msync, so a reader that sees READY sees every byte.
+ */
+#ifndef LLM_SEGMENT_H
+#define LLM_SEGMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+#define SEG_MAGIC 0x31474553474d4c4cull /* "LLMGSEG1" little-endian */
+#define SEG_LAYOUT_VERSION 1u
+#define SEG_NAME_MAX 64
+#define SEG_ALIGN 64
+#define SEG_HEADER_BYTES 8192
+
+typedef enum { SEG_STATE_LOADING = 1, SEG_STATE_READY = 2 } seg_state;
+
+/* Element type of a tensor in the segment. */
+typedef enum { SEG_T_F32 = 0, SEG_T_Q8W = 1, SEG_T_COUNT } seg_ttype;
+
+/* One directory entry. */
+typedef struct {
+    char     name[64];     /* GGUF tensor name, NUL-terminated */
+    uint32_t type;         /* seg_ttype */
+    uint32_t src_type;     /* qtype of the tensor in the GGUF file */
+    int64_t  ne[2];        /* ne[0] = row length (values), ne[1] = rows */
+    uint64_t offset;       /* bytes from the segment start, multiple of SEG_ALIGN */
+    uint64_t nbytes;       /* bytes of data */
+    uint64_t row_bytes;    /* bytes per stored row */
+    uint8_t  reserved[16];
+} seg_tensor;
+_Static_assert(sizeof(seg_tensor) == 128, "seg_tensor is part of the segment layout");
+
+/* The segment header, at offset 0. */
+typedef struct {
+    uint64_t   magic;          /* SEG_MAGIC */
+    uint32_t   layout_version; /* SEG_LAYOUT_VERSION */
+    uint32_t   state;          /* seg_state, written last (atomic release) */
+    int32_t    loader_pid;     /* pid of the process that built it */
+    uint32_t   precision;      /* eng_precision: 0 INT8 (q8w matrices), 1 float (f32) */
+    uint64_t   total_bytes;    /* size of the segment */
+    int64_t    created_ns;     /* CLOCK_REALTIME at creation, nanoseconds */
+    int64_t    ready_ns;       /* CLOCK_REALTIME when marked READY */
+    char       src_path[1024]; /* real path of the GGUF file */
+    uint64_t   src_size;       /* its size in bytes */
+    int64_t    src_mtime_ns;   /* its modification time */
+    uint64_t   src_hash;       /* FNV-1a of its first 64 KiB */
+    mdl_config config;         /* the model configuration */
+    uint64_t   n_tensors;      /* directory entries */
+    uint64_t   dir_offset;     /* offset of the directory */
+    uint64_t   tok_offset;     /* offset of the tokenizer blob */
+    uint64_t   tok_bytes;      /* its size */
+    uint64_t   data_offset;    /* first tensor byte */
+    uint8_t    reserved[SEG_HEADER_BYTES - 1264];
+} seg_header;
+_Static_assert(sizeof(seg_header) == SEG_HEADER_BYTES, "seg_header is part of the segment layout");
+
+/* The identity of a model file, the input of its segment name. */
+typedef struct {
+    char     real_path[1024];
+    uint64_t size;
+    int64_t  mtime_ns;
+    uint64_t head_hash;
+} seg_ident;
+
+/* A mapping of a segment. */
+typedef struct seg_map {
+    void       *base;     /* start of the mapping */
+    size_t      len;      /* mapped bytes */
+    bool        writable; /* created here (PROT_WRITE) or attached (PROT_READ) */
+    char        name[SEG_NAME_MAX];
+} seg_map;
+
+/* Header of a mapping. */
+static inline const seg_header *seg_hdr(const seg_map *m) { return (const seg_header *)m->base; }
+
+/* Computes the segment name ("/llm-<16 hex>") of a model file for a precision from its
+ * identity (real path, size, mtime, hash of its first 64 KiB); fills id. 0 or -1. */
+int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], seg_ident *id,
+                 char *err, size_t errlen);
+
+/* Creates a new segment of total bytes (O_CREAT|O_EXCL, mode 0600), reserves its memory
+ * with posix_fallocate and maps it read-write. Returns 0, 1 when it already exists
+ * (nothing done), -1 with err (e.g. /dev/shm too small). */
+int seg_create(const char *name, uint64_t total, seg_map *m, char *err, size_t errlen);
+
+/* Marks a writable segment READY: msync, then a release store of the state. */
+void seg_mark_ready(seg_map *m);
+
+/* Maps an existing segment read-only and validates its header and directory.
+ * Returns 0 (READY), 1 (exists but LOADING: not attached), -2 (does not exist) or -1
+ * with err (invalid, unreadable). *loader_pid
+ * (may be NULL) receives the loader's pid when it returns 1. */
+int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, size_t errlen);
+
+/* Unmaps; accepts a zeroed map. */
+void seg_unmap(seg_map *m);
+
+/* Removes a segment by name (with or without the leading '/'). 0 or -1 with err. */
+int seg_remove(const char *name, char *err, size_t errlen);
+
+/* One line per "llm-*" segment under /dev/shm: name, state, size, age, model path.
+ * Writes to out; returns the number of segments or -1. */
+typedef struct {
+    char     name[SEG_NAME_MAX];
+    char     src_path[1024];
+    uint64_t bytes;
+    int      state;       /* seg_state, 0 when the header is unreadable */
+    int32_t  loader_pid;
+    double   age_s;
+    bool     loader_dead; /* LOADING with a dead loader */
+} seg_info;
+/* Fills up to max entries of infos; returns how many exist (may exceed max) or -1. */
+int seg_list(seg_info *infos, int max, char *err, size_t errlen);
+
+/* Builds the segment `name` for a GGUF file (implemented in convert.c): creates it,
+ * writes the header, directory, tokenizer blob and every tensor (q8 matrices for
+ * precision 0, f32 copies for precision 1; norms and biases f32), marks it READY and
+ * unmaps it. 0, 1 when the name already exists (someone else builds it), -1 with err. */
+int cvt_build(const char *gguf_path, const seg_ident *id, const char *name, uint32_t precision,
+              char *err, size_t errlen);
+
+/* Pointer to a directory entry by name, NULL when absent. */
+const seg_tensor *seg_find(const seg_map *m, const char *name);
+/* Data of a directory entry. */
+static inline const void *seg_data(const seg_map *m, const seg_tensor *t)
+{
+    return (const char *)m->base + t->offset;
+}
+
+#endif
