@@ -16,6 +16,7 @@
 #include "quant.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "f16.h"
@@ -166,10 +167,439 @@ void quant_dequant_q8_K(const void *src, float *y, int64_t n)
         for (int j = 0; j < QK_K; j++) y[j] = b->d * (float)b->qs[j];
 }
 
-/* placeholder quantizers, replaced below when written */
-void quant_quant_q2_K(const float *src, void *dst, int64_t n) { memset(dst, 0, (size_t)(n / QK_K) * sizeof(block_q2_K)); }
-void quant_quant_q3_K(const float *src, void *dst, int64_t n) { memset(dst, 0, (size_t)(n / QK_K) * sizeof(block_q3_K)); }
-void quant_quant_q4_K(const float *src, void *dst, int64_t n) { memset(dst, 0, (size_t)(n / QK_K) * sizeof(block_q4_K)); }
-void quant_quant_q5_K(const float *src, void *dst, int64_t n) { memset(dst, 0, (size_t)(n / QK_K) * sizeof(block_q5_K)); }
-void quant_quant_q6_K(const float *src, void *dst, int64_t n) { memset(dst, 0, (size_t)(n / QK_K) * sizeof(block_q6_K)); }
-void quant_quant_q8_K(const float *src, void *dst, int64_t n) { memset(dst, 0, (size_t)(n / QK_K) * sizeof(block_q8_K)); }
+
+/* ---- quantize: sub-block searches ------------------------------------------------ */
+
+static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Weighted error of x ~ scale * L + min: absolute (mad) or squared. */
+static float fit_error(int n, const float *x, const float *w, const uint8_t *L,
+                       float scale, float min, bool mad)
+{
+    float err = 0;
+    for (int i = 0; i < n; i++) {
+        float diff = scale * (float)L[i] + min - x[i];
+        diff = mad ? fabsf(diff) : diff * diff;
+        err += w[i] * diff;
+    }
+    return err;
+}
+
+/* Asymmetric quantization x ~ scale * L - the_min, L in [0, nmax], as ggml's
+ * make_qkx2_quants: start from the min/max grid, then try nstep+1 grid widths
+ * (nmax + rmin + rdelta*k) and refit scale and min by weighted least squares on
+ * each, keeping the fit of smallest weighted error. Returns scale, *the_min >= 0. */
+static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L,
+                           float *the_min, uint8_t *Laux, float rmin, float rdelta,
+                           int nstep, bool mad)
+{
+    float min = x[0], max = x[0], sum_w = w[0], sum_x = w[0] * x[0];
+    for (int i = 1; i < n; i++) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        memset(L, 0, (size_t)n);
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = (float)nmax / (max - min);
+    float scale = 1 / iscale;
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)clampi(quant_nearest_int(iscale * (x[i] - min)), 0, nmax);
+    float best = fit_error(n, x, w, L, scale, min, mad);
+    for (int is = 0; is <= nstep; is++) {
+        iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; i++) {
+            const int l = clampi(quant_nearest_int(iscale * (x[i] - min)), 0, nmax);
+            Laux[i] = (uint8_t)l;
+            sum_l += w[i] * (float)l;
+            sum_l2 += w[i] * (float)l * (float)l;
+            sum_xl += w[i] * (float)l * x[i];
+        }
+        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (!(D > 0)) continue;
+        float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+        float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+        if (this_min > 0) {
+            this_min = 0;
+            this_scale = sum_xl / sum_l2;
+        }
+        const float err = fit_error(n, x, w, Laux, this_scale, this_min, mad);
+        if (err < best) {
+            memcpy(L, Laux, (size_t)n);
+            best = err;
+            scale = this_scale;
+            min = this_min;
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+/* The value of largest magnitude, sign kept (first one on ties); 0 if all tiny. */
+static float signed_absmax(int n, const float *x, float *amax_out)
+{
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; i++) {
+        const float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    *amax_out = amax;
+    return max;
+}
+
+/* Symmetric quantization x ~ scale * (L - nmax), L - nmax in [-nmax, nmax-1], with
+ * weights x^2, as ggml's make_qx_quants(rmse_type 1): try 19 grid widths around
+ * nmax and keep the one whose least-squares scale explains the most of x. */
+static float fit_scale_sym(int n, int nmax, const float *x, int8_t *L)
+{
+    float amax;
+    const float max = signed_absmax(n, x, &amax);
+    if (amax < GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = (float)-nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        const float w = x[i] * x[i];
+        L[i] = (int8_t)(l + nmax);
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0) continue;
+        iscale = -((float)nmax + 0.1f * (float)is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; i++) {
+            const int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+            const float w = x[i] * x[i];
+            sumlx += w * x[i] * (float)l;
+            suml2 += w * (float)l * (float)l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; i++)
+                L[i] = (int8_t)(nmax + clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1));
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* Symmetric 3-bit-style fit as ggml's make_q3_quants(do_rmse): round on the max
+ * grid, then up to 5 passes of coordinate descent on each quant that raise the
+ * explained energy sumlx^2/suml2 (weights x^2). L gets l + nmax. Returns scale. */
+static float fit_scale_q3(int n, int nmax, const float *x, int8_t *L)
+{
+    float amax;
+    const float max = signed_absmax(n, x, &amax);
+    if (amax < GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    const float iscale = (float)-nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        const float w = x[i] * x[i];
+        L[i] = (int8_t)l;
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    for (int pass = 0; pass < 5; pass++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            const float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * (float)L[i];
+            if (!(slx > 0)) continue;
+            float sl2 = suml2 - w * (float)L[i] * (float)L[i];
+            const int nl = clampi(quant_nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
+            if (nl == L[i]) continue;
+            slx += w * x[i] * (float)nl;
+            sl2 += w * (float)nl * (float)nl;
+            if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                L[i] = (int8_t)nl;
+                sumlx = slx;
+                suml2 = sl2;
+                changed++;
+            }
+        }
+        if (!changed) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* Packs four 2-bit quants 32 apart into each byte, 128 values per 32 bytes. */
+static void pack_2bit(const uint8_t *L, uint8_t *qs)
+{
+    for (int j = 0; j < QK_K; j += 128)
+        for (int l = 0; l < 32; l++)
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | L[j + l + 32] << 2 | L[j + l + 64] << 4 |
+                                      L[j + l + 96] << 6);
+}
+
+/* ---- quantize: Q2_K, Q3_K -------------------------------------------------------- */
+
+void quant_quant_q2_K(const float *x, void *dst, int64_t n)
+{
+    block_q2_K *y = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
+        uint8_t L[QK_K], Laux[16];
+        float w[16], mins[16], scales[16], max_scale = 0, max_min = 0;
+        for (int j = 0; j < 16; j++) {
+            for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
+            scales[j] = fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], Laux,
+                                      -0.5f, 0.1f, 15, true);
+            if (scales[j] > max_scale) max_scale = scales[j];
+            if (mins[j] > max_min) max_min = mins[j];
+        }
+        /* scales and mins as 4-bit multiples of max/15 */
+        memset(y->scales, 0, sizeof y->scales);
+        y->d = f32_to_f16(0.f);
+        y->dmin = f32_to_f16(0.f);
+        if (max_scale > 0) {
+            const float is = 15.f / max_scale;
+            for (int j = 0; j < 16; j++) y->scales[j] = (uint8_t)quant_nearest_int(is * scales[j]);
+            y->d = f32_to_f16(max_scale / 15.f);
+        }
+        if (max_min > 0) {
+            const float im = 15.f / max_min;
+            for (int j = 0; j < 16; j++)
+                y->scales[j] |= (uint8_t)((unsigned)quant_nearest_int(im * mins[j]) << 4);
+            y->dmin = f32_to_f16(max_min / 15.f);
+        }
+        for (int j = 0; j < 16; j++) {
+            const float d = f16_to_f32(y->d) * (float)(y->scales[j] & 0x0f);
+            if (d == 0) continue;
+            const float dm = f16_to_f32(y->dmin) * (float)(y->scales[j] >> 4);
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (uint8_t)clampi(quant_nearest_int((x[16 * j + l] + dm) / d), 0, 3);
+        }
+        pack_2bit(L, y->qs);
+    }
+}
+
+/* Packs 16 6-bit values (0..63) the way q3_scales() unpacks them. */
+static void q3_pack_scales(const int *ls, uint8_t *p)
+{
+    memset(p, 0, 12);
+    for (int j = 0; j < 16; j++) {
+        if (j < 8) p[j] = (uint8_t)(ls[j] & 0x0f);
+        else p[j - 8] |= (uint8_t)((ls[j] & 0x0f) << 4);
+        p[8 + j % 4] |= (uint8_t)((ls[j] >> 4) << (2 * (j / 4)));
+    }
+}
+
+void quant_quant_q3_K(const float *x, void *dst, int64_t n)
+{
+    block_q3_K *y = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
+        int8_t L[QK_K];
+        float scales[16], max_scale = 0, amax = 0;
+        for (int j = 0; j < 16; j++) {
+            scales[j] = fit_scale_q3(16, 4, x + 16 * j, L + 16 * j);
+            if (fabsf(scales[j]) > amax) {
+                amax = fabsf(scales[j]);
+                max_scale = scales[j];
+            }
+        }
+        int ls[16] = {0};
+        if (max_scale != 0) {
+            const float iscale = -32.f / max_scale;
+            for (int j = 0; j < 16; j++)
+                ls[j] = clampi(quant_nearest_int(iscale * scales[j]), -32, 31) + 32;
+            y->d = f32_to_f16(1 / iscale);
+        } else {
+            y->d = f32_to_f16(0.f);
+        }
+        q3_pack_scales(ls, y->scales);
+        int sc[16];
+        q3_scales(y->scales, sc);
+        for (int j = 0; j < 16; j++) {
+            const float d = f16_to_f32(y->d) * (float)sc[j];
+            if (d == 0) continue;
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (int8_t)(clampi(quant_nearest_int(x[16 * j + l] / d), -4, 3) + 4);
+        }
+        /* the high bit of value j goes to hmask[j % 32], bit j / 32 */
+        uint8_t low[QK_K];
+        memset(y->hmask, 0, sizeof y->hmask);
+        for (int j = 0; j < QK_K; j++) {
+            if (L[j] > 3) y->hmask[j % 32] |= (uint8_t)(1u << (j / 32));
+            low[j] = (uint8_t)(L[j] > 3 ? L[j] - 4 : L[j]);
+        }
+        pack_2bit(low, y->qs);
+    }
+}
+
+/* ---- quantize: Q4_K, Q5_K -------------------------------------------------------- */
+
+/* Inverse of scale_min_k4 for all 8 pairs. */
+static void pack_scale_min_k4(const uint8_t *ls, const uint8_t *lm, uint8_t *q)
+{
+    for (int j = 0; j < 8; j++) {
+        if (j < 4) {
+            q[j] = ls[j];
+            q[j + 4] = lm[j];
+        } else {
+            q[j + 4] = (uint8_t)((ls[j] & 0x0f) | (lm[j] & 0x0f) << 4);
+            q[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
+            q[j] |= (uint8_t)((lm[j] >> 4) << 6);
+        }
+    }
+}
+
+/* Shared by Q4_K (nmax 15) and Q5_K (nmax 31): per 32-value sub-block an
+ * asymmetric fit, then scales and mins as 6-bit multiples of their maxima, then
+ * the quants L (0..nmax) re-derived from the rounded scales. */
+static void quant_k_scale_min(const float *x, int nmax, float rmin, int nstep,
+                              uint16_t *d_out, uint16_t *dmin_out, uint8_t *scales, uint8_t *L)
+{
+    uint8_t Laux[32], ls[8], lm[8];
+    float w[32], mins[8], sc[8], max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
+        const float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(x[32 * j + l]);
+        sc[j] = fit_scale_min(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], Laux,
+                              rmin, 0.1f, nstep, false);
+        if (sc[j] > max_scale) max_scale = sc[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    for (int j = 0; j < 8; j++) {
+        /* ggml stores the rounded value in a uint8_t before clamping */
+        const uint8_t s = (uint8_t)quant_nearest_int(inv_scale * sc[j]);
+        const uint8_t m = (uint8_t)quant_nearest_int(inv_min * mins[j]);
+        ls[j] = s < 63 ? s : 63;
+        lm[j] = m < 63 ? m : 63;
+    }
+    memset(scales, 0, K_SCALE_SIZE);
+    pack_scale_min_k4(ls, lm, scales);
+    *d_out = f32_to_f16(max_scale / 63.f);
+    *dmin_out = f32_to_f16(max_min / 63.f);
+    for (int j = 0; j < 8; j++) {
+        uint8_t s, m;
+        scale_min_k4(j, scales, &s, &m);
+        const float d = f16_to_f32(*d_out) * (float)s;
+        if (d == 0) continue;
+        const float dm = f16_to_f32(*dmin_out) * (float)m;
+        for (int l = 0; l < 32; l++)
+            L[32 * j + l] = (uint8_t)clampi(quant_nearest_int((x[32 * j + l] + dm) / d), 0, nmax);
+    }
+}
+
+void quant_quant_q4_K(const float *x, void *dst, int64_t n)
+{
+    block_q4_K *y = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
+        uint8_t L[QK_K];
+        quant_k_scale_min(x, 15, -1.f, 20, &y->d, &y->dmin, y->scales, L);
+        /* byte l of each 32-byte group: value l (low nibble) and l + 32 (high) */
+        for (int j = 0; j < QK_K; j += 64)
+            for (int l = 0; l < 32; l++)
+                y->qs[j / 2 + l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
+    }
+}
+
+void quant_quant_q5_K(const float *x, void *dst, int64_t n)
+{
+    block_q5_K *y = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
+        uint8_t L[QK_K];
+        quant_k_scale_min(x, 31, -0.5f, 15, &y->d, &y->dmin, y->scales, L);
+        memset(y->qh, 0, sizeof y->qh);
+        /* as Q4_K for the low nibbles; the 5th bit of values j+64k and j+64k+32
+         * go to qh[j] bits 2k and 2k+1 */
+        for (int k = 0; k < 4; k++) {
+            for (int j = 0; j < 32; j++) {
+                const int l1 = L[64 * k + j], l2 = L[64 * k + j + 32];
+                y->qh[j] |= (uint8_t)((l1 >> 4) << (2 * k) | (l2 >> 4) << (2 * k + 1));
+                y->qs[32 * k + j] = (uint8_t)((l1 & 0x0f) | (l2 & 0x0f) << 4);
+            }
+        }
+    }
+}
+
+/* ---- quantize: Q6_K, Q8_K -------------------------------------------------------- */
+
+void quant_quant_q6_K(const float *x, void *dst, int64_t n)
+{
+    block_q6_K *y = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
+        int8_t L[QK_K];
+        float scales[16], max_scale = 0, max_abs = 0;
+        for (int j = 0; j < 16; j++) {
+            scales[j] = fit_scale_sym(16, 32, x + 16 * j, L + 16 * j);
+            if (fabsf(scales[j]) > max_abs) {
+                max_abs = fabsf(scales[j]);
+                max_scale = scales[j];
+            }
+        }
+        if (max_abs < GROUP_MAX_EPS) {
+            memset(y, 0, sizeof *y);
+            continue;
+        }
+        const float iscale = -128.f / max_scale;
+        y->d = f32_to_f16(1 / iscale);
+        for (int j = 0; j < 16; j++) {
+            const int s = quant_nearest_int(iscale * scales[j]);
+            y->scales[j] = (int8_t)(s < 127 ? s : 127);
+        }
+        for (int j = 0; j < 16; j++) {
+            const float d = f16_to_f32(y->d) * (float)y->scales[j];
+            if (d == 0) continue;
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (int8_t)(clampi(quant_nearest_int(x[16 * j + l] / d), -32, 31) + 32);
+        }
+        /* per 128 values: ql holds low nibbles of (l, l+64) and (l+32, l+96),
+         * qh the top 2 bits of l, l+32, l+64, l+96 */
+        for (int h = 0; h < 2; h++) {
+            const int8_t *Lh = L + 128 * h;
+            uint8_t *ql = y->ql + 64 * h, *qh = y->qh + 32 * h;
+            for (int l = 0; l < 32; l++) {
+                ql[l] = (uint8_t)((Lh[l] & 0x0f) | (Lh[l + 64] & 0x0f) << 4);
+                ql[l + 32] = (uint8_t)((Lh[l + 32] & 0x0f) | (Lh[l + 96] & 0x0f) << 4);
+                qh[l] = (uint8_t)(Lh[l] >> 4 | (Lh[l + 32] >> 4) << 2 | (Lh[l + 64] >> 4) << 4 |
+                                  (Lh[l + 96] >> 4) << 6);
+            }
+        }
+    }
+}
+
+void quant_quant_q8_K(const float *x, void *dst, int64_t n)
+{
+    block_q8_K *y = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
+        float amax;
+        const float max = signed_absmax(QK_K, x, &amax);
+        memset(y, 0, sizeof *y);
+        if (amax == 0) continue;
+        /* -127 rather than -128 so that every quant negates within int8 */
+        const float iscale = -127.f / max;
+        for (int j = 0; j < QK_K; j++) {
+            const int v = quant_nearest_int(iscale * x[j]);
+            y->qs[j] = (int8_t)(v < 127 ? v : 127);
+        }
+        for (int j = 0; j < QK_K / 16; j++) {
+            int sum = 0;
+            for (int l = 0; l < 16; l++) sum += y->qs[16 * j + l];
+            y->bsums[j] = (int16_t)sum;
+        }
+        y->d = 1 / iscale;
+    }
+}
