@@ -212,4 +212,56 @@ int smp_sample(const smp_params *p, smp_state *st, const float *logits, int n_vo
                const int32_t *history, int n_history, int eos_id, smp_result *out,
                smp_work *w);
 
+/* ---- the individual samplers over a candidate array (sampler_ops.c) ----
+ * smp_sample runs these; they are public so tests can check each one on small rows.
+ * Each follows llama.cpp's sampler of the same name; min_keep as there. */
+
+typedef struct {
+    int32_t id;
+    float   logit;
+    float   p;          /* valid right after smp_softmax */
+} smp_tok;
+
+/* Invariant: data[0, n_sorted) is ordered by logit descending, ties by id ascending,
+ * and no entry after it is ordered before it. Samplers keep n_sorted truthful. */
+typedef struct {
+    smp_tok *data;
+    int32_t  n;
+    int32_t  n_sorted;
+} smp_cands;
+
+/* p = softmax(logit) over the n candidates (order unchanged); -inf logits get p 0. */
+void smp_softmax(smp_cands *c);
+/* Makes at least min(m, n) leading entries sorted (partial selection, not a full sort). */
+void smp_sort_prefix(smp_cands *c, int m);
+/* Writes the min(k, finite count) best entries of logits[n] to out, sorted; returns how
+ * many. One pass with a k-heap and a 16-wide skip test: O(n) for small k. */
+int smp_top_k_dense(const float *logits, int n, int k, smp_tok *out);
+/* Index of the highest logit, ties to the lowest index; -1 if none is above -inf. */
+int smp_argmax(const float *logits, int n);
+
+void smp_top_k(smp_cands *c, int k, int min_keep);       /* k <= 0: no-op */
+void smp_top_p(smp_cands *c, float p, int min_keep);     /* p >= 1: no-op */
+void smp_min_p(smp_cands *c, float p, int min_keep);     /* p <= 0: no-op */
+void smp_typical(smp_cands *c, float p, int min_keep);   /* p >= 1: no-op; leaves it unsorted */
+void smp_top_n_sigma(smp_cands *c, float nsig);          /* nsig <= 0: no-op */
+/* u: the step's XTC coin; acts when u <= prob and threshold <= 0.5. */
+void smp_xtc(smp_cands *c, float prob, float threshold, int min_keep, double u);
+/* t <= 0: only the best (ties to the lowest id) survives; range > 0: dynatemp. */
+void smp_temperature(smp_cands *c, float t, float range, float exponent);
+/* Mirostat v1 (m most probable tokens estimate s_hat) and v2; both draw with u, update
+ * *mu and return the chosen index into c->data. */
+int smp_mirostat(smp_cands *c, int n_vocab, float tau, float eta, int m, float *mu, double u);
+int smp_mirostat_v2(smp_cands *c, float tau, float eta, float *mu, double u);
+/* Draws an index into c->data with probability p (recomputed) using u in [0, 1). */
+int smp_dist(smp_cands *c, double u);
+
+/* Repetition/frequency/presence penalties from the last repeat_last_n of history, and
+ * DRY, applied to the candidates (ids must be < the work's vocabulary). smp_dry returns
+ * 0, or 1 if it was skipped for want of token text. */
+void smp_penalties(smp_cands *c, const smp_params *p, const int32_t *history, int n_history,
+                   smp_work *w);
+int smp_dry(smp_cands *c, const smp_params *p, const int32_t *history, int n_history,
+            smp_work *w);
+
 #endif
