@@ -60,7 +60,7 @@ typedef struct {
 
 static void bb_put(bbuf *b, const void *src, size_t n)
 {
-    if (b->oom) return;
+    if (b->oom || n == 0) return;
     if (n > b->cap - b->len) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap - b->len < n) {
@@ -154,7 +154,7 @@ void gguf_writer_set_raw(gguf_writer *w, const char *key, gguf_vtype type, const
         return;
     }
     uint8_t *copy = malloc(len ? len : 1);
-    if (copy) memcpy(copy, bytes, len);
+    if (copy && len) memcpy(copy, bytes, len);
     set_owned(w, key, type, copy, len);
 }
 
