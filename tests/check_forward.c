@@ -1,0 +1,351 @@
+/*
+ * Suite "forward": the engine's logits against llama.cpp's reference logits for every
+ * model and case in $LLM_SHARED/reference, on both paths, with the tolerances of the
+ * issue; stories260K's greedy continuation; batched decode equal to one-at-a-time
+ * decode and to prefill; bad input rejected with a message.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "segment.h"
+
+static const char *shared(void)
+{
+    const char *s = getenv("LLM_SHARED");
+    return s ? s : "../shared";
+}
+
+/* Reads a whole file; NULL when absent. */
+static void *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    b[n] = 0;
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+/* Token ids of a text file, one per line. */
+static int32_t *read_ids(const char *path, int *n)
+{
+    size_t len;
+    char *txt = slurp(path, &len);
+    if (!txt) return NULL;
+    int32_t *ids = malloc((len / 2 + 1) * sizeof *ids);
+    int k = 0;
+    for (char *p = strtok(txt, "\n"); p; p = strtok(NULL, "\n")) ids[k++] = (int32_t)atoi(p);
+    free(txt);
+    *n = k;
+    return ids;
+}
+
+/* Opens a model; remembers to remove the segment afterwards when this test built it. */
+static eng_model *open_model(const char *file, eng_precision prec, bool *built)
+{
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/models/%s", shared(), file);
+    eng_open_info info;
+    eng_model *m = eng_open(path, prec, &info, err, sizeof err);
+    if (!m) ck_abort_msg("eng_open %s: %s", path, err);
+    *built = info.converted;
+    return m;
+}
+
+static void close_model(eng_model *m, bool built)
+{
+    char name[SEG_NAME_MAX], err[256];
+    snprintf(name, sizeof name, "%s", eng_segment_name(m));
+    eng_close(m);
+    if (built) seg_remove(name, err, sizeof err);
+}
+
+typedef struct {
+    double worst_rel;  /* max over rows of |ours - ref| / |ref| */
+    int    rows, top1; /* rows, rows whose argmax agrees */
+} cmp_result;
+
+/* Evaluates a reference case and compares every row. */
+static cmp_result eval_case(eng_model *m, const char *dir, eng_kv_type kv)
+{
+    char path[1600], err[512];
+    int n;
+    snprintf(path, sizeof path, "%s/tokens.txt", dir);
+    int32_t *toks = read_ids(path, &n);
+    ck_assert_ptr_nonnull(toks);
+    int V = eng_config_of(m)->n_vocab;
+    size_t len;
+    snprintf(path, sizeof path, "%s/logits.f32", dir);
+    float *ref = slurp(path, &len);
+    ck_assert_ptr_nonnull(ref);
+    ck_assert_uint_eq(len, (size_t)n * V * sizeof(float));
+    float *out = malloc(len);
+    eng_session *s = eng_session_new(m, 512, kv, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    ck_assert_msg(eng_prefill(m, s, toks, n, out, true, err, sizeof err) == 0, "%s", err);
+    cmp_result r = { 0, n, 0 };
+    for (int p = 0; p < n; p++) {
+        double num = 0, den = 0;
+        const float *a = out + (size_t)p * V, *b = ref + (size_t)p * V;
+        for (int t = 0; t < V; t++) {
+            num += (double)(a[t] - b[t]) * (a[t] - b[t]);
+            den += (double)b[t] * b[t];
+        }
+        double rel = sqrt(num / den);
+        if (rel > r.worst_rel) r.worst_rel = rel;
+        r.top1 += eng_argmax(a, V) == eng_argmax(b, V);
+    }
+    eng_session_free(s);
+    free(out);
+    free(ref);
+    free(toks);
+    return r;
+}
+
+/* Runs every case of every reference model on one path; returns models checked. */
+static int check_all(eng_precision prec)
+{
+    char rdir[1024];
+    snprintf(rdir, sizeof rdir, "%s/reference", shared());
+    DIR *d = opendir(rdir);
+    ck_assert_msg(d != NULL, "cannot open %s (set LLM_SHARED)", rdir);
+    struct dirent *e;
+    int models = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "stories", 7) != 0 && strncmp(e->d_name, "tiny-", 5) != 0) continue;
+        char file[300];
+        snprintf(file, sizeof file, "%s.gguf", e->d_name);
+        bool f32 = strstr(e->d_name, "-f32") != NULL, f16 = strstr(e->d_name, "-f16") != NULL;
+        bool q8 = strstr(e->d_name, "Q8_0") != NULL;
+        double tol = prec == ENG_FLOAT ? (f32 ? 1e-4 : f16 ? 3e-3 : 5e-2) : (q8 ? 1e-2 : 4e-2);
+        bool built;
+        eng_model *m = open_model(file, prec, &built);
+        ck_assert_int_eq(eng_set_threads(m, 2), 0);
+        const char *cases[3] = { "hello", "story", "unicode" };
+        for (int c = 0; c < 3; c++) {
+            char cdir[1400], probe[1500];
+            snprintf(cdir, sizeof cdir, "%s/%s/%s", rdir, e->d_name, cases[c]);
+            snprintf(probe, sizeof probe, "%s/logits.f32", cdir);
+            FILE *f = fopen(probe, "rb");
+            if (!f) continue;
+            fclose(f);
+            cmp_result r = eval_case(m, cdir, ENG_KV_F32);
+            fprintf(stderr, "forward %s %-22s %-8s rel %.3g (tol %.0e) top1 %d/%d\n",
+                    prec == ENG_FLOAT ? "float" : "int8 ", e->d_name, cases[c], r.worst_rel, tol,
+                    r.top1, r.rows);
+            ck_assert_msg(r.worst_rel <= tol, "%s/%s: relative L2 error %.3g > %.0e", e->d_name,
+                          cases[c], r.worst_rel, tol);
+            if (prec == ENG_INT8 && q8)
+                ck_assert_msg(r.top1 * 100 >= r.rows * 95, "%s/%s: top-1 agreement %d/%d < 95%%",
+                              e->d_name, cases[c], r.top1, r.rows);
+        }
+        close_model(m, built);
+        models++;
+    }
+    closedir(d);
+    return models;
+}
+
+START_TEST(test_reference_float)
+{
+    ck_assert_int_ge(check_all(ENG_FLOAT), 14);
+}
+END_TEST
+
+START_TEST(test_reference_int8)
+{
+    ck_assert_int_ge(check_all(ENG_INT8), 14);
+}
+END_TEST
+
+/* Greedy continuation by one-token decode steps, compared with greedy.txt. */
+static void check_greedy(eng_model *m, const char *model_stem, const char *cas, eng_kv_type kv)
+{
+    char path[1024], err[512];
+    int n, ng;
+    snprintf(path, sizeof path, "%s/reference/%s/%s/tokens.txt", shared(), model_stem, cas);
+    int32_t *toks = read_ids(path, &n);
+    snprintf(path, sizeof path, "%s/reference/%s/%s/greedy.txt", shared(), model_stem, cas);
+    int32_t *want = read_ids(path, &ng);
+    ck_assert_ptr_nonnull(toks);
+    ck_assert_ptr_nonnull(want);
+    ck_assert_int_eq(ng, 32);
+    int V = eng_config_of(m)->n_vocab;
+    float *lg = malloc((size_t)V * sizeof *lg);
+    eng_session *s = eng_session_new(m, 0, kv, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    ck_assert_msg(eng_prefill(m, s, toks, n, lg, false, err, sizeof err) == 0, "%s", err);
+    for (int i = 0; i < ng; i++) {
+        int32_t t = eng_argmax(lg, V);
+        ck_assert_msg(t == want[i], "%s/%s: greedy token %d is %d, expected %d", model_stem, cas, i, t, want[i]);
+        ck_assert_msg(eng_decode(m, &s, &t, 1, lg, err, sizeof err) == 0, "%s", err);
+    }
+    ck_assert_int_eq(eng_session_pos(s), n + ng);
+    eng_session_free(s);
+    free(lg);
+    free(toks);
+    free(want);
+}
+
+START_TEST(test_greedy_stories)
+{
+    bool built;
+    eng_model *m = open_model("stories260K-f32.gguf", ENG_FLOAT, &built);
+    const char *cases[3] = { "hello", "story", "unicode" };
+    for (int c = 0; c < 3; c++) {
+        check_greedy(m, "stories260K-f32", cases[c], ENG_KV_F32);
+        check_greedy(m, "stories260K-f32", cases[c], ENG_KV_F16);
+    }
+    close_model(m, built);
+    /* The INT8 path requantizes the f32 weights: the story prompt's continuation is
+     * the one the issue names; hello and unicode hit near-ties (see README). */
+    m = open_model("stories260K-f32.gguf", ENG_INT8, &built);
+    check_greedy(m, "stories260K-f32", "story", ENG_KV_F32);
+    check_greedy(m, "stories260K-f32", "story", ENG_KV_F16);
+    close_model(m, built);
+    m = open_model("stories260K-f16.gguf", ENG_INT8, &built);
+    check_greedy(m, "stories260K-f16", "story", ENG_KV_F16);
+    close_model(m, built);
+}
+END_TEST
+
+static double rel_diff(const float *a, const float *b, int n)
+{
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++) {
+        num += (double)(a[i] - b[i]) * (a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* Three sessions decoded together give the logits each gets alone, and a prefill of
+ * prompt + continuation gives the same rows as prefill + decode steps. */
+static void check_batched(eng_precision prec)
+{
+    bool built;
+    char err[512];
+    eng_model *m = open_model("tiny-llama2-Q8_0.gguf", prec, &built);
+    int V = eng_config_of(m)->n_vocab;
+    int32_t prompts[3][4] = { { 1, 15043, 3186, 29892 }, { 1, 9038, 2501, 263 }, { 1, 450, 4996, 17354 } };
+    int32_t next[3][3] = { { 338, 263, 1243 }, { 931, 29892, 727 }, { 17354, 1701, 29916 } };
+    eng_session *bs[3], *ss[3];
+    float *lb = malloc(3 * (size_t)V * sizeof(float)), *ls = malloc((size_t)V * sizeof(float));
+    for (int i = 0; i < 3; i++) {
+        bs[i] = eng_session_new(m, 64, ENG_KV_F16, err, sizeof err);
+        ss[i] = eng_session_new(m, 64, ENG_KV_F16, err, sizeof err);
+        ck_assert_int_eq(eng_prefill(m, bs[i], prompts[i], 4, NULL, false, err, sizeof err), 0);
+        ck_assert_int_eq(eng_prefill(m, ss[i], prompts[i], 4, ls, false, err, sizeof err), 0);
+    }
+    for (int step = 0; step < 3; step++) {
+        int32_t toks[3] = { next[0][step], next[1][step], next[2][step] };
+        ck_assert_msg(eng_decode(m, bs, toks, 3, lb, err, sizeof err) == 0, "%s", err);
+        for (int i = 0; i < 3; i++) {
+            ck_assert_int_eq(eng_decode(m, &ss[i], &toks[i], 1, ls, err, sizeof err), 0);
+            double d = rel_diff(lb + (size_t)i * V, ls, V);
+            ck_assert_msg(d < 1e-5, "session %d step %d: batched vs single decode differ by %.3g", i, step, d);
+        }
+    }
+    /* prefill of all 7 tokens of session 0: row 6 = the last decode step's logits */
+    int32_t all[7] = { prompts[0][0], prompts[0][1], prompts[0][2], prompts[0][3], next[0][0], next[0][1], next[0][2] };
+    float *lp = malloc(7 * (size_t)V * sizeof(float));
+    eng_session *p = eng_session_new(m, 64, ENG_KV_F16, err, sizeof err);
+    ck_assert_int_eq(eng_prefill(m, p, all, 7, lp, true, err, sizeof err), 0);
+    double d = rel_diff(lp + 6 * (size_t)V, lb, V);
+    ck_assert_msg(d < 1e-3, "prefill row vs decode differ by %.3g", d);
+    eng_session_free(p);
+    for (int i = 0; i < 3; i++) {
+        eng_session_free(bs[i]);
+        eng_session_free(ss[i]);
+    }
+    free(lb);
+    free(ls);
+    free(lp);
+    close_model(m, built);
+}
+
+START_TEST(test_batched_decode_int8) { check_batched(ENG_INT8); }
+END_TEST
+START_TEST(test_batched_decode_float) { check_batched(ENG_FLOAT); }
+END_TEST
+
+/* Thread counts change nothing but speed; 1, 2 and 3 threads agree. */
+START_TEST(test_threads_agree)
+{
+    bool built;
+    char err[512];
+    eng_model *m = open_model("tiny-llama2-Q4_K_M.gguf", ENG_INT8, &built);
+    int V = eng_config_of(m)->n_vocab;
+    int32_t toks[6] = { 1, 15043, 3186, 29892, 338, 263 };
+    float *ref = malloc(6 * (size_t)V * sizeof(float)), *out = malloc(6 * (size_t)V * sizeof(float));
+    for (int nt = 1; nt <= 3; nt++) {
+        ck_assert_int_eq(eng_set_threads(m, nt), 0);
+        eng_session *s = eng_session_new(m, 16, ENG_KV_F32, err, sizeof err);
+        ck_assert_int_eq(eng_prefill(m, s, toks, 6, nt == 1 ? ref : out, true, err, sizeof err), 0);
+        if (nt > 1) ck_assert_msg(rel_diff(out, ref, 6 * V) < 1e-6, "threads %d differ", nt);
+        eng_session_free(s);
+    }
+    free(ref);
+    free(out);
+    close_model(m, built);
+}
+END_TEST
+
+START_TEST(test_bad_input)
+{
+    bool built;
+    char err[512] = "";
+    eng_model *m = open_model("stories260K-f32.gguf", ENG_INT8, &built);
+    eng_session *s = eng_session_new(m, 8, ENG_KV_F16, err, sizeof err);
+    ck_assert_ptr_nonnull(s);
+    int32_t bad[2] = { 1, 512 };
+    ck_assert_int_eq(eng_prefill(m, s, bad, 2, NULL, false, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "outside the vocabulary"));
+    ck_assert_int_eq(eng_session_pos(s), 0);
+    int32_t neg = -3;
+    ck_assert_int_eq(eng_decode(m, &s, &neg, 1, NULL, err, sizeof err), -1);
+    int32_t nine[9] = { 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+    ck_assert_int_eq(eng_prefill(m, s, nine, 9, NULL, false, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "exceed the context"));
+    ck_assert_int_eq(eng_prefill(m, s, nine, 8, NULL, false, err, sizeof err), 0);
+    ck_assert_int_eq(eng_decode(m, &s, nine, 1, NULL, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "full"));
+    eng_session *twice[2] = { s, s };
+    eng_session_reset(s);
+    ck_assert_int_eq(eng_decode(m, twice, nine, 2, NULL, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "twice"));
+    ck_assert_ptr_null(eng_session_new(m, 8, (eng_kv_type)7, err, sizeof err));
+    ck_assert_int_eq(eng_set_threads(m, 0), -1);
+    eng_session_free(s);
+    close_model(m, built);
+    ck_assert_ptr_null(eng_open("/nonexistent/model.gguf", ENG_INT8, NULL, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent/model.gguf"));
+}
+END_TEST
+
+Suite *forward_suite(void)
+{
+    Suite *s = suite_create("forward");
+    TCase *tc = tcase_create("forward");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_reference_float);
+    tcase_add_test(tc, test_reference_int8);
+    tcase_add_test(tc, test_greedy_stories);
+    tcase_add_test(tc, test_batched_decode_int8);
+    tcase_add_test(tc, test_batched_decode_float);
+    tcase_add_test(tc, test_threads_agree);
+    tcase_add_test(tc, test_bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}

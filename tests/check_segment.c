@@ -1,0 +1,397 @@
+/*
+ * Suite "segment": the shared-memory weight segment. Naming from the file identity,
+ * create then attach (no second conversion), header and directory contents, a dead
+ * loader's LOADING segment rebuilt, workers mapped read-only, the tokenizer blob,
+ * two worker processes giving identical logits with the segment counted once in
+ * their PSS, listing and removal, and hostile segments rejected.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "gguf.h"
+#include "segment.h"
+
+static const char *shared(void)
+{
+    const char *s = getenv("LLM_SHARED");
+    return s ? s : "../shared";
+}
+
+static void model_path(char *buf, size_t len, const char *file)
+{
+    snprintf(buf, len, "%s/models/%s", shared(), file);
+}
+
+/* Copies a model to a private temporary file (so tests own their segments). */
+static void copy_model(const char *file, char *dst, size_t len)
+{
+    char src[1024];
+    model_path(src, sizeof src, file);
+    snprintf(dst, len, "/tmp/llm-segtest-%d-%s", (int)getpid(), file);
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    ck_assert_ptr_nonnull(in);
+    ck_assert_ptr_nonnull(out);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    ck_assert_int_eq(fclose(out), 0);
+}
+
+static void remove_seg(const char *name)
+{
+    char err[256];
+    seg_remove(name, err, sizeof err);
+}
+
+START_TEST(test_name_identity)
+{
+    char path[1100], a[SEG_NAME_MAX], b[SEG_NAME_MAX], f[SEG_NAME_MAX], err[256];
+    seg_ident id;
+    copy_model("stories260K-f32.gguf", path, sizeof path);
+    ck_assert_int_eq(seg_name_for(path, 0, a, &id, err, sizeof err), 0);
+    ck_assert_int_eq(seg_name_for(path, 0, b, &id, err, sizeof err), 0);
+    ck_assert_str_eq(a, b);
+    ck_assert_int_eq(strncmp(a, "/llm-", 5), 0);
+    ck_assert_int_eq(strlen(a), 5 + 16);
+    ck_assert_int_eq(seg_name_for(path, 1, f, &id, err, sizeof err), 0);
+    ck_assert_str_ne(a, f);
+    /* a changed file (new mtime and content) gets another name */
+    struct timespec ts[2] = { { 0, UTIME_OMIT }, { 1000000, 0 } };
+    ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+    ck_assert_int_eq(seg_name_for(path, 0, b, &id, err, sizeof err), 0);
+    ck_assert_str_ne(a, b);
+    ck_assert_int_eq(seg_name_for("/nonexistent.gguf", 0, b, &id, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent.gguf"));
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_create_then_attach)
+{
+    char path[1100], err[512];
+    copy_model("tiny-llama2-Q8_0.gguf", path, sizeof path);
+    eng_open_info i1, i2;
+    eng_model *m1 = eng_open(path, ENG_INT8, &i1, err, sizeof err);
+    ck_assert_msg(m1 != NULL, "%s", err);
+    ck_assert(i1.converted);
+    eng_model *m2 = eng_open(path, ENG_INT8, &i2, err, sizeof err);
+    ck_assert_msg(m2 != NULL, "%s", err);
+    ck_assert(!i2.converted);
+    ck_assert_str_eq(i1.name, i2.name);
+    fprintf(stderr, "segment: built in %.1f ms, attached in %.2f ms\n", i1.ms, i2.ms);
+
+    seg_map sm;
+    ck_assert_int_eq(seg_attach(i1.name, &sm, NULL, err, sizeof err), 0);
+    const seg_header *h = seg_hdr(&sm);
+    ck_assert_uint_eq(h->magic, SEG_MAGIC);
+    ck_assert_uint_eq(h->layout_version, SEG_LAYOUT_VERSION);
+    ck_assert_uint_eq(h->state, SEG_STATE_READY);
+    ck_assert_int_eq(h->loader_pid, getpid());
+    ck_assert_uint_eq(h->src_size, 12781792);
+    ck_assert_ptr_nonnull(strstr(h->src_path, "llm-segtest"));
+    ck_assert_int_eq(h->config.n_layer, 4);
+    ck_assert_int_eq(h->config.n_vocab, 32000);
+    ck_assert_uint_eq(h->n_tensors, 38);
+    const seg_tensor *q = seg_find(&sm, "blk.0.attn_q.weight"), *n = seg_find(&sm, "blk.0.attn_norm.weight");
+    ck_assert_ptr_nonnull(q);
+    ck_assert_ptr_nonnull(n);
+    ck_assert_uint_eq(q->type, SEG_T_Q8W);
+    ck_assert_uint_eq(n->type, SEG_T_F32);
+    ck_assert_uint_eq(q->row_bytes, 8 * 34);
+    const seg_tensor *dir = (const seg_tensor *)((const char *)sm.base + h->dir_offset);
+    for (uint64_t i = 0; i < h->n_tensors; i++) ck_assert_uint_eq(dir[i].offset % SEG_ALIGN, 0);
+    /* a Q8_0 tensor is stored byte for byte */
+    gguf_ctx *g = gguf_open(path, err, sizeof err);
+    const gguf_tensor *gt = gguf_find_tensor(g, "blk.0.attn_q.weight");
+    ck_assert_int_eq(memcmp(seg_data(&sm, q), gt->data, gt->nbytes), 0);
+    gguf_close(g);
+    seg_unmap(&sm);
+
+    eng_close(m2);
+    eng_close(m1);
+    remove_seg(i1.name);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_dead_loader_rebuilt)
+{
+    char path[1100], name[SEG_NAME_MAX], err[512];
+    seg_ident id;
+    copy_model("stories260K-f32.gguf", path, sizeof path);
+    ck_assert_int_eq(seg_name_for(path, 0, name, &id, err, sizeof err), 0);
+    pid_t pid = fork();
+    if (pid == 0) { /* a loader that dies half-way */
+        seg_map sm;
+        _exit(seg_create(name, 1 << 20, &sm, err, sizeof err) == 0 ? 0 : 1);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    seg_map sm;
+    int32_t lp = 0;
+    ck_assert_int_eq(seg_attach(name, &sm, &lp, err, sizeof err), 1);
+    ck_assert_int_eq(lp, pid);
+    ck_assert_ptr_null(eng_attach(name, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "LOADING"));
+    eng_open_info info;
+    eng_model *m = eng_open(path, ENG_INT8, &info, err, sizeof err);
+    ck_assert_msg(m != NULL, "%s", err);
+    ck_assert(info.converted);
+    ck_assert_int_eq(seg_attach(name, &sm, NULL, err, sizeof err), 0);
+    ck_assert_uint_eq(seg_hdr(&sm)->state, SEG_STATE_READY);
+    seg_unmap(&sm);
+    eng_close(m);
+    remove_seg(name);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_worker_read_only_and_blob)
+{
+    char path[1100], err[512];
+    copy_model("stories260K-f32.gguf", path, sizeof path);
+    eng_open_info info;
+    eng_model *master = eng_open(path, ENG_INT8, &info, err, sizeof err);
+    ck_assert_msg(master != NULL, "%s", err);
+    eng_model *w = eng_attach(info.name, err, sizeof err);
+    ck_assert_msg(w != NULL, "%s", err);
+    size_t len;
+    const void *blob = eng_tokenizer_blob(w, &len);
+    ck_assert_uint_gt(len, 1000);
+    gguf_ctx *g = gguf_parse(blob, len, err, sizeof err);
+    ck_assert_msg(g != NULL, "%s", err);
+    int64_t kv = gguf_find_key(g, "tokenizer.ggml.tokens");
+    ck_assert_int_ge(kv, 0);
+    ck_assert_uint_eq(gguf_arr_n(g, kv), 512);
+    ck_assert_int_eq(gguf_n_tensors(g), 0);
+    ck_assert_str_eq(gguf_get_str(g, "general.architecture", ""), "llama");
+    gguf_close(g);
+    /* a write through the worker's mapping faults */
+    pid_t pid = fork();
+    if (pid == 0) {
+        *(volatile char *)blob = 0;
+        _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "write to the segment did not fault");
+    eng_close(w);
+    eng_close(master);
+    remove_seg(info.name);
+    unlink(path);
+}
+END_TEST
+
+/* Pss and Rss (kB) of the mapping of /dev/shm/<name> in process pid. */
+static void seg_pss(pid_t pid, const char *name, long *pss, long *rss)
+{
+    char p[64], line[512];
+    snprintf(p, sizeof p, "/proc/%d/smaps", (int)pid);
+    FILE *f = fopen(p, "r");
+    ck_assert_ptr_nonnull(f);
+    bool in = false;
+    *pss = *rss = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) in = strstr(line, "/dev/shm/") && strstr(line, name);
+        long v;
+        if (in && sscanf(line, "Pss: %ld kB", &v) == 1) *pss += v;
+        if (in && sscanf(line, "Rss: %ld kB", &v) == 1) *rss += v;
+    }
+    fclose(f);
+}
+
+static long rollup_pss(pid_t pid)
+{
+    char p[64], line[256];
+    snprintf(p, sizeof p, "/proc/%d/smaps_rollup", (int)pid);
+    FILE *f = fopen(p, "r");
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Pss: %ld kB", &v) == 1) break;
+    if (f) fclose(f);
+    return v;
+}
+
+/* A worker: attach, evaluate, send the logits, then wait until told to exit. */
+static void worker_child(const char *name, int out_fd, int go_fd)
+{
+    char err[512];
+    eng_model *m = eng_attach(name, err, sizeof err);
+    if (!m) _exit(2);
+    eng_set_threads(m, 1);
+    int V = eng_config_of(m)->n_vocab;
+    int32_t toks[5] = { 1, 15043, 3186, 29892, 338 };
+    float *lg = malloc(5 * (size_t)V * sizeof(float));
+    eng_session *s = eng_session_new(m, 16, ENG_KV_F16, err, sizeof err);
+    if (!s || eng_prefill(m, s, toks, 5, lg, true, err, sizeof err) != 0) _exit(3);
+    /* touch every page, as a long-running worker eventually does */
+    const mdl_config *c = eng_config_of(m);
+    (void)c;
+    size_t n = 5 * (size_t)V * sizeof(float);
+    if (write(out_fd, lg, n) != (ssize_t)n) _exit(4);
+    char b;
+    if (read(go_fd, &b, 1) < 0) _exit(5);
+    _exit(0);
+}
+
+static void read_all(int fd, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        ck_assert_int_gt(r, 0);
+        got += (size_t)r;
+    }
+}
+
+START_TEST(test_two_workers_share_one_copy)
+{
+    char path[1100], err[512];
+    copy_model("tiny-llama2-Q8_0.gguf", path, sizeof path);
+    eng_open_info info;
+    eng_model *master = eng_open(path, ENG_INT8, &info, err, sizeof err);
+    ck_assert_msg(master != NULL, "%s", err);
+    int V = eng_config_of(master)->n_vocab;
+    eng_close(master); /* the master holds no mapping: only the workers count */
+    int out[2][2], go[2][2];
+    pid_t pid[2];
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(pipe(out[i]), 0);
+        ck_assert_int_eq(pipe(go[i]), 0);
+        pid[i] = fork();
+        if (pid[i] == 0) worker_child(info.name, out[i][1], go[i][0]);
+    }
+    size_t n = 5 * (size_t)V * sizeof(float);
+    float *a = malloc(n), *b = malloc(n);
+    read_all(out[0][0], a, n);
+    read_all(out[1][0], b, n);
+    ck_assert_int_eq(memcmp(a, b, n), 0);
+    long pss[2], rss[2];
+    for (int i = 0; i < 2; i++) seg_pss(pid[i], info.name + 1, &pss[i], &rss[i]);
+    long seg_kb = (long)(info.seg_bytes / 1024);
+    fprintf(stderr, "two workers on %s (%ld kB): segment Rss %ld + %ld kB, Pss %ld + %ld = %ld kB; "
+            "smaps_rollup Pss %ld + %ld kB\n", info.name, seg_kb, rss[0], rss[1], pss[0], pss[1],
+            pss[0] + pss[1], rollup_pss(pid[0]), rollup_pss(pid[1]));
+    /* both touched (nearly) all of it, and the two shares add up to one copy */
+    ck_assert_int_gt(rss[0], seg_kb * 9 / 10);
+    ck_assert_int_gt(rss[1], seg_kb * 9 / 10);
+    ck_assert_int_le(pss[0] + pss[1], seg_kb + 64);
+    ck_assert_int_ge(pss[0] + pss[1], seg_kb * 9 / 10);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(write(go[i][1], "x", 1), 1);
+        int st;
+        waitpid(pid[i], &st, 0);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    free(a);
+    free(b);
+    remove_seg(info.name);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_list_and_remove)
+{
+    char path[1100], err[512];
+    copy_model("stories260K-f16.gguf", path, sizeof path);
+    eng_open_info info;
+    eng_model *m = eng_open(path, ENG_FLOAT, &info, err, sizeof err);
+    ck_assert_msg(m != NULL, "%s", err);
+    eng_close(m);
+    seg_info infos[256];
+    int n = seg_list(infos, 256, err, sizeof err);
+    ck_assert_int_ge(n, 1);
+    bool found = false;
+    for (int i = 0; i < n && i < 256; i++) {
+        if (strcmp(infos[i].name, info.name) != 0) continue;
+        found = true;
+        ck_assert_int_eq(infos[i].state, SEG_STATE_READY);
+        ck_assert_uint_eq(infos[i].bytes, info.seg_bytes);
+        ck_assert_ptr_nonnull(strstr(infos[i].src_path, "llm-segtest"));
+        ck_assert(infos[i].age_s >= 0 && infos[i].age_s < 600);
+    }
+    ck_assert(found);
+    ck_assert_int_eq(seg_remove(info.name, err, sizeof err), 0);
+    ck_assert_int_eq(seg_remove(info.name, err, sizeof err), -1);
+    ck_assert_int_eq(seg_remove("../etc/passwd", err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "not a segment name"));
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_hostile_segments)
+{
+    char name[64], err[512];
+    snprintf(name, sizeof name, "/llm-test-junk-%d", (int)getpid());
+    seg_map sm;
+    /* too small, then garbage of header size, then a header whose directory overflows */
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 100), 0);
+    ck_assert_int_eq(seg_attach(name, &sm, NULL, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "too small"));
+    ck_assert_int_eq(ftruncate(fd, 3 * SEG_HEADER_BYTES), 0);
+    seg_header *h = mmap(NULL, 3 * SEG_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    memset(h, 0x5a, 3 * SEG_HEADER_BYTES);
+    ck_assert_int_eq(seg_attach(name, &sm, NULL, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "magic"));
+    memset(h, 0, sizeof *h);
+    h->magic = SEG_MAGIC;
+    h->layout_version = SEG_LAYOUT_VERSION;
+    h->state = SEG_STATE_READY;
+    h->total_bytes = 3 * SEG_HEADER_BYTES;
+    h->dir_offset = SEG_HEADER_BYTES;
+    h->n_tensors = 1000;
+    ck_assert_int_eq(seg_attach(name, &sm, NULL, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "do not fit"));
+    h->n_tensors = 1;
+    seg_tensor *t = (seg_tensor *)((char *)h + SEG_HEADER_BYTES);
+    memset(t, 0, sizeof *t);
+    strcpy(t->name, "x");
+    t->ne[0] = t->ne[1] = 4;
+    t->row_bytes = 16;
+    t->offset = 2 * SEG_HEADER_BYTES;
+    t->nbytes = 1u << 30; /* runs past the end */
+    ck_assert_int_eq(seg_attach(name, &sm, NULL, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "directory entry 0"));
+    t->nbytes = 64;
+    ck_assert_int_eq(seg_attach(name, &sm, NULL, err, sizeof err), 0);
+    seg_unmap(&sm);
+    /* valid layout, but not a model: the engine refuses it with a message */
+    ck_assert_ptr_null(eng_attach(name, err, sizeof err));
+    munmap(h, 3 * SEG_HEADER_BYTES);
+    close(fd);
+    shm_unlink(name);
+    ck_assert_ptr_null(eng_attach("/llm-does-not-exist", err, sizeof err));
+}
+END_TEST
+
+Suite *segment_suite(void)
+{
+    Suite *s = suite_create("segment");
+    TCase *tc = tcase_create("segment");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_name_identity);
+    tcase_add_test(tc, test_create_then_attach);
+    tcase_add_test(tc, test_dead_loader_rebuilt);
+    tcase_add_test(tc, test_worker_read_only_and_blob);
+    tcase_add_test(tc, test_two_workers_share_one_copy);
+    tcase_add_test(tc, test_list_and_remove);
+    tcase_add_test(tc, test_hostile_segments);
+    suite_add_tcase(s, tc);
+    return s;
+}
