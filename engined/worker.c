@@ -102,14 +102,20 @@ static void send_hb(worker *w)
     w->last_hb_ms = net_now_ms();
 }
 
-static void send_sess_error(worker *w, uint64_t sess, uint64_t epoch, const char *msg)
+static void send_sess_error_full(worker *w, uint64_t sess, uint64_t epoch, const char *msg, int full)
 {
     proto_writer pw;
     proto_begin(&pw, PT_ERROR, 0);
     proto_put_u64(&pw, "sess", sess);
+    if (full) proto_put_bool(&pw, "full", 1);
     proto_put_u64(&pw, "epoch", epoch);
     proto_put_str(&pw, "msg", msg);
     send_front(w, &pw);
+}
+
+static void send_sess_error(worker *w, uint64_t sess, uint64_t epoch, const char *msg)
+{
+    send_sess_error_full(w, sess, epoch, msg, 0);
 }
 
 static void sess_drop(wsess *s)
@@ -258,6 +264,8 @@ static void on_sampled(worker *w, const proto_msg *pm)
     s->req = ++w->next_req;
     int full = s->n_toks >= eng_session_n_ctx(s->es) || s->n_toks >= s->cap_toks;
     s->state = s->budget == 0 || is_eog(s, t) || full ? WS_IDLE : WS_DECODE;
+    if (full && s->budget && !is_eog(s, t))
+        send_sess_error_full(w, s->sess, s->epoch, "the session's context is full", 1);
 }
 
 static void on_front(worker *w, const proto_msg *pm)

@@ -1,0 +1,239 @@
+/*
+ * samplerd - the sampling daemon. Stateless: every PT_SAMPLE carries the session id,
+ * the step, the parameters, the token history and the carried mirostat mu, and the
+ * logits are read from the asking worker's shared-memory ring (logits_shm.h). The
+ * randomness is a pure function of (seed, session, step), so a retried request, or the
+ * same request sent to a restarted samplerd, gets the same token.
+ *
+ *   samplerd [--run-dir DIR] [--bind EP]
+ *
+ * Bad requests (malformed msgpack, another protocol version, an unknown ring, a bad
+ * parameter) get a PT_ERROR reply naming the problem and a log line; the daemon keeps
+ * serving.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "logits_shm.h"
+#include "net.h"
+#include "proto.h"
+#include "sampler.h"
+
+#define RING_CACHE 32
+#define HIST_MAX 8192
+
+typedef struct {
+    lshm   *ring;
+    ino_t   ino;      /* /dev/shm inode when mapped: a recreated ring has another */
+    int64_t used_ms;
+} ring_ent;
+
+typedef struct {
+    void     *sock;
+    ring_ent  rings[RING_CACHE];
+    smp_work *work;
+    int32_t  *hist;   /* (HIST_MAX) */
+    uint64_t  served, errors;
+} sampler_daemon;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: samplerd [--run-dir DIR] [--bind ENDPOINT]\n"
+               "  --run-dir DIR   run directory [LLM_RUN_DIR, default $XDG_RUNTIME_DIR/llm or /tmp/llm-$UID]\n"
+               "  --bind EP       endpoint to serve (default ipc://RUN_DIR/sampler.sock) [LLM_SAMPLER]\n"
+               "CURVE on tcp:// when LLM_CURVE_SECRET is set. LLM_LOG_LEVEL=debug|info|warn|error.\n");
+}
+
+/* The cached read-only mapping of ring name, (re)opened when needed; NULL with err. */
+static const lshm *ring_get(sampler_daemon *d, const char *name, char *err, size_t errcap)
+{
+    char path[128];
+    struct stat st;
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    if (strncmp(name, "/llm-logits-", 12) != 0 || strchr(name + 1, '/') || stat(path, &st) != 0) {
+        snprintf(err, errcap, "logits ring '%.64s' does not exist", name);
+        return NULL;
+    }
+    int64_t now = net_now_ms();
+    ring_ent *lru = &d->rings[0];
+    for (int i = 0; i < RING_CACHE; i++) {
+        ring_ent *e = &d->rings[i];
+        if (e->ring && strcmp(lshm_name(e->ring), name) == 0) {
+            if (e->ino == st.st_ino) {
+                e->used_ms = now;
+                return e->ring;
+            }
+            lshm_destroy(&e->ring); /* the worker was replaced: map the new ring */
+        }
+        if (!e->ring || e->used_ms < lru->used_ms) lru = e;
+        if (!e->ring) break;
+    }
+    lshm_destroy(&lru->ring);
+    lru->ring = lshm_open_ro(name, err, errcap);
+    lru->ino = st.st_ino;
+    lru->used_ms = now;
+    return lru->ring;
+}
+
+static int params_from(const proto_msg *m, smp_params *p, int n_vocab, char *err, size_t errcap)
+{
+    *p = smp_params_default();
+    const msgpack_object *o = proto_field(m, "params");
+    for (uint32_t i = 0; i < o->via.map.size; i++) {
+        char k[64], v[1024];
+        const msgpack_object_str *ks = &o->via.map.ptr[i].key.via.str, *vs = &o->via.map.ptr[i].val.via.str;
+        if (ks->size >= sizeof k || vs->size >= sizeof v) {
+            snprintf(err, errcap, "parameter name or value too long");
+            return -1;
+        }
+        memcpy(k, ks->ptr, ks->size);
+        k[ks->size] = 0;
+        memcpy(v, vs->ptr, vs->size);
+        v[vs->size] = 0;
+        if (smp_param_set(p, k, v, err, errcap) != 0) return -1;
+    }
+    return smp_params_validate(p, n_vocab, err, errcap);
+}
+
+static void reply_error(sampler_daemon *d, const uint8_t *rid, size_t rl, const proto_msg *m, const char *msg)
+{
+    proto_writer w;
+    proto_begin(&w, PT_ERROR, m ? m->id : 0);
+    if (m) {
+        proto_put_u64(&w, "sess", proto_u64(m, "sess", 0));
+        proto_put_u64(&w, "step", proto_u64(m, "step", 0));
+    }
+    proto_put_str(&w, "msg", msg);
+    net_send(d->sock, rid, rl, proto_data(&w), proto_size(&w));
+    proto_writer_free(&w);
+    d->errors++;
+}
+
+static void on_sample(sampler_daemon *d, const uint8_t *rid, size_t rl, const proto_msg *m)
+{
+    char err[256], shm[80];
+    proto_strcpy(m, "shm", shm, sizeof shm);
+    uint64_t nv = proto_u64(m, "nv", 0), step = proto_u64(m, "step", 0), sess = proto_u64(m, "sess", 0);
+    const lshm *r = ring_get(d, shm, err, sizeof err);
+    const float *row = r ? lshm_row(r, proto_u64(m, "slot", 0), nv, err, sizeof err) : NULL;
+    smp_params p;
+    if (!row || step > UINT32_MAX || params_from(m, &p, (int)nv, err, sizeof err) != 0) {
+        if (step > UINT32_MAX) snprintf(err, sizeof err, "step %llu out of range", (unsigned long long)step);
+        log_warn("request %llu (session %llu step %llu): %s", (unsigned long long)m->id, (unsigned long long)sess,
+                 (unsigned long long)step, err);
+        reply_error(d, rid, rl, m, err);
+        return;
+    }
+    long nh = proto_ints(m, "hist", d->hist, HIST_MAX);
+    if (nh > HIST_MAX) nh = HIST_MAX; /* the oldest tokens were sent first: keep what fits */
+    smp_state st;
+    smp_state_init(&st, &p, sess);
+    st.step = (uint32_t)step;
+    if (proto_field(m, "mu")) {
+        st.mu = (float)proto_f64(m, "mu", 0);
+        st.mu_set = 1;
+    }
+    smp_result res;
+    int tok = smp_sample(&p, &st, row, (int)nv, d->hist, (int)nh, (int)proto_i64(m, "eos", -1), &res, d->work);
+    if (tok < 0) {
+        log_warn("request %llu: %s", (unsigned long long)m->id, res.err);
+        reply_error(d, rid, rl, m, res.err);
+        return;
+    }
+    proto_writer w;
+    proto_begin(&w, PT_SAMPLED, m->id);
+    proto_put_u64(&w, "sess", sess);
+    proto_put_u64(&w, "step", step);
+    proto_put_i64(&w, "tok", tok);
+    if (p.mirostat) proto_put_f64(&w, "mu", st.mu);
+    net_send(d->sock, rid, rl, proto_data(&w), proto_size(&w));
+    proto_writer_free(&w);
+    d->served++;
+}
+
+static void serve_one(sampler_daemon *d)
+{
+    uint8_t rid[NET_RID_MAX];
+    size_t rl = 0;
+    zmq_msg_t zm;
+    int r = net_recv(d->sock, 1, rid, &rl, &zm);
+    if (r <= 0) {
+        zmq_msg_close(&zm);
+        return;
+    }
+    proto_msg m;
+    char err[200];
+    if (proto_decode(&m, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err) != 0) {
+        log_warn("bad message (%zu bytes): %s", zmq_msg_size(&zm), err);
+        reply_error(d, rid, rl, NULL, err);
+    } else if (m.type == PT_SAMPLE) {
+        on_sample(d, rid, rl, &m);
+    } else {
+        snprintf(err, sizeof err, "samplerd does not handle %s messages", proto_type_name(m.type));
+        log_warn("%s", err);
+        reply_error(d, rid, rl, &m, err);
+    }
+    proto_msg_free(&m);
+    zmq_msg_close(&zm);
+}
+
+int main(int argc, char **argv)
+{
+    const char *run_dir = NULL, *bind = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r;
+        if ((r = dmn_opt(argc, argv, &i, "--run-dir", &v)) != 0) { if (r < 0) return 2; run_dir = v; }
+        else if ((r = dmn_opt(argc, argv, &i, "--bind", &v)) != 0) { if (r < 0) return 2; bind = v; }
+        else if (dmn_flag(argv[i], "--help") || dmn_flag(argv[i], "-h")) { usage(stdout); return 0; }
+        else { fprintf(stderr, "error: unknown option '%s' (samplerd --help)\n", argv[i]); return 2; }
+    }
+    log_init("samplerd", LOG_INFO);
+    dmn_signals_install();
+    char dir[256], ep[300], err[256] = "";
+    if (net_run_dir(run_dir, dir, sizeof dir, err, sizeof err) != 0) {
+        log_error("%s", err);
+        return 1;
+    }
+    if (bind) snprintf(ep, sizeof ep, "%s", bind);
+    else net_endpoint(dir, NET_EP_SAMPLER, ep, sizeof ep);
+    sampler_daemon d = {0};
+    void *ctx = zmq_ctx_new();
+    d.sock = net_socket(ctx, ZMQ_ROUTER);
+    d.work = smp_work_new(32000);
+    d.hist = malloc(HIST_MAX * sizeof *d.hist);
+    if (!d.sock || !d.work || !d.hist || net_curve(d.sock, ep, 1, err, sizeof err) != 0 || zmq_bind(d.sock, ep) != 0) {
+        log_error("cannot serve %s: %s", ep, err[0] ? err : zmq_strerror(zmq_errno()));
+        net_close(&d.sock);
+        zmq_ctx_term(ctx);
+        smp_work_destroy(&d.work);
+        free(d.hist);
+        return 1;
+    }
+    log_info("serving on %s", ep);
+    while (!dmn_stop) {
+        zmq_pollitem_t it = {d.sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 500) < 0 && zmq_errno() != EINTR) break;
+        for (int k = 0; k < 64 && (it.revents & ZMQ_POLLIN); k++) {
+            int ev = 0;
+            size_t sz = sizeof ev;
+            zmq_getsockopt(d.sock, ZMQ_EVENTS, &ev, &sz);
+            if (!(ev & ZMQ_POLLIN)) break;
+            serve_one(&d);
+        }
+    }
+    log_info("shutting down after %llu samples (%llu errors)", (unsigned long long)d.served,
+             (unsigned long long)d.errors);
+    for (int i = 0; i < RING_CACHE; i++) lshm_destroy(&d.rings[i].ring);
+    net_close(&d.sock);
+    zmq_ctx_term(ctx);
+    smp_work_destroy(&d.work);
+    free(d.hist);
+    return 0;
+}

@@ -1,0 +1,336 @@
+/*
+ * frontd.c - tokenizerd's daemon mode (tokd_serve): the front door's sockets, the
+ * worker registry with heartbeats, status, and the main loop. Requests are in
+ * front_req.c; the design is in front.h and docs/ARCHITECTURE.md.
+ *
+ *   tokenizerd --model stories.gguf [--run-dir DIR]
+ *   tokenizerd --segment /llm-0123456789abcdef       # vocabulary from the engine segment
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "engine.h"
+#include "front.h"
+#include "log.h"
+#include "tokd.h"
+
+void front_send(front *f, const uint8_t *rid, size_t rl, proto_writer *w)
+{
+    net_send(f->clients, rid, rl, proto_data(w), proto_size(w));
+    proto_writer_free(w);
+}
+
+void front_send_error(front *f, const uint8_t *rid, size_t rl, uint64_t id, const char *msg)
+{
+    proto_writer w;
+    proto_begin(&w, PT_ERROR, id);
+    proto_put_str(&w, "msg", msg);
+    front_send(f, rid, rl, &w);
+}
+
+void front_send_worker(front *f, int wi, proto_writer *w)
+{
+    net_send(f->workers, f->w[wi].rid, f->w[wi].rid_len, proto_data(w), proto_size(w));
+    proto_writer_free(w);
+}
+
+static void usage(FILE *o)
+{
+    fprintf(o, "usage: tokenizerd (--model FILE | --segment NAME) [options]   the front door daemon\n"
+               "       tokenizerd --tokenize/--detokenize ...                   one-shot (see main)\n"
+               "  --run-dir DIR          endpoints [LLM_RUN_DIR]\n"
+               "  --bind EP              client endpoint (default ipc://RUN_DIR/front.sock) [LLM_FRONT]\n"
+               "  --workers-bind EP      worker endpoint (default ipc://RUN_DIR/workers.sock) [LLM_WORKERS]\n"
+               "  --chat-template NAME   override the model's template (chatml, llama2, llama3, ...)\n"
+               "  --model FILE [LLM_MODEL], --segment NAME: where the vocabulary comes from\n");
+}
+
+static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
+{
+    int64_t now = net_now_ms();
+    int n = 0;
+    for (int i = 0; i < FRONT_MAX_WORKERS; i++) n += f->w[i].live;
+    proto_writer w;
+    proto_begin(&w, PT_STATUS_REPLY, id);
+    proto_put_array_begin(&w, "workers", (uint32_t)n);
+    const char *seg = "";
+    for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
+        const front_worker *x = &f->w[i];
+        if (!x->live) continue;
+        seg = x->seg;
+        msgpack_pack_map(&w.pk, 5);
+        proto_pack_str(&w.pk, "pid"); msgpack_pack_int64(&w.pk, x->pid);
+        proto_pack_str(&w.pk, "host"); proto_pack_str(&w.pk, x->host);
+        proto_pack_str(&w.pk, "seg"); proto_pack_str(&w.pk, x->seg);
+        proto_pack_str(&w.pk, "sessions"); msgpack_pack_int64(&w.pk, x->reported);
+        proto_pack_str(&w.pk, "up"); msgpack_pack_double(&w.pk, (double)(now - x->since_ms) / 1000.0);
+    }
+    proto_put_str(&w, "segment", seg);
+    proto_put_str(&w, "model", f->model);
+    proto_put_f64(&w, "uptime", (double)(now - f->start_ms) / 1000.0);
+    proto_put_u64(&w, "active", (uint64_t)front_count(f, RQ_RUNNING));
+    proto_put_u64(&w, "queued", (uint64_t)front_count(f, RQ_QUEUED));
+    proto_put_u64(&w, "held", (uint64_t)front_count(f, RQ_HELD));
+    proto_put_u64(&w, "served", f->served);
+    proto_put_u64(&w, "failed", f->failed);
+    proto_put_u64(&w, "pid", (uint64_t)getpid());
+    proto_put_str(&w, "template", chat_template_name(f->tmpl));
+    front_send(f, rid, rl, &w);
+}
+
+static void on_client(front *f)
+{
+    uint8_t rid[NET_RID_MAX];
+    size_t rl = 0;
+    zmq_msg_t zm;
+    int r = net_recv(f->clients, 1, rid, &rl, &zm);
+    if (r <= 0) {
+        zmq_msg_close(&zm);
+        return;
+    }
+    proto_msg m;
+    char err[200];
+    if (proto_decode(&m, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err) != 0) {
+        log_warn("bad client message (%zu bytes): %s", zmq_msg_size(&zm), err);
+        front_send_error(f, rid, rl, 0, err);
+    } else {
+        switch (m.type) {
+        case PT_GENERATE: front_generate(f, rid, rl, &m); break;
+        case PT_STATUS: status_reply(f, rid, rl, m.id); break;
+        case PT_PING: case PT_CANCEL: front_client_msg(f, rid, rl, &m); break;
+        default:
+            snprintf(err, sizeof err, "the front door does not take %s from clients", proto_type_name(m.type));
+            log_warn("%s", err);
+            front_send_error(f, rid, rl, m.id, err);
+        }
+    }
+    proto_msg_free(&m);
+    zmq_msg_close(&zm);
+}
+
+static int worker_by_rid(front *f, const uint8_t *rid, size_t rl)
+{
+    for (int i = 0; i < FRONT_MAX_WORKERS; i++)
+        if (f->w[i].live && f->w[i].rid_len == rl && memcmp(f->w[i].rid, rid, rl) == 0) return i;
+    return -1;
+}
+
+static int worker_register(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
+{
+    int wi = -1;
+    uint64_t wid = proto_u64(m, "wid", 0);
+    for (int i = 0; i < FRONT_MAX_WORKERS && wi < 0; i++)
+        if (f->w[i].live && f->w[i].wid == wid) wi = i; /* reconnected: new routing id */
+    for (int i = 0; i < FRONT_MAX_WORKERS && wi < 0; i++)
+        if (!f->w[i].live) wi = i;
+    if (wi < 0) {
+        log_warn("worker pid %llu refused: %d workers already", (unsigned long long)proto_u64(m, "pid", 0),
+                 FRONT_MAX_WORKERS);
+        return -1;
+    }
+    front_worker *w = &f->w[wi];
+    int was = w->live && w->wid == wid;
+    memcpy(w->rid, rid, rl);
+    w->rid_len = rl;
+    if (!was) {
+        w->live = 1;
+        w->wid = wid;
+        w->assigned = 0;
+        w->since_ms = net_now_ms();
+        w->pid = (int)proto_u64(m, "pid", 0);
+        proto_strcpy(m, "host", w->host, sizeof w->host);
+        proto_strcpy(m, "seg", w->seg, sizeof w->seg);
+        log_info("worker pid %d on %s registered (segment %s)", w->pid, w->host, w->seg);
+    }
+    return wi;
+}
+
+static void on_worker(front *f)
+{
+    uint8_t rid[NET_RID_MAX];
+    size_t rl = 0;
+    zmq_msg_t zm;
+    int r = net_recv(f->workers, 1, rid, &rl, &zm);
+    if (r <= 0) {
+        zmq_msg_close(&zm);
+        return;
+    }
+    proto_msg m;
+    char err[200];
+    if (proto_decode(&m, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err) != 0) {
+        log_warn("bad worker message (%zu bytes): %s", zmq_msg_size(&zm), err);
+        zmq_msg_close(&zm);
+        return;
+    }
+    int wi = worker_by_rid(f, rid, rl);
+    if (m.type == PT_WORKER_HB) {
+        wi = worker_register(f, rid, rl, &m);
+        if (wi >= 0) {
+            f->w[wi].reported = (int)proto_u64(&m, "active", 0);
+            f->w[wi].cap = (int)proto_u64(&m, "cap", 16);
+        }
+    }
+    if (wi >= 0) {
+        f->w[wi].last_ms = net_now_ms();
+        if (m.type == PT_TOKEN) front_token(f, wi, &m);
+        else if (m.type == PT_ERROR) front_worker_error(f, wi, &m);
+    }
+    proto_msg_free(&m);
+    zmq_msg_close(&zm);
+}
+
+static void heartbeat(front *f, int64_t now)
+{
+    if (now - f->last_hb_ms >= NET_HB_MS) {
+        f->last_hb_ms = now;
+        for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
+            if (!f->w[i].live) continue;
+            proto_writer w;
+            proto_begin(&w, PT_FRONT_HB, 0);
+            proto_put_u64(&w, "epoch", f->epoch);
+            front_send_worker(f, i, &w);
+        }
+    }
+    for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
+        front_worker *w = &f->w[i];
+        if (!w->live || now - w->last_ms <= NET_HB_MS * NET_HB_LIVENESS) continue;
+        log_warn("worker pid %d silent for %lld ms: purged, its sessions go to other workers", w->pid,
+                 (long long)(now - w->last_ms));
+        front_requeue_worker(f, i);
+        w->live = 0;
+    }
+}
+
+static tok_vocab *load_vocab(front *f, const char *model, const char *segment, const char *tmpl_name)
+{
+    char err[256];
+    gguf_ctx *g = NULL;
+    eng_model *em = NULL;
+    if (segment) {
+        em = eng_attach(segment, err, sizeof err);
+        size_t len = 0;
+        const void *blob = em ? eng_tokenizer_blob(em, &len) : NULL;
+        g = blob ? gguf_parse(blob, len, err, sizeof err) : NULL;
+        snprintf(f->model, sizeof f->model, "%s", segment);
+    } else {
+        g = gguf_open(model, err, sizeof err);
+        snprintf(f->model, sizeof f->model, "%s", model);
+    }
+    tok_vocab *v = g ? tok_vocab_load(g, err, sizeof err) : NULL;
+    if (!v) log_error("cannot load the vocabulary of %s: %s", f->model, err);
+    f->tmpl = CHAT_TMPL_UNKNOWN;
+    if (v) {
+        const char *src = tmpl_name ? tmpl_name : gguf_get_str(g, "tokenizer.chat_template", NULL);
+        f->tmpl = src ? chat_template_detect(src) : CHAT_TMPL_UNKNOWN;
+        if (tmpl_name && f->tmpl == CHAT_TMPL_UNKNOWN) log_warn("unknown --chat-template %s", tmpl_name);
+    }
+    gguf_close(g);
+    eng_close(em);
+    return v;
+}
+
+static int bind_sockets(front *f, const char *dir, const char *bind, const char *wbind)
+{
+    char ep[300], wep[300], err[200] = "";
+    if (bind) snprintf(ep, sizeof ep, "%s", bind);
+    else net_endpoint(dir, NET_EP_FRONT, ep, sizeof ep);
+    if (wbind) snprintf(wep, sizeof wep, "%s", wbind);
+    else net_endpoint(dir, NET_EP_WORKERS, wep, sizeof wep);
+    f->clients = net_socket(f->ctx, ZMQ_ROUTER);
+    f->workers = net_socket(f->ctx, ZMQ_ROUTER);
+    if (!f->clients || !f->workers) return -1;
+    if (net_curve(f->clients, ep, 1, err, sizeof err) != 0 || zmq_bind(f->clients, ep) != 0) {
+        log_error("cannot serve clients on %s: %s", ep, err[0] ? err : zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    if (net_curve(f->workers, wep, 1, err, sizeof err) != 0 || zmq_bind(f->workers, wep) != 0) {
+        log_error("cannot serve workers on %s: %s", wep, err[0] ? err : zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    log_info("front door: clients on %s, workers on %s", ep, wep);
+    return 0;
+}
+
+static void collect_eog(front *f)
+{
+    int32_t n = tok_n_vocab(f->vocab);
+    for (int32_t i = 0; i < n && f->n_eog < 16; i++)
+        if (tok_is_eog(f->vocab, i)) f->eog[f->n_eog++] = i;
+}
+
+int tokd_serve(int argc, char **argv)
+{
+    const char *model = dmn_env("LLM_MODEL", NULL), *segment = NULL, *run_dir = NULL, *bind = NULL,
+               *wbind = NULL, *tmpl = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r;
+#define OPT(name, var) if ((r = dmn_opt(argc, argv, &i, name, &v)) != 0) { if (r < 0) return 2; var = v; continue; }
+        OPT("--model", model) OPT("--segment", segment) OPT("--run-dir", run_dir) OPT("--bind", bind)
+        OPT("--workers-bind", wbind) OPT("--chat-template", tmpl)
+#undef OPT
+        if (dmn_flag(argv[i], "--help") || dmn_flag(argv[i], "-h")) { usage(stdout); return 0; }
+        fprintf(stderr, "error: unknown option '%s' (tokenizerd --help)\n", argv[i]);
+        return 2;
+    }
+    if (!model && !segment) {
+        fprintf(stderr, "error: tokenizerd needs --model FILE or --segment NAME (tokenizerd --help)\n");
+        return 2;
+    }
+    log_init("tokenizerd", LOG_INFO);
+    dmn_signals_install();
+    char dir[256], err[256];
+    if (net_run_dir(run_dir, dir, sizeof dir, err, sizeof err) != 0) {
+        log_error("%s", err);
+        return 1;
+    }
+    static front f;
+    memset(&f, 0, sizeof f);
+    f.start_ms = net_now_ms();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    f.epoch = ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
+    f.next_sess = f.epoch << 16; /* session ids differ across restarts */
+    f.vocab = load_vocab(&f, model, segment, tmpl);
+    f.ctx = zmq_ctx_new();
+    int rc = 1;
+    if (f.vocab && f.ctx && bind_sockets(&f, dir, bind, wbind) == 0) {
+        collect_eog(&f);
+        log_info("serving %s (%d tokens, chat template %s)", f.model, tok_n_vocab(f.vocab),
+                 chat_template_name(f.tmpl));
+        while (!dmn_stop) {
+            zmq_pollitem_t it[2] = {{f.clients, 0, ZMQ_POLLIN, 0}, {f.workers, 0, ZMQ_POLLIN, 0}};
+            if (zmq_poll(it, 2, 50) < 0 && zmq_errno() != EINTR) break;
+            for (int k = 0; k < 256 && (it[1].revents & ZMQ_POLLIN); k++) {
+                int ev = 0;
+                size_t sz = sizeof ev;
+                zmq_getsockopt(f.workers, ZMQ_EVENTS, &ev, &sz);
+                if (!(ev & ZMQ_POLLIN)) break;
+                on_worker(&f);
+            }
+            for (int k = 0; k < 256 && (it[0].revents & ZMQ_POLLIN); k++) {
+                int ev = 0;
+                size_t sz = sizeof ev;
+                zmq_getsockopt(f.clients, ZMQ_EVENTS, &ev, &sz);
+                if (!(ev & ZMQ_POLLIN)) break;
+                on_client(&f);
+            }
+            int64_t now = net_now_ms();
+            heartbeat(&f, now);
+            front_tick(&f, now);
+        }
+        log_info("shutting down: %d requests in flight are cut", front_count(&f, RQ_RUNNING));
+        rc = 0;
+    }
+    front_req_free_all(&f);
+    net_close(&f.clients);
+    net_close(&f.workers);
+    if (f.ctx) zmq_ctx_term(f.ctx);
+    tok_vocab_free(f.vocab);
+    return rc;
+}
