@@ -47,6 +47,12 @@ TGT_INLINE float hsum8(__m256 v)
 
 TGT_INLINE float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
+/* The half at p, as a float in all 8 lanes. */
+TGT_INLINE __m256 bcast_half(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)*p));
+}
+
 /* ---- activation quantization (bit-exact with scalar_q8_quantize_x) ---- */
 
 TGT void kern_avx2_q8_quantize_x(const float *x, int64_t n_rows, int64_t cols, void *dst)
@@ -93,7 +99,9 @@ TGT_INLINE __m256i dot32(__m256i aw, __m256i w, __m256i x, __m256i ones)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), ones);
 }
 
-/* An RM x RN tile: rows w[0..RM) (stride ws blocks), tokens x[0..RN) (stride xs). */
+/* An RM x RN tile: rows w[0..RM) (stride ws blocks), tokens x[0..RN) (stride xs).
+ * Every loop is fully unrolled so that acc[][] lives in registers. A block's scale
+ * is broadcast from memory and widened with vcvtph2ps (2 uops, no scalar detour). */
 #define Q8_TILE(RM, RN)                                                                    \
 TGT_INLINE void q8_tile_##RM##x##RN(const kern_q8_block *w, int64_t ws,                     \
                                     const kern_q8_block *x, int64_t xs, int64_t nb,         \
@@ -101,48 +109,76 @@ TGT_INLINE void q8_tile_##RM##x##RN(const kern_q8_block *w, int64_t ws,         
 {                                                                                           \
     const __m256i ones = _mm256_set1_epi16(1);                                              \
     __m256 acc[RM][RN];                                                                     \
-    for (int r = 0; r < RM; r++)                                                            \
-        for (int t = 0; t < RN; t++) acc[r][t] = _mm256_setzero_ps();                       \
+    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++)                                    \
+        _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) acc[r][t] = _mm256_setzero_ps(); \
     for (int64_t k = 0; k < nb; k++) {                                                      \
         __m256i xv[RN];                                                                     \
-        float dx[RN];                                                                       \
-        _Pragma("GCC unroll 8")                                                             \
-        for (int t = 0; t < RN; t++) {                                                      \
+        __m256 dx[RN];                                                                      \
+        _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) {                              \
             xv[t] = _mm256_loadu_si256((const __m256i *)x[t * xs + k].qs);                  \
-            dx[t] = half_to_float(x[t * xs + k].d);                                         \
+            dx[t] = bcast_half(&x[t * xs + k].d);                                           \
         }                                                                                   \
-        _Pragma("GCC unroll 8")                                                             \
-        for (int r = 0; r < RM; r++) {                                                      \
+        _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) {                              \
             __m256i wv = _mm256_loadu_si256((const __m256i *)w[r * ws + k].qs);             \
             __m256i aw = _mm256_sign_epi8(wv, wv);                                          \
-            float dw = half_to_float(w[r * ws + k].d);                                      \
-            _Pragma("GCC unroll 8")                                                         \
-            for (int t = 0; t < RN; t++) {                                                  \
+            __m256 dw = bcast_half(&w[r * ws + k].d);                                       \
+            _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) {                          \
                 __m256 p = _mm256_cvtepi32_ps(dot32(aw, wv, xv[t], ones));                  \
-                acc[r][t] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * dx[t]), acc[r][t]);     \
+                acc[r][t] = _mm256_fmadd_ps(p, _mm256_mul_ps(dw, dx[t]), acc[r][t]);        \
             }                                                                               \
         }                                                                                   \
     }                                                                                       \
-    for (int r = 0; r < RM; r++)                                                            \
-        for (int t = 0; t < RN; t++) y[t * ldy + r] = hsum8(acc[r][t]);                     \
+    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++)                                    \
+        _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) y[t * ldy + r] = hsum8(acc[r][t]); \
 }
 
-Q8_TILE(4, 3)
+#ifndef Q8_RN_AVX2
+#define Q8_RN_AVX2 3
+#endif
+#define Q8_TILE_FN_(a, b) q8_tile_##a##x##b
+#define Q8_TILE_FN(a, b) Q8_TILE_FN_(a, b)
+#define Q8_TILE_X(a, b) Q8_TILE(a, b)
+Q8_TILE_X(4, Q8_RN_AVX2)
 Q8_TILE(4, 1)
-Q8_TILE(1, 3)
+Q8_TILE_X(1, Q8_RN_AVX2)
 Q8_TILE(1, 1)
 
 #define Q8_RM 4
-#define Q8_RN 3
+#define Q8_RN Q8_RN_AVX2
 /* Rows per chunk: the chunk's weights stay in L2 while all tokens pass over it. */
 #define Q8_CHUNK_BYTES (128 * 1024)
+
+/* Decode: four rows against one token. |x| is taken once per block and shared by the
+ * four rows, which only move x's sign onto their w (9 uops per row and block). */
+#define GEMV_ROWS(RM)                                                                      \
+TGT_INLINE void q8_gemv_##RM(const kern_q8_block *w, int64_t ws, const kern_q8_block *x,    \
+                             int64_t nb, float *y)                                          \
+{                                                                                           \
+    const __m256i ones = _mm256_set1_epi16(1);                                              \
+    __m256 acc[RM];                                                                         \
+    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) acc[r] = _mm256_setzero_ps();      \
+    for (int64_t k = 0; k < nb; k++) {                                                      \
+        __m256i xv = _mm256_loadu_si256((const __m256i *)x[k].qs);                          \
+        __m256i ax = _mm256_sign_epi8(xv, xv);                                              \
+        __m256 dx = bcast_half(&x[k].d);                                                    \
+        _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) {                              \
+            __m256i wv = _mm256_loadu_si256((const __m256i *)w[r * ws + k].qs);             \
+            __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xv)), ones); \
+            __m256 s = _mm256_mul_ps(bcast_half(&w[r * ws + k].d), dx);                     \
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), s, acc[r]);                     \
+        }                                                                                   \
+    }                                                                                       \
+    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) y[r] = hsum8(acc[r]);              \
+}
+GEMV_ROWS(4)
+GEMV_ROWS(1)
 
 static TGT void q8_gemv(const kern_q8_block *W, int64_t nb, const kern_q8_block *X,
                         float *y, int64_t r0, int64_t r1)
 {
     int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) q8_tile_4x1(W + r * nb, nb, X, nb, nb, y + r, 1);
-    for (; r < r1; r++) q8_tile_1x1(W + r * nb, nb, X, nb, nb, y + r, 1);
+    for (; r + 4 <= r1; r += 4) q8_gemv_4(W + r * nb, nb, X, nb, y + r);
+    for (; r < r1; r++) q8_gemv_1(W + r * nb, nb, X, nb, y + r);
 }
 
 static TGT void avx2_q8_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
@@ -160,8 +196,8 @@ static TGT void avx2_q8_matmul(const void *w, int64_t cols, const void *xq, int6
             const kern_q8_block *xt = X + t * nb;
             float *yt = y + t * ldy;
             int64_t r = c0;
-            for (; r + Q8_RM <= c1; r += Q8_RM) q8_tile_4x3(W + r * nb, nb, xt, nb, nb, yt + r, ldy);
-            for (; r < c1; r++) q8_tile_1x3(W + r * nb, nb, xt, nb, nb, yt + r, ldy);
+            for (; r + Q8_RM <= c1; r += Q8_RM) Q8_TILE_FN(4, Q8_RN)(W + r * nb, nb, xt, nb, nb, yt + r, ldy);
+            for (; r < c1; r++) Q8_TILE_FN(1, Q8_RN)(W + r * nb, nb, xt, nb, nb, yt + r, ldy);
         }
         for (; t < n_tok; t++) {
             int64_t r = c0;
