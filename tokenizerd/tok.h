@@ -104,7 +104,8 @@ char *tok_decode(const tok_vocab *v, const int32_t *ids, size_t n, bool render_s
 enum {
     TOK_STREAM_DEFAULT       = 0,
     TOK_STREAM_RENDER_SPECIAL = 1, /* control tokens written as their text */
-    TOK_STREAM_KEEP_SPACE     = 2, /* keep SPM's leading space on the first piece */
+    TOK_STREAM_KEEP_SPACE     = 2, /* keep SPM's leading space on the first piece: use it
+                                      for generated text that continues a prompt */
 };
 
 /* A streaming detokenizer over v (borrowed: v must outlive it). NULL on OOM. */

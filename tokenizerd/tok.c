@@ -1,0 +1,135 @@
+/*
+ * tok.c - tok_encode: special-token partitioning (llama.cpp's tokenizer_st_partition:
+ * the special tokens are searched longest first, each splitting every remaining text
+ * fragment at its leftmost non-overlapping occurrences), then SPM or BPE on each text
+ * fragment, with BOS/EOS as the vocabulary asks. Owner: tok.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok_impl.h"
+
+#define TOK_MAX_INPUT (1u << 30) /* bytes; keeps every internal index in 32 bits */
+
+typedef struct {
+    size_t  off, len; /* a text fragment, or */
+    int32_t token;    /* a special token (>= 0) */
+} fragment;
+
+typedef struct {
+    fragment *v;
+    size_t    n, cap;
+} frag_list;
+
+static bool frag_push(frag_list *l, fragment f)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        fragment *p = realloc(l->v, cap * sizeof *p);
+        if (!p)
+            return false;
+        l->v = p;
+        l->cap = cap;
+    }
+    l->v[l->n++] = f;
+    return true;
+}
+
+/* Splits the text fragments of *l at every occurrence of special token id. */
+static bool split_special(const tok_vocab *v, const char *text, int32_t id, frag_list *l)
+{
+    size_t slen;
+    const char *s = tok_text(v, id, &slen);
+    frag_list out = { 0 };
+    bool ok = true;
+    for (size_t i = 0; ok && i < l->n; i++) {
+        fragment f = l->v[i];
+        if (f.token >= 0 || f.len < slen) {
+            ok = frag_push(&out, f);
+            continue;
+        }
+        size_t at = f.off, end = f.off + f.len;
+        const char *hit;
+        while (ok && end - at >= slen && (hit = memmem(text + at, end - at, s, slen))) {
+            size_t pos = (size_t)(hit - text);
+            if (pos > at)
+                ok = frag_push(&out, (fragment){ at, pos - at, -1 });
+            ok = ok && frag_push(&out, (fragment){ 0, 0, id });
+            at = pos + slen;
+        }
+        if (ok && at < end)
+            ok = frag_push(&out, (fragment){ at, end - at, -1 });
+    }
+    free(l->v);
+    *l = out;
+    return ok;
+}
+
+static bool partition(const tok_vocab *v, const char *text, size_t len, bool parse_special,
+                      frag_list *l)
+{
+    if (len && !frag_push(l, (fragment){ 0, len, -1 }))
+        return false;
+    for (int32_t k = 0; k < v->n_specials && l->n; k++) {
+        int32_t id = v->specials[k];
+        uint8_t t = v->ttype[id];
+        if (!parse_special && (t == TOK_TYPE_CONTROL || t == TOK_TYPE_UNKNOWN))
+            continue; /* user-defined tokens are always split out, as in llama.cpp */
+        if (!split_special(v, text, id, l))
+            return false;
+    }
+    return true;
+}
+
+static int encode_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_special,
+               bool parse_special, int32_t **ids, size_t *n, char *err, size_t errlen)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!v || (!text && len))
+        return encode_err(err, errlen, "tok_encode: %s is NULL", v ? "text" : "vocabulary");
+    if (len > TOK_MAX_INPUT)
+        return encode_err(err, errlen, "tok_encode: input of %zu bytes is over the %u byte limit",
+                          len, TOK_MAX_INPUT);
+    frag_list frags = { 0 };
+    tok_ids out = { 0 };
+    bool ok = partition(v, text, len, parse_special, &frags);
+    if (ok && add_special && v->add_bos)
+        ok = ids_push(&out, v->bos);
+    bool prev_special = true; /* SPM: a space prefix goes after BOS / a special token */
+    for (size_t i = 0; ok && i < frags.n; i++) {
+        const fragment *f = &frags.v[i];
+        if (f->token >= 0) {
+            ok = ids_push(&out, f->token);
+            prev_special = true;
+        } else if (v->type == TOK_VOCAB_SPM) {
+            ok = tok_spm_encode(v, text + f->off, f->len, v->add_space_prefix && prev_special, &out);
+            prev_special = false;
+        } else {
+            ok = tok_bpe_encode(v, text + f->off, f->len, &out);
+        }
+    }
+    if (ok && add_special && v->add_eos)
+        ok = ids_push(&out, v->eos);
+    free(frags.v);
+    if (!ok) {
+        free(out.v);
+        return encode_err(err, errlen, "tok_encode: out of memory on %zu bytes of input", len);
+    }
+    *ids = out.v;
+    *n = out.n;
+    return 0;
+}
