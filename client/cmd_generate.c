@@ -1,0 +1,369 @@
+/*
+ * cmd_generate.c - `llmc "PROMPT"` (raw completion, streamed) and `llmc chat` (REPL on
+ * one session with the model's chat template). Owner: pipeline.
+ *
+ *   llmc -n 64 --temp 0 "Once upon a time"
+ *   llmc --json --stats --seed 42 --stop "." "Once upon a time"
+ *   llmc chat --system "Be brief."
+ *
+ * Sampler flags use llama.cpp's names (--temp, --top-k, ...); any parameter samplerd
+ * knows is also accepted as --NAME (dashes or underscores) and validated here with
+ * smp_param_set before anything is sent. While streaming, llmc pings the front door
+ * every second; the front door frees the session of a client that stops pinging.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmds.h"
+#include "conn.h"
+#include "net.h"
+#include "sampler.h"
+
+#define MAX_PARAMS 64
+#define MAX_STOPS  8
+#define PING_MS    1000
+#define LOST_MS    8000  /* no answer to pings for this long: the front door is gone */
+#define ACCEPT_MS  10000 /* the front door must admit a request within this */
+
+typedef struct {
+    const char *prompt, *system, *endpoint, *run_dir;
+    long        n_predict;
+    int         json, stats, echo;
+    const char *pk[MAX_PARAMS], *pv[MAX_PARAMS];
+    int         n_params;
+    const char *stops[MAX_STOPS];
+    int         n_stops;
+} gen_opts;
+
+static volatile sig_atomic_t interrupted = 0;
+static void on_sigint(int s) { (void)s; interrupted = 1; }
+
+/* llama.cpp flag names whose sampler parameter is named otherwise. */
+static const char *const aliases[][2] = {
+    {"temp", "temperature"}, {"typical", "typical_p"}, {"mirostat-lr", "mirostat_eta"},
+    {"mirostat-ent", "mirostat_tau"}, {"top-nsigma", "top_n_sigma"}, {"dynatemp-exp", "dynatemp_exponent"},
+    {"sampling-seq", "sampling_seq"}, {"dry-sequence-breaker", "dry_sequence_breaker"}, {NULL, NULL}};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: llmc \"PROMPT\" [options]      complete PROMPT, streaming only the generated text\n"
+            "       llmc chat [--system TEXT] [options]\n"
+            "  -n, --n-predict N     tokens to generate (default -1: until end of text or full context)\n"
+            "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S ...\n"
+            "                        sampler parameters, llama.cpp names; every samplerd parameter is\n"
+            "                        accepted as --name (e.g. --mirostat 2, --ignore-eos, --dry-multiplier 0.8)\n"
+            "  --stop TEXT           stop before TEXT (repeatable)\n"
+            "  --echo                print the prompt before the completion\n"
+            "  --json                one JSON object per piece, then one with counts and timings\n"
+            "  --stats               prompt tokens, generated tokens, time to first token, tok/s on stderr\n"
+            "  -e, --endpoint EP     front door endpoint (default ipc://RUN_DIR/front.sock) [LLM_FRONT]\n"
+            "  --run-dir DIR         the pipeline's run directory [LLM_RUN_DIR]\n");
+}
+
+/* Adds --name value as a sampler parameter after validating it; 0 or -1 (message printed). */
+static int add_param(gen_opts *o, smp_params *chk, const char *flag, const char *value)
+{
+    static char names[MAX_PARAMS][64];
+    if (o->n_params >= MAX_PARAMS) {
+        fprintf(stderr, "error: too many sampler parameters\n");
+        return -1;
+    }
+    const char *name = flag;
+    for (int i = 0; aliases[i][0]; i++)
+        if (strcmp(flag, aliases[i][0]) == 0) name = aliases[i][1];
+    char *n = names[o->n_params];
+    snprintf(n, 64, "%s", name);
+    for (char *p = n; *p; p++)
+        if (*p == '-') *p = '_';
+    char err[200];
+    if (smp_param_set(chk, n, value, err, sizeof err) != 0) {
+        fprintf(stderr, "error: bad parameter --%s %s: %s\n", flag, value, err);
+        return -1;
+    }
+    o->pk[o->n_params] = n;
+    o->pv[o->n_params++] = value;
+    return 0;
+}
+
+static int is_param(const char *name)
+{
+    char n[64];
+    snprintf(n, sizeof n, "%s", name);
+    for (int i = 0; aliases[i][0]; i++)
+        if (strcmp(name, aliases[i][0]) == 0) snprintf(n, sizeof n, "%s", aliases[i][1]);
+    for (char *p = n; *p; p++)
+        if (*p == '-') *p = '_';
+    smp_params p = smp_params_default();
+    char err[160] = "";
+    smp_param_set(&p, n, "0", err, sizeof err);
+    return strstr(err, "unknown sampling parameter") == NULL;
+}
+
+/* Parses argv[first..]; returns 0, 1 for --help, 2 on a usage error, -1 on a bad value. */
+static int parse(int argc, char **argv, int first, gen_opts *o, int chat)
+{
+    smp_params chk = smp_params_default();
+    memset(o, 0, sizeof *o);
+    o->n_predict = -1;
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int need = i + 1 < argc;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { usage(stdout); return 1; }
+        else if (strcmp(a, "--json") == 0) o->json = 1;
+        else if (strcmp(a, "--stats") == 0) o->stats = 1;
+        else if (strcmp(a, "--echo") == 0) o->echo = 1;
+        else if ((strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0) && need) {
+            char *end;
+            o->n_predict = strtol(argv[++i], &end, 10);
+            if (*end || !*argv[i] || o->n_predict < -1) {
+                fprintf(stderr, "error: bad parameter %s %s: expected an integer >= -1\n", a, argv[i]);
+                return -1;
+            }
+        }
+        else if ((strcmp(a, "-e") == 0 || strcmp(a, "--endpoint") == 0) && need) o->endpoint = argv[++i];
+        else if (strcmp(a, "--run-dir") == 0 && need) o->run_dir = argv[++i];
+        else if (strcmp(a, "--system") == 0 && need && chat) o->system = argv[++i];
+        else if (strcmp(a, "--stop") == 0 && need) {
+            if (o->n_stops >= MAX_STOPS || !*argv[i + 1]) {
+                fprintf(stderr, "error: bad parameter --stop: at most %d non-empty stop strings\n", MAX_STOPS);
+                return -1;
+            }
+            o->stops[o->n_stops++] = argv[++i];
+        }
+        else if (strcmp(a, "--ignore-eos") == 0) { if (add_param(o, &chk, "ignore_eos", "true") != 0) return -1; }
+        else if (strncmp(a, "--", 2) == 0 && (v = strchr(a, '=')) != NULL) {
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(v - a - 2), a + 2);
+            if (add_param(o, &chk, name, v + 1) != 0) return -1;
+        }
+        else if (strncmp(a, "--", 2) == 0 && need && is_param(a + 2)) {
+            if (add_param(o, &chk, a + 2, argv[++i]) != 0) return -1;
+        }
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "error: unknown option '%s' (llmc --help)\n", a);
+            return 2;
+        }
+        else if (!chat && !o->prompt) o->prompt = a;
+        else {
+            fprintf(stderr, "error: unexpected argument '%s' (llmc --help)\n", a);
+            return 2;
+        }
+    }
+    if (!chat && !o->prompt) {
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Sends one GENERATE and streams its answer. The generated text is appended to *out
+ * when out is not NULL; *sess gets the session id. 0 on success, 1 on error. */
+static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int n_msgs, uint64_t *sess,
+                    char **out, size_t *out_len)
+{
+    static uint64_t next_id = 0;
+    uint64_t id = ((uint64_t)getpid() << 20) + ++next_id;
+    proto_writer w;
+    proto_begin(&w, PT_GENERATE, id);
+    proto_put_i64(&w, "n", o->n_predict);
+    if (msgs) {
+        proto_put_bool(&w, "chat", 1);
+        proto_put_array_begin(&w, "msgs", (uint32_t)n_msgs);
+        for (int i = 0; i < n_msgs; i++) proto_pack_str(&w.pk, msgs[i]);
+        if (*sess) proto_put_u64(&w, "sess", *sess);
+    } else {
+        proto_put_str(&w, "prompt", o->prompt);
+    }
+    proto_put_map_begin(&w, "params", (uint32_t)o->n_params);
+    for (int i = 0; i < o->n_params; i++) {
+        proto_pack_str(&w.pk, o->pk[i]);
+        proto_pack_str(&w.pk, o->pv[i]);
+    }
+    if (o->n_stops) {
+        proto_put_array_begin(&w, "stop", (uint32_t)o->n_stops);
+        for (int i = 0; i < o->n_stops; i++) proto_pack_str(&w.pk, o->stops[i]);
+    }
+    double t0 = now_s(), t_first = 0;
+    if (lc_send(c, &w) != 0) {
+        fprintf(stderr, "error: cannot send to %s\n", c->endpoint);
+        return 1;
+    }
+    int accepted = 0, rc = 1;
+    uint64_t n_prompt = 0, n_gen = 0;
+    int64_t last_rx = net_now_ms(), last_ping = last_rx;
+    if (o->echo && !msgs && !o->json) {
+        fputs(o->prompt, stdout);
+        fflush(stdout);
+    }
+    for (;;) {
+        if (interrupted) {
+            proto_begin(&w, PT_CANCEL, id);
+            lc_send(c, &w);
+            fprintf(stderr, "\nerror: interrupted\n");
+            return 130;
+        }
+        proto_msg m;
+        int r = lc_recv(c, 200, &m);
+        int64_t now = net_now_ms();
+        if (r == 1 && m.id == id) {
+            last_rx = now;
+            if (m.type == PT_ACCEPTED) {
+                accepted = 1;
+                n_prompt = proto_u64(&m, "ntok", 0);
+                *sess = proto_u64(&m, "sess", 0);
+            } else if (m.type == PT_PIECE) {
+                size_t n;
+                const char *p = proto_str(&m, "text", &n);
+                if (!t_first) t_first = now_s();
+                n_gen = proto_u64(&m, "ntok", n_gen);
+                if (o->json) {
+                    fputs("{\"text\":", stdout);
+                    lc_json_str(stdout, p, n);
+                    printf(",\"tokens\":%llu}\n", (unsigned long long)n_gen);
+                } else {
+                    fwrite(p, 1, n, stdout);
+                }
+                fflush(stdout);
+                if (out) {
+                    char *x = realloc(*out, *out_len + n + 1);
+                    if (x) { memcpy(x + *out_len, p, n); *out_len += n; x[*out_len] = 0; *out = x; }
+                }
+            } else if (m.type == PT_DONE) {
+                double t1 = now_s();
+                if (!t_first) t_first = t1;
+                n_gen = proto_u64(&m, "ntok", n_gen);
+                char reason[32];
+                proto_strcpy(&m, "reason", reason, sizeof reason);
+                double gen_s = t1 - t_first, tps = n_gen > 1 && gen_s > 0 ? (double)(n_gen - 1) / gen_s : 0;
+                if (o->json)
+                    printf("{\"done\":true,\"reason\":\"%s\",\"prompt_tokens\":%llu,\"tokens\":%llu,"
+                           "\"ttft_ms\":%.1f,\"total_ms\":%.1f,\"tokens_per_s\":%.2f}\n",
+                           reason, (unsigned long long)n_prompt, (unsigned long long)n_gen, (t_first - t0) * 1e3,
+                           (t1 - t0) * 1e3, tps);
+                if (o->stats)
+                    fprintf(stderr, "\nprompt tokens: %llu, generated tokens: %llu, time to first token: %.1f ms, "
+                                    "%.2f tokens/s, total %.1f ms (%s)\n",
+                            (unsigned long long)n_prompt, (unsigned long long)n_gen, (t_first - t0) * 1e3, tps,
+                            (t1 - t0) * 1e3, reason);
+                rc = 0;
+                proto_msg_free(&m);
+                break;
+            } else if (m.type == PT_ERROR) {
+                char msg[400];
+                proto_strcpy(&m, "msg", msg, sizeof msg);
+                fflush(stdout);
+                fprintf(stderr, "%serror: %s\n", accepted ? "\n" : "", msg);
+                proto_msg_free(&m);
+                break;
+            }
+        }
+        if (r == 1) proto_msg_free(&m);
+        if (now - last_ping >= PING_MS) {
+            proto_begin(&w, PT_PING, id);
+            lc_send(c, &w);
+            last_ping = now;
+        }
+        if (!accepted && now - last_rx > ACCEPT_MS) {
+            fprintf(stderr, "error: the front door at %s does not answer (is tokenizerd running? "
+                            "'llmc status'; " LC_START_HINT ")\n", c->endpoint);
+            break;
+        }
+        if (accepted && now - last_rx > LOST_MS) {
+            fprintf(stderr, "\nerror: lost the front door at %s mid-stream (tokenizerd stopped or restarted); "
+                            "run the request again\n", c->endpoint);
+            break;
+        }
+    }
+    return rc;
+}
+
+static void install_sigint(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    gen_opts o;
+    int r = parse(argc, argv, 1, &o, 0);
+    if (r) return r == 1 ? 0 : r == 2 ? 2 : 1;
+    lc_conn c;
+    char err[400];
+    if (lc_open(&c, o.endpoint, o.run_dir, err, sizeof err) != 0) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    install_sigint();
+    uint64_t sess = 0;
+    r = run_turn(&c, &o, NULL, 0, &sess, NULL, NULL);
+    if (r == 0 && !o.json && isatty(1)) putchar('\n');
+    lc_close(&c);
+    return r;
+}
+
+int cmd_chat(int argc, char **argv)
+{
+    gen_opts o;
+    int r = parse(argc, argv, 1, &o, 1);
+    if (r) return r == 1 ? 0 : r == 2 ? 2 : 1;
+    lc_conn c;
+    char err[400];
+    if (lc_open(&c, o.endpoint, o.run_dir, err, sizeof err) != 0) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    install_sigint();
+    int tty = isatty(0), cap = 64, n = 0;
+    char **msgs = malloc((size_t)cap * sizeof *msgs);
+    if (o.system) { msgs[n++] = strdup("system"); msgs[n++] = strdup(o.system); }
+    uint64_t sess = 0;
+    char line[8192];
+    r = 0;
+    for (;;) {
+        if (tty) { fputs("> ", stdout); fflush(stdout); }
+        if (!fgets(line, sizeof line, stdin)) break;
+        line[strcspn(line, "\n")] = 0;
+        if (!line[0]) continue;
+        if (n + 4 > cap) {
+            char **x = realloc(msgs, (size_t)(cap *= 2) * sizeof *msgs);
+            if (!x) break;
+            msgs = x;
+        }
+        msgs[n++] = strdup("user");
+        msgs[n++] = strdup(line);
+        char *reply = NULL;
+        size_t len = 0;
+        r = run_turn(&c, &o, (const char *const *)msgs, n, &sess, &reply, &len);
+        putchar('\n');
+        fflush(stdout);
+        msgs[n++] = strdup("assistant");
+        msgs[n++] = reply ? reply : strdup("");
+        if (r) break;
+    }
+    if (sess) {
+        proto_writer w;
+        proto_begin(&w, PT_CANCEL, 0);
+        proto_put_u64(&w, "sess", sess);
+        lc_send(&c, &w);
+    }
+    for (int i = 0; i < n; i++) free(msgs[i]);
+    free(msgs);
+    lc_close(&c);
+    return r;
+}

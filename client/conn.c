@@ -1,0 +1,117 @@
+/* conn.c - llmc's front door connection and JSON helpers (see conn.h). */
+#include "conn.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "net.h"
+
+int lc_open(lc_conn *c, const char *endpoint, const char *run_dir, char *err, size_t errcap)
+{
+    memset(c, 0, sizeof *c);
+    if (endpoint) {
+        snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
+    } else {
+        char dir[256];
+        if (net_run_dir(run_dir, dir, sizeof dir, err, errcap) != 0) return -1;
+        net_endpoint(dir, NET_EP_FRONT, c->endpoint, sizeof c->endpoint);
+    }
+    const char *path = net_ipc_path(c->endpoint);
+    struct stat st;
+    if (path && stat(path, &st) != 0) {
+        snprintf(err, errcap, "the pipeline is not running (no front door at %s); " LC_START_HINT, c->endpoint);
+        return -1;
+    }
+    c->ctx = zmq_ctx_new();
+    c->sock = c->ctx ? net_socket(c->ctx, ZMQ_DEALER) : NULL;
+    char cerr[200] = "";
+    if (!c->sock || net_curve(c->sock, c->endpoint, 0, cerr, sizeof cerr) != 0 || zmq_connect(c->sock, c->endpoint) != 0) {
+        snprintf(err, errcap, "cannot connect to %s: %s", c->endpoint, cerr[0] ? cerr : zmq_strerror(zmq_errno()));
+        lc_close(c);
+        return -1;
+    }
+    return 0;
+}
+
+int lc_send(lc_conn *c, proto_writer *w)
+{
+    int r = zmq_send(c->sock, proto_data(w), proto_size(w), 0) < 0 ? -1 : 0;
+    proto_writer_free(w);
+    return r;
+}
+
+int lc_recv(lc_conn *c, int timeout_ms, proto_msg *m)
+{
+    zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
+    memset(m, 0, sizeof *m);
+    if (zmq_poll(&it, 1, timeout_ms) <= 0) return 0;
+    zmq_msg_t zm;
+    int r = net_recv(c->sock, 0, NULL, NULL, &zm);
+    if (r <= 0) {
+        zmq_msg_close(&zm);
+        return r;
+    }
+    char err[200];
+    r = proto_decode(m, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err) == 0 ? 1 : -1;
+    zmq_msg_close(&zm);
+    return r;
+}
+
+void lc_close(lc_conn *c)
+{
+    int linger = 300; /* let a final CANCEL leave */
+    if (c->sock) zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
+    net_close(&c->sock);
+    if (c->ctx) zmq_ctx_term(c->ctx);
+    c->ctx = NULL;
+}
+
+void lc_json_str(FILE *f, const char *s, size_t n)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch == '\n') fputs("\\n", f);
+        else if (ch == '\t') fputs("\\t", f);
+        else if (ch == '\r') fputs("\\r", f);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+void lc_json_obj(FILE *f, const msgpack_object *o)
+{
+    switch (o->type) {
+    case MSGPACK_OBJECT_NIL: fputs("null", f); break;
+    case MSGPACK_OBJECT_BOOLEAN: fputs(o->via.boolean ? "true" : "false", f); break;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: fprintf(f, "%llu", (unsigned long long)o->via.u64); break;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: fprintf(f, "%lld", (long long)o->via.i64); break;
+    case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64: fprintf(f, "%.3f", o->via.f64); break;
+    case MSGPACK_OBJECT_STR: lc_json_str(f, o->via.str.ptr, o->via.str.size); break;
+    case MSGPACK_OBJECT_ARRAY:
+        fputc('[', f);
+        for (uint32_t i = 0; i < o->via.array.size; i++) {
+            if (i) fputc(',', f);
+            lc_json_obj(f, &o->via.array.ptr[i]);
+        }
+        fputc(']', f);
+        break;
+    case MSGPACK_OBJECT_MAP:
+        fputc('{', f);
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            if (i) fputc(',', f);
+            const msgpack_object *k = &o->via.map.ptr[i].key;
+            if (k->type == MSGPACK_OBJECT_STR) lc_json_str(f, k->via.str.ptr, k->via.str.size);
+            else fputs("\"?\"", f);
+            fputc(':', f);
+            lc_json_obj(f, &o->via.map.ptr[i].val);
+        }
+        fputc('}', f);
+        break;
+    default: fputs("null", f);
+    }
+}
