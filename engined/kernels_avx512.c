@@ -40,50 +40,85 @@ TGT_INLINE float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-TGT_INLINE float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+/* The half at p, as a float in all 8 lanes. */
+TGT_INLINE __m256 bcast_half(const uint16_t *p) { return _mm256_cvtph_ps(_mm_set1_epi16((short)*p)); }
 
-/* RM x RN tile; see kernels_avx2.c. dpbusd(0, |w|, x with w's sign) = 8 int32 lanes. */
+/* GEMM tile, RM rows x RN tokens. vpdpbusd wants unsigned x signed bytes: x + 128 is
+ * unsigned (x ^ 0x80), and dot(x + 128, w) = dot(x, w) + 128 * sum(w), so each row's
+ * accumulator starts from -128 * sum(w) (one more vpdpbusd per row and block, shared by
+ * the RN tokens). Per (row, token, block): vpdpbusd, convert, scale, fma. */
 #define Q8_TILE(RM, RN)                                                                    \
 TGT_INLINE void q8_tile_##RM##x##RN(const kern_q8_block *w, int64_t ws,                     \
                                     const kern_q8_block *x, int64_t xs, int64_t nb,         \
                                     float *y, int64_t ldy)                                  \
 {                                                                                           \
+    const __m256i bias = _mm256_set1_epi8((char)0x80);                                      \
     __m256 acc[RM][RN];                                                                     \
-    for (int r = 0; r < RM; r++)                                                            \
-        for (int t = 0; t < RN; t++) acc[r][t] = _mm256_setzero_ps();                       \
+    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++)                                    \
+        _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) acc[r][t] = _mm256_setzero_ps(); \
     for (int64_t k = 0; k < nb; k++) {                                                      \
-        __m256i xv[RN];                                                                     \
-        float dx[RN];                                                                       \
-        _Pragma("GCC unroll 8")                                                             \
-        for (int t = 0; t < RN; t++) {                                                      \
-            xv[t] = _mm256_loadu_si256((const __m256i *)x[t * xs + k].qs);                  \
-            dx[t] = half_to_float(x[t * xs + k].d);                                         \
+        __m256i xu[RN];                                                                     \
+        __m256 dx[RN];                                                                      \
+        _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) {                              \
+            xu[t] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[t * xs + k].qs), bias); \
+            dx[t] = bcast_half(&x[t * xs + k].d);                                           \
         }                                                                                   \
-        _Pragma("GCC unroll 8")                                                             \
-        for (int r = 0; r < RM; r++) {                                                      \
+        _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) {                              \
             __m256i wv = _mm256_loadu_si256((const __m256i *)w[r * ws + k].qs);             \
-            __m256i aw = _mm256_abs_epi8(wv);                                               \
-            float dw = half_to_float(w[r * ws + k].d);                                      \
-            _Pragma("GCC unroll 8")                                                         \
-            for (int t = 0; t < RN; t++) {                                                  \
-                __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw,                 \
-                                                _mm256_sign_epi8(xv[t], wv));               \
-                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d),                          \
-                                            _mm256_set1_ps(dw * dx[t]), acc[r][t]);         \
+            __m256i nc = _mm256_sub_epi32(_mm256_setzero_si256(),                           \
+                                          _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, wv)); \
+            __m256 dw = bcast_half(&w[r * ws + k].d);                                       \
+            _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) {                          \
+                __m256 p = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nc, xu[t], wv));          \
+                acc[r][t] = _mm256_fmadd_ps(p, _mm256_mul_ps(dw, dx[t]), acc[r][t]);        \
             }                                                                               \
         }                                                                                   \
     }                                                                                       \
-    for (int r = 0; r < RM; r++)                                                            \
-        for (int t = 0; t < RN; t++) y[t * ldy + r] = hsum8(acc[r][t]);                     \
+    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++)                                    \
+        _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) y[t * ldy + r] = hsum8(acc[r][t]); \
 }
 
-Q8_TILE(4, 6)
-Q8_TILE(4, 1)
-Q8_TILE(1, 6)
+#ifndef Q8_RM_512
+#define Q8_RM_512 4
+#endif
+#ifndef Q8_RN_512
+#define Q8_RN_512 4
+#endif
+#define Q8_TILE_X(a, b) Q8_TILE(a, b)
+#define Q8_TILE_FN_(a, b) q8_tile_##a##x##b
+#define Q8_TILE_FN(a, b) Q8_TILE_FN_(a, b)
+Q8_TILE_X(Q8_RM_512, Q8_RN_512)
+Q8_TILE_X(Q8_RM_512, 1)
+Q8_TILE_X(1, Q8_RN_512)
+#if Q8_RN_512 != 1 && Q8_RM_512 != 1
 Q8_TILE(1, 1)
+#endif
 
-#define Q8_RM 4
-#define Q8_RN 6
+/* Decode: RM rows against one token; |x| once per block, x's sign moved onto w. */
+#define GEMV_ROWS(RM)                                                                      \
+TGT_INLINE void q8_gemv_##RM(const kern_q8_block *w, int64_t ws, const kern_q8_block *x,    \
+                             int64_t nb, float *y)                                          \
+{                                                                                           \
+    __m256 acc[RM];                                                                         \
+    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) acc[r] = _mm256_setzero_ps();      \
+    for (int64_t k = 0; k < nb; k++) {                                                      \
+        __m256i xv = _mm256_loadu_si256((const __m256i *)x[k].qs);                          \
+        __m256i ax = _mm256_abs_epi8(xv);                                                   \
+        __m256 dx = bcast_half(&x[k].d);                                                    \
+        _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) {                              \
+            __m256i wv = _mm256_loadu_si256((const __m256i *)w[r * ws + k].qs);             \
+            __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, _mm256_sign_epi8(wv, xv)); \
+            __m256 s = _mm256_mul_ps(bcast_half(&w[r * ws + k].d), dx);                     \
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), s, acc[r]);                     \
+        }                                                                                   \
+    }                                                                                       \
+    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) y[r] = hsum8(acc[r]);              \
+}
+GEMV_ROWS(4)
+GEMV_ROWS(1)
+
+#define Q8_RM Q8_RM_512
+#define Q8_RN Q8_RN_512
 #define Q8_CHUNK_BYTES (128 * 1024)
 
 static TGT void avx512_q8_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
@@ -91,9 +126,14 @@ static TGT void avx512_q8_matmul(const void *w, int64_t cols, const void *xq, in
 {
     const int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
     const kern_q8_block *W = w, *X = xq;
+    if (n_tok == 1) {
+        int64_t r = r0;
+        for (; r + 4 <= r1; r += 4) q8_gemv_4(W + r * nb, nb, X, nb, y + r);
+        for (; r < r1; r++) q8_gemv_1(W + r * nb, nb, X, nb, y + r);
+        return;
+    }
     int64_t chunk = Q8_CHUNK_BYTES / (nb * (int64_t)sizeof(kern_q8_block));
     chunk = chunk < Q8_RM ? Q8_RM : chunk / Q8_RM * Q8_RM;
-    if (n_tok == 1) chunk = r1 - r0; /* GEMV: one pass over W, no reuse to win */
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
         int64_t t = 0;
@@ -101,12 +141,12 @@ static TGT void avx512_q8_matmul(const void *w, int64_t cols, const void *xq, in
             const kern_q8_block *xt = X + t * nb;
             float *yt = y + t * ldy;
             int64_t r = c0;
-            for (; r + Q8_RM <= c1; r += Q8_RM) q8_tile_4x6(W + r * nb, nb, xt, nb, nb, yt + r, ldy);
-            for (; r < c1; r++) q8_tile_1x6(W + r * nb, nb, xt, nb, nb, yt + r, ldy);
+            for (; r + Q8_RM <= c1; r += Q8_RM) Q8_TILE_FN(Q8_RM_512, Q8_RN_512)(W + r * nb, nb, xt, nb, nb, yt + r, ldy);
+            for (; r < c1; r++) Q8_TILE_FN(1, Q8_RN_512)(W + r * nb, nb, xt, nb, nb, yt + r, ldy);
         }
         for (; t < n_tok; t++) {
             int64_t r = c0;
-            for (; r + Q8_RM <= c1; r += Q8_RM) q8_tile_4x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, ldy);
+            for (; r + Q8_RM <= c1; r += Q8_RM) Q8_TILE_FN(Q8_RM_512, 1)(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, ldy);
             for (; r < c1; r++) q8_tile_1x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, ldy);
         }
     }
