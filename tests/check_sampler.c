@@ -1,0 +1,995 @@
+/*
+ * Tests for samplerd's sampling library (suite "sampler"): parameter parsing and
+ * validation, the counter RNG, each sampler against hand-computed rows, the partial
+ * selection against full sorts, and smp_sample end to end (greedy = argmax with ties to
+ * the lowest id, a chi-square test of temperature-1 sampling, the same token from
+ * another process, NaN/Inf rows, carried mirostat state).
+ * Owner: sampler (issue 5).
+ */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sampler.h"
+
+#define TOL 1e-5
+
+static char err[256];
+
+/* A deterministic pseudo-random float row, normal(0, sd) via Box-Muller. */
+static void fill_normal(float *x, int n, uint32_t seed, float sd)
+{
+    for (int i = 0; i < n; i++) {
+        double u1 = smp_rng_uniform(seed, 99, (uint32_t)i, 0) + 1e-12;
+        double u2 = smp_rng_uniform(seed, 99, (uint32_t)i, 1);
+        x[i] = (float)(sd * sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+}
+
+static smp_cands cands_of(smp_tok *buf, const float *logits, int n)
+{
+    for (int i = 0; i < n; i++)
+        buf[i] = (smp_tok){ i, logits[i], 0 };
+    return (smp_cands){ buf, n, 0 };
+}
+
+static int has_id(const smp_cands *c, int id)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->data[i].id == id)
+            return 1;
+    return 0;
+}
+
+/* ---- parameters ---- */
+
+START_TEST(test_params_defaults)
+{
+    smp_params p = smp_params_default();
+    ck_assert_float_eq(p.temperature, 0.8f);
+    ck_assert_int_eq(p.top_k, 40);
+    ck_assert_float_eq(p.top_p, 0.95f);
+    ck_assert_float_eq(p.min_p, 0.05f);
+    ck_assert_float_eq(p.typical_p, 1.0f);
+    ck_assert_float_eq(p.xtc_probability, 0.0f);
+    ck_assert_float_eq(p.xtc_threshold, 0.1f);
+    ck_assert_float_eq(p.repeat_penalty, 1.0f);
+    ck_assert_int_eq(p.repeat_last_n, 64);
+    ck_assert_float_eq(p.dry_multiplier, 0.0f);
+    ck_assert_float_eq(p.dry_base, 1.75f);
+    ck_assert_int_eq(p.dry_allowed_length, 2);
+    ck_assert_int_eq(p.dry_penalty_last_n, -1);
+    ck_assert_int_eq(p.n_breakers, 4);
+    ck_assert_str_eq(p.breakers[0].s, "\n");
+    ck_assert_str_eq(p.breakers[2].s, "\"");
+    ck_assert_int_eq(p.mirostat, 0);
+    ck_assert_float_eq(p.mirostat_tau, 5.0f);
+    ck_assert_float_eq(p.mirostat_eta, 0.1f);
+    ck_assert_uint_eq(p.seed, SMP_SEED_RANDOM);
+    ck_assert_str_eq(p.order, "edskypmxt");
+    ck_assert_int_eq(smp_params_validate(&p, 32000, err, sizeof err), 0);
+}
+END_TEST
+
+START_TEST(test_params_set_and_format_roundtrip)
+{
+    smp_params p = smp_params_default();
+    ck_assert_int_eq(smp_param_set(&p, "top_p", "0.9", err, sizeof err), 0);
+    ck_assert_float_eq(p.top_p, 0.9f);
+    ck_assert_int_eq(smp_param_set(&p, "temp", "0", err, sizeof err), 0);
+    ck_assert_float_eq(p.temperature, 0.0f);
+    ck_assert_int_eq(smp_param_set(&p, "typ_p", "0.5", err, sizeof err), 0);
+    ck_assert_float_eq(p.typical_p, 0.5f);
+    ck_assert_int_eq(smp_param_set(&p, "seed", "-1", err, sizeof err), 0);
+    ck_assert_uint_eq(p.seed, SMP_SEED_RANDOM);
+    ck_assert_int_eq(smp_param_set(&p, "seed", "4294967294", err, sizeof err), 0);
+    ck_assert_uint_eq(p.seed, 4294967294u);
+    ck_assert_int_eq(smp_param_set(&p, "ignore_eos", "true", err, sizeof err), 0);
+    ck_assert(p.ignore_eos);
+    ck_assert_int_eq(smp_param_set(&p, "logit_bias", "15:+1.5, 7-2,3:-inf", err, sizeof err), 0);
+    ck_assert_int_eq(p.n_logit_bias, 3);
+    ck_assert_int_eq(p.logit_bias[1].id, 7);
+    ck_assert_float_eq(p.logit_bias[1].bias, -2.0f);
+    ck_assert(isinf(p.logit_bias[2].bias) && p.logit_bias[2].bias < 0);
+    ck_assert_int_eq(smp_param_set(&p, "dry_sequence_breakers", "[\"\\n\", \"ab\", \"\\u00e9\", \"\\\"\"]", err, sizeof err), 0);
+    ck_assert_int_eq(p.n_breakers, 4);
+    ck_assert_str_eq(p.breakers[1].s, "ab");
+    ck_assert_str_eq(p.breakers[2].s, "\xc3\xa9");
+    ck_assert_str_eq(p.breakers[3].s, "\"");
+    ck_assert_int_eq(smp_param_set(&p, "samplers", "top_k;temperature;penalties", err, sizeof err), 0);
+    ck_assert_str_eq(p.order, "kte");
+    ck_assert_int_eq(smp_param_set(&p, "sampling_seq", "kypmxt", err, sizeof err), 0);
+    ck_assert_str_eq(p.order, "kypmxt");
+    /* every listed parameter formats to text that parses back to the same value */
+    ck_assert_int_gt(smp_param_count(), 25);
+    for (int i = 0; i < smp_param_count(); i++) {
+        const char *name = smp_param_name(i);
+        char buf[2048], buf2[2048];
+        ck_assert_int_ge(smp_param_format(&p, name, buf, sizeof buf), 0);
+        smp_params q = smp_params_default();
+        if (!strcmp(name, "logit_bias"))
+            q.n_logit_bias = 0;
+        ck_assert_msg(smp_param_set(&q, name, buf, err, sizeof err) == 0, "%s=%s: %s", name, buf, err);
+        smp_param_format(&q, name, buf2, sizeof buf2);
+        ck_assert_msg(!strcmp(buf, buf2), "%s: '%s' != '%s'", name, buf, buf2);
+    }
+    ck_assert_int_eq(smp_param_format(&p, "nonsense", err, sizeof err), -1);
+}
+END_TEST
+
+/* Sets name=value, expects failure with an error that starts with "want:". */
+static void expect_reject(const char *name, const char *value, const char *want)
+{
+    smp_params p = smp_params_default(), before = p;
+    err[0] = 0;
+    ck_assert_msg(smp_param_set(&p, name, value, err, sizeof err) == -1, "%s=%s accepted", name, value);
+    ck_assert_msg(!strncmp(err, want, strlen(want)) && err[strlen(want)] == ':',
+                  "%s=%s: error '%s' does not name %s", name, value, err, want);
+    ck_assert_msg(!memcmp(&p, &before, sizeof p), "%s=%s: params changed on error", name, value);
+}
+
+START_TEST(test_params_reject_out_of_range)
+{
+    expect_reject("top_p", "1.5", "top_p");
+    expect_reject("top_p", "-0.1", "top_p");
+    expect_reject("top_k", "-2", "top_k");
+    expect_reject("top_k", "12x", "top_k");
+    expect_reject("temperature", "nan", "temperature");
+    expect_reject("temperature", "-0.5", "temperature");
+    expect_reject("temp", "inf", "temperature");
+    expect_reject("typical_p", "0", "typical_p");
+    expect_reject("typical_p", "1.01", "typical_p");
+    expect_reject("min_p", "2", "min_p");
+    expect_reject("mirostat", "3", "mirostat");
+    expect_reject("mirostat_eta", "-1", "mirostat_eta");
+    expect_reject("repeat_penalty", "0", "repeat_penalty");
+    expect_reject("repeat_last_n", "-5", "repeat_last_n");
+    expect_reject("dry_base", "0.5", "dry_base");
+    expect_reject("dry_penalty_last_n", "-2", "dry_penalty_last_n");
+    expect_reject("xtc_probability", "1.5", "xtc_probability");
+    expect_reject("n_probs", "1000", "n_probs");
+    expect_reject("seed", "-2", "seed");
+    expect_reject("seed", "4294967296", "seed");
+    expect_reject("ignore_eos", "maybe", "ignore_eos");
+    expect_reject("logit_bias", "abc", "logit_bias");
+    expect_reject("logit_bias", "5:nan", "logit_bias");
+    expect_reject("logit_bias", "-5:1", "logit_bias");
+    expect_reject("dry_sequence_breakers", "[\"a\"", "dry_sequence_breakers");
+    expect_reject("dry_sequence_breakers", "\"a\"", "dry_sequence_breakers");
+    expect_reject("dry_sequence_breakers", "[\"\\q\"]", "dry_sequence_breakers");
+    expect_reject("dry_sequence_breakers", "[\"\"]", "dry_sequence_breakers");
+    expect_reject("samplers", "top_k;bogus", "samplers");
+    expect_reject("samplers", "top_k;top_k", "samplers");
+    expect_reject("sampling_seq", "kz", "sampling_seq");
+    expect_reject("no_such_thing", "1", "no_such_thing");
+}
+END_TEST
+
+START_TEST(test_params_validate)
+{
+    smp_params p = smp_params_default();
+    ck_assert_int_eq(smp_params_add_bias(&p, 31999, 1.0f, err, sizeof err), 0);
+    ck_assert_int_eq(smp_params_validate(&p, 32000, err, sizeof err), 0);
+    ck_assert_int_eq(smp_params_add_bias(&p, 32000, 1.0f, err, sizeof err), 0);
+    ck_assert_int_eq(smp_params_validate(&p, 32000, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "logit_bias"));
+    ck_assert_ptr_nonnull(strstr(err, "32000"));
+    /* a struct filled field by field (the wire path) is range-checked too */
+    p = smp_params_default();
+    p.top_p = NAN;
+    ck_assert_int_eq(smp_params_validate(&p, 10, err, sizeof err), -1);
+    ck_assert_int_eq(strncmp(err, "top_p:", 6), 0);
+    p = smp_params_default();
+    p.mirostat = 7;
+    ck_assert_int_eq(smp_params_validate(&p, 10, err, sizeof err), -1);
+    ck_assert_int_eq(strncmp(err, "mirostat:", 9), 0);
+    p = smp_params_default();
+    p.order[0] = 'q';
+    ck_assert_int_eq(smp_params_validate(&p, 10, err, sizeof err), -1);
+    ck_assert_int_eq(strncmp(err, "samplers:", 9), 0);
+    p = smp_params_default();
+    p.n_logit_bias = SMP_MAX_LOGIT_BIAS + 1;
+    ck_assert_int_eq(smp_params_validate(&p, 10, err, sizeof err), -1);
+    ck_assert_int_eq(strncmp(err, "logit_bias:", 11), 0);
+    p = smp_params_default();
+    ck_assert_int_eq(smp_history_needed(&p), 0);
+    p.repeat_penalty = 1.1f;
+    ck_assert_int_eq(smp_history_needed(&p), 64);
+    p.dry_multiplier = 0.8f;
+    ck_assert_int_eq(smp_history_needed(&p), -1);
+}
+END_TEST
+
+/* ---- RNG ---- */
+
+START_TEST(test_rng_pure_and_uniform)
+{
+    ck_assert_uint_eq(smp_rng_u64(1, 2, 3, 0), smp_rng_u64(1, 2, 3, 0));
+    ck_assert_uint_ne(smp_rng_u64(1, 2, 3, 0), smp_rng_u64(2, 2, 3, 0));
+    ck_assert_uint_ne(smp_rng_u64(1, 2, 3, 0), smp_rng_u64(1, 3, 3, 0));
+    ck_assert_uint_ne(smp_rng_u64(1, 2, 3, 0), smp_rng_u64(1, 2, 4, 0));
+    ck_assert_uint_ne(smp_rng_u64(1, 2, 3, 0), smp_rng_u64(1, 2, 3, 1));
+    /* 16 bins over 32000 steps: chi-square with 15 dof, 0.1% critical value 37.7 */
+    int bins[16] = {0};
+    const int n = 32000;
+    for (int i = 0; i < n; i++) {
+        double u = smp_rng_uniform(7, 11, (uint32_t)i, 0);
+        ck_assert(u >= 0.0 && u < 1.0);
+        bins[(int)(u * 16)]++;
+    }
+    double chi = 0, e = n / 16.0;
+    for (int i = 0; i < 16; i++)
+        chi += (bins[i] - e) * (bins[i] - e) / e;
+    ck_assert_msg(chi < 37.7, "chi-square %f", chi);
+    ck_assert_uint_eq(smp_seed_resolve(5), 5);
+    ck_assert_uint_ne(smp_seed_resolve(SMP_SEED_RANDOM), SMP_SEED_RANDOM);
+}
+END_TEST
+
+/* ---- the samplers on small rows ---- */
+
+/* logits ln(0.4), ln(0.3), ln(0.2), ln(0.1): probabilities 0.4 0.3 0.2 0.1 */
+static const float ROW4[4] = { -0.91629073f, -1.2039728f, -1.6094379f, -2.3025851f };
+
+START_TEST(test_softmax_and_dist)
+{
+    smp_tok buf[8];
+    smp_cands c = cands_of(buf, ROW4, 4);
+    smp_softmax(&c);
+    ck_assert_float_eq_tol(c.data[0].p, 0.4, TOL);
+    ck_assert_float_eq_tol(c.data[3].p, 0.1, TOL);
+    ck_assert_int_eq(smp_dist(&c, 0.05), 0);
+    ck_assert_int_eq(smp_dist(&c, 0.45), 1);   /* cum 0.4, 0.7 */
+    ck_assert_int_eq(smp_dist(&c, 0.75), 2);   /* cum 0.9 */
+    ck_assert_int_eq(smp_dist(&c, 0.95), 3);
+    ck_assert_int_eq(smp_dist(&c, 0.0), 0);
+    /* a -inf logit is never drawn */
+    float row[3] = { 0.0f, -INFINITY, 0.0f };
+    c = cands_of(buf, row, 3);
+    ck_assert_int_eq(smp_dist(&c, 0.4999), 0);
+    ck_assert_int_eq(smp_dist(&c, 0.5001), 2);
+    ck_assert_int_eq(smp_dist(&c, 0.9999999), 2);
+}
+END_TEST
+
+START_TEST(test_top_k)
+{
+    const float row[6] = { 1, 5, 3, 5, -2, 4 };
+    smp_tok buf[8];
+    smp_cands c = cands_of(buf, row, 6);
+    smp_top_k(&c, 3, 0);
+    ck_assert_int_eq(c.n, 3);
+    /* sorted, ties to the lowest id */
+    ck_assert_int_eq(c.data[0].id, 1);
+    ck_assert_int_eq(c.data[1].id, 3);
+    ck_assert_int_eq(c.data[2].id, 5);
+    c = cands_of(buf, row, 6);
+    smp_top_k(&c, 1, 4);   /* min_keep raises k */
+    ck_assert_int_eq(c.n, 4);
+    c = cands_of(buf, row, 6);
+    smp_top_k(&c, 0, 0);   /* disabled */
+    ck_assert_int_eq(c.n, 6);
+    c = cands_of(buf, row, 6);
+    smp_top_k(&c, 100, 0);
+    ck_assert_int_eq(c.n, 6);
+}
+END_TEST
+
+START_TEST(test_top_p)
+{
+    smp_tok buf[8];
+    smp_cands c = cands_of(buf, ROW4, 4);
+    smp_top_p(&c, 0.6f, 0);    /* 0.4 + 0.3 >= 0.6 */
+    ck_assert_int_eq(c.n, 2);
+    ck_assert(has_id(&c, 0) && has_id(&c, 1));
+    c = cands_of(buf, ROW4, 4);
+    smp_top_p(&c, 0.75f, 0);
+    ck_assert_int_eq(c.n, 3);
+    c = cands_of(buf, ROW4, 4);
+    smp_top_p(&c, 0.1f, 0);
+    ck_assert_int_eq(c.n, 1);
+    ck_assert_int_eq(c.data[0].id, 0);
+    c = cands_of(buf, ROW4, 4);
+    smp_top_p(&c, 0.1f, 3);    /* min_keep */
+    ck_assert_int_eq(c.n, 3);
+    c = cands_of(buf, ROW4, 4);
+    smp_top_p(&c, 1.0f, 0);
+    ck_assert_int_eq(c.n, 4);
+}
+END_TEST
+
+START_TEST(test_min_p)
+{
+    smp_tok buf[8];
+    smp_cands c = cands_of(buf, ROW4, 4);
+    smp_min_p(&c, 0.6f, 0);    /* keep p >= 0.24 */
+    ck_assert_int_eq(c.n, 2);
+    ck_assert(has_id(&c, 0) && has_id(&c, 1));
+    c = cands_of(buf, ROW4, 4);
+    smp_min_p(&c, 0.4f, 0);    /* keep p >= 0.16 */
+    ck_assert_int_eq(c.n, 3);
+    c = cands_of(buf, ROW4, 4);
+    smp_min_p(&c, 0.9f, 3);    /* too few pass: keep the best min_keep */
+    ck_assert_int_eq(c.n, 3);
+    ck_assert(has_id(&c, 0) && has_id(&c, 1) && has_id(&c, 2));
+    c = cands_of(buf, ROW4, 4);
+    smp_min_p(&c, 0.0f, 0);
+    ck_assert_int_eq(c.n, 4);
+}
+END_TEST
+
+START_TEST(test_typical)
+{
+    /* H = 1.27985; |-ln p - H| = 0.3636 0.0759 0.3296 1.0227 -> order ids 1, 2, 0, 3 */
+    smp_tok buf[8];
+    smp_cands c = cands_of(buf, ROW4, 4);
+    smp_typical(&c, 0.45f, 0); /* cum 0.3, 0.5 > 0.45 */
+    ck_assert_int_eq(c.n, 2);
+    ck_assert(has_id(&c, 1) && has_id(&c, 2));
+    ck_assert(!has_id(&c, 0));   /* the most probable token is not typical */
+    c = cands_of(buf, ROW4, 4);
+    smp_typical(&c, 0.75f, 0); /* 0.3 + 0.2 + 0.4 */
+    ck_assert_int_eq(c.n, 3);
+    ck_assert(!has_id(&c, 3));
+    c = cands_of(buf, ROW4, 4);
+    smp_typical(&c, 0.2f, 2);  /* min_keep */
+    ck_assert_int_eq(c.n, 2);
+}
+END_TEST
+
+START_TEST(test_top_n_sigma)
+{
+    /* mean 3.8, std 4.665: 1 sigma keeps logits >= 5.335 */
+    const float row[5] = { 10, 9, 0, 0, 0 };
+    smp_tok buf[8];
+    smp_cands c = cands_of(buf, row, 5);
+    smp_top_n_sigma(&c, 1.0f);
+    ck_assert_int_eq(c.n, 2);
+    c = cands_of(buf, row, 5);
+    smp_top_n_sigma(&c, 2.5f); /* 10 - 11.66 < 0: all stay */
+    ck_assert_int_eq(c.n, 5);
+    c = cands_of(buf, row, 5);
+    smp_top_n_sigma(&c, -1.0f);
+    ck_assert_int_eq(c.n, 5);
+}
+END_TEST
+
+START_TEST(test_xtc)
+{
+    smp_tok buf[8];
+    smp_cands c = cands_of(buf, ROW4, 4);
+    smp_xtc(&c, 1.0f, 0.25f, 0, 0.5);  /* 0.4 and 0.3 pass: drop 0.4 */
+    ck_assert_int_eq(c.n, 3);
+    ck_assert(!has_id(&c, 0) && has_id(&c, 1) && has_id(&c, 2) && has_id(&c, 3));
+    c = cands_of(buf, ROW4, 4);
+    smp_xtc(&c, 0.5f, 0.25f, 0, 0.9);  /* coin says no */
+    ck_assert_int_eq(c.n, 4);
+    c = cands_of(buf, ROW4, 4);
+    smp_xtc(&c, 1.0f, 0.35f, 0, 0.1);  /* only one above: nothing */
+    ck_assert_int_eq(c.n, 4);
+    c = cands_of(buf, ROW4, 4);
+    smp_xtc(&c, 1.0f, 0.15f, 0, 0.1);  /* 0.4 0.3 0.2 pass: keep 0.2 and 0.1 */
+    ck_assert_int_eq(c.n, 2);
+    ck_assert(has_id(&c, 2) && has_id(&c, 3));
+    c = cands_of(buf, ROW4, 4);
+    smp_xtc(&c, 1.0f, 0.15f, 3, 0.1);  /* min_keep forbids */
+    ck_assert_int_eq(c.n, 4);
+    c = cands_of(buf, ROW4, 4);
+    smp_xtc(&c, 1.0f, 0.6f, 0, 0.1);   /* threshold > 0.5 disables */
+    ck_assert_int_eq(c.n, 4);
+}
+END_TEST
+
+START_TEST(test_temperature)
+{
+    const float row[3] = { 1, 2, 2 };
+    smp_tok buf[8];
+    smp_cands c = cands_of(buf, row, 3);
+    smp_temperature(&c, 0.5f, 0, 1);
+    ck_assert_float_eq_tol(c.data[0].logit, 2.0, TOL);
+    ck_assert_float_eq_tol(c.data[1].logit, 4.0, TOL);
+    c = cands_of(buf, row, 3);
+    smp_temperature(&c, 0.0f, 0, 1);   /* greedy, tie to the lowest id */
+    ck_assert_int_eq(c.n, 1);
+    ck_assert_int_eq(c.data[0].id, 1);
+    /* dynatemp: a uniform row has normalised entropy 1, so t = temp + range */
+    const float flat[2] = { 1, 1 };
+    c = cands_of(buf, flat, 2);
+    smp_temperature(&c, 1.0f, 0.5f, 1.0f);
+    ck_assert_float_eq_tol(c.data[0].logit, 1 / 1.5, TOL);
+    /* a peaked row (entropy ~0) gets temp - range */
+    const float peak[2] = { 0, -100 };
+    c = cands_of(buf, peak, 2);
+    smp_temperature(&c, 1.0f, 0.5f, 1.0f);
+    ck_assert_float_eq_tol(c.data[1].logit, -100 / 0.5, 1e-2);
+}
+END_TEST
+
+START_TEST(test_mirostat)
+{
+    /* v2: p 0.5 0.25 0.125 0.125, mu 2.5 keeps surprise <= 2.5: ids 0, 1 -> 2/3 1/3;
+     * u 0.9 draws id 1: surprise log2 3, mu = 2.5 - 0.1 (1.585 - 5) */
+    const float row[4] = { 0, -0.69314718f, -1.3862944f, -1.3862944f };
+    smp_tok buf[8];
+    smp_cands c = cands_of(buf, row, 4);
+    float mu = 2.5f;
+    int idx = smp_mirostat_v2(&c, 5.0f, 0.1f, &mu, 0.9);
+    ck_assert_int_eq(c.n, 2);
+    ck_assert_int_eq(c.data[idx].id, 1);
+    ck_assert_float_eq_tol(mu, 2.5 - 0.1 * (log2(3.0) - 5.0), 1e-4);
+    /* v1: logits 3 2 1.5 1 0 -1: s_hat 1.78275, mu 2 gives k = 2.22 -> top 2
+     * (0.731, 0.269); u 0.7 draws id 0; mu = 2 - 0.1 (-log2 0.731 - 5) */
+    const float row6[6] = { 3, 2, 1.5f, 1, 0, -1 };
+    c = cands_of(buf, row6, 6);
+    mu = 2.0f;
+    idx = smp_mirostat(&c, 6, 5.0f, 0.1f, 100, &mu, 0.7);
+    ck_assert_int_eq(c.n, 2);
+    ck_assert_int_eq(c.data[idx].id, 0);
+    ck_assert_float_eq_tol(mu, 2.454805891691695, 1e-4);
+    /* a large mu keeps many */
+    c = cands_of(buf, row6, 6);
+    mu = 10.0f;
+    smp_mirostat(&c, 6, 5.0f, 0.1f, 100, &mu, 0.7);
+    ck_assert_int_eq(c.n, 6);
+}
+END_TEST
+
+/* ---- penalties and DRY ---- */
+
+START_TEST(test_penalties)
+{
+    const float row[4] = { 1, -1, 2, 0.5f };
+    const int32_t hist[5] = { 9999, -3, 0, 1, 0 };   /* out-of-range ids are ignored */
+    smp_params p = smp_params_default();
+    p.repeat_penalty = 2.0f;
+    p.frequency_penalty = 0.1f;
+    p.presence_penalty = 0.5f;
+    smp_work *w = smp_work_new(4);
+    smp_tok buf[4];
+    smp_cands c = cands_of(buf, row, 4);
+    smp_penalties(&c, &p, hist, 5, w);
+    ck_assert_float_eq_tol(c.data[0].logit, 1 / 2.0 - 2 * 0.1 - 0.5, TOL);  /* count 2 */
+    ck_assert_float_eq_tol(c.data[1].logit, -1 * 2.0 - 0.1 - 0.5, TOL);     /* count 1 */
+    ck_assert_float_eq_tol(c.data[2].logit, 2, TOL);
+    ck_assert_float_eq_tol(c.data[3].logit, 0.5, TOL);
+    /* the window: only the last token */
+    p.repeat_last_n = 1;
+    c = cands_of(buf, row, 4);
+    smp_penalties(&c, &p, hist, 5, w);
+    ck_assert_float_eq_tol(c.data[0].logit, 0.5 - 0.1 - 0.5, TOL);
+    ck_assert_float_eq_tol(c.data[1].logit, -1, TOL);
+    /* counts were cleared between calls: the same call gives the same answer */
+    c = cands_of(buf, row, 4);
+    smp_penalties(&c, &p, hist, 5, w);
+    ck_assert_float_eq_tol(c.data[0].logit, 0.5 - 0.1 - 0.5, TOL);
+    p.repeat_last_n = 0;     /* disabled */
+    c = cands_of(buf, row, 4);
+    smp_penalties(&c, &p, hist, 5, w);
+    ck_assert_float_eq_tol(c.data[0].logit, 1, TOL);
+    smp_work_destroy(&w);
+    ck_assert_ptr_null(w);
+}
+END_TEST
+
+/* vocabulary for DRY: ids 0..6 */
+static const char *const DRY_TEXT[7] = { "a", "b", "c", "d", "\n", "x", "y" };
+static smp_piece_table DRY_VOCAB = { DRY_TEXT, 7 };
+
+/* DRY's penalty per id for history h; returns smp_dry's result. */
+static int dry_run(const smp_params *p, const int32_t *h, int n, float out[7], int with_text)
+{
+    smp_work *w = smp_work_new(7);
+    if (with_text)
+        smp_work_set_pieces(w, smp_piece_array, &DRY_VOCAB);
+    const float zero[7] = { 0 };
+    smp_tok buf[7];
+    smp_cands c = cands_of(buf, zero, 7);
+    int rc = smp_dry(&c, p, h, n, w);
+    for (int i = 0; i < 7; i++)
+        out[c.data[i].id] = c.data[i].logit;
+    smp_work_destroy(&w);
+    return rc;
+}
+
+START_TEST(test_dry)
+{
+    smp_params p = smp_params_default();
+    p.dry_multiplier = 0.8f;
+    float pen[7];
+    /* a b c a b: "a b" repeats, so c (which followed it) costs 0.8 * 1.75^0 */
+    const int32_t h1[5] = { 0, 1, 2, 0, 1 };
+    ck_assert_int_eq(dry_run(&p, h1, 5, pen, 1), 0);
+    ck_assert_float_eq_tol(pen[2], -0.8, TOL);
+    ck_assert_float_eq_tol(pen[0], 0, TOL);
+    ck_assert_float_eq_tol(pen[1], 0, TOL);
+    ck_assert_float_eq_tol(pen[3], 0, TOL);
+    /* a b c d a b c: a 3-token repeat: d costs 0.8 * 1.75 */
+    const int32_t h2[7] = { 0, 1, 2, 3, 0, 1, 2 };
+    dry_run(&p, h2, 7, pen, 1);
+    ck_assert_float_eq_tol(pen[3], -0.8 * 1.75, TOL);
+    ck_assert_float_eq_tol(pen[0], 0, TOL);
+    /* a 1-token repeat is below allowed_length 2 */
+    const int32_t h3[4] = { 0, 1, 2, 0 };
+    dry_run(&p, h3, 4, pen, 1);
+    for (int i = 0; i < 7; i++)
+        ck_assert_float_eq_tol(pen[i], 0, TOL);
+    /* a \n b a \n b: the newline breaks the repeat, so nothing is penalised... */
+    const int32_t h4[6] = { 0, 4, 1, 0, 4, 1 };
+    dry_run(&p, h4, 6, pen, 1);
+    for (int i = 0; i < 7; i++)
+        ck_assert_float_eq_tol(pen[i], 0, TOL);
+    /* ...while without breakers "a \n b" is a 3-token repeat and a would extend it */
+    smp_params nb = p;
+    nb.n_breakers = 0;
+    dry_run(&nb, h4, 6, pen, 1);
+    ck_assert_float_eq_tol(pen[0], -0.8 * 1.75, TOL);
+    /* a breaker spread over two tokens ("xy" from x then y) also breaks */
+    smp_params xy = p;
+    ck_assert_int_eq(smp_param_set(&xy, "dry_sequence_breakers", "[\"xy\"]", err, sizeof err), 0);
+    const int32_t h5[8] = { 0, 5, 6, 1, 0, 5, 6, 1 };
+    dry_run(&xy, h5, 8, pen, 1);
+    for (int i = 0; i < 7; i++)
+        ck_assert_float_eq_tol(pen[i], 0, TOL);
+    dry_run(&nb, h5, 8, pen, 1);
+    ck_assert_float_eq_tol(pen[0], -0.8 * pow(1.75, 2), TOL);
+    /* the window: dry_penalty_last_n 3 sees only "c a b": no repeat */
+    smp_params win = p;
+    win.dry_penalty_last_n = 3;
+    dry_run(&win, h1, 5, pen, 1);
+    ck_assert_float_eq_tol(pen[2], 0, TOL);
+    /* no token text: skipped with a warning, nothing changes */
+    ck_assert_int_eq(dry_run(&p, h1, 5, pen, 0), 1);
+    ck_assert_float_eq_tol(pen[2], 0, TOL);
+    /* disabled */
+    p.dry_multiplier = 0;
+    ck_assert_int_eq(dry_run(&p, h1, 5, pen, 0), 0);
+}
+END_TEST
+
+/* ---- selection against full sorts ---- */
+
+static int cmp_desc(const void *a, const void *b)
+{
+    const smp_tok *x = a, *y = b;
+    if (x->logit != y->logit)
+        return x->logit > y->logit ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+START_TEST(test_partial_selection_matches_sort)
+{
+    const int n = 5003;
+    float *row = malloc(n * sizeof(float));
+    smp_tok *ref = malloc(n * sizeof(smp_tok)), *got = malloc(n * sizeof(smp_tok));
+    for (int trial = 0; trial < 6; trial++) {
+        fill_normal(row, n, (uint32_t)trial, 3.0f);
+        if (trial % 2)  /* many ties */
+            for (int i = 0; i < n; i++)
+                row[i] = floorf(row[i]);
+        row[trial * 7] = -INFINITY;
+        for (int i = 0; i < n; i++)
+            ref[i] = (smp_tok){ i, row[i], 0 };
+        qsort(ref, n, sizeof(smp_tok), cmp_desc);
+        const int ks[] = { 1, 40, 1000, n };
+        for (int j = 0; j < 4; j++) {
+            int k = smp_top_k_dense(row, n, ks[j], got);
+            ck_assert_int_eq(k, ks[j] < n - 1 ? ks[j] : n - 1);   /* -inf left out */
+            for (int i = 0; i < k; i++)
+                ck_assert_int_eq(got[i].id, ref[i].id);
+            smp_cands c = cands_of(got, row, n);
+            smp_sort_prefix(&c, ks[j]);
+            ck_assert_int_ge(c.n_sorted, ks[j]);
+            for (int i = 0; i < ks[j]; i++)
+                ck_assert_int_eq(c.data[i].id, ref[i].id);
+        }
+        ck_assert_int_eq(smp_argmax(row, n), ref[0].id);
+        /* top-p on the whole row equals the prefix of the full sort */
+        smp_cands c = cands_of(got, row, n);
+        smp_top_p(&c, 0.9f, 0);
+        double mx = ref[0].logit, s = 0, cum = 0;
+        for (int i = 0; i < n; i++)
+            s += exp(ref[i].logit - mx);
+        int want = 0;
+        while (cum < 0.9 * s)
+            cum += exp(ref[want++].logit - mx);
+        ck_assert_int_le(abs(c.n - want), 1);   /* float vs double sums at the edge */
+        for (int i = 0; i < c.n && i < want; i++)
+            ck_assert_int_eq(c.data[i].id, ref[i].id);
+    }
+    free(row);
+    free(ref);
+    free(got);
+}
+END_TEST
+
+/* ---- smp_sample ---- */
+
+static smp_params plain_params(uint32_t seed)
+{
+    smp_params p = smp_params_default();
+    p.seed = seed;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.temperature = 1.0f;
+    return p;
+}
+
+START_TEST(test_greedy_is_argmax)
+{
+    smp_work *w = smp_work_new(16);
+    smp_result r;
+    smp_state st;
+    smp_params p = smp_params_default();
+    p.temperature = 0;
+    p.seed = 1;
+    smp_state_init(&st, &p, 1);
+    const float ties[6] = { 1, 7, 3, 7, 7, -2 };
+    ck_assert_int_eq(smp_sample(&p, &st, ties, 6, NULL, 0, -1, &r, w), 1);
+    ck_assert_int_eq(r.token, 1);
+    /* and for big random rows with plenty of ties, every vocabulary size */
+    const int sizes[] = { 512, 32000, 151936 };
+    for (int s = 0; s < 3; s++) {
+        int n = sizes[s];
+        float *row = malloc(n * sizeof(float));
+        fill_normal(row, n, (uint32_t)s + 10, 3.0f);
+        for (int i = 0; i < n; i++)
+            row[i] = roundf(row[i] * 4);   /* plenty of equal maxima */
+        int want = 0;
+        for (int i = 1; i < n; i++)
+            if (row[i] > row[want])
+                want = i;
+        ck_assert_int_eq(smp_sample(&p, &st, row, n, NULL, 0, -1, &r, w), want);
+        /* the same with every sampler on: truncation never removes the argmax */
+        smp_params q = p;
+        q.top_k = 5;
+        q.top_p = 0.5f;
+        q.min_p = 0.3f;
+        q.top_n_sigma = 1.0f;
+        ck_assert_int_eq(smp_sample(&q, &st, row, n, NULL, 0, -1, &r, w), want);
+        /* a logit bias can move it */
+        ck_assert_int_eq(smp_params_add_bias(&q, want, -INFINITY, err, sizeof err), 0);
+        ck_assert_int_ne(smp_sample(&q, &st, row, n, NULL, 0, -1, &r, w), want);
+        free(row);
+    }
+    smp_work_destroy(&w);
+}
+END_TEST
+
+/* Temperature-1 sampling of a fixed 8-token distribution over 16000 seeds. */
+START_TEST(test_chi_square)
+{
+    const double prob[8] = { 0.3, 0.2, 0.15, 0.12, 0.1, 0.08, 0.04, 0.01 };
+    float row[8];
+    for (int i = 0; i < 8; i++)
+        row[i] = (float)log(prob[i]) + 1.5f;   /* a shift must not matter */
+    smp_work *w = smp_work_new(8);
+    smp_result r;
+    smp_state st;
+    int hits[8] = {0};
+    const int n = 16000;
+    for (int s = 0; s < n; s++) {
+        smp_params p = plain_params((uint32_t)s * 2654435761u);
+        smp_state_init(&st, &p, 42);
+        int t = smp_sample(&p, &st, row, 8, NULL, 0, -1, &r, w);
+        ck_assert(t >= 0 && t < 8);
+        hits[t]++;
+    }
+    double chi = 0;
+    for (int i = 0; i < 8; i++) {
+        double e = n * prob[i];
+        chi += (hits[i] - e) * (hits[i] - e) / e;
+    }
+    /* 7 degrees of freedom: 0.1% critical value 24.32 */
+    ck_assert_msg(chi < 24.32, "chi-square %f", chi);
+    /* and it is not degenerate: a wrong distribution (uniform) must fail the test */
+    double chi_u = 0;
+    for (int i = 0; i < 8; i++) {
+        double e = n / 8.0;
+        chi_u += (hits[i] - e) * (hits[i] - e) / e;
+    }
+    ck_assert(chi_u > 100);
+    smp_work_destroy(&w);
+}
+END_TEST
+
+/* Tokens for (seed, session, step) triples, with the default chain on a 32000 row. */
+static void sample_triples(int32_t *out, int n)
+{
+    const int nv = 32000;
+    float *row = malloc(nv * sizeof(float));
+    fill_normal(row, nv, 3, 2.0f);
+    smp_work *w = smp_work_new(nv);
+    smp_params p = smp_params_default();
+    p.temperature = 1.5f;
+    p.top_k = 200;
+    p.min_p = 0.001f;
+    smp_result r;
+    for (int i = 0; i < n; i++) {
+        p.seed = (uint32_t)(i * 7919);
+        smp_state st;
+        smp_state_init(&st, &p, (uint64_t)i * 31);
+        st.step = (uint32_t)i;
+        out[i] = smp_sample(&p, &st, row, nv, NULL, 0, -1, &r, w);
+    }
+    smp_work_destroy(&w);
+    free(row);
+}
+
+START_TEST(test_same_token_across_processes)
+{
+    enum { N = 64 };
+    int32_t mine[N], theirs[N];
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        sample_triples(theirs, N);
+        ssize_t k = write(fds[1], theirs, sizeof theirs);
+        _exit(k == (ssize_t)sizeof theirs ? 0 : 1);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    while (got < sizeof theirs) {
+        ssize_t k = read(fds[0], (char *)theirs + got, sizeof theirs - got);
+        ck_assert_int_gt(k, 0);
+        got += (size_t)k;
+    }
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    sample_triples(mine, N);
+    int distinct = 0;
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(mine[i], theirs[i]);
+        ck_assert_int_ge(mine[i], 0);
+        distinct += i > 0 && mine[i] != mine[0];
+    }
+    ck_assert_int_gt(distinct, 0);   /* the draws really vary with the key */
+}
+END_TEST
+
+START_TEST(test_nan_inf_rows)
+{
+    smp_work *w = smp_work_new(4);
+    smp_result r;
+    smp_state st;
+    smp_params p = smp_params_default();
+    p.seed = 3;
+    smp_state_init(&st, &p, 0);
+    const float allnan[4] = { NAN, NAN, NAN, NAN };
+    ck_assert_int_eq(smp_sample(&p, &st, allnan, 4, NULL, 0, -1, &r, w), -1);
+    ck_assert_int_eq(r.token, -1);
+    ck_assert_ptr_nonnull(strstr(r.err, "logits"));
+    ck_assert_uint_eq(st.step, 0);   /* state untouched on error */
+    const float allninf[3] = { -INFINITY, -INFINITY, -INFINITY };
+    ck_assert_int_eq(smp_sample(&p, &st, allninf, 3, NULL, 0, -1, &r, w), -1);
+    /* NaN is never chosen, +inf dominates */
+    const float mixed[4] = { NAN, 1.0f, INFINITY, NAN };
+    for (uint32_t s = 0; s < 20; s++) {
+        st.step = s;
+        ck_assert_int_eq(smp_sample(&p, &st, mixed, 4, NULL, 0, -1, &r, w), 2);
+    }
+    const float one[4] = { NAN, -INFINITY, 0.5f, NAN };
+    for (uint32_t s = 0; s < 20; s++) {
+        smp_params q = plain_params(s);
+        st.step = s;
+        ck_assert_int_eq(smp_sample(&q, &st, one, 4, NULL, 0, -1, &r, w), 2);
+    }
+    /* two +inf: a fair choice between them, no NaN probabilities */
+    const float twoinf[4] = { INFINITY, 0, INFINITY, 0 };
+    int seen[4] = {0};
+    for (uint32_t s = 0; s < 64; s++) {
+        smp_params q = plain_params(s);
+        int t = smp_sample(&q, &st, twoinf, 4, NULL, 0, -1, &r, w);
+        ck_assert(t == 0 || t == 2);
+        seen[t]++;
+    }
+    ck_assert(seen[0] > 0 && seen[2] > 0);
+    /* everything banned by logit_bias */
+    const float row[2] = { 1, 2 };
+    smp_params q = plain_params(1);
+    smp_params_add_bias(&q, 0, -INFINITY, err, sizeof err);
+    smp_params_add_bias(&q, 1, -INFINITY, err, sizeof err);
+    ck_assert_int_eq(smp_sample(&q, &st, row, 2, NULL, 0, -1, &r, w), -1);
+    /* bad arguments */
+    ck_assert_int_eq(smp_sample(&p, &st, row, 0, NULL, 0, -1, &r, w), -1);
+    ck_assert_int_eq(smp_sample(&p, &st, row, 2, NULL, 3, -1, &r, w), -1);
+    ck_assert_int_eq(smp_sample(&p, &st, NULL, 2, NULL, 0, -1, &r, w), -1);
+    smp_work_destroy(&w);
+}
+END_TEST
+
+START_TEST(test_bias_eos_and_probs)
+{
+    smp_work *w = smp_work_new(2);   /* grows to the row's size by itself */
+    smp_result r;
+    smp_state st;
+    float row[8];
+    const double prob[8] = { 0.3, 0.2, 0.15, 0.12, 0.1, 0.08, 0.04, 0.01 };
+    for (int i = 0; i < 8; i++)
+        row[i] = (float)log(prob[i]);
+    smp_params p = plain_params(5);
+    p.temperature = 0;
+    smp_state_init(&st, &p, 0);
+    ck_assert_int_eq(smp_sample(&p, &st, row, 8, NULL, 0, 0, &r, w), 0);
+    p.ignore_eos = true;
+    ck_assert_int_eq(smp_sample(&p, &st, row, 8, NULL, 0, 0, &r, w), 1);
+    ck_assert_int_eq(smp_param_set(&p, "logit_bias", "7:+10", err, sizeof err), 0);
+    ck_assert_int_eq(smp_sample(&p, &st, row, 8, NULL, 0, 0, &r, w), 7);
+    /* n_probs from the raw row: log(prob), best first, whatever was sampled */
+    p.n_probs = 3;
+    ck_assert_int_eq(smp_sample(&p, &st, row, 8, NULL, 0, 0, &r, w), 7);
+    ck_assert_int_eq(r.n_probs, 3);
+    ck_assert_int_eq(r.probs[0].id, 0);
+    ck_assert_float_eq_tol(r.probs[0].logprob, log(0.3), 1e-4);
+    ck_assert_int_eq(r.probs[2].id, 2);
+    ck_assert_float_eq_tol(r.probs[2].logprob, log(0.15), 1e-4);
+    ck_assert_float_eq_tol(r.logprob, log(0.01), 1e-4);
+    /* post-sampling: the final distribution (top_k 2 at temperature 1) */
+    p = plain_params(5);
+    p.top_k = 2;
+    p.n_probs = 5;
+    p.post_sampling_probs = true;
+    int t = smp_sample(&p, &st, row, 8, NULL, 0, -1, &r, w);
+    ck_assert(t == 0 || t == 1);
+    ck_assert_int_eq(r.n_probs, 2);
+    ck_assert_int_eq(r.n_candidates, 2);
+    ck_assert_float_eq_tol(r.probs[0].logprob, log(0.6), 1e-4);
+    ck_assert_float_eq_tol(r.probs[1].logprob, log(0.4), 1e-4);
+    ck_assert_float_eq_tol(r.logprob, t == 0 ? log(0.6) : log(0.4), 1e-4);
+    smp_work_destroy(&w);
+}
+END_TEST
+
+/* The default chain equals the samplers applied one by one. */
+START_TEST(test_chain_composition)
+{
+    const int n = 4096;
+    float *row = malloc(n * sizeof(float));
+    smp_tok *buf = malloc(n * sizeof(smp_tok));
+    int32_t hist[100];
+    for (int i = 0; i < 100; i++)
+        hist[i] = (int32_t)(smp_rng_u64(1, 2, (uint32_t)i, 0) % 60);
+    smp_work *w = smp_work_new(n);
+    smp_params p = smp_params_default();
+    p.repeat_penalty = 1.3f;
+    p.presence_penalty = 0.2f;
+    p.top_k = 30;
+    p.top_p = 0.8f;
+    p.min_p = 0.02f;
+    p.temperature = 0.7f;
+    for (uint32_t s = 0; s < 40; s++) {
+        fill_normal(row, n, s, 2.0f);
+        for (int i = 0; i < 60; i++)
+            row[i] += 4.0f;   /* make the penalised ids matter */
+        p.seed = s;
+        smp_state st;
+        smp_state_init(&st, &p, 9);
+        st.step = s;
+        smp_result r;
+        int got = smp_sample(&p, &st, row, n, hist, 100, -1, &r, w);
+        smp_cands c = cands_of(buf, row, n);
+        smp_penalties(&c, &p, hist, 100, w);
+        smp_top_k(&c, p.top_k, 0);
+        smp_top_p(&c, p.top_p, 0);
+        smp_min_p(&c, p.min_p, 0);
+        smp_temperature(&c, p.temperature, 0, 1);
+        int idx = smp_dist(&c, smp_rng_uniform(s, 9, s, 0));
+        ck_assert_int_eq(got, c.data[idx].id);
+        ck_assert_int_eq(r.n_candidates, c.n);
+        ck_assert_uint_eq(st.step, s + 1);
+    }
+    smp_work_destroy(&w);
+    free(row);
+    free(buf);
+}
+END_TEST
+
+/* Mirostat's mu travels in the state: a run restarted from the carried state (a new
+ * work, as in a new process) continues exactly like the uninterrupted one. */
+START_TEST(test_mirostat_state_carried)
+{
+    const int n = 2000;
+    float *row = malloc(n * sizeof(float));
+    for (int m = 1; m <= 2; m++) {
+        smp_params p = smp_params_default();
+        p.mirostat = m;
+        p.seed = 77;
+        p.mirostat_tau = 3.0f;
+        smp_work *w = smp_work_new(n);
+        smp_state a, b;
+        smp_state_init(&a, &p, 5);
+        ck_assert_float_eq(a.mu, 6.0f);
+        int32_t ta[20], tb[20];
+        smp_result r;
+        for (int i = 0; i < 20; i++) {
+            fill_normal(row, n, (uint32_t)i, 2.5f);
+            ta[i] = smp_sample(&p, &a, row, n, NULL, 0, -1, &r, w);
+            ck_assert_int_ge(ta[i], 0);
+            ck_assert_float_eq(r.mu, a.mu);
+            if (i == 9)
+                b = a;   /* what the request carries */
+        }
+        ck_assert_float_ne(a.mu, 6.0f);
+        smp_work_destroy(&w);
+        w = smp_work_new(10);
+        for (int i = 10; i < 20; i++) {
+            fill_normal(row, n, (uint32_t)i, 2.5f);
+            tb[i] = smp_sample(&p, &b, row, n, NULL, 0, -1, &r, w);
+            ck_assert_int_eq(tb[i], ta[i]);
+        }
+        ck_assert_float_eq(a.mu, b.mu);
+        smp_work_destroy(&w);
+    }
+    free(row);
+}
+END_TEST
+
+/* DRY through smp_sample: the token that would continue a repeat loses to its rival. */
+START_TEST(test_sample_dry_and_warning)
+{
+    float row[7] = { 0, 0, 1.0f, 0.9f, 0, 0, 0 };
+    const int32_t hist[5] = { 0, 1, 2, 0, 1 };   /* a b c a b: c would repeat */
+    smp_params p = smp_params_default();
+    p.temperature = 0;
+    p.dry_multiplier = 0.8f;
+    smp_work *w = smp_work_new(7);
+    smp_state st;
+    smp_state_init(&st, &p, 0);
+    smp_result r;
+    ck_assert_int_eq(smp_sample(&p, &st, row, 7, hist, 5, -1, &r, w), 2);  /* no text */
+    ck_assert_ptr_nonnull(r.warn);
+    ck_assert_ptr_nonnull(strstr(r.warn, "dry"));
+    smp_work_set_pieces(w, smp_piece_array, &DRY_VOCAB);
+    ck_assert_int_eq(smp_sample(&p, &st, row, 7, hist, 5, -1, &r, w), 3);
+    ck_assert_ptr_null(r.warn);
+    smp_work_destroy(&w);
+}
+END_TEST
+
+Suite *sampler_suite(void)
+{
+    Suite *s = suite_create("sampler");
+    TCase *tc = tcase_create("params");
+    tcase_add_test(tc, test_params_defaults);
+    tcase_add_test(tc, test_params_set_and_format_roundtrip);
+    tcase_add_test(tc, test_params_reject_out_of_range);
+    tcase_add_test(tc, test_params_validate);
+    tcase_add_test(tc, test_rng_pure_and_uniform);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("samplers");
+    tcase_add_test(tc, test_softmax_and_dist);
+    tcase_add_test(tc, test_top_k);
+    tcase_add_test(tc, test_top_p);
+    tcase_add_test(tc, test_min_p);
+    tcase_add_test(tc, test_typical);
+    tcase_add_test(tc, test_top_n_sigma);
+    tcase_add_test(tc, test_xtc);
+    tcase_add_test(tc, test_temperature);
+    tcase_add_test(tc, test_mirostat);
+    tcase_add_test(tc, test_penalties);
+    tcase_add_test(tc, test_dry);
+    tcase_add_test(tc, test_partial_selection_matches_sort);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("sample");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_greedy_is_argmax);
+    tcase_add_test(tc, test_chi_square);
+    tcase_add_test(tc, test_same_token_across_processes);
+    tcase_add_test(tc, test_nan_inf_rows);
+    tcase_add_test(tc, test_bias_eos_and_probs);
+    tcase_add_test(tc, test_chain_composition);
+    tcase_add_test(tc, test_mirostat_state_carried);
+    tcase_add_test(tc, test_sample_dry_and_warning);
+    suite_add_tcase(s, tc);
+    return s;
+}
