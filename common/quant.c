@@ -19,6 +19,12 @@
 #include <strings.h>
 
 #include "f16.h"
+#include "log.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
 
 /* ---- plain types ---------------------------------------------------------------- */
 
@@ -32,10 +38,51 @@ static void quant_f32(const float *src, void *dst, int64_t n)
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
+static void dequant_f16_scalar(const uint16_t *h, float *dst, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) dst[i] = f16_to_f32(h[i]);
+}
+
+#if defined(__x86_64__)
+/* CPUID: F16C and AVX present, and the OS saves the YMM registers. */
+static int cpu_has_f16c(void)
+{
+    unsigned a, b, c, d, lo, hi;
+    const unsigned need = bit_AVX | bit_OSXSAVE | bit_F16C;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || (c & need) != need) return 0;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 6) == 6;
+}
+
+/* F16C twin of dequant_f16_scalar. The hardware quiets signalling NaNs while the
+ * scalar code keeps payloads, so any group of 8 holding an inf or NaN goes
+ * through the scalar code: the result is bit-identical for every input. */
+__attribute__((target("avx,f16c")))
+static void dequant_f16_f16c(const uint16_t *h, float *dst, int64_t n)
+{
+    const __m128i exp_mask = _mm_set1_epi16(0x7c00);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(h + i));
+        const __m128i special = _mm_cmpeq_epi16(_mm_and_si128(v, exp_mask), exp_mask);
+        if (_mm_movemask_epi8(special)) dequant_f16_scalar(h + i, dst + i, 8);
+        else _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(v));
+    }
+    dequant_f16_scalar(h + i, dst + i, n - i);
+}
+#endif
+
 static void dequant_f16(const void *src, float *dst, int64_t n)
 {
-    const uint16_t *h = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = f16_to_f32(h[i]);
+#if defined(__x86_64__)
+    static int has_f16c = -1; /* racy but idempotent: every thread computes the same */
+    if (has_f16c < 0) has_f16c = cpu_has_f16c();
+    if (has_f16c) {
+        dequant_f16_f16c(src, dst, n);
+        return;
+    }
+#endif
+    dequant_f16_scalar(src, dst, n);
 }
 
 static void quant_f16(const float *src, void *dst, int64_t n)
@@ -61,6 +108,7 @@ static void quant_bf16(const float *src, void *dst, int64_t n)
 static void dequant_q4_0(const void *src, float *dst, int64_t n)
 {
     const block_q4_0 *b = src;
+    LLM_ASSERT(n % QK4_0 == 0);
     for (int64_t i = 0; i < n / QK4_0; i++, b++, dst += QK4_0) {
         const float d = f16_to_f32(b->d);
         for (int j = 0; j < QK4_0 / 2; j++) {
@@ -73,6 +121,7 @@ static void dequant_q4_0(const void *src, float *dst, int64_t n)
 static void dequant_q4_1(const void *src, float *dst, int64_t n)
 {
     const block_q4_1 *b = src;
+    LLM_ASSERT(n % QK4_1 == 0);
     for (int64_t i = 0; i < n / QK4_1; i++, b++, dst += QK4_1) {
         const float d = f16_to_f32(b->d), m = f16_to_f32(b->m);
         for (int j = 0; j < QK4_1 / 2; j++) {
@@ -90,6 +139,7 @@ static uint32_t load_u32le(const uint8_t *p)
 static void dequant_q5_0(const void *src, float *dst, int64_t n)
 {
     const block_q5_0 *b = src;
+    LLM_ASSERT(n % QK5_0 == 0);
     for (int64_t i = 0; i < n / QK5_0; i++, b++, dst += QK5_0) {
         const float d = f16_to_f32(b->d);
         const uint32_t qh = load_u32le(b->qh);
@@ -106,6 +156,7 @@ static void dequant_q5_0(const void *src, float *dst, int64_t n)
 static void dequant_q5_1(const void *src, float *dst, int64_t n)
 {
     const block_q5_1 *b = src;
+    LLM_ASSERT(n % QK5_1 == 0);
     for (int64_t i = 0; i < n / QK5_1; i++, b++, dst += QK5_1) {
         const float d = f16_to_f32(b->d), m = f16_to_f32(b->m);
         const uint32_t qh = load_u32le(b->qh);
@@ -121,6 +172,7 @@ static void dequant_q5_1(const void *src, float *dst, int64_t n)
 static void dequant_q8_0(const void *src, float *dst, int64_t n)
 {
     const block_q8_0 *b = src;
+    LLM_ASSERT(n % QK8_0 == 0);
     for (int64_t i = 0; i < n / QK8_0; i++, b++, dst += QK8_0) {
         const float d = f16_to_f32(b->d);
         for (int j = 0; j < QK8_0; j++) dst[j] = (float)b->qs[j] * d;
@@ -131,6 +183,7 @@ static void dequant_q8_0(const void *src, float *dst, int64_t n)
 static void dequant_q8_1(const void *src, float *dst, int64_t n)
 {
     const block_q8_1 *b = src;
+    LLM_ASSERT(n % QK8_1 == 0);
     for (int64_t i = 0; i < n / QK8_1; i++, b++, dst += QK8_1) {
         const float d = f16_to_f32(b->d);
         for (int j = 0; j < QK8_1; j++) dst[j] = (float)b->qs[j] * d;
@@ -175,6 +228,7 @@ static int trunc_clamp(float v, int top)
 static void quant_q4_0(const float *src, void *dst, int64_t n)
 {
     block_q4_0 *b = dst;
+    LLM_ASSERT(n % QK4_0 == 0);
     for (int64_t i = 0; i < n / QK4_0; i++, b++, src += QK4_0) {
         /* the extreme value maps to -8 exactly, so the full range [-8, 7] is used */
         const float d = signed_absmax(src, QK4_0) / -8.0f;
@@ -191,6 +245,7 @@ static void quant_q4_0(const float *src, void *dst, int64_t n)
 static void quant_q4_1(const float *src, void *dst, int64_t n)
 {
     block_q4_1 *b = dst;
+    LLM_ASSERT(n % QK4_1 == 0);
     for (int64_t i = 0; i < n / QK4_1; i++, b++, src += QK4_1) {
         float mn, mx;
         min_max(src, QK4_1, &mn, &mx);
@@ -217,6 +272,7 @@ static void store_u32le(uint8_t *p, uint32_t v)
 static void quant_q5_0(const float *src, void *dst, int64_t n)
 {
     block_q5_0 *b = dst;
+    LLM_ASSERT(n % QK5_0 == 0);
     for (int64_t i = 0; i < n / QK5_0; i++, b++, src += QK5_0) {
         const float d = signed_absmax(src, QK5_0) / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -236,6 +292,7 @@ static void quant_q5_0(const float *src, void *dst, int64_t n)
 static void quant_q5_1(const float *src, void *dst, int64_t n)
 {
     block_q5_1 *b = dst;
+    LLM_ASSERT(n % QK5_1 == 0);
     for (int64_t i = 0; i < n / QK5_1; i++, b++, src += QK5_1) {
         float mn, mx;
         min_max(src, QK5_1, &mn, &mx);
@@ -273,6 +330,7 @@ static float block_absmax(const float *x, int n)
 static void quant_q8_0(const float *src, void *dst, int64_t n)
 {
     block_q8_0 *b = dst;
+    LLM_ASSERT(n % QK8_0 == 0);
     for (int64_t i = 0; i < n / QK8_0; i++, b++, src += QK8_0) {
         const float d = block_absmax(src, QK8_0) / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -284,6 +342,7 @@ static void quant_q8_0(const float *src, void *dst, int64_t n)
 static void quant_q8_1(const float *src, void *dst, int64_t n)
 {
     block_q8_1 *b = dst;
+    LLM_ASSERT(n % QK8_1 == 0);
     for (int64_t i = 0; i < n / QK8_1; i++, b++, src += QK8_1) {
         const float d = block_absmax(src, QK8_1) / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;

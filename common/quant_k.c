@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "f16.h"
+#include "log.h"
 
 #define GROUP_MAX_EPS 1e-15f
 
@@ -43,6 +44,7 @@ static void scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
 void quant_dequant_q2_K(const void *src, float *y, int64_t n)
 {
     const block_q2_K *b = src;
+    LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, b++) {
         const float d = f16_to_f32(b->d), dmin = f16_to_f32(b->dmin);
         const uint8_t *q = b->qs;
@@ -75,6 +77,7 @@ static void q3_scales(const uint8_t *p, int *out)
 void quant_dequant_q3_K(const void *src, float *y, int64_t n)
 {
     const block_q3_K *b = src;
+    LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, b++) {
         const float d = f16_to_f32(b->d);
         const uint8_t *q = b->qs;
@@ -99,6 +102,7 @@ void quant_dequant_q3_K(const void *src, float *y, int64_t n)
 void quant_dequant_q4_K(const void *src, float *y, int64_t n)
 {
     const block_q4_K *b = src;
+    LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, b++) {
         const float d = f16_to_f32(b->d), dmin = f16_to_f32(b->dmin);
         const uint8_t *q = b->qs;
@@ -118,6 +122,7 @@ void quant_dequant_q4_K(const void *src, float *y, int64_t n)
 void quant_dequant_q5_K(const void *src, float *y, int64_t n)
 {
     const block_q5_K *b = src;
+    LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, b++) {
         const float d = f16_to_f32(b->d), dmin = f16_to_f32(b->dmin);
         const uint8_t *ql = b->qs;
@@ -140,6 +145,7 @@ void quant_dequant_q5_K(const void *src, float *y, int64_t n)
 void quant_dequant_q6_K(const void *src, float *y, int64_t n)
 {
     const block_q6_K *b = src;
+    LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, b++) {
         const float d = f16_to_f32(b->d);
         const uint8_t *ql = b->ql, *qh = b->qh;
@@ -163,6 +169,7 @@ void quant_dequant_q6_K(const void *src, float *y, int64_t n)
 void quant_dequant_q8_K(const void *src, float *y, int64_t n)
 {
     const block_q8_K *b = src;
+    LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, b++, y += QK_K)
         for (int j = 0; j < QK_K; j++) y[j] = b->d * (float)b->qs[j];
 }
@@ -355,6 +362,7 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs)
 void quant_quant_q2_K(const float *x, void *dst, int64_t n)
 {
     block_q2_K *y = dst;
+    LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
         uint8_t L[QK_K], Laux[16];
         float w[16], mins[16], scales[16], max_scale = 0, max_min = 0;
@@ -405,6 +413,7 @@ static void q3_pack_scales(const int *ls, uint8_t *p)
 void quant_quant_q3_K(const float *x, void *dst, int64_t n)
 {
     block_q3_K *y = dst;
+    LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
         int8_t L[QK_K];
         float scales[16], max_scale = 0, amax = 0;
@@ -506,6 +515,7 @@ static void quant_k_scale_min(const float *x, int nmax, float rmin, int nstep,
 void quant_quant_q4_K(const float *x, void *dst, int64_t n)
 {
     block_q4_K *y = dst;
+    LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
         uint8_t L[QK_K];
         quant_k_scale_min(x, 15, -1.f, 20, &y->d, &y->dmin, y->scales, L);
@@ -519,6 +529,7 @@ void quant_quant_q4_K(const float *x, void *dst, int64_t n)
 void quant_quant_q5_K(const float *x, void *dst, int64_t n)
 {
     block_q5_K *y = dst;
+    LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
         uint8_t L[QK_K];
         quant_k_scale_min(x, 31, -0.5f, 15, &y->d, &y->dmin, y->scales, L);
@@ -540,6 +551,7 @@ void quant_quant_q5_K(const float *x, void *dst, int64_t n)
 void quant_quant_q6_K(const float *x, void *dst, int64_t n)
 {
     block_q6_K *y = dst;
+    LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
         int8_t L[QK_K];
         float scales[16], max_scale = 0, max_abs = 0;
@@ -584,6 +596,7 @@ void quant_quant_q6_K(const float *x, void *dst, int64_t n)
 void quant_quant_q8_K(const float *x, void *dst, int64_t n)
 {
     block_q8_K *y = dst;
+    LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
         float amax;
         const float max = signed_absmax(QK_K, x, &amax);
