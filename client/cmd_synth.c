@@ -1,0 +1,394 @@
+/*
+ * cmd_synth.c - `llmc synth`: a random-weight model of a real shape, for benchmarks
+ * and tests (nothing large can be downloaded here).
+ *
+ *   llmc synth --shape tinyllama-1.1b --type Q8_0 \
+ *       --vocab-from ../shared/reference/tokenizer/ggml-vocab-llama-spm.gguf \
+ *       --seed 1 -o /tmp/tinyllama-q8.gguf [--arch llama|qwen2] [--threads N]
+ *
+ * Weights ~ N(0, 0.02), norms 1 + N(0, 0.1), qwen2 q/k/v biases N(0, 0.05). Every
+ * 2-D matrix (token_embd too) gets TYPE, or Q8_0/F16 when its rows do not fit TYPE's
+ * blocks; 1-D tensors are F32. The tokenizer.* keys come from the vocabulary file.
+ * Deterministic for a seed: each chunk of rows of each tensor draws from its own
+ * xoshiro256+ stream keyed by (seed, tensor name, chunk), so the bytes do not depend
+ * on the order tensors are made in or on the number of threads.
+ * Exit 0, 1 with one "error: ..." line, 2 for usage. Owner: gguf helper.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmds.h"
+#include "gguf.h"
+#include "synth_util.h"
+
+#define USAGE "usage: llmc synth --shape NAME --type TYPE --vocab-from VOCAB.gguf --seed N -o OUT.gguf\n" \
+              "                  [--arch llama|qwen2] [--threads N]\n" \
+              "shapes: tiny stories110m tinyllama-1.1b llama2-7b llama3-8b\n"
+
+typedef struct {
+    const char *name;
+    int64_t     embd, layers, heads, heads_kv, ff, ctx;
+    double      rope_base;
+    bool        tied;       /* output shares token_embd */
+} synth_shape;
+
+static const synth_shape shapes[] = {
+    {"tiny", 256, 4, 4, 2, 768, 2048, 10000.0, true},
+    {"stories110m", 768, 12, 12, 12, 2048, 1024, 10000.0, true},
+    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048, 10000.0, false},
+    {"llama2-7b", 4096, 32, 32, 32, 11008, 4096, 10000.0, false},
+    {"llama3-8b", 4096, 32, 32, 8, 14336, 8192, 500000.0, false},
+};
+
+typedef enum { FILL_WEIGHT, FILL_NORM, FILL_BIAS } fill_kind;
+
+typedef struct {
+    char      name[64];
+    uint32_t  type;
+    uint32_t  n_dims;
+    int64_t   ne[2];
+    fill_kind kind;
+} synth_tensor;
+
+typedef struct {
+    synth_tensor  *t;
+    int            n, cap;
+    uint64_t       seed;
+    int            threads;
+    synth_progress prog;
+} synth_job;
+
+/* ---- random numbers ---- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+typedef struct { uint64_t s[4]; } xoshiro;
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static inline uint64_t xo_next(xoshiro *r)
+{
+    uint64_t *s = r->s, out = s[0] + s[3], t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+/* The stream of chunk `chunk` of the tensor called name. */
+static void xo_seed(xoshiro *r, uint64_t seed, const char *name, uint64_t chunk)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    uint64_t x = seed ^ h ^ (chunk * 0xd1b54a32d192ed03ull);
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+}
+
+/* n values of mean + sd * N(0,1); the normal is Irwin-Hall of four 16-bit uniforms
+ * (exact mean and variance, tails cut at 3.46 sd), one 64-bit draw per value. */
+static void gen_normal(xoshiro *r, float *dst, int64_t n, float mean, float sd)
+{
+    const float scale = sd * 1.7320508f / 65536.0f; /* sqrt(3) / 2^16 */
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t x = xo_next(r);
+        float s = (float)((x & 0xffff) + ((x >> 16) & 0xffff) + ((x >> 32) & 0xffff) + (x >> 48));
+        dst[i] = mean + (s - 131070.0f) * scale; /* 4 * 65535 / 2 */
+    }
+}
+
+/* ---- the tensor plan ---- */
+
+static int add_tensor(synth_job *j, uint32_t want, const char *name, int64_t ne0, int64_t ne1,
+                      fill_kind kind)
+{
+    if (j->n == j->cap) {
+        int cap = j->cap ? j->cap * 2 : 64;
+        synth_tensor *t = realloc(j->t, (size_t)cap * sizeof *t);
+        if (!t) return -1;
+        j->t = t;
+        j->cap = cap;
+    }
+    synth_tensor *t = &j->t[j->n++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->n_dims = ne1 > 0 ? 2 : 1;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1 > 0 ? ne1 : 1;
+    t->kind = kind;
+    t->type = QT_F32;
+    if (t->n_dims == 2) {
+        char why[200];
+        t->type = synth_pick_type(want, ne0, why, sizeof why);
+        if (why[0]) fprintf(stderr, "synth: %s: %s\n", name, why);
+    }
+    return 0;
+}
+
+static int plan(synth_job *j, const synth_shape *s, bool qwen2, int64_t vocab, uint32_t type)
+{
+    int64_t hd = s->embd / s->heads, kv = hd * s->heads_kv;
+    char n[64];
+    int rc = add_tensor(j, type, "token_embd.weight", s->embd, vocab, FILL_WEIGHT);
+    for (int64_t l = 0; l < s->layers && rc == 0; l++) {
+#define T(suffix, ne0, ne1, kind)                                         \
+        snprintf(n, sizeof n, "blk.%lld.%s", (long long)l, suffix);       \
+        rc |= add_tensor(j, type, n, ne0, ne1, kind);
+        T("attn_norm.weight", s->embd, 0, FILL_NORM)
+        T("attn_q.weight", s->embd, s->embd, FILL_WEIGHT)
+        T("attn_k.weight", s->embd, kv, FILL_WEIGHT)
+        T("attn_v.weight", s->embd, kv, FILL_WEIGHT)
+        if (qwen2) {
+            T("attn_q.bias", s->embd, 0, FILL_BIAS)
+            T("attn_k.bias", kv, 0, FILL_BIAS)
+            T("attn_v.bias", kv, 0, FILL_BIAS)
+        }
+        T("attn_output.weight", s->embd, s->embd, FILL_WEIGHT)
+        T("ffn_norm.weight", s->embd, 0, FILL_NORM)
+        T("ffn_gate.weight", s->embd, s->ff, FILL_WEIGHT)
+        T("ffn_up.weight", s->embd, s->ff, FILL_WEIGHT)
+        T("ffn_down.weight", s->ff, s->embd, FILL_WEIGHT)
+#undef T
+    }
+    rc |= add_tensor(j, type, "output_norm.weight", s->embd, 0, FILL_NORM);
+    if (!s->tied) rc |= add_tensor(j, type, "output.weight", s->embd, vocab, FILL_WEIGHT);
+    return rc;
+}
+
+/* ---- filling tensors, chunk by chunk, on a few threads ---- */
+
+typedef struct {
+    const synth_job    *job;
+    const synth_tensor *t;
+    uint8_t            *dst;
+    int64_t             chunk_rows, n_chunks;
+    int                 first, step;
+    int                 failed;
+} fill_part;
+
+static void *fill_worker(void *arg)
+{
+    fill_part *p = arg;
+    const synth_tensor *t = p->t;
+    const qt_traits *q = qt_get(t->type);
+    size_t row = qt_row_size(t->type, t->ne[0]);
+    float *tmp = malloc((size_t)(p->chunk_rows * t->ne[0]) * sizeof *tmp);
+    if (!tmp) {
+        p->failed = 1;
+        return NULL;
+    }
+    float mean = t->kind == FILL_NORM ? 1.0f : 0.0f;
+    float sd = t->kind == FILL_NORM ? 0.1f : t->kind == FILL_BIAS ? 0.05f : 0.02f;
+    for (int64_t c = p->first; c < p->n_chunks; c += p->step) {
+        int64_t r0 = c * p->chunk_rows;
+        int64_t rows = t->ne[1] - r0 < p->chunk_rows ? t->ne[1] - r0 : p->chunk_rows;
+        xoshiro rng;
+        xo_seed(&rng, p->job->seed, t->name, (uint64_t)c);
+        gen_normal(&rng, tmp, rows * t->ne[0], mean, sd);
+        q->quant(tmp, p->dst + (size_t)r0 * row, rows * t->ne[0]);
+    }
+    free(tmp);
+    return NULL;
+}
+
+static int fill_tensor(void *user, int64_t i, const char *name, void *dst, uint64_t nbytes)
+{
+    synth_job *j = user;
+    const synth_tensor *t = &j->t[i];
+    /* chunks of about 64K values: a function of the shape only */
+    int64_t chunk_rows = (65536 + t->ne[0] - 1) / t->ne[0];
+    int64_t n_chunks = (t->ne[1] + chunk_rows - 1) / chunk_rows;
+    int nt = j->threads < n_chunks ? j->threads : (int)n_chunks;
+    fill_part parts[16];
+    pthread_t tid[16];
+    int started = 0, failed = 0;
+    for (int k = 0; k < nt; k++) {
+        parts[k] = (fill_part){j, t, dst, chunk_rows, n_chunks, k, nt, 0};
+        if (k == 0) continue;
+        if (pthread_create(&tid[k], NULL, fill_worker, &parts[k]) != 0) {
+            parts[k].failed = 1;
+            break;
+        }
+        started = k;
+    }
+    fill_worker(&parts[0]);
+    for (int k = 1; k <= started; k++) pthread_join(tid[k], NULL);
+    for (int k = 0; k < nt; k++) failed |= parts[k].failed;
+    if (started < nt - 1) failed = 1;
+    synth_progress_add(&j->prog, nbytes);
+    return failed ? -1 : 0;
+}
+
+/* ---- command line ---- */
+
+typedef struct {
+    const char *shape, *type, *vocab, *seed, *out, *arch, *threads;
+} synth_args;
+
+static int parse_args(int argc, char **argv, synth_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->arch = "llama";
+    for (int i = 1; i < argc; i++) {
+        const char **dst = NULL;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+        if (strcmp(argv[i], "--shape") == 0) dst = &a->shape;
+        else if (strcmp(argv[i], "--type") == 0) dst = &a->type;
+        else if (strcmp(argv[i], "--vocab-from") == 0) dst = &a->vocab;
+        else if (strcmp(argv[i], "--seed") == 0) dst = &a->seed;
+        else if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) dst = &a->out;
+        else if (strcmp(argv[i], "--arch") == 0) dst = &a->arch;
+        else if (strcmp(argv[i], "--threads") == 0) dst = &a->threads;
+        if (!dst) {
+            fprintf(stderr, "llmc synth: unknown argument %s\n" USAGE, argv[i]);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "llmc synth: %s needs a value\n" USAGE, argv[i]);
+            return 2;
+        }
+        *dst = argv[++i];
+    }
+    if (!a->shape || !a->type || !a->vocab || !a->seed || !a->out) {
+        fprintf(stderr, "llmc synth: --shape, --type, --vocab-from, --seed and -o are required\n" USAGE);
+        return 2;
+    }
+    return 0;
+}
+
+static bool parse_u64(const char *s, uint64_t *v)
+{
+    char *end;
+    errno = 0;
+    if (*s == '-' || *s == 0) return false;
+    unsigned long long x = strtoull(s, &end, 0);
+    if (errno || *end) return false;
+    *v = x;
+    return true;
+}
+
+/* Writes the model described by the checked arguments. */
+static int synth_write(const synth_shape *s, bool qwen2, uint32_t type, uint64_t seed,
+                       int threads, const char *vocab_path, const char *out)
+{
+    char err[1024];
+    double t0 = synth_now();
+    gguf_ctx *v = gguf_open(vocab_path, err, sizeof err);
+    if (!v) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    int64_t tok = gguf_find_key(v, "tokenizer.ggml.tokens");
+    if (tok < 0 || gguf_arr_type(v, tok) != GGUF_T_STRING || gguf_arr_n(v, tok) == 0) {
+        fprintf(stderr, "error: %s: no tokenizer.ggml.tokens string array\n", vocab_path);
+        gguf_close(v);
+        return 1;
+    }
+    int64_t vocab = (int64_t)gguf_arr_n(v, tok);
+    const char *arch = qwen2 ? "qwen2" : "llama";
+    synth_job job = {.seed = seed, .threads = threads};
+    gguf_writer *w = gguf_writer_new();
+    int rc = 1;
+    if (!w || plan(&job, s, qwen2, vocab, type) != 0) {
+        fprintf(stderr, "error: out of memory\n");
+        goto out;
+    }
+    char name[96], key[128];
+    snprintf(name, sizeof name, "synth-%s%s", s->name, qwen2 ? "-qwen2" : "");
+    gguf_writer_set_str(w, "general.architecture", arch);
+    gguf_writer_set_str(w, "general.name", name);
+    gguf_writer_set_u32(w, "general.alignment", GGUF_DEFAULT_ALIGNMENT);
+    gguf_writer_set_u32(w, "general.file_type", synth_ftype(type));
+    gguf_writer_set_u32(w, "general.quantization_version", 2);
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+    gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)s->ctx);
+    gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)s->embd);
+    gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)s->layers);
+    gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s->ff);
+    gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s->heads);
+    gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->heads_kv);
+    gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)(s->embd / s->heads));
+    gguf_writer_set_f32(w, KEY("rope.freq_base"), qwen2 ? 1000000.0f : (float)s->rope_base);
+    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), qwen2 ? 1e-6f : 1e-5f);
+    gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)vocab);
+#undef KEY
+    gguf_writer_copy_kv(w, v, "tokenizer.");
+    uint64_t total = 0, params = 0;
+    for (int i = 0; i < job.n; i++) {
+        const synth_tensor *t = &job.t[i];
+        if (gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, NULL) != 0) {
+            fprintf(stderr, "error: %s\n", gguf_writer_error(w));
+            goto out;
+        }
+        total += qt_row_size(t->type, t->ne[0]) * (uint64_t)t->ne[1];
+        params += (uint64_t)(t->ne[0] * t->ne[1]);
+    }
+    fprintf(stderr, "synth: %s (%s, %llu parameters, vocab %lld) %s seed %llu -> %s\n", s->name,
+            arch, (unsigned long long)params, (long long)vocab, qt_name(type),
+            (unsigned long long)seed, out);
+    synth_progress_start(&job.prog, "synth", total);
+    int wr = gguf_writer_write(w, out, fill_tensor, &job, err, sizeof err);
+    synth_progress_end(&job.prog);
+    if (wr != 0) {
+        fprintf(stderr, "error: %s\n", err);
+        goto out;
+    }
+    fprintf(stderr, "synth: wrote %s: %d tensors, %llu bytes of tensor data in %.1f s\n", out,
+            job.n, (unsigned long long)total, synth_now() - t0);
+    rc = 0;
+out:
+    free(job.t);
+    gguf_writer_free(w);
+    gguf_close(v);
+    return rc;
+}
+
+/* Entry point of `llmc synth` (see cmds.h for the exit codes). */
+int cmd_synth(int argc, char **argv)
+{
+    synth_args a;
+    int prc = parse_args(argc, argv, &a);
+    if (prc == 1) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (prc) return prc;
+    const synth_shape *s = NULL;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (strcmp(a.shape, shapes[i].name) == 0) s = &shapes[i];
+    if (!s) {
+        fprintf(stderr, "llmc synth: unknown shape %s\n" USAGE, a.shape);
+        return 2;
+    }
+    int type = qt_from_name(a.type);
+    const qt_traits *q = type >= 0 ? qt_get((uint32_t)type) : NULL;
+    if (!q || !q->quant) {
+        fprintf(stderr, "llmc synth: cannot produce type %s\n" USAGE, a.type);
+        return 2;
+    }
+    bool qwen2 = strcmp(a.arch, "qwen2") == 0;
+    if (!qwen2 && strcmp(a.arch, "llama") != 0) {
+        fprintf(stderr, "llmc synth: --arch must be llama or qwen2, not %s\n", a.arch);
+        return 2;
+    }
+    uint64_t seed, threads = 2;
+    if (!parse_u64(a.seed, &seed)) {
+        fprintf(stderr, "llmc synth: --seed must be a non-negative integer, not %s\n", a.seed);
+        return 2;
+    }
+    if (a.threads && (!parse_u64(a.threads, &threads) || threads < 1 || threads > 16)) {
+        fprintf(stderr, "llmc synth: --threads must be 1..16, not %s\n", a.threads);
+        return 2;
+    }
+    return synth_write(s, qwen2, (uint32_t)type, seed, (int)threads, a.vocab, a.out);
+}
