@@ -3,10 +3,25 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "net.h"
+
+/* 1 if something listens on the unix socket at path (a stale file refuses). */
+static int ipc_listening(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof a.sun_path) return 1; /* let ZeroMQ report it */
+    memcpy(a.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0) return 1;
+    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0 || errno != ECONNREFUSED;
+    close(fd);
+    return ok;
+}
 
 int lc_open(lc_conn *c, const char *endpoint, const char *run_dir, char *err, size_t errcap)
 {
@@ -20,7 +35,7 @@ int lc_open(lc_conn *c, const char *endpoint, const char *run_dir, char *err, si
     }
     const char *path = net_ipc_path(c->endpoint);
     struct stat st;
-    if (path && stat(path, &st) != 0) {
+    if (path && (stat(path, &st) != 0 || !ipc_listening(path))) {
         snprintf(err, errcap, "the pipeline is not running (no front door at %s); " LC_START_HINT, c->endpoint);
         return -1;
     }

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# pipeline.sh - start, stop, inspect and restart the local pipeline (samplerd, engined
+# master + workers, tokenizerd) in the background. Used by `make run` / `make stop`.
+#
+#   deploy/pipeline.sh start --model FILE [--workers N] [--run-dir DIR] [--ctx N] [--threads N] [--float]
+#   deploy/pipeline.sh stop    [--run-dir DIR]
+#   deploy/pipeline.sh status  [--run-dir DIR]
+#   deploy/pipeline.sh restart tokenizerd|samplerd|engined|all [--run-dir DIR]
+#
+# Binaries come from $LLM_BIN (default: build/bin next to this script's repository).
+# The run directory (--run-dir, else $LLM_RUN_DIR, else $XDG_RUNTIME_DIR/llm, else
+# /tmp/llm-$UID, mode 0700) holds the sockets, one pid file and one log per daemon,
+# and pipeline.conf (the start options, reused by restart). Two pipelines with two
+# run directories run side by side.
+set -u
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BIN=${LLM_BIN:-$here/../build/bin}
+DAEMONS="samplerd engined tokenizerd"
+
+die() { echo "pipeline.sh: $*" >&2; exit 1; }
+
+usage() {
+    sed -n '4,8p' "${BASH_SOURCE[0]}" | sed 's/^# //'
+    exit "${1:-2}"
+}
+
+cmd=${1:-}; [ -n "$cmd" ] || usage
+shift
+component=""
+if [ "$cmd" = restart ]; then component=${1:-}; [ -n "$component" ] || usage; shift; fi
+
+MODEL="" WORKERS=${LLM_WORKERS_N:-1} RUN_DIR="" CTX=${LLM_CTX:-0} THREADS=${LLM_THREADS:-1} FLOAT=0
+while [ $# -gt 0 ]; do
+    case $1 in
+        --model) MODEL=${2:?--model needs a file}; shift 2 ;;
+        --workers) WORKERS=${2:?}; shift 2 ;;
+        --run-dir) RUN_DIR=${2:?}; shift 2 ;;
+        --ctx) CTX=${2:?}; shift 2 ;;
+        --threads) THREADS=${2:?}; shift 2 ;;
+        --float) FLOAT=1; shift ;;
+        -h|--help) usage 0 ;;
+        *) die "unknown option '$1' (pipeline.sh --help)" ;;
+    esac
+done
+
+if [ -z "$RUN_DIR" ]; then
+    if [ -n "${LLM_RUN_DIR:-}" ]; then RUN_DIR=$LLM_RUN_DIR
+    elif [ -n "${XDG_RUNTIME_DIR:-}" ]; then RUN_DIR=$XDG_RUNTIME_DIR/llm
+    else RUN_DIR=/tmp/llm-$(id -u); fi
+fi
+mkdir -p -m 700 "$RUN_DIR" || die "cannot create run directory $RUN_DIR"
+chmod 700 "$RUN_DIR"
+export LLM_RUN_DIR=$RUN_DIR
+
+pid_of() { local f=$RUN_DIR/$1.pid; [ -f "$f" ] && cat "$f"; }
+alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
+
+start_one() {
+    local d=$1 args=()
+    alive "$d" && { echo "$d already running (pid $(pid_of "$d"))"; return 0; }
+    case $d in
+        samplerd) args=(--run-dir "$RUN_DIR") ;;
+        engined) args=(--model "$MODEL" --workers "$WORKERS" --threads "$THREADS" --ctx "$CTX" --run-dir "$RUN_DIR")
+                 [ "$FLOAT" = 1 ] && args+=(--float) ;;
+        tokenizerd) args=(--model "$MODEL" --run-dir "$RUN_DIR") ;;
+    esac
+    [ -x "$BIN/$d" ] || die "$BIN/$d not found: build first (make), or set LLM_BIN"
+    nohup "$BIN/$d" "${args[@]}" >>"$RUN_DIR/$d.log" 2>&1 </dev/null &
+    echo $! >"$RUN_DIR/$d.pid"
+}
+
+stop_one() {
+    local d=$1 p i
+    p=$(pid_of "$d") || return 0
+    if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+        kill -TERM "$p" 2>/dev/null
+        for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -0 "$p" 2>/dev/null && { echo "$d (pid $p) ignored SIGTERM for 10 s; killing it" >&2; kill -KILL "$p"; }
+    fi
+    rm -f "$RUN_DIR/$d.pid"
+}
+
+load_conf() {
+    [ -f "$RUN_DIR/pipeline.conf" ] || die "no pipeline.conf in $RUN_DIR: start the pipeline first"
+    # shellcheck disable=SC1091
+    . "$RUN_DIR/pipeline.conf"
+}
+
+# Waits until the front door answers and reports the expected number of workers.
+wait_ready() {
+    local want=$1 i out n
+    for i in $(seq 600); do
+        for d in $DAEMONS; do
+            alive "$d" || { echo "pipeline.sh: $d exited; last lines of $RUN_DIR/$d.log:" >&2
+                            tail -n 5 "$RUN_DIR/$d.log" >&2; return 1; }
+        done
+        if out=$("$BIN/llmc" status --run-dir "$RUN_DIR" 2>/dev/null); then
+            n=$(printf '%s\n' "$out" | sed -n 's/^workers: //p')
+            [ "${n:-0}" -ge "$want" ] && return 0
+        fi
+        sleep 0.2
+    done
+    echo "pipeline.sh: not ready after 120 s (see $RUN_DIR/*.log)" >&2
+    return 1
+}
+
+case $cmd in
+    start)
+        [ -n "$MODEL" ] || die "start needs --model FILE"
+        [ -r "$MODEL" ] || die "model $MODEL is not readable"
+        MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
+        printf 'MODEL=%q\nWORKERS=%q\nCTX=%q\nTHREADS=%q\nFLOAT=%q\n' "$MODEL" "$WORKERS" "$CTX" "$THREADS" "$FLOAT" \
+            >"$RUN_DIR/pipeline.conf"
+        for d in $DAEMONS; do start_one "$d"; done
+        wait_ready "$WORKERS" || exit 1
+        echo "pipeline ready in $RUN_DIR ($WORKERS worker(s), model $(basename "$MODEL")); logs: $RUN_DIR/*.log"
+        ;;
+    stop)
+        for d in tokenizerd engined samplerd; do stop_one "$d"; done
+        echo "pipeline in $RUN_DIR stopped"
+        ;;
+    status)
+        rc=0
+        for d in $DAEMONS; do
+            if alive "$d"; then echo "$d: running (pid $(pid_of "$d"))"; else echo "$d: not running"; rc=1; fi
+        done
+        "$BIN/llmc" status --run-dir "$RUN_DIR" || rc=1
+        exit $rc
+        ;;
+    restart)
+        load_conf
+        case $component in
+            all) for d in tokenizerd engined samplerd; do stop_one "$d"; done
+                 for d in $DAEMONS; do start_one "$d"; done ;;
+            samplerd|engined|tokenizerd) stop_one "$component"; start_one "$component" ;;
+            *) die "restart what? tokenizerd, samplerd, engined or all" ;;
+        esac
+        wait_ready "$WORKERS" || exit 1
+        echo "$component restarted"
+        ;;
+    *) usage ;;
+esac
