@@ -315,15 +315,15 @@ static int reserve(eng_model *m, int n, int max_pos)
 
 /* ---- element-wise pieces --------------------------------------------------------- */
 
-/* out = x / rms(x) * w over n rows of dim values; the sum of squares in double, as
- * llama.cpp does. */
+/* out = x / rms(x) * w over n rows of dim values; squares in float summed in double,
+ * as llama.cpp does (the last bit matters: it decides some activation roundings). */
 static void rms_norm(const float *x, const float *w, float *out, int n, int dim, float eps)
 {
     for (int r = 0; r < n; r++) {
         const float *xr = x + (size_t)r * dim;
         float *o = out + (size_t)r * dim;
         double ss = 0;
-        for (int i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
+        for (int i = 0; i < dim; i++) ss += (double)(xr[i] * xr[i]);
         float scale = 1.0f / sqrtf((float)(ss / dim) + eps);
         for (int i = 0; i < dim; i++) o[i] = xr[i] * scale * w[i];
     }

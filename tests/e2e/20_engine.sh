@@ -1,0 +1,83 @@
+#!/bin/bash
+# End-to-end: engined's one-shot commands on a private copy of stories260K.
+# Build then attach (log says so), greedy ids equal llama.cpp's greedy.txt on both
+# paths, --logits-out size, --list-segments / --remove-segment, a changed file gets a
+# new segment, and bad input gives "error:" lines and exit status 1.
+set -u
+BIN=${LLM_BIN:?LLM_BIN not set}
+SH=${LLM_SHARED:-../shared}
+E="$BIN/engined"
+REF="$SH/reference/stories260K-f32"
+T=$(mktemp -d /tmp/llm-e2e-engine-XXXXXX)
+fail=0
+say() { echo "20_engine: $*"; }
+bad() { say "FAIL: $*"; fail=1; }
+cleanup() {
+    for s in $("$E" --list-segments 2>/dev/null | awk -v t="$T" 'index($0, t) {print $1}'); do
+        "$E" --remove-segment "$s" >/dev/null 2>&1
+    done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+cp "$SH/models/stories260K-f32.gguf" "$T/m.gguf"
+
+# 1. first run converts, second attaches; both give llama.cpp's greedy continuation
+"$E" --model "$T/m.gguf" --eval "$REF/story/tokens.txt" -n 32 >"$T/g1" 2>"$T/log1" || bad "first eval failed: $(cat "$T/log1")"
+grep -q "built segment" "$T/log1" || bad "first run did not build a segment"
+"$E" --model "$T/m.gguf" --eval "$REF/story/tokens.txt" -n 32 >"$T/g2" 2>"$T/log2" || bad "second eval failed"
+grep -q "attached READY segment .* in [0-9.]* ms" "$T/log2" || bad "second run did not attach: $(cat "$T/log2")"
+say "$(grep -o 'attached READY segment .*' "$T/log2")"
+cmp -s "$T/g1" "$REF/story/greedy.txt" || bad "int8 greedy differs from greedy.txt"
+cmp -s "$T/g2" "$REF/story/greedy.txt" || bad "int8 greedy (attached) differs from greedy.txt"
+
+# 2. float path, every case, both KV types
+for c in hello story unicode; do
+    for kv in f32 f16; do
+        "$E" --model "$T/m.gguf" --eval "$REF/$c/tokens.txt" -n 32 --precision float --kv $kv --threads 1 \
+            >"$T/gf" 2>/dev/null || bad "float eval $c failed"
+        cmp -s "$T/gf" "$REF/$c/greedy.txt" || bad "float greedy ($c, kv $kv) differs from greedy.txt"
+    done
+done
+
+# 3. --logits-out writes n_tokens x n_vocab floats
+"$E" --model "$T/m.gguf" --eval "$REF/unicode/tokens.txt" --logits-out "$T/l.f32" 2>/dev/null || bad "logits-out failed"
+want=$(( $(grep -c . "$REF/unicode/tokens.txt") * 512 * 4 ))
+[ "$(stat -c %s "$T/l.f32" 2>/dev/null)" = "$want" ] || bad "logits file is not $want bytes"
+
+# 4. listing and removal
+"$E" --list-segments >"$T/list" || bad "--list-segments failed"
+grep -q "READY .*$T/m.gguf" "$T/list" || bad "segment not listed: $(cat "$T/list")"
+seg=$(awk -v t="$T/m.gguf" '$NF == t && $1 !~ /f32$/ {print $1}' "$T/list" | head -1)
+[ -n "$seg" ] || bad "no int8 segment for the model in the list"
+"$E" --remove-segment "$seg" >/dev/null || bad "--remove-segment $seg failed"
+"$E" --list-segments | grep -q "^$seg " && bad "$seg still listed after removal"
+"$E" --remove-segment "$seg" 2>/dev/null && bad "removing twice should fail"
+
+# 5. a changed file is not served from the old segment
+"$E" --model "$T/m.gguf" --eval "$REF/hello/tokens.txt" -n 2 >/dev/null 2>"$T/log3"
+old=$(grep -o '/llm-[0-9a-f]*' "$T/log3" | head -1)
+touch -d '2001-01-01' "$T/m.gguf"
+"$E" --model "$T/m.gguf" --eval "$REF/hello/tokens.txt" -n 2 >/dev/null 2>"$T/log4"
+grep -q "built segment" "$T/log4" || bad "changed file reused a segment: $(cat "$T/log4")"
+new=$(grep -o '/llm-[0-9a-f]*' "$T/log4" | head -1)
+[ "$old" != "$new" ] || bad "changed file got the same segment name $old"
+
+# 6. bad input: clear errors, exit status 1 (2 for usage)
+"$E" --model "$T/none.gguf" --eval "$REF/hello/tokens.txt" 2>"$T/e1"; rc=$?
+[ $rc = 1 ] && grep -q "error: .*none.gguf" "$T/e1" || bad "missing model: rc $rc, $(cat "$T/e1")"
+printf '1\nabc\n' >"$T/bad.txt"
+"$E" --model "$T/m.gguf" --eval "$T/bad.txt" 2>"$T/e2"; rc=$?
+[ $rc = 1 ] && grep -q "bad.txt:2" "$T/e2" || bad "bad token file: rc $rc, $(cat "$T/e2")"
+printf '1\n99999\n' >"$T/oov.txt"
+"$E" --model "$T/m.gguf" --eval "$T/oov.txt" 2>"$T/e3"; rc=$?
+[ $rc = 1 ] && grep -q "outside the vocabulary" "$T/e3" || bad "out-of-vocab token: rc $rc, $(cat "$T/e3")"
+printf 'not a gguf' >"$T/junk.gguf"
+"$E" --model "$T/junk.gguf" --eval "$REF/hello/tokens.txt" 2>"$T/e4"; rc=$?
+[ $rc = 1 ] && grep -q "error:" "$T/e4" || bad "junk model: rc $rc, $(cat "$T/e4")"
+"$E" --model "$T/m.gguf" --eval "$REF/hello/tokens.txt" --precision int4 2>/dev/null; rc=$?
+[ $rc = 2 ] || bad "bad --precision: rc $rc"
+"$E" --help | grep -q -- "--list-segments" || bad "--help"
+
+[ $fail = 0 ] && say "ok"
+exit $fail
