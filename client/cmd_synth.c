@@ -306,6 +306,7 @@ static int synth_write(const synth_shape *s, bool qwen2, uint32_t type, uint64_t
     char name[96], key[128];
     snprintf(name, sizeof name, "synth-%s%s", s->name, qwen2 ? "-qwen2" : "");
     gguf_writer_set_str(w, "general.architecture", arch);
+    gguf_writer_set_str(w, "general.type", "model");
     gguf_writer_set_str(w, "general.name", name);
     gguf_writer_set_u32(w, "general.alignment", GGUF_DEFAULT_ALIGNMENT);
     gguf_writer_set_u32(w, "general.file_type", synth_ftype(type));
