@@ -179,33 +179,32 @@ static const char *piece_of(smp_work *w, int32_t id, size_t *len)
     return s;
 }
 
-/* If breaker b starts inside the text of t[j] and its rest lies in the texts of
+/* If breaker b starts inside ps (the text of t[j]) and its rest lies in the texts of
  * t[j+1 .. N), returns how many of those later tokens it reaches into; else -1. */
-static int breaker_span(smp_work *w, const smp_breaker *b, const int32_t *t, int N, int j)
+static int breaker_span(smp_work *w, const smp_breaker *b, const char *ps, size_t plen,
+                        const int32_t *t, int N, int j)
 {
-    size_t plen;
-    const char *ps = piece_of(w, t[j], &plen);
     int best = -1;
-    for (size_t o = 0; o < plen; o++) {
-        if (ps[o] != b->s[0])
+    for (const char *q = plen ? memchr(ps, b->s[0], plen) : NULL; q;
+         q = (size_t)(q + 1 - ps) < plen ? memchr(q + 1, b->s[0], plen - (size_t)(q + 1 - ps)) : NULL) {
+        size_t o = (size_t)(q - ps);
+        if (plen - o >= b->len) {       /* wholly inside this token */
+            if (!memcmp(q, b->s, b->len))
+                best = best > 0 ? best : 0;
             continue;
-        /* walk b over ps[o..], then the following tokens' text */
-        size_t bi = 0, k = o;
+        }
+        if (memcmp(q, b->s, plen - o))
+            continue;
+        /* walk the rest of b over the following tokens' text */
+        size_t bi = plen - o;
         int tj = j;
-        const char *cur = ps;
-        size_t curlen = plen;
-        while (bi < b->len) {
-            if (k == curlen) {
-                if (++tj >= N)
-                    break;
-                cur = piece_of(w, t[tj], &curlen);
-                k = 0;
-                continue;
-            }
-            if (cur[k] != b->s[bi])
+        while (bi < b->len && ++tj < N) {
+            size_t cl;
+            const char *cur = piece_of(w, t[tj], &cl);
+            size_t k = cl < b->len - bi ? cl : b->len - bi;
+            if (k && memcmp(cur, b->s + bi, k))
                 break;
-            k++;
-            bi++;
+            bi += k;
         }
         if (bi == b->len && tj - j > best)
             best = tj - j;
@@ -218,8 +217,10 @@ static int dry_rep_limit(smp_work *w, const smp_params *p, const int32_t *t, int
 {
     for (int i = 0; i < N; i++) {
         int j = N - 1 - i, span = -1;
-        for (int b = 0; b < p->n_breakers; b++) {
-            int s = breaker_span(w, &p->breakers[b], t, N, j);
+        size_t plen;
+        const char *ps = piece_of(w, t[j], &plen);
+        for (int b = 0; b < p->n_breakers && plen; b++) {
+            int s = breaker_span(w, &p->breakers[b], ps, plen, t, N, j);
             span = s > span ? s : span;
         }
         if (span >= 0)
