@@ -1,0 +1,95 @@
+#!/bin/bash
+# End-to-end: llmc inspect / quantize / synth on the shared models.
+# inspect reads every model (right layer count, valid --json) and refuses corrupt
+# files with exit 1 and exactly one "error:" line; synth is deterministic for a seed
+# (and independent of the thread count); quantize produces the asked-for type.
+set -u
+BIN=${LLM_BIN:?LLM_BIN not set}
+SH=${LLM_SHARED:-../shared}
+L="$BIN/llmc"
+V="$SH/reference/tokenizer"
+T=$(mktemp -d /tmp/llm-e2e-tools-XXXXXX)
+fail=0
+say() { echo "10_tools: $*"; }
+bad() { say "FAIL: $*"; fail=1; }
+trap 'rm -rf "$T"' EXIT
+
+# 1. every model: exit 0, the layer count of models/README.md, parseable JSON
+layers_of() {
+    case "$1" in
+        tiny-llama2-*) echo 4 ;; tiny-llama3-*|tiny-qwen2-*) echo 2 ;; stories260K-*) echo 5 ;; *) echo "?" ;;
+    esac
+}
+n=0
+for f in "$SH"/models/*.gguf; do
+    b=$(basename "$f")
+    out=$("$L" inspect "$f" 2>"$T/err") || { bad "inspect $b exited $?: $(cat "$T/err")"; continue; }
+    want=$(layers_of "$b")
+    echo "$out" | grep -Eq "^layers +$want\$" || bad "inspect $b: layers is not $want"
+    "$L" inspect "$f" --json --tensors >"$T/$b.json" || bad "inspect --json $b failed"
+    echo "$T/$b.json $want" >>"$T/json.list"
+    n=$((n + 1))
+done
+if command -v python3 >/dev/null; then # one interpreter for all files: it is slow to start
+    python3 - "$T/json.list" <<'PY' || bad "inspect --json output is not valid JSON with the right layers"
+import json, sys
+for line in open(sys.argv[1]):
+    path, want = line.split()
+    d = json.load(open(path))
+    assert d["layers"] == int(want), path
+    assert len(d["tensors"]) == d["tensor_count"], path
+PY
+fi
+say "inspect read $n models"
+"$L" inspect "$SH/models/tiny-qwen2-Q8_0.gguf" | grep -q "neox" || bad "qwen2 rope is not reported as neox"
+"$L" inspect "$SH/models/tiny-llama2-Q4_0.gguf" | grep -Eq "^  Q4_0 +28 tensors" || bad "tiny-llama2-Q4_0: not 28 Q4_0 tensors"
+
+# 2. corrupt files: exit 1, exactly one line, starting with "error: "
+one_error() { # $1 = file, $2 = description
+    "$L" inspect "$1" >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq 1 ] || bad "$2: exit $rc, expected 1"
+    [ "$(wc -l <"$T/err")" -eq 1 ] || bad "$2: stderr has $(wc -l <"$T/err") lines"
+    grep -q "^error: " "$T/err" || bad "$2: stderr does not start with 'error: '"
+    [ -s "$T/out" ] && bad "$2: printed something on stdout"
+}
+src="$SH/models/stories260K-f16.gguf"
+head -c 5000 "$src" >"$T/trunc.gguf";     one_error "$T/trunc.gguf" "truncated file"
+head -c 600000 "$src" >"$T/trunc2.gguf";  one_error "$T/trunc2.gguf" "truncated data"
+{ printf 'GGUX'; tail -c +5 "$src"; } >"$T/magic.gguf"; one_error "$T/magic.gguf" "wrong magic"
+{ head -c 4 "$src"; printf '\001\000\000\000'; tail -c +9 "$src"; } >"$T/v1.gguf"; one_error "$T/v1.gguf" "version 1"
+: >"$T/empty.gguf";                       one_error "$T/empty.gguf" "empty file"
+one_error "$T/missing.gguf" "missing file"
+grep -q "magic" <("$L" inspect "$T/magic.gguf" 2>&1) || bad "wrong magic: the error does not name the field"
+"$L" inspect >/dev/null 2>&1; [ $? -eq 2 ] || bad "inspect without a file: exit is not 2"
+"$L" inspect "$src" --bogus >/dev/null 2>&1; [ $? -eq 2 ] || bad "inspect --bogus: exit is not 2"
+
+# 3. synth: same seed -> same bytes (any thread count), other seed -> different
+S() { "$L" synth --shape tiny --type Q8_0 --vocab-from "$V/ggml-vocab-llama-spm.gguf" "$@" 2>>"$T/synth.log"; }
+S --seed 7 -o "$T/a.gguf" || bad "synth failed: $(cat "$T/synth.log")"
+S --seed 7 -o "$T/b.gguf" --threads 1 || bad "synth (1 thread) failed"
+S --seed 8 -o "$T/c.gguf" || bad "synth (seed 8) failed"
+cmp -s "$T/a.gguf" "$T/b.gguf" || bad "synth with the same seed gave different files"
+cmp -s "$T/a.gguf" "$T/c.gguf" && bad "synth with another seed gave the same file"
+out=$("$L" inspect "$T/a.gguf") || bad "inspect cannot read the synth model"
+echo "$out" | grep -Eq "^layers +4$" || bad "synth tiny: not 4 layers"
+echo "$out" | grep -Eq "^embedding +256$" || bad "synth tiny: not 256 wide"
+echo "$out" | grep -Eq "^vocab +32000$" || bad "synth tiny: vocab is not 32000"
+echo "$out" | grep -Eq "^  Q8_0 +29 tensors" || bad "synth tiny: not 29 Q8_0 matrices"
+say "synth tiny Q8_0: $(stat -c %s "$T/a.gguf") bytes"
+"$L" synth --shape tiny --type Q8_0 --vocab-from "$V/ggml-vocab-qwen2.gguf" --seed 1 --arch qwen2 \
+    -o "$T/q.gguf" 2>>"$T/synth.log" || bad "synth --arch qwen2 failed"
+"$L" inspect "$T/q.gguf" --tensors | grep -q "^blk.3.attn_v.bias " || bad "synth qwen2: no v bias"
+"$L" synth --shape nope --type Q8_0 --vocab-from x --seed 1 -o "$T/x" 2>/dev/null; [ $? -eq 2 ] || bad "synth --shape nope: exit is not 2"
+
+# 4. quantize: a model to Q4_0 reads back with Q4_0 matrices; fallbacks are said
+"$L" quantize "$SH/models/tiny-llama2-Q8_0.gguf" "$T/q4.gguf" Q4_0 2>"$T/q.log" || bad "quantize failed: $(cat "$T/q.log")"
+"$L" inspect "$T/q4.gguf" | grep -Eq "^  Q4_0 +29 tensors" || bad "quantize Q4_0: not 29 Q4_0 tensors"
+"$L" inspect "$T/q4.gguf" | grep -Eq "^  F32 +9 tensors" || bad "quantize Q4_0: norms are not F32"
+"$L" quantize "$src" "$T/k.gguf" Q4_K 2>"$T/k.log" || bad "quantize Q4_K failed"
+grep -q "using F16" "$T/k.log" || bad "quantize Q4_K of stories260K did not report the F16 fallback"
+"$L" quantize "$T/trunc.gguf" "$T/x.gguf" Q4_0 2>"$T/e.log"; [ $? -eq 1 ] || bad "quantize of a bad file: exit is not 1"
+[ "$(grep -c '^error: ' "$T/e.log")" -eq 1 ] || bad "quantize of a bad file: not one error line"
+
+[ $fail -eq 0 ] && say "ok"
+exit $fail
