@@ -133,7 +133,10 @@ static void on_sample(sampler_daemon *d, const uint8_t *rid, size_t rl, const pr
     long nh = proto_ints(m, "hist", d->hist, HIST_MAX);
     if (nh > HIST_MAX) nh = HIST_MAX; /* the oldest tokens were sent first: keep what fits */
     smp_state st;
-    smp_state_init(&st, &p, sess);
+    /* The RNG is keyed by (seed, rng, step) with rng 0 unless the sender sets it: the
+     * same seed then gives the same text in every request, as llama.cpp's --seed does;
+     * requests without a seed got a fresh one from the front door. */
+    smp_state_init(&st, &p, proto_u64(m, "rng", 0));
     st.step = (uint32_t)step;
     if (proto_field(m, "mu")) {
         st.mu = (float)proto_f64(m, "mu", 0);

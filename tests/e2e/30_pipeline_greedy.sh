@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# 30: the pipeline end to end on stories260K: llmc's greedy output equals llama.cpp's
+# greedy_text.txt for the story prompt; --json and --stats; clear errors for a bad
+# parameter, a missing chat template and a pipeline that is not running.
+. "$(dirname "$0")/pipeline.inc"
+e2e_deadline 120
+start_pipeline 1
+
+ref=$LLM_SHARED/reference/stories260K-f32/story
+llmc -n 32 --temp 0 "$(cat "$ref/prompt.txt")" >"$RUN/greedy.txt" || fail "llmc greedy run failed"
+cmp -s "$RUN/greedy.txt" "$ref/greedy_text.txt" || {
+    echo "got:      $(cat "$RUN/greedy.txt")" >&2; echo "expected: $(cat "$ref/greedy_text.txt")" >&2
+    fail "greedy output differs from llama.cpp's greedy_text.txt"; }
+echo "greedy output equals reference/stories260K-f32/story/greedy_text.txt"
+
+# --echo prints the prompt first
+llmc -n 32 --temp 0 --echo "$(cat "$ref/prompt.txt")" >"$RUN/echo.txt" || fail "--echo run failed"
+[ "$(cat "$RUN/echo.txt")" = "$(cat "$ref/prompt.txt")$(cat "$ref/greedy_text.txt")" ] || fail "--echo output wrong"
+
+# --json: one object per piece, then a final one; pieces concatenate to the same text
+llmc -n 32 --temp 0 --json "$(cat "$ref/prompt.txt")" >"$RUN/out.json" || fail "--json run failed"
+tail -n 1 "$RUN/out.json" | grep -q '"done":true,"reason":"length","prompt_tokens":20,"tokens":32' \
+    || fail "--json final object wrong: $(tail -n 1 "$RUN/out.json")"
+[ "$(grep -c '^{"text":' "$RUN/out.json")" -ge 2 ] || fail "--json gave no pieces"
+
+# --stats on stderr
+llmc -n 8 --temp 0 --stats "Once" 2>"$RUN/stats.txt" >/dev/null || fail "--stats run failed"
+grep -q "prompt tokens: 2, generated tokens: 8, time to first token" "$RUN/stats.txt" || fail "--stats: $(cat "$RUN/stats.txt")"
+
+# stop strings end the text before the stop string
+out=$(llmc -n 32 --temp 0 --stop "big" "$(cat "$ref/prompt.txt")") || fail "--stop run failed"
+[ "$out" = " play outside in the park. One day, she saw a " ] || fail "--stop gave '$out'"
+
+# seeded sampling is reproducible
+a=$(llmc -n 40 --temp 0.9 --seed 7 "Once upon a time") && b=$(llmc -n 40 --temp 0.9 --seed 7 "Once upon a time") \
+    || fail "seeded runs failed"
+[ "$a" = "$b" ] || fail "same seed gave different text"
+
+# errors: one line, non-zero exit
+if llmc --temp -1 "x" 2>"$RUN/err.txt"; then fail "--temp -1 accepted"; fi
+grep -q "^error: bad parameter" "$RUN/err.txt" && [ "$(wc -l <"$RUN/err.txt")" = 1 ] || fail "bad parameter: $(cat "$RUN/err.txt")"
+if llmc --top-k nope "x" 2>"$RUN/err.txt"; then fail "--top-k nope accepted"; fi
+grep -q "^error: bad parameter --top-k" "$RUN/err.txt" || fail "bad top-k: $(cat "$RUN/err.txt")"
+if echo hi | llmc chat 2>"$RUN/err.txt" >/dev/null; then fail "chat without a template succeeded"; fi
+grep -q "^error: .*no chat template" "$RUN/err.txt" || fail "chat error: $(cat "$RUN/err.txt")"
+other=$(mktemp -d /tmp/llm-e2e-none.XXXXXX)
+if "$LLM_BIN/llmc" --run-dir "$other" "x" 2>"$RUN/err.txt"; then rm -rf "$other"; fail "llmc ran without a pipeline"; fi
+if "$LLM_BIN/llmc" status --run-dir "$other" 2>/dev/null; then rm -rf "$other"; fail "status without a pipeline"; fi
+rm -rf "$other"
+grep -q "^error: the pipeline is not running .*pipeline.sh start" "$RUN/err.txt" || fail "not running: $(cat "$RUN/err.txt")"
+
+[ "$(status_field active)" = 0 ] || fail "requests still active at the end"
+echo "PASS $E2E_NAME"
