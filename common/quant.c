@@ -26,6 +26,38 @@
 #include <immintrin.h>
 #endif
 
+/* ---- CPU features and the SIMD switch ------------------------------------------ */
+
+static int cpu_features; /* QUANT_CPU_* bits, set once before main() */
+static bool simd_on = true;
+
+#if defined(__x86_64__)
+/* CPUID: F16C/AVX2 present, and the OS saves the YMM registers. */
+__attribute__((constructor)) static void cpu_detect(void)
+{
+    unsigned a, b, c, d, lo, hi;
+    const unsigned need = bit_AVX | bit_OSXSAVE;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || (c & need) != need) return;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 6) != 6) return;
+    if (c & bit_F16C) cpu_features |= QUANT_CPU_F16C;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2)) cpu_features |= QUANT_CPU_AVX2;
+}
+#endif
+
+/* The SIMD features the kernels may use now: the CPU's, unless switched off. */
+int quant_simd(void)
+{
+    return simd_on ? cpu_features : 0;
+}
+
+/* Switches the SIMD twins off (scalar reference only) or back on. Not thread-safe:
+ * for tests and benchmarks, before any concurrent use. */
+void quant_set_simd(bool on)
+{
+    simd_on = on;
+}
+
 /* ---- plain types ---------------------------------------------------------------- */
 
 static void dequant_f32(const void *src, float *dst, int64_t n)
@@ -44,16 +76,6 @@ static void dequant_f16_scalar(const uint16_t *h, float *dst, int64_t n)
 }
 
 #if defined(__x86_64__)
-/* CPUID: F16C and AVX present, and the OS saves the YMM registers. */
-static int cpu_has_f16c(void)
-{
-    unsigned a, b, c, d, lo, hi;
-    const unsigned need = bit_AVX | bit_OSXSAVE | bit_F16C;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || (c & need) != need) return 0;
-    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return (lo & 6) == 6;
-}
-
 /* F16C twin of dequant_f16_scalar. The hardware quiets signalling NaNs while the
  * scalar code keeps payloads, so any group of 8 holding an inf or NaN goes
  * through the scalar code: the result is bit-identical for every input. */
@@ -75,9 +97,7 @@ static void dequant_f16_f16c(const uint16_t *h, float *dst, int64_t n)
 static void dequant_f16(const void *src, float *dst, int64_t n)
 {
 #if defined(__x86_64__)
-    static int has_f16c = -1; /* racy but idempotent: every thread computes the same */
-    if (has_f16c < 0) has_f16c = cpu_has_f16c();
-    if (has_f16c) {
+    if (quant_simd() & QUANT_CPU_F16C) {
         dequant_f16_f16c(src, dst, n);
         return;
     }
@@ -105,7 +125,7 @@ static void quant_bf16(const float *src, void *dst, int64_t n)
 
 /* ---- 32-value blocks: dequantize ---------------------------------------------------- */
 
-static void dequant_q4_0(const void *src, float *dst, int64_t n)
+static void dequant_q4_0_scalar(const void *src, float *dst, int64_t n)
 {
     const block_q4_0 *b = src;
     LLM_ASSERT(n % QK4_0 == 0);
@@ -118,7 +138,7 @@ static void dequant_q4_0(const void *src, float *dst, int64_t n)
     }
 }
 
-static void dequant_q4_1(const void *src, float *dst, int64_t n)
+static void dequant_q4_1_scalar(const void *src, float *dst, int64_t n)
 {
     const block_q4_1 *b = src;
     LLM_ASSERT(n % QK4_1 == 0);
@@ -169,7 +189,7 @@ static void dequant_q5_1(const void *src, float *dst, int64_t n)
     }
 }
 
-static void dequant_q8_0(const void *src, float *dst, int64_t n)
+static void dequant_q8_0_scalar(const void *src, float *dst, int64_t n)
 {
     const block_q8_0 *b = src;
     LLM_ASSERT(n % QK8_0 == 0);
@@ -189,6 +209,85 @@ static void dequant_q8_1(const void *src, float *dst, int64_t n)
         for (int j = 0; j < QK8_1; j++) dst[j] = (float)b->qs[j] * d;
     }
 }
+
+#if defined(__x86_64__)
+/* AVX2 twins of the most common 32-value types: the same multiplies and adds per
+ * value, in the same order, so the output is bit-identical to the scalar code. */
+#define AVX2_FN __attribute__((target("avx2")))
+
+/* The low 8 signed bytes of v, as floats, times d, stored at dst. */
+AVX2_FN static inline void store8_i8(float *dst, __m128i v, __m256 d)
+{
+    _mm256_storeu_ps(dst, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), d));
+}
+
+/* 16 signed bytes as floats times d. */
+AVX2_FN static inline void store16_i8(float *dst, __m128i v, __m256 d)
+{
+    store8_i8(dst, v, d);
+    store8_i8(dst + 8, _mm_srli_si128(v, 8), d);
+}
+
+AVX2_FN static void dequant_q8_0_avx2(const void *src, float *dst, int64_t n)
+{
+    const block_q8_0 *b = src;
+    for (int64_t i = 0; i < n / QK8_0; i++, b++, dst += QK8_0) {
+        const __m256 d = _mm256_set1_ps(f16_to_f32(b->d));
+        store16_i8(dst, _mm_loadu_si128((const __m128i *)b->qs), d);
+        store16_i8(dst + 16, _mm_loadu_si128((const __m128i *)(b->qs + 16)), d);
+    }
+}
+
+AVX2_FN static void dequant_q4_0_avx2(const void *src, float *dst, int64_t n)
+{
+    const block_q4_0 *b = src;
+    const __m128i m4 = _mm_set1_epi8(0x0f), off = _mm_set1_epi8(8);
+    for (int64_t i = 0; i < n / QK4_0; i++, b++, dst += QK4_0) {
+        const __m256 d = _mm256_set1_ps(f16_to_f32(b->d));
+        const __m128i raw = _mm_loadu_si128((const __m128i *)b->qs);
+        store16_i8(dst, _mm_sub_epi8(_mm_and_si128(raw, m4), off), d);
+        store16_i8(dst + 16, _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), off), d);
+    }
+}
+
+/* The low 8 unsigned bytes of v as floats, times d, plus m. */
+AVX2_FN static inline void store8_u8_dm(float *dst, __m128i v, __m256 d, __m256 m)
+{
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+    _mm256_storeu_ps(dst, _mm256_add_ps(_mm256_mul_ps(q, d), m));
+}
+
+AVX2_FN static void dequant_q4_1_avx2(const void *src, float *dst, int64_t n)
+{
+    const block_q4_1 *b = src;
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    for (int64_t i = 0; i < n / QK4_1; i++, b++, dst += QK4_1) {
+        const __m256 d = _mm256_set1_ps(f16_to_f32(b->d)), m = _mm256_set1_ps(f16_to_f32(b->m));
+        const __m128i raw = _mm_loadu_si128((const __m128i *)b->qs);
+        const __m128i lo = _mm_and_si128(raw, m4), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
+        store8_u8_dm(dst, lo, d, m);
+        store8_u8_dm(dst + 8, _mm_srli_si128(lo, 8), d, m);
+        store8_u8_dm(dst + 16, hi, d, m);
+        store8_u8_dm(dst + 24, _mm_srli_si128(hi, 8), d, m);
+    }
+}
+#endif
+
+/* Dispatchers: the AVX2 twin where the CPU has it, else the scalar reference. */
+#if defined(__x86_64__)
+#define DISPATCH_AVX2(name)                                                    \
+    static void name(const void *src, float *dst, int64_t n)                   \
+    {                                                                          \
+        if (quant_simd() & QUANT_CPU_AVX2) name##_avx2(src, dst, n);           \
+        else name##_scalar(src, dst, n);                                       \
+    }
+#else
+#define DISPATCH_AVX2(name)                                                    \
+    static void name(const void *src, float *dst, int64_t n) { name##_scalar(src, dst, n); }
+#endif
+DISPATCH_AVX2(dequant_q4_0)
+DISPATCH_AVX2(dequant_q4_1)
+DISPATCH_AVX2(dequant_q8_0)
 
 /* ---- 32-value blocks: quantize ---------------------------------------------------- */
 

@@ -21,6 +21,7 @@
 #ifndef LLM_QUANT_H
 #define LLM_QUANT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -146,6 +147,16 @@ void quant_quant_q4_K(const float *src, void *dst, int64_t n);
 void quant_quant_q5_K(const float *src, void *dst, int64_t n);
 void quant_quant_q6_K(const float *src, void *dst, int64_t n);
 void quant_quant_q8_K(const float *src, void *dst, int64_t n);
+
+/* SIMD twins: every kernel has a scalar reference; where the CPU allows, faster
+ * twins that produce bit-identical output are used instead. */
+#define QUANT_CPU_F16C 1
+#define QUANT_CPU_AVX2 2
+/* The QUANT_CPU_* features the kernels use now (0 when switched off). */
+int quant_simd(void);
+/* Switches the twins off (true scalar reference) or on again. Not thread-safe:
+ * for tests and benchmarks, before concurrent use. */
+void quant_set_simd(bool on);
 
 /* ggml's round-to-nearest for |x| < 2^22 (ties to even, via the 1.5*2^23 trick);
  * quantizers use it so that their choices match ggml's. */

@@ -19,6 +19,10 @@
 #include <stdbool.h>
 #include <string.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "f16.h"
 #include "log.h"
 
@@ -99,7 +103,7 @@ void quant_dequant_q3_K(const void *src, float *y, int64_t n)
     }
 }
 
-void quant_dequant_q4_K(const void *src, float *y, int64_t n)
+static void dequant_q4_K_scalar(const void *src, float *y, int64_t n)
 {
     const block_q4_K *b = src;
     LLM_ASSERT(n % QK_K == 0);
@@ -142,7 +146,7 @@ void quant_dequant_q5_K(const void *src, float *y, int64_t n)
     }
 }
 
-void quant_dequant_q6_K(const void *src, float *y, int64_t n)
+static void dequant_q6_K_scalar(const void *src, float *y, int64_t n)
 {
     const block_q6_K *b = src;
     LLM_ASSERT(n % QK_K == 0);
@@ -174,6 +178,105 @@ void quant_dequant_q8_K(const void *src, float *y, int64_t n)
         for (int j = 0; j < QK_K; j++) y[j] = b->d * (float)b->qs[j];
 }
 
+
+#if defined(__x86_64__)
+/* AVX2 twins of the Q4_K and Q6_K dequantizers: the per-sub-block float scale
+ * and min are formed exactly as in the scalar code, then each value gets the
+ * same multiply (and subtract) in vector lanes: bit-identical output. */
+#define AVX2_FN __attribute__((target("avx2")))
+
+/* 8 unsigned bytes (low half of v) as floats: d * q - m. */
+AVX2_FN static inline void k_store8_dm(float *dst, __m128i v, __m256 d, __m256 m)
+{
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+    _mm256_storeu_ps(dst, _mm256_sub_ps(_mm256_mul_ps(d, q), m));
+}
+
+/* 32 unsigned bytes as floats: d * q - m. */
+AVX2_FN static inline void k_store32_dm(float *dst, __m256i v, float d, float m)
+{
+    const __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m);
+    const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+    k_store8_dm(dst, lo, vd, vm);
+    k_store8_dm(dst + 8, _mm_srli_si128(lo, 8), vd, vm);
+    k_store8_dm(dst + 16, hi, vd, vm);
+    k_store8_dm(dst + 24, _mm_srli_si128(hi, 8), vd, vm);
+}
+
+AVX2_FN static void dequant_q4_K_avx2(const void *src, float *y, int64_t n)
+{
+    const block_q4_K *b = src;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t i = 0; i < n / QK_K; i++, b++) {
+        const float d = f16_to_f32(b->d), dmin = f16_to_f32(b->dmin);
+        const uint8_t *q = b->qs;
+        for (int j = 0; j < 8; j += 2, q += 32, y += 64) {
+            uint8_t sc, m;
+            scale_min_k4(j, b->scales, &sc, &m);
+            const float d1 = d * (float)sc, m1 = dmin * (float)m;
+            scale_min_k4(j + 1, b->scales, &sc, &m);
+            const float d2 = d * (float)sc, m2 = dmin * (float)m;
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)q);
+            k_store32_dm(y, _mm256_and_si256(raw, m4), d1, m1);
+            k_store32_dm(y + 32, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), d2, m2);
+        }
+    }
+}
+
+/* 32 signed bytes as floats, 8 at a time, each group of 16 with its own scale:
+ * ds[0] for bytes 0..15, ds[1] for 16..31. */
+AVX2_FN static inline void k_store32_s(float *dst, __m256i v, float ds0, float ds1)
+{
+    const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+    const __m256 s0 = _mm256_set1_ps(ds0), s1 = _mm256_set1_ps(ds1);
+    _mm256_storeu_ps(dst, _mm256_mul_ps(s0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo))));
+    _mm256_storeu_ps(dst + 8, _mm256_mul_ps(s0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+    _mm256_storeu_ps(dst + 16, _mm256_mul_ps(s1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))));
+    _mm256_storeu_ps(dst + 24, _mm256_mul_ps(s1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+}
+
+AVX2_FN static void dequant_q6_K_avx2(const void *src, float *y, int64_t n)
+{
+    const block_q6_K *b = src;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), off = _mm256_set1_epi8(32);
+    for (int64_t i = 0; i < n / QK_K; i++, b++) {
+        const float d = f16_to_f32(b->d);
+        for (int h = 0; h < 2; h++, y += 128) {
+            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+            const int8_t *sc = b->scales + 8 * h;
+            float ds[8];
+            for (int k = 0; k < 8; k++) ds[k] = d * (float)sc[k];
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+            /* value = low nibble | 2 high bits << 4, minus 32 */
+            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
+            const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+            k_store32_s(y, _mm256_sub_epi8(q1, off), ds[0], ds[1]);
+            k_store32_s(y + 32, _mm256_sub_epi8(q2, off), ds[2], ds[3]);
+            k_store32_s(y + 64, _mm256_sub_epi8(q3, off), ds[4], ds[5]);
+            k_store32_s(y + 96, _mm256_sub_epi8(q4, off), ds[6], ds[7]);
+        }
+    }
+}
+#endif
+
+/* The AVX2 twin where the CPU has it, else the scalar reference. */
+#if defined(__x86_64__)
+#define DISPATCH_AVX2(pub, name)                                               \
+    void pub(const void *src, float *dst, int64_t n)                           \
+    {                                                                          \
+        if (quant_simd() & QUANT_CPU_AVX2) name##_avx2(src, dst, n);           \
+        else name##_scalar(src, dst, n);                                       \
+    }
+#else
+#define DISPATCH_AVX2(pub, name)                                               \
+    void pub(const void *src, float *dst, int64_t n) { name##_scalar(src, dst, n); }
+#endif
+DISPATCH_AVX2(quant_dequant_q4_K, dequant_q4_K)
+DISPATCH_AVX2(quant_dequant_q6_K, dequant_q6_K)
 
 /* ---- quantize: sub-block searches ------------------------------------------------ */
 
