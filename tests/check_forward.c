@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
+#include "gguf.h"
 #include "segment.h"
 
 static const char *shared(void)
@@ -334,6 +336,127 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* A variant of stories260K-f32 written to path: another architecture name, a sliding
+ * window, rope_freqs factors, linear rope scaling, or a tied output (the file's
+ * output.weight is a copy of token_embd.weight, so dropping it must change nothing). */
+typedef struct {
+    const char *arch;
+    int         window;        /* 0: no key */
+    float       freq_factor;   /* 0: no rope_freqs tensor, else every factor */
+    float       linear_factor; /* 0: no scaling keys */
+    bool        tied;
+} variant;
+
+static void write_variant(const char *path, const variant *v)
+{
+    char src[1024], err[512], key[128];
+    snprintf(src, sizeof src, "%s/models/stories260K-f32.gguf", shared());
+    gguf_ctx *g = gguf_open(src, err, sizeof err);
+    ck_assert_msg(g != NULL, "%s", err);
+    gguf_writer *w = gguf_writer_new();
+    gguf_writer_copy_kv(w, g, "tokenizer.");
+    gguf_writer_set_str(w, "general.architecture", v->arch);
+    const char *ints[] = { "context_length", "embedding_length", "block_count", "feed_forward_length",
+                           "attention.head_count", "attention.head_count_kv", "rope.dimension_count" };
+    for (int i = 0; i < 7; i++) {
+        snprintf(key, sizeof key, "llama.%s", ints[i]);
+        int64_t val = gguf_get_int(g, key, -1);
+        if (val < 0) continue;
+        snprintf(key, sizeof key, "%s.%s", v->arch, ints[i]);
+        gguf_writer_set_u32(w, key, (uint32_t)val);
+    }
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", v->arch);
+    gguf_writer_set_f32(w, key, (float)gguf_get_float(g, "llama.attention.layer_norm_rms_epsilon", 1e-5));
+    if (v->window) {
+        snprintf(key, sizeof key, "%s.attention.sliding_window", v->arch);
+        gguf_writer_set_u32(w, key, (uint32_t)v->window);
+    }
+    if (v->linear_factor > 0) {
+        snprintf(key, sizeof key, "%s.rope.scaling.type", v->arch);
+        gguf_writer_set_str(w, key, "linear");
+        snprintf(key, sizeof key, "%s.rope.scaling.factor", v->arch);
+        gguf_writer_set_f32(w, key, v->linear_factor);
+    }
+    for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        if (v->tied && strcmp(t->name, "output.weight") == 0) continue;
+        ck_assert_int_eq(gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data), 0);
+    }
+    float factors[64];
+    if (v->freq_factor > 0) {
+        int64_t half = gguf_get_int(g, "llama.embedding_length", 0) / gguf_get_int(g, "llama.attention.head_count", 1) / 2;
+        for (int i = 0; i < 64; i++) factors[i] = v->freq_factor;
+        ck_assert_int_eq(gguf_writer_add_tensor(w, "rope_freqs.weight", 0, 1, &half, factors), 0);
+    }
+    ck_assert_msg(gguf_writer_write(w, path, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    gguf_writer_free(w);
+    gguf_close(g);
+}
+
+/* All-position logits of the story prompt for a variant (float path, f32 KV). */
+static float *variant_logits(const variant *v, int *n_out)
+{
+    char path[256], err[512];
+    snprintf(path, sizeof path, "/tmp/llm-fwdtest-%d-%s-%d.gguf", (int)getpid(), v->arch, v->window);
+    unlink(path);
+    write_variant(path, v);
+    eng_open_info info;
+    eng_model *m = eng_open(path, ENG_FLOAT, &info, err, sizeof err);
+    ck_assert_msg(m != NULL, "%s", err);
+    char tp[1024];
+    snprintf(tp, sizeof tp, "%s/reference/stories260K-f32/story/tokens.txt", shared());
+    int n;
+    int32_t *toks = read_ids(tp, &n);
+    float *lg = malloc((size_t)n * 512 * sizeof(float));
+    eng_session *s = eng_session_new(m, 64, ENG_KV_F32, err, sizeof err);
+    ck_assert_int_eq(eng_prefill(m, s, toks, n, lg, true, err, sizeof err), 0);
+    eng_session_free(s);
+    close_model(m, info.converted);
+    unlink(path);
+    free(toks);
+    *n_out = n;
+    return lg;
+}
+
+/* Mistral's sliding window: rows before the window fills equal llama's, later ones
+ * differ; a window longer than the prompt changes nothing. Tying the output to the
+ * (identical) embedding changes nothing. */
+START_TEST(test_sliding_window_and_output)
+{
+    int n;
+    variant base = { "llama", 0, 0, 0, false };
+    float *ref = variant_logits(&base, &n);
+    variant sw = { "mistral", 6, 0, 0, false }, wide = { "mistral", 64, 0, 0, false };
+    variant tied = { "llama", 0, 0, 0, true };
+    float *a = variant_logits(&sw, &n), *b = variant_logits(&wide, &n), *c = variant_logits(&tied, &n);
+    for (int p = 0; p < n; p++) {
+        double d = rel_diff(a + (size_t)p * 512, ref + (size_t)p * 512, 512);
+        if (p < 6) ck_assert_msg(d == 0, "row %d inside the window differs (%.3g)", p, d);
+        else ck_assert_msg(d > 1e-4, "row %d past the window is unchanged", p);
+    }
+    ck_assert_int_eq(memcmp(b, ref, (size_t)n * 512 * sizeof(float)), 0);
+    ck_assert_int_eq(memcmp(c, ref, (size_t)n * 512 * sizeof(float)), 0);
+    free(ref); free(a); free(b); free(c);
+}
+END_TEST
+
+/* rope_freqs factors divide every frequency: factors of 1 change nothing, factors of
+ * 2 equal linear scaling by 2, and both differ from the original. */
+START_TEST(test_rope_freqs_and_scaling)
+{
+    int n;
+    variant base = { "llama", 0, 0, 0, false }, ones = { "llama", 0, 1.0f, 0, false };
+    variant twos = { "llama", 0, 2.0f, 0, false }, lin = { "llama", 0, 0, 2.0f, false };
+    float *ref = variant_logits(&base, &n), *a = variant_logits(&ones, &n);
+    float *b = variant_logits(&twos, &n), *c = variant_logits(&lin, &n);
+    ck_assert_int_eq(memcmp(a, ref, (size_t)n * 512 * sizeof(float)), 0);
+    double d = rel_diff(b + (size_t)(n - 1) * 512, c + (size_t)(n - 1) * 512, 512);
+    ck_assert_msg(d < 1e-6, "rope_freqs 2 vs linear scaling 2 differ by %.3g", d);
+    ck_assert(rel_diff(b + (size_t)(n - 1) * 512, ref + (size_t)(n - 1) * 512, 512) > 1e-3);
+    free(ref); free(a); free(b); free(c);
+}
+END_TEST
+
 Suite *forward_suite(void)
 {
     Suite *s = suite_create("forward");
@@ -346,6 +469,8 @@ Suite *forward_suite(void)
     tcase_add_test(tc, test_batched_decode_float);
     tcase_add_test(tc, test_threads_agree);
     tcase_add_test(tc, test_bad_input);
+    tcase_add_test(tc, test_sliding_window_and_output);
+    tcase_add_test(tc, test_rope_freqs_and_scaling);
     suite_add_tcase(s, tc);
     return s;
 }
