@@ -97,7 +97,7 @@ Q8_TILE(1, 1)
 /* Decode: RM rows against one token; |x| once per block, x's sign moved onto w. */
 #define GEMV_ROWS(RM)                                                                      \
 TGT_INLINE void q8_gemv_##RM(const kern_q8_block *w, int64_t ws, const kern_q8_block *x,    \
-                             int64_t nb, float *y)                                          \
+                             int64_t nb, float *y, int64_t ys)                              \
 {                                                                                           \
     __m256 acc[RM];                                                                         \
     _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) acc[r] = _mm256_setzero_ps();      \
@@ -112,7 +112,7 @@ TGT_INLINE void q8_gemv_##RM(const kern_q8_block *w, int64_t ws, const kern_q8_b
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), s, acc[r]);                     \
         }                                                                                   \
     }                                                                                       \
-    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) y[r] = hsum8(acc[r]);              \
+    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) y[r * ys] = hsum8(acc[r]);         \
 }
 GEMV_ROWS(4)
 GEMV_ROWS(1)
@@ -127,9 +127,10 @@ static TGT void avx512_q8_matmul(const void *w, int64_t cols, const void *xq, in
     const int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
     const kern_q8_block *W = w, *X = xq;
     if (n_tok == 1) {
-        int64_t r = r0;
-        for (; r + 4 <= r1; r += 4) q8_gemv_4(W + r * nb, nb, X, nb, y + r);
-        for (; r < r1; r++) q8_gemv_1(W + r * nb, nb, X, nb, y + r);
+        /* four long streams, as in kernels_avx2.c's q8_gemv */
+        int64_t q = (r1 - r0) / 4;
+        for (int64_t r = r0; r < r0 + q; r++) q8_gemv_4(W + r * nb, q * nb, X, nb, y + r, q);
+        for (int64_t r = r0 + 4 * q; r < r1; r++) q8_gemv_1(W + r * nb, nb, X, nb, y + r, 1);
         return;
     }
     int64_t chunk = Q8_CHUNK_BYTES / (nb * (int64_t)sizeof(kern_q8_block));
