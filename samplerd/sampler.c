@@ -517,10 +517,8 @@ static double raw_logprobs(const float *x, int n, int n_probs, smp_result *out)
 {
     smp_tok top[SMP_MAX_PROBS];
     int k = smp_top_k_dense(x, n, n_probs, top);
-    double mx = k > 0 ? top[0].logit : 0.0, sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += expf(x[i] - (float)mx);
-    double lse = mx + log(sum);
+    float mx = k > 0 ? top[0].logit : 0.0f;
+    double lse = mx + log(smp_sum_exp(x, n, mx));
     for (int i = 0; i < k; i++) {
         out->probs[i].id = top[i].id;
         out->probs[i].logprob = (float)(top[i].logit - lse);

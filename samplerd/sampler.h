@@ -230,6 +230,12 @@ typedef struct {
     int32_t  n_sorted;
 } smp_cands;
 
+/* exp(x) within 2 ulp of expf (Cephes' polynomial), 0 below -87.3; the SSE2 path used
+ * by the others gives the same bits. smp_expf_n: out[i] = smp_expf(x[i]).
+ * smp_sum_exp: the sum over i of smp_expf(x[i] - shift), in double. */
+float smp_expf(float x);
+void smp_expf_n(const float *x, float *out, int n);
+double smp_sum_exp(const float *x, int n, float shift);
 /* p = softmax(logit) over the n candidates (order unchanged); -inf logits get p 0. */
 void smp_softmax(smp_cands *c);
 /* Makes at least min(m, n) leading entries sorted (partial selection, not a full sort). */

@@ -85,27 +85,140 @@ void smp_sort_prefix(smp_cands *c, int m)
     c->n_sorted = m;
 }
 
+/* ---- exp ----
+ * Cephes' expf: exp(x) = 2^n e^r with |r| <= ln2 / 2 and a degree-5 polynomial for e^r;
+ * within 2 ulp of expf (tests check). Below -87.3 it gives 0. The SSE2 version does the
+ * same operations in the same order, so both give identical bits. */
+#define EXP_HI 88.3762626647949f
+#define EXP_LO -88.3762626647949f
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_C1 0.693359375f
+#define EXP_C2 -2.12194440e-4f
+#define EXP_P0 1.9875691500e-4f
+#define EXP_P1 1.3981999507e-3f
+#define EXP_P2 8.3334519073e-3f
+#define EXP_P3 4.1665795894e-2f
+#define EXP_P4 1.6666665459e-1f
+#define EXP_P5 5.0000001201e-1f
+
+float smp_expf(float x)
+{
+    x = x > EXP_HI ? EXP_HI : x;
+    x = x < EXP_LO ? EXP_LO : x;
+    float fx = x * EXP_LOG2E + 0.5f;
+    float t = (float)(int)fx;
+    fx = t > fx ? t - 1.0f : t;
+    x = x - fx * EXP_C1;
+    x = x - fx * EXP_C2;
+    float z = x * x;
+    float y = EXP_P0;
+    y = y * x + EXP_P1;
+    y = y * x + EXP_P2;
+    y = y * x + EXP_P3;
+    y = y * x + EXP_P4;
+    y = y * x + EXP_P5;
+    y = y * z + x + 1.0f;
+    union { uint32_t u; float f; } pow2 = { .u = (uint32_t)((int)fx + 127) << 23 };
+    return y * pow2.f;
+}
+
+#ifdef __SSE2__
+static inline __m128 exp4(__m128 x)
+{
+    x = _mm_min_ps(x, _mm_set1_ps(EXP_HI));
+    x = _mm_max_ps(x, _mm_set1_ps(EXP_LO));
+    __m128 fx = _mm_add_ps(_mm_mul_ps(x, _mm_set1_ps(EXP_LOG2E)), _mm_set1_ps(0.5f));
+    __m128 t = _mm_cvtepi32_ps(_mm_cvttps_epi32(fx));
+    __m128 gt = _mm_cmpgt_ps(t, fx);
+    fx = _mm_sub_ps(t, _mm_and_ps(gt, _mm_set1_ps(1.0f)));
+    x = _mm_sub_ps(x, _mm_mul_ps(fx, _mm_set1_ps(EXP_C1)));
+    x = _mm_sub_ps(x, _mm_mul_ps(fx, _mm_set1_ps(EXP_C2)));
+    __m128 z = _mm_mul_ps(x, x);
+    __m128 y = _mm_set1_ps(EXP_P0);
+    y = _mm_add_ps(_mm_mul_ps(y, x), _mm_set1_ps(EXP_P1));
+    y = _mm_add_ps(_mm_mul_ps(y, x), _mm_set1_ps(EXP_P2));
+    y = _mm_add_ps(_mm_mul_ps(y, x), _mm_set1_ps(EXP_P3));
+    y = _mm_add_ps(_mm_mul_ps(y, x), _mm_set1_ps(EXP_P4));
+    y = _mm_add_ps(_mm_mul_ps(y, x), _mm_set1_ps(EXP_P5));
+    y = _mm_add_ps(_mm_add_ps(_mm_mul_ps(y, z), x), _mm_set1_ps(1.0f));
+    __m128i n = _mm_add_epi32(_mm_cvttps_epi32(fx), _mm_set1_epi32(127));
+    return _mm_mul_ps(y, _mm_castsi128_ps(_mm_slli_epi32(n, 23)));
+}
+#endif
+
+void smp_expf_n(const float *x, float *out, int n)
+{
+    int i = 0;
+#ifdef __SSE2__
+    for (; i + 4 <= n; i += 4)
+        _mm_storeu_ps(out + i, exp4(_mm_loadu_ps(x + i)));
+#endif
+    for (; i < n; i++)
+        out[i] = smp_expf(x[i]);
+}
+
+double smp_sum_exp(const float *x, int n, float shift)
+{
+    int i = 0;
+    double sum = 0;
+#ifdef __SSE2__
+    __m128d a = _mm_setzero_pd(), b = _mm_setzero_pd();
+    __m128 sh = _mm_set1_ps(shift);
+    for (; i + 4 <= n; i += 4) {
+        __m128 e = exp4(_mm_sub_ps(_mm_loadu_ps(x + i), sh));
+        a = _mm_add_pd(a, _mm_cvtps_pd(e));
+        b = _mm_add_pd(b, _mm_cvtps_pd(_mm_movehl_ps(e, e)));
+    }
+    double t[2];
+    _mm_storeu_pd(t, _mm_add_pd(a, b));
+    sum = t[0] + t[1];
+#endif
+    for (; i < n; i++)
+        sum += smp_expf(x[i] - shift);
+    return sum;
+}
+
 void smp_softmax(smp_cands *c)
 {
     if (c->n <= 0)
         return;
+    smp_tok *d = c->data;
     float mx = -INFINITY;
     for (int i = 0; i < c->n; i++)
-        mx = c->data[i].logit > mx ? c->data[i].logit : mx;
+        mx = d[i].logit > mx ? d[i].logit : mx;
     if (mx == -INFINITY) {
         for (int i = 0; i < c->n; i++)
-            c->data[i].p = 1.0f / (float)c->n;
+            d[i].p = 1.0f / (float)c->n;
         return;
     }
     double sum = 0;
-    for (int i = 0; i < c->n; i++) {
-        float e = expf(c->data[i].logit - mx);
-        c->data[i].p = e;
-        sum += e;
+    int i = 0;
+#ifdef __SSE2__
+    __m128d a = _mm_setzero_pd(), b = _mm_setzero_pd();
+    __m128 mv = _mm_set1_ps(mx);
+    for (; i + 4 <= c->n; i += 4) {
+        __m128 e = exp4(_mm_sub_ps(_mm_setr_ps(d[i].logit, d[i + 1].logit, d[i + 2].logit,
+                                               d[i + 3].logit), mv));
+        float t[4];
+        _mm_storeu_ps(t, e);
+        d[i].p = t[0];
+        d[i + 1].p = t[1];
+        d[i + 2].p = t[2];
+        d[i + 3].p = t[3];
+        a = _mm_add_pd(a, _mm_cvtps_pd(e));
+        b = _mm_add_pd(b, _mm_cvtps_pd(_mm_movehl_ps(e, e)));
+    }
+    double t2[2];
+    _mm_storeu_pd(t2, _mm_add_pd(a, b));
+    sum = t2[0] + t2[1];
+#endif
+    for (; i < c->n; i++) {
+        d[i].p = smp_expf(d[i].logit - mx);
+        sum += d[i].p;
     }
     float inv = (float)(1.0 / sum);
-    for (int i = 0; i < c->n; i++)
-        c->data[i].p *= inv;
+    for (i = 0; i < c->n; i++)
+        d[i].p *= inv;
 }
 
 /* ---- dense selection ---- */
@@ -215,11 +328,68 @@ void smp_top_k(smp_cands *c, int k, int min_keep)
     c->n = k;
 }
 
+/* top-p over a big unsorted set without sorting it: bin the tokens by logit below the
+ * max (bins are monotone in logit), add whole bins until the one where the cumulative
+ * probability crosses p, and sort only that bin. Keeps exactly the prefix of the sorted
+ * order that the sorting version keeps (up to float summation order). */
+enum { TOPP_BINS = 2048 };
+#define TOPP_RANGE 32.0f
+
+static void top_p_binned(smp_cands *c, float p)
+{
+    smp_tok *d = c->data;
+    float mx = -INFINITY;
+    for (int i = 0; i < c->n; i++)
+        mx = d[i].logit > mx ? d[i].logit : mx;
+    const float scale = TOPP_BINS / TOPP_RANGE;
+    float mass[TOPP_BINS] = {0};
+#define BIN(l) ((mx - (l)) * scale < (float)(TOPP_BINS - 1) ? (int)((mx - (l)) * scale) : TOPP_BINS - 1)
+    for (int i = 0; i < c->n; i++)
+        mass[BIN(d[i].logit)] += d[i].p;
+    float cum = 0.0f;
+    int bstar = TOPP_BINS - 1;
+    for (int b = 0; b < TOPP_BINS; b++) {
+        if (cum + mass[b] >= p) {
+            bstar = b;
+            break;
+        }
+        cum += mass[b];
+    }
+    /* [0, a): bins before bstar; [a, a + nb): bin bstar */
+    int a = 0;
+    for (int i = 0; i < c->n; i++)
+        if (BIN(d[i].logit) < bstar)
+            swap_tok(&d[a++], &d[i]);
+    int nb = 0;
+    for (int i = a; i < c->n; i++)
+        if (BIN(d[i].logit) == bstar)
+            swap_tok(&d[a + nb++], &d[i]);
+#undef BIN
+    qsort(d + a, (size_t)nb, sizeof(smp_tok), cmp_tok);
+    c->n_sorted = a == 0 ? nb : 0;
+    for (int j = 0; j < nb; j++) {
+        cum += d[a + j].p;
+        if (cum >= p) {
+            c->n = a + j + 1;
+            if (c->n_sorted > c->n)
+                c->n_sorted = c->n;
+            return;
+        }
+    }
+    c->n = a + nb > 0 ? a + nb : c->n;   /* rounding left p unreached: keep through bstar */
+    if (c->n_sorted > c->n)
+        c->n_sorted = c->n;
+}
+
 void smp_top_p(smp_cands *c, float p, int min_keep)
 {
     if (p >= 1.0f || c->n <= 0)
         return;
     smp_softmax(c);
+    if (c->n > 1024 && min_keep <= 1 && c->n_sorted < 64) {
+        top_p_binned(c, p);
+        return;
+    }
     /* Grow the sorted prefix only as far as the cumulative sum needs. */
     float cum = 0.0f;
     int i = 0, m = 64;
