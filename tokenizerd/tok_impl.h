@@ -75,6 +75,7 @@ struct tok_vocab {
 
     int32_t bos, eos, eot, eom, unk, pad;
     bool    add_bos, add_eos, add_space_prefix, ignore_merges, clean_spaces;
+    bool    spm_walls; /* no token has U+2581 after another character (tok_spm.c) */
 };
 
 /* A growable id buffer. */

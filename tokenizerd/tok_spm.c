@@ -126,40 +126,88 @@ static char *spm_escape(const char *text, size_t len, bool add_prefix, size_t *o
     return s;
 }
 
-bool tok_spm_encode(const tok_vocab *v, const char *text, size_t len, bool add_prefix, tok_ids *out)
+/* Scratch space reused across the segments of one call. */
+typedef struct {
+    spm_sym *sym;
+    size_t   sym_cap;
+    spm_heap heap;
+} spm_work;
+
+/* Merges and emits the characters of s[a..b) (a run of whole characters). */
+static bool spm_segment(const tok_vocab *v, const char *s, size_t a, size_t b, size_t n,
+                        spm_work *w, tok_ids *out)
 {
-    size_t n;
-    char *s = spm_escape(text, len, add_prefix, &n);
-    spm_sym *sym = s ? malloc((n + 1) * sizeof *sym) : NULL;
-    spm_heap h = { 0 };
-    bool ok = sym != NULL;
+    if (b - a > w->sym_cap) {
+        spm_sym *p = realloc(w->sym, (b - a) * sizeof *p);
+        if (!p)
+            return false;
+        w->sym = p;
+        w->sym_cap = b - a;
+    }
+    spm_sym *sym = w->sym;
     int32_t ns = 0;
-    for (size_t off = 0; ok && off < n; ns++) {
+    for (size_t off = a; off < b; ns++) {
         size_t cl = uni_len_utf8((unsigned char)s[off]);
         if (cl > n - off)
             cl = n - off;
-        sym[ns] = (spm_sym){ ns - 1, off + cl < n ? ns + 1 : -1, (uint32_t)off, (uint32_t)cl };
+        sym[ns] = (spm_sym){ ns - 1, off + cl < b ? ns + 1 : -1, (uint32_t)off, (uint32_t)cl };
         off += cl;
     }
+    w->heap.n = 0;
+    bool ok = true;
     for (int32_t i = 1; ok && i < ns; i++)
-        ok = try_bigram(v, s, sym, i - 1, i, &h);
-    while (ok && h.n) {
-        spm_bigram b = heap_pop(&h);
-        spm_sym *l = &sym[b.left], *r = &sym[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+        ok = try_bigram(v, s, sym, i - 1, i, &w->heap);
+    while (ok && w->heap.n) {
+        spm_bigram g = heap_pop(&w->heap);
+        spm_sym *l = &sym[g.left], *r = &sym[g.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != g.size)
             continue; /* stale: one side has merged since */
         l->n += r->n;
         r->n = 0;
         l->next = r->next;
         if (r->next >= 0)
-            sym[r->next].prev = b.left;
-        ok = try_bigram(v, s, sym, l->prev, b.left, &h) &&
-             try_bigram(v, s, sym, b.left, l->next, &h);
+            sym[r->next].prev = g.left;
+        ok = try_bigram(v, s, sym, l->prev, g.left, &w->heap) &&
+             try_bigram(v, s, sym, g.left, l->next, &w->heap);
     }
     for (int32_t i = 0; ok && ns > 0 && i != -1; i = sym[i].next)
         ok = emit_symbol(v, s, &sym[i], out);
-    free(h.v);
-    free(sym);
+    return ok;
+}
+
+static inline bool is_space_sym(const char *s, size_t off, size_t n)
+{
+    return n - off >= 3 && memcmp(s + off, "\xe2\x96\x81", 3) == 0;
+}
+
+/* When no token has U+2581 after something else (v->spm_walls), no merge can cross
+ * the start of a run of U+2581 that follows another character, so each such word is
+ * merged on its own: the same result, with small cache-friendly heaps. */
+bool tok_spm_encode(const tok_vocab *v, const char *text, size_t len, bool add_prefix, tok_ids *out)
+{
+    size_t n;
+    char *s = spm_escape(text, len, add_prefix, &n);
+    if (!s)
+        return false;
+    spm_work w = { 0 };
+    bool ok = true, prev_space = false;
+    size_t seg = 0;
+    for (size_t off = 0; ok && off < n;) {
+        size_t cl = uni_len_utf8((unsigned char)s[off]);
+        if (cl > n - off)
+            cl = n - off;
+        bool space = cl == 3 && is_space_sym(s, off, n);
+        if (v->spm_walls && space && !prev_space && off > seg) {
+            ok = spm_segment(v, s, seg, off, n, &w, out);
+            seg = off;
+        }
+        prev_space = space;
+        off += cl;
+    }
+    if (ok && n > seg)
+        ok = spm_segment(v, s, seg, n, n, &w, out);
+    free(w.heap.v);
+    free(w.sym);
     free(s);
     return ok;
 }

@@ -433,6 +433,21 @@ static bool build_pieces(tok_vocab *v)
     return true;
 }
 
+/* True if U+2581 occurs in no token except in a leading run of them. */
+static bool spm_space_only_leading(const tok_vocab *v)
+{
+    for (int32_t id = 0; id < v->n_vocab; id++) {
+        size_t l, k = 0;
+        const char *t = strtab_str(&v->syms, v->tok_sym[id], &l);
+        while (k + 3 <= l && memcmp(t + k, "\xe2\x96\x81", 3) == 0)
+            k += 3;
+        for (; k + 3 <= l; k++)
+            if (memcmp(t + k, "\xe2\x96\x81", 3) == 0)
+                return false;
+    }
+    return true;
+}
+
 static bool build_lookup(tok_vocab *v)
 {
     v->sym_tok = malloc((size_t)v->syms.n * sizeof *v->sym_tok);
@@ -459,6 +474,7 @@ static bool build_lookup(tok_vocab *v)
             v->byte_sym[b] = -1;
         }
     }
+    v->spm_walls = v->type == TOK_VOCAB_SPM && spm_space_only_leading(v);
     return true;
 }
 

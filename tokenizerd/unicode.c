@@ -105,14 +105,20 @@ static int byte_is_printable(unsigned b)
     return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
 }
 
+static uint32_t byte_cp[256];
+static pthread_once_t byte_once = PTHREAD_ONCE_INIT;
+
+static void byte_fill(void)
+{
+    unsigned n = 0;
+    for (unsigned b = 0; b < 256; b++)
+        byte_cp[b] = byte_is_printable(b) ? b : 0x100 + n++;
+}
+
 uint32_t uni_byte_to_cp(uint8_t b)
 {
-    if (byte_is_printable(b))
-        return b;
-    unsigned n = 0;
-    for (unsigned c = 0; c < b; c++)
-        n += !byte_is_printable(c);
-    return 0x100 + n;
+    pthread_once(&byte_once, byte_fill);
+    return byte_cp[b];
 }
 
 int uni_cp_to_byte(uint32_t cp)
