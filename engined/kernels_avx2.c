@@ -105,7 +105,7 @@ TGT_INLINE __m256i dot32(__m256i aw, __m256i w, __m256i x, __m256i ones)
 #define Q8_TILE(RM, RN)                                                                    \
 TGT_INLINE void q8_tile_##RM##x##RN(const kern_q8_block *w, int64_t ws,                     \
                                     const kern_q8_block *x, int64_t xs, int64_t nb,         \
-                                    float *y, int64_t ldy)                                  \
+                                    float *y, int64_t ys, int64_t ldy)                      \
 {                                                                                           \
     const __m256i ones = _mm256_set1_epi16(1);                                              \
     __m256 acc[RM][RN];                                                                     \
@@ -129,7 +129,7 @@ TGT_INLINE void q8_tile_##RM##x##RN(const kern_q8_block *w, int64_t ws,         
         }                                                                                   \
     }                                                                                       \
     _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++)                                    \
-        _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) y[t * ldy + r] = hsum8(acc[r][t]); \
+        _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) y[t * ldy + r * ys] = hsum8(acc[r][t]); \
 }
 
 #ifndef Q8_RN_AVX2
@@ -143,10 +143,11 @@ Q8_TILE(4, 1)
 Q8_TILE_X(1, Q8_RN_AVX2)
 Q8_TILE(1, 1)
 
-#define Q8_RM 4
 #define Q8_RN Q8_RN_AVX2
 /* Rows per chunk: the chunk's weights stay in L2 while all tokens pass over it. */
 #define Q8_CHUNK_BYTES (128 * 1024)
+/* Up to this many tokens the product streams W once (q8_stream). */
+#define Q8_STREAM_TOKENS 32
 
 /* Decode: four rows against one token. |x| is taken once per block and shared by the
  * four rows, which only move x's sign onto their w (9 uops per row and block). */
@@ -184,14 +185,40 @@ static TGT void q8_gemv(const kern_q8_block *W, int64_t nb, const kern_q8_block 
     for (int64_t r = r0 + 4 * q; r < r1; r++) q8_gemv_1(W + r * nb, nb, X, nb, y + r, 1);
 }
 
+/* Few tokens (decode, or a few sessions decoded together): memory-bound, so the rows
+ * of each tile are a quarter of the range apart and W is read once as four long
+ * sequential streams; every token tile reuses the four rows from L1. */
+static TGT void q8_stream(const kern_q8_block *W, int64_t nb, const kern_q8_block *X, int64_t n_tok,
+                          float *y, int64_t ldy, int64_t r0, int64_t r1)
+{
+    int64_t q = (r1 - r0) / 4;
+    for (int64_t r = r0; r < r1; r++) {
+        if (r == r0 + q) r = r0 + 4 * q; /* the rows left over after the four quarters */
+        if (r >= r1) break;
+        int64_t ws = r < r0 + q ? q * nb : 0, ys = r < r0 + q ? q : 0;
+        int64_t t = 0;
+        for (; t + Q8_RN <= n_tok; t += Q8_RN) {
+            if (ws) Q8_TILE_FN(4, Q8_RN)(W + r * nb, ws, X + t * nb, nb, nb, y + t * ldy + r, ys, ldy);
+            else Q8_TILE_FN(1, Q8_RN)(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
+        }
+        for (; t < n_tok; t++) {
+            if (ws) q8_tile_4x1(W + r * nb, ws, X + t * nb, nb, nb, y + t * ldy + r, ys, ldy);
+            else q8_tile_1x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
+        }
+    }
+}
+
+/* Many tokens (prefill): compute-bound. Rows go in chunks that stay in L2 while every
+ * token tile passes over them; inside a chunk, tiles of 4 adjacent rows. */
 static TGT void avx2_q8_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
                                float *y, int64_t ldy, int64_t r0, int64_t r1)
 {
     const int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
     const kern_q8_block *W = w, *X = xq;
     if (n_tok == 1) { q8_gemv(W, nb, X, y, r0, r1); return; }
+    if (n_tok <= Q8_STREAM_TOKENS) { q8_stream(W, nb, X, n_tok, y, ldy, r0, r1); return; }
     int64_t chunk = Q8_CHUNK_BYTES / (nb * (int64_t)sizeof(kern_q8_block));
-    chunk = chunk < Q8_RM ? Q8_RM : chunk / Q8_RM * Q8_RM;
+    chunk = chunk < 4 ? 4 : chunk / 4 * 4;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
         int64_t t = 0;
@@ -199,13 +226,13 @@ static TGT void avx2_q8_matmul(const void *w, int64_t cols, const void *xq, int6
             const kern_q8_block *xt = X + t * nb;
             float *yt = y + t * ldy;
             int64_t r = c0;
-            for (; r + Q8_RM <= c1; r += Q8_RM) Q8_TILE_FN(4, Q8_RN)(W + r * nb, nb, xt, nb, nb, yt + r, ldy);
-            for (; r < c1; r++) Q8_TILE_FN(1, Q8_RN)(W + r * nb, nb, xt, nb, nb, yt + r, ldy);
+            for (; r + 4 <= c1; r += 4) Q8_TILE_FN(4, Q8_RN)(W + r * nb, nb, xt, nb, nb, yt + r, 1, ldy);
+            for (; r < c1; r++) Q8_TILE_FN(1, Q8_RN)(W + r * nb, nb, xt, nb, nb, yt + r, 1, ldy);
         }
         for (; t < n_tok; t++) {
             int64_t r = c0;
-            for (; r + Q8_RM <= c1; r += Q8_RM) q8_tile_4x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, ldy);
-            for (; r < c1; r++) q8_tile_1x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, ldy);
+            for (; r + 4 <= c1; r += 4) q8_tile_4x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
+            for (; r < c1; r++) q8_tile_1x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
         }
     }
 }

@@ -181,11 +181,14 @@ START_TEST(test_q8_matmul_shapes)
 }
 END_TEST
 
-/* Bigger than one L2 chunk of rows and many token tiles: the blocking loops. */
+/* Past the streaming path (more than 32 tokens): the L2 row chunks and token tiles
+ * of the prefill GEMM, with ragged ends; and a long range through the streaming path. */
 START_TEST(test_q8_matmul_blocking)
 {
+    check_matmul_shape(2048, 130, 45);
+    check_matmul_shape(5632, 37, 33);
+    check_matmul_shape(96, 203, 64);
     check_matmul_shape(2048, 130, 29);
-    check_matmul_shape(5632, 37, 13);
 }
 END_TEST
 
