@@ -135,10 +135,16 @@ static int count_window(smp_work *w, const smp_params *p, const int32_t *hist, i
     return nd;
 }
 
+/* Adjusted logits stay in the row's domain: finite or -inf (never NaN or +inf). */
+static inline float fix_logit(float x)
+{
+    return isnan(x) ? -INFINITY : (x > FLT_MAX ? FLT_MAX : x);
+}
+
 static float penalize(float l, int cnt, const smp_params *p)
 {
     l = l <= 0.0f ? l * p->repeat_penalty : l / p->repeat_penalty;
-    return l - (float)cnt * p->frequency_penalty - (cnt > 0 ? p->presence_penalty : 0.0f);
+    return fix_logit(l - (float)cnt * p->frequency_penalty - (cnt > 0 ? p->presence_penalty : 0.0f));
 }
 
 static void penalties_dense(float *x, const smp_params *p, const int32_t *hist, int n_hist,
@@ -306,12 +312,12 @@ static int dry_apply(smp_work *w, const smp_params *p, int nd, float *x, smp_can
         return nd == -1 ? 1 : -1;
     if (x) {
         for (int i = 0; i < nd; i++)
-            x[w->touched[i]] -= dry_penalty(p, w->rep[w->touched[i]] - 1);
+            x[w->touched[i]] = fix_logit(x[w->touched[i]] - dry_penalty(p, w->rep[w->touched[i]] - 1));
     } else if (nd > 0) {
         for (int i = 0; i < c->n; i++) {
             int32_t id = c->data[i].id;
             if (id >= 0 && id < w->cap && w->rep[id])
-                c->data[i].logit -= dry_penalty(p, w->rep[id] - 1);
+                c->data[i].logit = fix_logit(c->data[i].logit - dry_penalty(p, w->rep[id] - 1));
         }
         c->n_sorted = 0;
     }
@@ -568,6 +574,10 @@ int smp_sample(const smp_params *p, smp_state *st, const float *logits, int n_vo
         return fail(out, "smp_sample: NULL argument");
     if (n_vocab <= 0 || n_history < 0 || (n_history > 0 && !history))
         return fail(out, "smp_sample: bad n_vocab or history");
+    /* Cheap (well under a microsecond) and it keeps a hand-filled or corrupted struct
+     * from indexing out of bounds. */
+    if (smp_params_validate(p, n_vocab, out->err, sizeof out->err))
+        return -1;
     if (work_reserve(w, n_vocab))
         return fail(out, "smp_sample: out of memory");
     chain ch = { .p = p, .hist = history, .n_hist = n_history, .n_vocab = n_vocab, .w = w,
@@ -581,12 +591,13 @@ int smp_sample(const smp_params *p, smp_state *st, const float *logits, int n_vo
     for (int i = 0; i < p->n_logit_bias && i < SMP_MAX_LOGIT_BIAS; i++) {
         int32_t id = p->logit_bias[i].id;
         if (id >= 0 && id < n_vocab)
-            w->dense[id] += p->logit_bias[i].bias;
+            w->dense[id] = fix_logit(w->dense[id] + p->logit_bias[i].bias);
     }
     if (p->ignore_eos && eos_id >= 0 && eos_id < n_vocab)
         w->dense[eos_id] = -INFINITY;
 
-    float mu = st->mu_set ? st->mu : 2.0f * p->mirostat_tau;
+    /* a NaN/inf mu (a corrupted request) restarts mirostat instead of poisoning it */
+    float mu = st->mu_set && isfinite(st->mu) ? st->mu : 2.0f * p->mirostat_tau;
     double u = smp_rng_uniform(p->seed, st->session, st->step, 0);
     int idx;
     if (p->mirostat == 1 || p->mirostat == 2) {

@@ -111,7 +111,7 @@ typedef struct {
     uint64_t session;   /* keys the RNG together with seed and step */
     uint32_t step;      /* index of the token being sampled; smp_sample increments it */
     float    mu;        /* mirostat's running max surprise; valid if mu_set */
-    uint8_t  mu_set;    /* 0: smp_sample starts mu at 2 * mirostat_tau */
+    uint8_t  mu_set;    /* 0 (or mu not finite): smp_sample starts at 2 * mirostat_tau */
 } smp_state;
 
 typedef struct {
@@ -203,8 +203,8 @@ void smp_work_set_pieces(smp_work *w, smp_piece_fn fn, void *ctx);
 typedef struct { const char *const *strs; int32_t n; } smp_piece_table;
 const char *smp_piece_array(void *ctx, int32_t id, size_t *len);
 
-/* Samples one token from logits[n_vocab] (not modified) with parameters p (assumed
- * validated for n_vocab: smp_params_validate) and history[n_history] (prompt and
+/* Samples one token from logits[n_vocab] (not modified) with parameters p (checked
+ * with smp_params_validate on every call) and history[n_history] (prompt and
  * generated tokens, oldest first; ids outside [0, n_vocab) are ignored). eos_id < 0: none.
  * Returns the token (also out->token) and advances st (step + 1, mirostat mu); or -1 with
  * out->err set and st unchanged (bad row, bad arguments, out of memory). */
@@ -263,8 +263,8 @@ int smp_mirostat_v2(smp_cands *c, float tau, float eta, float *mu, double u);
 int smp_dist(smp_cands *c, double u);
 
 /* Repetition/frequency/presence penalties from the last repeat_last_n of history, and
- * DRY, applied to the candidates (ids must be < the work's vocabulary). smp_dry returns
- * 0, or 1 if it was skipped for want of token text. */
+ * DRY, applied to the candidates (ids outside the work's vocabulary are ignored).
+ * smp_dry returns 0, 1 if it was skipped for want of token text, -1 out of memory. */
 void smp_penalties(smp_cands *c, const smp_params *p, const int32_t *history, int n_history,
                    smp_work *w);
 int smp_dry(smp_cands *c, const smp_params *p, const int32_t *history, int n_history,

@@ -103,8 +103,8 @@ void smp_sort_prefix(smp_cands *c, int m)
 
 float smp_expf(float x)
 {
+    x = x >= EXP_LO ? x : EXP_LO;   /* NaN too, like maxps below */
     x = x > EXP_HI ? EXP_HI : x;
-    x = x < EXP_LO ? EXP_LO : x;
     float fx = x * EXP_LOG2E + 0.5f;
     float t = (float)(int)fx;
     fx = t > fx ? t - 1.0f : t;
@@ -125,8 +125,8 @@ float smp_expf(float x)
 #ifdef __SSE2__
 static inline __m128 exp4(__m128 x)
 {
+    x = _mm_max_ps(x, _mm_set1_ps(EXP_LO));   /* maxps(NaN, lo) is lo */
     x = _mm_min_ps(x, _mm_set1_ps(EXP_HI));
-    x = _mm_max_ps(x, _mm_set1_ps(EXP_LO));
     __m128 fx = _mm_add_ps(_mm_mul_ps(x, _mm_set1_ps(EXP_LOG2E)), _mm_set1_ps(0.5f));
     __m128 t = _mm_cvtepi32_ps(_mm_cvttps_epi32(fx));
     __m128 gt = _mm_cmpgt_ps(t, fx);
@@ -186,9 +186,13 @@ void smp_softmax(smp_cands *c)
     float mx = -INFINITY;
     for (int i = 0; i < c->n; i++)
         mx = d[i].logit > mx ? d[i].logit : mx;
-    if (mx == -INFINITY) {
+    if (mx == -INFINITY || mx == INFINITY) {
+        /* no finite scale: share evenly among the entries equal to the max */
+        int k = 0;
         for (int i = 0; i < c->n; i++)
-            d[i].p = 1.0f / (float)c->n;
+            k += d[i].logit == mx;
+        for (int i = 0; i < c->n; i++)
+            d[i].p = d[i].logit == mx ? 1.0f / (float)k : 0.0f;
         return;
     }
     double sum = 0;
@@ -555,9 +559,12 @@ void smp_temperature(smp_cands *c, float t, float range, float exponent)
         keep_best_only(c);
         return;
     }
-    /* Positive scaling keeps the order: n_sorted stays true. */
-    for (int i = 0; i < c->n; i++)
-        c->data[i].logit /= t;
+    /* Positive scaling keeps the order: n_sorted stays true (ties may appear at the
+     * clamp, which keeps them in id order as the sort does). */
+    for (int i = 0; i < c->n; i++) {
+        float l = c->data[i].logit / t;
+        c->data[i].logit = l > FLT_MAX ? FLT_MAX : l;
+    }
 }
 
 int smp_dist(smp_cands *c, double u)

@@ -294,9 +294,9 @@ static int parse_bias_entry(const char *s, size_t n, int32_t *id, float *bias)
         return 0;
     }
     double x;
-    if (parse_float(b, &x) || isnan(x) || x == INFINITY)
+    if (parse_float(b, &x) || isnan(x) || x > FLT_MAX)
         return -1;
-    *bias = (float)x;
+    *bias = x < -FLT_MAX ? -INFINITY : (float)x;
     return 0;
 }
 

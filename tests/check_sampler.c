@@ -958,6 +958,124 @@ START_TEST(test_sample_dry_and_warning)
 }
 END_TEST
 
+START_TEST(test_expf)
+{
+    enum { N = 4099 };
+    static float x[N], o[N];
+    for (int i = 0; i < N; i++)
+        x[i] = -87.0f + 175.0f * (float)smp_rng_uniform(4, 5, (uint32_t)i, 0);
+    smp_expf_n(x, o, N);
+    double sum = 0;
+    for (int i = 0; i < N; i++) {
+        float s = smp_expf(x[i]);
+        ck_assert_msg(!memcmp(&s, &o[i], sizeof s), "SIMD and scalar differ at %g", x[i]);
+        double ref = exp((double)x[i]);
+        ck_assert_msg(fabs(s - ref) <= 2.5e-7 * ref, "exp(%g) = %g, want %g", x[i], s, ref);
+        sum += smp_expf(x[i] - 3.0f);
+    }
+    ck_assert_double_eq_tol(smp_sum_exp(x, N, 3.0f), sum, 1e-9 * sum);
+    ck_assert_float_eq(smp_expf(0), 1.0f);
+    ck_assert_float_eq(smp_expf(-INFINITY), 0.0f);
+    ck_assert_float_eq(smp_expf(-200.0f), 0.0f);
+    ck_assert(isfinite(smp_expf(1000.0f)));
+}
+END_TEST
+
+/* XTC through smp_sample: its coin is draw 1 of the step, so it fires on the same steps
+ * in every process, and when it fires the top token cannot come out. */
+START_TEST(test_sample_xtc)
+{
+    const float row[4] = { -0.91629073f, -1.2039728f, -1.6094379f, -2.3025851f };
+    smp_params p = plain_params(8);
+    p.xtc_probability = 0.5f;
+    p.xtc_threshold = 0.25f;
+    smp_work *w = smp_work_new(4);
+    smp_result r;
+    int fired = 0, quiet = 0;
+    for (uint32_t step = 0; step < 400; step++) {
+        smp_state st;
+        smp_state_init(&st, &p, 3);
+        st.step = step;
+        int t = smp_sample(&p, &st, row, 4, NULL, 0, -1, &r, w);
+        int coin = smp_rng_uniform(8, 3, step, 1) <= 0.5;
+        if (coin) {
+            ck_assert_int_ne(t, 0);
+            ck_assert_int_eq(r.n_candidates, 3);
+            fired++;
+        } else {
+            ck_assert_int_eq(r.n_candidates, 4);
+            quiet += t == 0;
+        }
+    }
+    ck_assert_int_gt(fired, 150);
+    ck_assert_int_gt(quiet, 40);   /* without the coin, token 0 is common (p 0.4) */
+    smp_work_destroy(&w);
+}
+END_TEST
+
+/* Hostile inputs: random parameter text, corrupted structs, NaN/Inf rows and bad
+ * history ids never crash and always give a token in range or an error. */
+START_TEST(test_hostile_inputs)
+{
+    static const char *const values[] = {
+        "nan", "-nan", "inf", "-inf", "-1", "0", "1", "2", "0.5", "1e40", "-1e40", "",
+        " ", "abc", "99999999999999999999", "-2147483649", "40", "none", "3:-inf",
+        "0:5,1:-inf", "[\"\\n\"]", "[]", "[\"a\",\"b\"]", "kypmxt", "edskypmxt", "e",
+        "top_k;dry", "true", "0x10", "1.0000001", "0.9999999", "5:1e39", "[\"\\ud800\"]",
+    };
+    const int nv = 300;
+    float *row = malloc(nv * sizeof(float));
+    int32_t hist[80];
+    smp_work *w = smp_work_new(1);
+    const char *const text[3] = { "\n", "ab", "" };
+    smp_piece_table tab = { text, 3 };
+    smp_work_set_pieces(w, smp_piece_array, &tab);
+    smp_result r;
+    int sampled = 0;
+    for (uint32_t it = 0; it < 3000; it++) {
+        smp_params p = smp_params_default();
+        for (int k = 0; k < 4; k++) {
+            uint64_t h = smp_rng_u64(11, it, (uint32_t)k, 0);
+            const char *name = smp_param_name((int)(h % (uint64_t)smp_param_count()));
+            const char *val = values[(h >> 20) % (sizeof values / sizeof values[0])];
+            if (smp_param_set(&p, name, val, err, sizeof err) != 0)
+                ck_assert_msg(!strncmp(err, name, strlen(name)), "'%s' does not name %s", err, name);
+        }
+        if (it % 7 == 0) {   /* a corrupted struct, as from a broken peer */
+            unsigned char *b = (unsigned char *)&p;
+            for (int k = 0; k < 8; k++)
+                b[smp_rng_u64(12, it, (uint32_t)k, 0) % sizeof p] = (unsigned char)smp_rng_u64(13, it, (uint32_t)k, 0);
+            /* a bool holding 37 is undefined behaviour before any check could run */
+            unsigned char v;
+            memcpy(&v, &p.ignore_eos, 1);
+            p.ignore_eos = v & 1;
+            memcpy(&v, &p.post_sampling_probs, 1);
+            p.post_sampling_probs = v & 1;
+        }
+        for (int i = 0; i < nv; i++) {
+            uint64_t h = smp_rng_u64(14, it, (uint32_t)i, 0);
+            row[i] = h % 50 == 0 ? NAN : h % 50 == 1 ? INFINITY : h % 50 == 2 ? -INFINITY
+                   : (float)((int)(h >> 32) % 2000) / 100.0f;
+        }
+        for (int i = 0; i < 80; i++)
+            hist[i] = (int32_t)(smp_rng_u64(15, it, (uint32_t)i, 0) % 8) - 1 + (i % 5 == 0 ? 1000 : 0);
+        smp_state st;
+        smp_state_init(&st, &p, it);
+        int t = smp_sample(&p, &st, row, nv, hist, 80, 1, &r, w);
+        if (t >= 0) {
+            ck_assert_int_lt(t, nv);
+            ck_assert(!isnan(row[t]));
+            sampled++;
+        } else {
+            ck_assert(r.err[0] != 0);
+        }
+    }
+    ck_assert_int_gt(sampled, 1000);
+    smp_work_destroy(&w);
+    free(row);
+}
+END_TEST
+
 Suite *sampler_suite(void)
 {
     Suite *s = suite_create("sampler");
@@ -967,6 +1085,7 @@ Suite *sampler_suite(void)
     tcase_add_test(tc, test_params_reject_out_of_range);
     tcase_add_test(tc, test_params_validate);
     tcase_add_test(tc, test_rng_pure_and_uniform);
+    tcase_add_test(tc, test_expf);
     suite_add_tcase(s, tc);
     tc = tcase_create("samplers");
     tcase_add_test(tc, test_softmax_and_dist);
@@ -992,6 +1111,8 @@ Suite *sampler_suite(void)
     tcase_add_test(tc, test_chain_composition);
     tcase_add_test(tc, test_mirostat_state_carried);
     tcase_add_test(tc, test_sample_dry_and_warning);
+    tcase_add_test(tc, test_sample_xtc);
+    tcase_add_test(tc, test_hostile_inputs);
     suite_add_tcase(s, tc);
     return s;
 }
