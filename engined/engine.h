@@ -74,6 +74,9 @@ const char *eng_segment_name(const eng_model *m);
 eng_precision eng_precision_of(const eng_model *m);
 /* The metadata-only GGUF image of the model's key/values (tokenizer tables included). */
 const void *eng_tokenizer_blob(const eng_model *m, size_t *len);
+/* Bytes of weights one decode step reads (every matrix once, the embedding only
+ * when it is also the output): the numerator of decode's GB/s. */
+uint64_t eng_weight_bytes_per_token(const eng_model *m);
 /* Sets the thread count of this handle's pool (>= 1; default 2). 0 on success. */
 int eng_set_threads(eng_model *m, int n_threads);
 

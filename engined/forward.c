@@ -213,6 +213,19 @@ const void *eng_tokenizer_blob(const eng_model *m, size_t *len)
     return (const char *)m->seg.base + h->tok_offset;
 }
 
+static uint64_t mat_bytes(const mdl_mat *w) { return (uint64_t)w->rows * w->row_bytes; }
+
+uint64_t eng_weight_bytes_per_token(const eng_model *m)
+{
+    uint64_t b = mat_bytes(&m->w.output);
+    for (int il = 0; il < m->cfg.n_layer; il++) {
+        const mdl_layer *L = &m->w.layers[il];
+        b += mat_bytes(&L->wq) + mat_bytes(&L->wk) + mat_bytes(&L->wv) + mat_bytes(&L->wo) +
+             mat_bytes(&L->gate) + mat_bytes(&L->up) + mat_bytes(&L->down);
+    }
+    return b;
+}
+
 int eng_set_threads(eng_model *m, int n_threads)
 {
     if (n_threads < 1 || n_threads > POOL_MAX_THREADS) return -1;

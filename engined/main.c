@@ -119,7 +119,11 @@ static int greedy(eng_model *m, eng_session *s, float *lg, int n_gen, int n_voca
         tok = eng_argmax(lg, n_vocab);
     }
     double ms = now_ms() - t0;
-    if (n_gen > 1) log_info("decode: %d tokens in %.1f ms (%.2f tok/s)", n_gen - 1, ms, (n_gen - 1) / ms * 1e3);
+    if (n_gen > 1) {
+        double tps = (n_gen - 1) / ms * 1e3;
+        log_info("decode: %d tokens in %.1f ms (%.2f tok/s, %.1f GB/s of weights)", n_gen - 1, ms, tps,
+                 tps * (double)eng_weight_bytes_per_token(m) / 1e9);
+    }
     return 0;
 }
 
@@ -218,7 +222,7 @@ static int remove_segments(const char *what)
 static int parse_eval(int argc, char **argv, eval_opts *o)
 {
     *o = (eval_opts){ .n_gen = 32, .threads = 2, .prec = ENG_INT8, .kv = ENG_KV_F16 };
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--model") && v) o->model = v;
         else if (!strcmp(a, "--eval") && v) o->eval = v;
@@ -234,7 +238,6 @@ static int parse_eval(int argc, char **argv, eval_opts *o)
             fprintf(stderr, "error: unknown option or missing/invalid value: %s%s%s\n", a, v ? " " : "", v ? v : "");
             return 2;
         }
-        i++;
     }
     if (!o->model || !o->eval) {
         fprintf(stderr, "error: --eval needs --model FILE and --eval TOKENS.txt\n");
