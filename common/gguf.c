@@ -69,6 +69,7 @@ struct gguf_ctx {
     gguf_tensor   *tensors;   /* [n_tensors] */
     gguf_map       kv_map;
     gguf_map       t_map;
+    uint64_t      *off_at;    /* [n_tensors] file offset of each tensor's data offset field */
 };
 
 /* Parser state: a cursor over the buffer plus the item being read, for messages. */
@@ -399,6 +400,7 @@ static bool parse_shape(rd *r, gguf_tensor *t)
     if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS)
         return fail(r, "n_dims %u at offset %zu is not in 1..%d", t->n_dims, at, GGUF_MAX_DIMS);
     int64_t elems = 1;
+    size_t ne_at = r->pos;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
         at = r->pos;
@@ -418,12 +420,12 @@ static bool parse_shape(rd *r, gguf_tensor *t)
         return fail(r, "type at offset %zu is unknown type id %u", at, t->type);
     size_t row = qt_row_size(t->type, t->ne[0]);
     if (row == 0)
-        return fail(r, "ne[0] = %lld is not a multiple of the block size %d of type %s",
-                    (long long)t->ne[0], q->block_size, q->name);
+        return fail(r, "ne[0] = %lld at offset %zu is not a multiple of the block size %d of type %s",
+                    (long long)t->ne[0], ne_at, q->block_size, q->name);
     uint64_t nbytes;
     if (__builtin_mul_overflow((uint64_t)row, (uint64_t)(elems / t->ne[0]), &nbytes))
-        return fail(r, "data size of %lld elements of type %s overflows 64 bits",
-                    (long long)elems, q->name);
+        return fail(r, "data size of %lld elements of type %s (shape at offset %zu) overflows 64 bits",
+                    (long long)elems, q->name, ne_at);
     t->nbytes = nbytes;
     return true;
 }
@@ -431,7 +433,8 @@ static bool parse_shape(rd *r, gguf_tensor *t)
 static bool parse_tensor_infos(rd *r, gguf_ctx *g)
 {
     g->tensors = calloc(g->n_tensors ? (size_t)g->n_tensors : 1, sizeof *g->tensors);
-    if (!g->tensors || !map_init(&g->t_map, g->n_tensors)) return fail(r, "out of memory");
+    g->off_at = calloc(g->n_tensors ? (size_t)g->n_tensors : 1, sizeof *g->off_at);
+    if (!g->tensors || !g->off_at || !map_init(&g->t_map, g->n_tensors)) return fail(r, "out of memory");
     for (int64_t i = 0; i < g->n_tensors; i++) {
         gguf_tensor *t = &g->tensors[i];
         uint64_t name_off;
@@ -444,7 +447,9 @@ static bool parse_tensor_infos(rd *r, gguf_ctx *g)
             return false;
         }
         snprintf(r->item, sizeof r->item, "tensor %lld (%.100s)", (long long)i, name);
-        ok = parse_shape(r, t) && rd_u64(r, &t->offset, "data offset");
+        ok = parse_shape(r, t);
+        g->off_at[i] = r->pos;
+        ok = ok && rd_u64(r, &t->offset, "data offset");
         if (ok) {
             int64_t dup = map_insert(&g->t_map, name, i, g, false);
             if (dup >= 0)
@@ -489,13 +494,14 @@ static bool check_data(rd *r, gguf_ctx *g)
     for (int64_t i = 0; i < g->n_tensors; i++) {
         gguf_tensor *t = &g->tensors[i];
         snprintf(r->item, sizeof r->item, "tensor %lld (%.100s)", (long long)i, t->name);
+        unsigned long long at = g->off_at[i];
         if (t->offset % a != 0)
-            return fail(r, "data offset %llu is not a multiple of the alignment %llu",
-                        (unsigned long long)t->offset, (unsigned long long)a);
+            return fail(r, "data offset %llu (field at offset %llu) is not a multiple of the "
+                        "alignment %llu", (unsigned long long)t->offset, at, (unsigned long long)a);
         if (t->offset > avail || t->nbytes > avail - t->offset)
-            return fail(r, "data at offset %llu + %llu bytes runs past the end of the file "
-                        "(data section of %llu bytes at file offset %llu)",
-                        (unsigned long long)t->offset, (unsigned long long)t->nbytes,
+            return fail(r, "data at offset %llu + %llu bytes (field at offset %llu) runs past the "
+                        "end of the file (data section of %llu bytes at file offset %llu)",
+                        (unsigned long long)t->offset, (unsigned long long)t->nbytes, at,
                         (unsigned long long)avail, (unsigned long long)start);
         t->data = r->buf + start + t->offset;
     }
@@ -511,8 +517,10 @@ static bool check_data(rd *r, gguf_ctx *g)
         if (t->offset < p->offset + p->nbytes) {
             snprintf(r->item, sizeof r->item, "tensor %lld (%.100s)", (long long)order[k].index,
                      t->name);
-            ok = fail(r, "data offset %llu overlaps tensor %lld (%.100s) at offset %llu + %llu bytes",
-                      (unsigned long long)t->offset, (long long)order[k - 1].index, p->name,
+            ok = fail(r, "data offset %llu (field at offset %llu) overlaps tensor %lld (%.100s) "
+                      "at data offset %llu + %llu bytes", (unsigned long long)t->offset,
+                      (unsigned long long)g->off_at[order[k].index], (long long)order[k - 1].index,
+                      p->name,
                       (unsigned long long)p->offset, (unsigned long long)p->nbytes);
         }
     }
@@ -597,6 +605,7 @@ void gguf_close(gguf_ctx *g)
     }
     free(g->kv_map.slot);
     free(g->t_map.slot);
+    free(g->off_at);
     if (g->map) munmap(g->map, g->len);
     free(g);
 }

@@ -689,6 +689,91 @@ START_TEST(test_open_errors)
 }
 END_TEST
 
+/* Reads everything a parsed ctx offers, so that ASan sees any bad pointer. */
+static uint64_t touch_all(const gguf_ctx *g)
+{
+    uint64_t h = 0;
+    double acc = 0;
+    for (int64_t i = 0; i < gguf_n_kv(g); i++) {
+        const char *k = gguf_key(g, i);
+        acc += gguf_get_float(g, k, 0);
+        h += (uint64_t)gguf_get_int(g, k, 0) + strlen(gguf_get_str(g, k, "")) +
+             gguf_get_bool(g, k, false);
+        const gguf_value *v = gguf_kv_value(g, i);
+        size_t rl;
+        const uint8_t *raw = gguf_value_raw(v, &rl);
+        if (rl) h += raw[rl - 1];
+        for (uint64_t e = 0; e < gguf_value_arr_n(v); e++) {
+            gguf_vtype et = gguf_value_arr_type(v);
+            if (et == GGUF_T_STRING) {
+                gguf_str s = gguf_value_arr_str(v, e);
+                if (s.len) h += (uint8_t)s.ptr[s.len - 1];
+            } else if (et == GGUF_T_ARRAY) {
+                const gguf_value *sub = gguf_value_arr_sub(v, e);
+                h += gguf_value_arr_n(sub);
+                if (gguf_value_arr_n(sub) && gguf_value_arr_type(sub) < GGUF_T_STRING)
+                    h += (uint64_t)gguf_value_arr_int(sub, gguf_value_arr_n(sub) - 1);
+            } else {
+                h += (uint64_t)gguf_value_arr_int(v, e);
+                acc += gguf_value_arr_float(v, e);
+            }
+        }
+    }
+    for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        const uint8_t *d = t->data;
+        h += d[0] + d[t->nbytes - 1] + strlen(t->name);
+        ck_assert_ptr_eq(gguf_find_tensor(g, t->name), t);
+    }
+    return h + (acc != 0);
+}
+
+/* Thousands of random byte changes and cuts of a small file holding every value
+ * type: each parse either fails with a message or yields a ctx that reads safely. */
+START_TEST(test_random_mutations)
+{
+    float f32data[24];
+    char err[512];
+    size_t len;
+    gguf_writer *w = build_everything(f32data);
+    int calls = 0;
+    uint8_t *img = gguf_writer_write_mem(w, fill_pattern, &calls, &len, err, sizeof err);
+    ck_assert_ptr_nonnull(img);
+    gguf_writer_free(w);
+    uint64_t x = 12345;
+    int accepted = 0, refused = 0;
+    for (int it = 0; it < 4000; it++) {
+        size_t n = len;
+        uint8_t *b = malloc(len);
+        memcpy(b, img, len);
+        int flips = 1 + (int)(it % 4);
+        for (int k = 0; k < flips; k++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            size_t at = (size_t)(x >> 33) % len;
+            uint8_t vals[] = {0, 0xff, 0x7f, 0x80, 1, 2, 9, 13, (uint8_t)(x >> 8)};
+            b[at] = vals[(x >> 20) % sizeof vals];
+        }
+        if (it % 5 == 0) n = (size_t)(x >> 40) % len;
+        err[0] = 0;
+        gguf_ctx *g = gguf_parse(b, n, err, sizeof err);
+        if (g) {
+            touch_all(g);
+            accepted++;
+            gguf_close(g);
+        } else {
+            ck_assert_msg(err[0] != 0, "refused without a message");
+            ck_assert_msg(strstr(err, "offset") || strstr(err, "memory"),
+                          "error without an offset: %s", err);
+            refused++;
+        }
+        free(b);
+    }
+    ck_assert_int_gt(refused, 100);
+    ck_assert_int_gt(accepted, 100); /* flips inside tensor data stay valid */
+    free(img);
+}
+END_TEST
+
 Suite *gguf_suite(void)
 {
     Suite *s = suite_create("gguf");
@@ -703,6 +788,7 @@ Suite *gguf_suite(void)
     tcase_add_test(tc, test_alignment_rules);
     tcase_add_test(tc, test_nesting_limits);
     tcase_add_test(tc, test_open_errors);
+    tcase_add_test(tc, test_random_mutations);
     suite_add_tcase(s, tc);
     tc = tcase_create("writer");
     tcase_add_test(tc, test_writer_round_trip);
