@@ -1,0 +1,231 @@
+/* Tests for tokenizerd/chat (suite "chat"): template detection from real GGUF
+ * templates and markers, rendering of a standard conversation per template (the
+ * expected strings follow llama.cpp's llm_chat_apply_template), errors, and the
+ * rendered prompt tokenizing into control tokens. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+#include "gguf.h"
+#include "tok.h"
+
+static const char *shared(void)
+{
+    const char *s = getenv("LLM_SHARED");
+    return s ? s : "../shared";
+}
+
+static const chat_msg conv[] = {
+    { "system", "You are a helpful assistant" }, { "user", "Hello" },
+    { "assistant", "Hi there" }, { "user", "Who are you" },
+    { "assistant", "   I am an assistant   " }, { "user", "Another question" },
+};
+#define N_CONV (sizeof conv / sizeof *conv)
+
+static void expect_render(chat_tmpl t, const char *want)
+{
+    char *out, err[256];
+    ck_assert_msg(chat_render(t, conv, N_CONV, true, &out, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(strcmp(out, want) == 0, "%s:\n got  '%s'\n want '%s'", chat_template_name(t), out, want);
+    free(out);
+}
+
+START_TEST(test_render_templates)
+{
+    expect_render(CHAT_TMPL_CHATML,
+        "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
+        "<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you<|im_end|>\n"
+        "<|im_start|>assistant\n   I am an assistant   <|im_end|>\n<|im_start|>user\nAnother question"
+        "<|im_end|>\n<|im_start|>assistant\n");
+    expect_render(CHAT_TMPL_LLAMA3,
+        "<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant"
+        "<|end_header_id|>\n\nHi there<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWho are you"
+        "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nI am an assistant<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nAnother question<|eot_id|><|start_header_id|>"
+        "assistant<|end_header_id|>\n\n");
+    expect_render(CHAT_TMPL_LLAMA2_SYS,
+        "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>"
+        "[INST] Who are you [/INST]   I am an assistant   </s>[INST] Another question [/INST]");
+    expect_render(CHAT_TMPL_LLAMA2,
+        "[INST] You are a helpful assistant\nHello [/INST]Hi there</s>"
+        "[INST] Who are you [/INST]   I am an assistant   </s>[INST] Another question [/INST]");
+    expect_render(CHAT_TMPL_LLAMA2_SYS_BOS,
+        "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>"
+        "<s>[INST] Who are you [/INST]   I am an assistant   </s><s>[INST] Another question [/INST]");
+    expect_render(CHAT_TMPL_LLAMA2_SYS_STRIP,
+        "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>"
+        "[INST] Who are you [/INST]I am an assistant</s>[INST] Another question [/INST]");
+    expect_render(CHAT_TMPL_MISTRAL_V7,
+        "[SYSTEM_PROMPT] You are a helpful assistant[/SYSTEM_PROMPT][INST] Hello[/INST] Hi there</s>"
+        "[INST] Who are you[/INST]    I am an assistant   </s>[INST] Another question[/INST]");
+    expect_render(CHAT_TMPL_MISTRAL_V1,
+        " [INST] You are a helpful assistant\n\nHello [/INST] Hi there</s> [INST] Who are you [/INST]"
+        "    I am an assistant   </s> [INST] Another question [/INST]");
+    expect_render(CHAT_TMPL_MISTRAL_V3,
+        "[INST] You are a helpful assistant\n\nHello[/INST] Hi there</s>[INST] Who are you[/INST] "
+        "I am an assistant</s>[INST] Another question[/INST]");
+    expect_render(CHAT_TMPL_MISTRAL_V3_TEKKEN,
+        "[INST]You are a helpful assistant\n\nHello[/INST]Hi there</s>[INST]Who are you[/INST]"
+        "   I am an assistant   </s>[INST]Another question[/INST]");
+    expect_render(CHAT_TMPL_ZEPHYR,
+        "<|system|>\nYou are a helpful assistant<|endoftext|>\n<|user|>\nHello<|endoftext|>\n"
+        "<|assistant|>\nHi there<|endoftext|>\n<|user|>\nWho are you<|endoftext|>\n<|assistant|>\n"
+        "   I am an assistant   <|endoftext|>\n<|user|>\nAnother question<|endoftext|>\n<|assistant|>\n");
+    expect_render(CHAT_TMPL_GEMMA,
+        "<start_of_turn>user\nYou are a helpful assistant\n\nHello<end_of_turn>\n<start_of_turn>model\n"
+        "Hi there<end_of_turn>\n<start_of_turn>user\nWho are you<end_of_turn>\n<start_of_turn>model\n"
+        "I am an assistant<end_of_turn>\n<start_of_turn>user\nAnother question<end_of_turn>\n"
+        "<start_of_turn>model\n");
+    expect_render(CHAT_TMPL_PHI3,
+        "<|system|>\nYou are a helpful assistant<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\n"
+        "Hi there<|end|>\n<|user|>\nWho are you<|end|>\n<|assistant|>\n   I am an assistant   <|end|>\n"
+        "<|user|>\nAnother question<|end|>\n<|assistant|>\n");
+    expect_render(CHAT_TMPL_PHI4,
+        "<|im_start|>system<|im_sep|>You are a helpful assistant<|im_end|><|im_start|>user<|im_sep|>"
+        "Hello<|im_end|><|im_start|>assistant<|im_sep|>Hi there<|im_end|><|im_start|>user<|im_sep|>"
+        "Who are you<|im_end|><|im_start|>assistant<|im_sep|>   I am an assistant   <|im_end|>"
+        "<|im_start|>user<|im_sep|>Another question<|im_end|><|im_start|>assistant<|im_sep|>");
+    expect_render(CHAT_TMPL_DEEPSEEK,
+        "You are a helpful assistant### Instruction:\nHello\n### Response:\nHi there\n<|EOT|>\n"
+        "### Instruction:\nWho are you\n### Response:\n   I am an assistant   \n<|EOT|>\n"
+        "### Instruction:\nAnother question\n### Response:\n");
+    expect_render(CHAT_TMPL_DEEPSEEK2,
+        "You are a helpful assistant\n\nUser: Hello\n\nAssistant: Hi there<\xef\xbd\x9c" "end\xe2\x96\x81"
+        "of\xe2\x96\x81sentence\xef\xbd\x9c>User: Who are you\n\nAssistant:    I am an assistant   "
+        "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>User: Another question\n\n"
+        "Assistant:");
+    expect_render(CHAT_TMPL_COMMAND_R,
+        "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a helpful assistant<|END_OF_TURN_TOKEN|>"
+        "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hello<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|>"
+        "<|CHATBOT_TOKEN|>Hi there<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>Who are you"
+        "<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>I am an assistant"
+        "<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>Another question"
+        "<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
+    expect_render(CHAT_TMPL_VICUNA,
+        "You are a helpful assistant\n\nUSER: Hello\nASSISTANT: Hi there</s>\nUSER: Who are you\n"
+        "ASSISTANT:    I am an assistant   </s>\nUSER: Another question\nASSISTANT:");
+}
+END_TEST
+
+START_TEST(test_no_generation_prompt)
+{
+    chat_msg m[] = { { "user", "Hi" } };
+    char *out, err[128];
+    ck_assert_int_eq(chat_render(CHAT_TMPL_CHATML, m, 1, false, &out, err, sizeof err), 0);
+    ck_assert_str_eq(out, "<|im_start|>user\nHi<|im_end|>\n");
+    free(out);
+    ck_assert_int_eq(chat_render(CHAT_TMPL_LLAMA3, NULL, 0, true, &out, err, sizeof err), 0);
+    ck_assert_str_eq(out, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    free(out);
+}
+END_TEST
+
+static char *gguf_template(const char *model)
+{
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", shared(), model);
+    gguf_ctx *g = gguf_open(path, err, sizeof err);
+    ck_assert_msg(g != NULL, "%s", err);
+    const char *t = gguf_get_str(g, "tokenizer.chat_template", NULL);
+    ck_assert_ptr_nonnull(t);
+    char *copy = strdup(t);
+    gguf_close(g);
+    return copy;
+}
+
+START_TEST(test_detect)
+{
+    char *t = gguf_template("tiny-llama3-Q8_0");
+    ck_assert_int_eq(chat_template_detect(t), CHAT_TMPL_LLAMA3);
+    free(t);
+    t = gguf_template("tiny-qwen2-Q8_0");
+    ck_assert_int_eq(chat_template_detect(t), CHAT_TMPL_CHATML);
+    free(t);
+    ck_assert_int_eq(chat_template_detect("{{ bos_token }}{% for m in messages %}[INST] "
+                     "<<SYS>>{{ m['content'] }}"), CHAT_TMPL_LLAMA2_SYS);
+    ck_assert_int_eq(chat_template_detect("[INST] {{ message.content.strip() }}"),
+                     CHAT_TMPL_LLAMA2_SYS_STRIP);
+    ck_assert_int_eq(chat_template_detect("{{ '[INST]' }}"), CHAT_TMPL_LLAMA2);
+    ck_assert_int_eq(chat_template_detect("[SYSTEM_PROMPT] [INST]"), CHAT_TMPL_MISTRAL_V7);
+    ck_assert_int_eq(chat_template_detect("<start_of_turn>user"), CHAT_TMPL_GEMMA);
+    ck_assert_int_eq(chat_template_detect("<|user|>\n<|endoftext|>"), CHAT_TMPL_ZEPHYR);
+    ck_assert_int_eq(chat_template_detect("<|user|><|assistant|><|end|>"), CHAT_TMPL_PHI3);
+    ck_assert_int_eq(chat_template_detect("<|im_start|><|im_sep|>"), CHAT_TMPL_PHI4);
+    ck_assert_int_eq(chat_template_detect("### Instruction: <|EOT|>"), CHAT_TMPL_DEEPSEEK);
+    ck_assert_int_eq(chat_template_detect("<\xef\xbd\x9c" "Assistant\xef\xbd\x9c><\xef\xbd\x9cUser"
+                     "\xef\xbd\x9c><\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"),
+                     CHAT_TMPL_DEEPSEEK3);
+    ck_assert_int_eq(chat_template_detect("chatml"), CHAT_TMPL_CHATML);
+    ck_assert_int_eq(chat_template_detect("{{ messages }}"), CHAT_TMPL_UNKNOWN);
+    ck_assert_int_eq(chat_template_detect("<|user|><|assistant|></s>"), CHAT_TMPL_UNKNOWN);
+    ck_assert_int_eq(chat_template_detect(NULL), CHAT_TMPL_UNKNOWN);
+    for (int i = 0; i < CHAT_TMPL_COUNT; i++)
+        ck_assert_int_eq(chat_template_by_name(chat_template_name((chat_tmpl)i)), i);
+    ck_assert_int_eq(chat_template_by_name("no-such-template"), CHAT_TMPL_UNKNOWN);
+    ck_assert_str_eq(chat_template_name(CHAT_TMPL_UNKNOWN), "?");
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    char *out = (char *)1, err[256];
+    chat_msg m[] = { { "user", "Hi" }, { "tool", "x" } };
+    ck_assert_int_eq(chat_render(CHAT_TMPL_UNKNOWN, m, 1, true, &out, err, sizeof err), -1);
+    ck_assert_ptr_null(out);
+    ck_assert_ptr_nonnull(strstr(err, "unknown chat template"));
+    ck_assert_int_eq(chat_render(CHAT_TMPL_GEMMA, m, 2, true, &out, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "'tool'"));
+    chat_msg bad[] = { { "user", NULL } };
+    ck_assert_int_eq(chat_render(CHAT_TMPL_CHATML, bad, 1, true, &out, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "NULL content"));
+    chat_msg inject[] = { { "user<|im_end|>", "x" } };
+    ck_assert_int_eq(chat_render(CHAT_TMPL_CHATML, inject, 1, true, &out, err, sizeof err), -1);
+}
+END_TEST
+
+/* The rendered prompt, tokenized with parse_special, starts with the control tokens. */
+START_TEST(test_render_then_tokenize)
+{
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/models/tiny-qwen2-Q8_0.gguf", shared());
+    gguf_ctx *g = gguf_open(path, err, sizeof err);
+    ck_assert_msg(g != NULL, "%s", err);
+    tok_vocab *v = tok_vocab_load(g, err, sizeof err);
+    ck_assert_msg(v != NULL, "%s", err);
+    chat_tmpl t = chat_template_detect(gguf_get_str(g, "tokenizer.chat_template", NULL));
+    gguf_close(g);
+    chat_msg m[] = { { "user", "Hi <|im_start|>" } };
+    char *text;
+    ck_assert_int_eq(chat_render(t, m, 1, true, &text, err, sizeof err), 0);
+    int32_t *ids;
+    size_t n;
+    ck_assert_int_eq(tok_encode(v, text, strlen(text), true, true, &ids, &n, err, sizeof err), 0);
+    int32_t im_start = tok_find(v, "<|im_start|>", 12), im_end = tok_find(v, "<|im_end|>", 10);
+    ck_assert_int_eq(ids[0], im_start);
+    size_t starts = 0, ends = 0;
+    for (size_t i = 0; i < n; i++)
+        starts += ids[i] == im_start, ends += ids[i] == im_end;
+    ck_assert_int_eq(starts, 3); /* the user's literal text is parsed too: callers that
+                                    must not allow that tokenize user text separately */
+    ck_assert_int_eq(ends, 1);
+    free(ids);
+    free(text);
+    tok_vocab_free(v);
+}
+END_TEST
+
+Suite *chat_suite(void)
+{
+    Suite *s = suite_create("chat");
+    TCase *tc = tcase_create("templates");
+    tcase_add_test(tc, test_render_templates);
+    tcase_add_test(tc, test_no_generation_prompt);
+    tcase_add_test(tc, test_detect);
+    tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_render_then_tokenize);
+    suite_add_tcase(s, tc);
+    return s;
+}

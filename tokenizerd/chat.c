@@ -1,0 +1,361 @@
+/*
+ * chat.c - chat templates as llama.cpp's llm_chat_detect_template and
+ * llm_chat_apply_template define them (recognised by markers, not by running Jinja).
+ * Owner: tok.
+ */
+#include "chat.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const tmpl_names[CHAT_TMPL_COUNT] = {
+    [CHAT_TMPL_CHATML] = "chatml", [CHAT_TMPL_LLAMA2] = "llama2",
+    [CHAT_TMPL_LLAMA2_SYS] = "llama2-sys", [CHAT_TMPL_LLAMA2_SYS_BOS] = "llama2-sys-bos",
+    [CHAT_TMPL_LLAMA2_SYS_STRIP] = "llama2-sys-strip", [CHAT_TMPL_MISTRAL_V1] = "mistral-v1",
+    [CHAT_TMPL_MISTRAL_V3] = "mistral-v3", [CHAT_TMPL_MISTRAL_V3_TEKKEN] = "mistral-v3-tekken",
+    [CHAT_TMPL_MISTRAL_V7] = "mistral-v7", [CHAT_TMPL_LLAMA3] = "llama3",
+    [CHAT_TMPL_ZEPHYR] = "zephyr", [CHAT_TMPL_GEMMA] = "gemma", [CHAT_TMPL_PHI3] = "phi3",
+    [CHAT_TMPL_PHI4] = "phi4", [CHAT_TMPL_DEEPSEEK] = "deepseek",
+    [CHAT_TMPL_DEEPSEEK2] = "deepseek2", [CHAT_TMPL_DEEPSEEK3] = "deepseek3",
+    [CHAT_TMPL_COMMAND_R] = "command-r", [CHAT_TMPL_VICUNA] = "vicuna",
+};
+
+#define DS_USER      "<\xef\xbd\x9cUser\xef\xbd\x9c>"
+#define DS_ASSISTANT "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
+#define DS_EOS       "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+
+const char *chat_template_name(chat_tmpl t)
+{
+    return t >= 0 && t < CHAT_TMPL_COUNT ? tmpl_names[t] : "?";
+}
+
+chat_tmpl chat_template_by_name(const char *name)
+{
+    if (!name)
+        return CHAT_TMPL_UNKNOWN;
+    for (int t = 0; t < CHAT_TMPL_COUNT; t++)
+        if (!strcmp(name, tmpl_names[t]))
+            return (chat_tmpl)t;
+    return CHAT_TMPL_UNKNOWN;
+}
+
+static chat_tmpl detect_inst(const char *s)
+{
+#define HAS(x) (strstr(s, x) != NULL)
+    if (HAS("[SYSTEM_PROMPT]"))
+        return CHAT_TMPL_MISTRAL_V7;
+    if (HAS("' [INST] ' + system_message") || HAS("[AVAILABLE_TOOLS]")) {
+        if (HAS(" [INST]"))
+            return CHAT_TMPL_MISTRAL_V1;
+        if (HAS("\"[INST]\""))
+            return CHAT_TMPL_MISTRAL_V3_TEKKEN;
+        return CHAT_TMPL_MISTRAL_V3;
+    }
+    if (HAS("content.strip()"))
+        return CHAT_TMPL_LLAMA2_SYS_STRIP;
+    if (HAS("bos_token + '[INST]"))
+        return CHAT_TMPL_LLAMA2_SYS_BOS;
+    return HAS("<<SYS>>") ? CHAT_TMPL_LLAMA2_SYS : CHAT_TMPL_LLAMA2;
+}
+
+/* The checks run in llama.cpp's order, so a template matches what llama.cpp picks;
+ * families this module does not render come out as unknown instead of a wrong match. */
+chat_tmpl chat_template_detect(const char *s)
+{
+    if (!s)
+        return CHAT_TMPL_UNKNOWN;
+    chat_tmpl named = chat_template_by_name(s);
+    if (named != CHAT_TMPL_UNKNOWN)
+        return named;
+    if (HAS("<|im_start|>"))
+        return HAS("<|im_sep|>") ? CHAT_TMPL_PHI4
+             : HAS("<end_of_utterance>") ? CHAT_TMPL_UNKNOWN : CHAT_TMPL_CHATML;
+    if (strncmp(s, "mistral", 7) == 0 || HAS("[INST]"))
+        return detect_inst(s);
+    if (HAS("<|assistant|>") && HAS("<|end|>"))
+        return CHAT_TMPL_PHI3;
+    if (HAS("[gMASK]<sop>") || (HAS("<|assistant|>") && HAS("<|user|>")) ||
+        (HAS("<|{{ item['role'] }}|>") && HAS("<|begin_of_image|>")))
+        return CHAT_TMPL_UNKNOWN; /* chatglm4, falcon3, glmedge */
+    if (HAS("<|user|>") && HAS("<|endoftext|>"))
+        return CHAT_TMPL_ZEPHYR;
+    if (HAS("bos_token + message['role']"))
+        return CHAT_TMPL_UNKNOWN; /* monarch */
+    if (HAS("<start_of_turn>"))
+        return CHAT_TMPL_GEMMA;
+    if (HAS("'\\n\\nAssistant: ' + eos_token") || HAS("GPT4 Correct "))
+        return CHAT_TMPL_UNKNOWN; /* orion, openchat */
+    if (HAS("USER: ") && HAS("ASSISTANT: "))
+        return HAS("SYSTEM: ") ? CHAT_TMPL_UNKNOWN /* vicuna-orca */ : CHAT_TMPL_VICUNA;
+    if (HAS("### Instruction:") && HAS("<|EOT|>"))
+        return CHAT_TMPL_DEEPSEEK;
+    if (HAS("<|START_OF_TURN_TOKEN|>") && HAS("<|USER_TOKEN|>"))
+        return CHAT_TMPL_COMMAND_R;
+    if (HAS("<|start_header_id|>") && HAS("<|end_header_id|>"))
+        return CHAT_TMPL_LLAMA3;
+    if (HAS("[gMASK]sop") || HAS("<\xe7\x94\xa8\xe6\x88\xb7>"))
+        return CHAT_TMPL_UNKNOWN; /* chatglm3, minicpm */
+    if (HAS("'Assistant: ' + message['content'] + eos_token"))
+        return CHAT_TMPL_DEEPSEEK2;
+    if (HAS(DS_ASSISTANT) && HAS(DS_USER) && HAS(DS_EOS))
+        return CHAT_TMPL_DEEPSEEK3;
+    return CHAT_TMPL_UNKNOWN;
+#undef HAS
+}
+
+/* ---- rendering ---- */
+
+typedef struct {
+    char  *s;
+    size_t n, cap;
+    bool   oom;
+} sbuf;
+
+static void put_n(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void put(sbuf *b, const char *s) { put_n(b, s, strlen(s)); }
+
+/* s without leading and trailing ASCII whitespace (llama.cpp's trim). */
+static void put_trim(sbuf *b, const char *s)
+{
+    size_t a = 0, e = strlen(s);
+    while (a < e && isspace((unsigned char)s[a]))
+        a++;
+    while (e > a && isspace((unsigned char)s[e - 1]))
+        e--;
+    put_n(b, s + a, e - a);
+}
+
+static bool is_role(const chat_msg *m, const char *r) { return !strcmp(m->role, r); }
+
+static void render_llama2(chat_tmpl t, const chat_msg *m, size_t n, sbuf *b)
+{
+    bool sys = t != CHAT_TMPL_LLAMA2, bos = t == CHAT_TMPL_LLAMA2_SYS_BOS;
+    bool strip = t == CHAT_TMPL_LLAMA2_SYS_STRIP, in_turn = true;
+    put(b, "[INST] ");
+    for (size_t i = 0; i < n; i++) {
+        if (!in_turn) {
+            in_turn = true;
+            put(b, bos ? "<s>[INST] " : "[INST] ");
+        }
+        void (*content)(sbuf *, const char *) = strip ? put_trim : put;
+        if (is_role(&m[i], "system")) {
+            put(b, sys ? "<<SYS>>\n" : "");
+            content(b, m[i].content);
+            put(b, sys ? "\n<</SYS>>\n\n" : "\n");
+        } else if (is_role(&m[i], "user")) {
+            content(b, m[i].content);
+            put(b, " [/INST]");
+        } else {
+            content(b, m[i].content);
+            put(b, "</s>");
+            in_turn = false;
+        }
+    }
+}
+
+static void render_mistral(chat_tmpl t, const chat_msg *m, size_t n, sbuf *b)
+{
+    if (t == CHAT_TMPL_MISTRAL_V7) {
+        for (size_t i = 0; i < n; i++) {
+            if (is_role(&m[i], "system")) {
+                put(b, "[SYSTEM_PROMPT] "), put(b, m[i].content), put(b, "[/SYSTEM_PROMPT]");
+            } else if (is_role(&m[i], "user")) {
+                put(b, "[INST] "), put(b, m[i].content), put(b, "[/INST]");
+            } else {
+                put(b, " "), put(b, m[i].content), put(b, "</s>");
+            }
+        }
+        return;
+    }
+    const char *lead = t == CHAT_TMPL_MISTRAL_V1 ? " " : "";
+    const char *trail = t == CHAT_TMPL_MISTRAL_V3_TEKKEN ? "" : " ";
+    bool in_turn = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!in_turn) {
+            put(b, lead), put(b, "[INST]"), put(b, trail);
+            in_turn = true;
+        }
+        if (is_role(&m[i], "system")) {
+            put(b, m[i].content), put(b, "\n\n");
+        } else if (is_role(&m[i], "user")) {
+            put(b, m[i].content), put(b, lead), put(b, "[/INST]");
+        } else {
+            put(b, trail);
+            if (t == CHAT_TMPL_MISTRAL_V3)
+                put_trim(b, m[i].content);
+            else
+                put(b, m[i].content);
+            put(b, "</s>");
+            in_turn = false;
+        }
+    }
+}
+
+static void render_gemma(const chat_msg *m, size_t n, bool gen, sbuf *b)
+{
+    sbuf sys = { 0 };
+    for (size_t i = 0; i < n; i++) {
+        if (is_role(&m[i], "system")) { /* no system turn: folded into the next user turn */
+            put_trim(&sys, m[i].content);
+            continue;
+        }
+        const char *role = is_role(&m[i], "assistant") ? "model" : m[i].role;
+        put(b, "<start_of_turn>"), put(b, role), put(b, "\n");
+        if (sys.n && strcmp(role, "model")) {
+            put(b, sys.s), put(b, "\n\n");
+            sys.n = 0;
+        }
+        put_trim(b, m[i].content);
+        put(b, "<end_of_turn>\n");
+    }
+    b->oom |= sys.oom;
+    free(sys.s);
+    if (gen)
+        put(b, "<start_of_turn>model\n");
+}
+
+/* Templates made of a fixed prefix and suffix per role. */
+static void render_simple(chat_tmpl t, const chat_msg *m, size_t n, bool gen, sbuf *b)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *r = m[i].role, *c = m[i].content;
+        bool sys = is_role(&m[i], "system"), user = is_role(&m[i], "user");
+        switch (t) {
+        case CHAT_TMPL_CHATML:
+            put(b, "<|im_start|>"), put(b, r), put(b, "\n"), put(b, c), put(b, "<|im_end|>\n");
+            break;
+        case CHAT_TMPL_PHI3:
+            put(b, "<|"), put(b, r), put(b, "|>\n"), put(b, c), put(b, "<|end|>\n");
+            break;
+        case CHAT_TMPL_PHI4:
+            put(b, "<|im_start|>"), put(b, r), put(b, "<|im_sep|>"), put(b, c), put(b, "<|im_end|>");
+            break;
+        case CHAT_TMPL_ZEPHYR:
+            put(b, "<|"), put(b, r), put(b, "|>\n"), put(b, c), put(b, "<|endoftext|>\n");
+            break;
+        case CHAT_TMPL_LLAMA3:
+            put(b, "<|start_header_id|>"), put(b, r), put(b, "<|end_header_id|>\n\n");
+            put_trim(b, c), put(b, "<|eot_id|>");
+            break;
+        case CHAT_TMPL_VICUNA:
+            put(b, sys ? "" : user ? "USER: " : "ASSISTANT: "), put(b, c);
+            put(b, sys ? "\n\n" : user ? "\n" : "</s>\n");
+            break;
+        case CHAT_TMPL_DEEPSEEK:
+            put(b, sys ? "" : user ? "### Instruction:\n" : "### Response:\n"), put(b, c);
+            put(b, sys ? "" : user ? "\n" : "\n<|EOT|>\n");
+            break;
+        case CHAT_TMPL_DEEPSEEK2:
+            put(b, sys ? "" : user ? "User: " : "Assistant: "), put(b, c);
+            put(b, sys || user ? "\n\n" : DS_EOS);
+            break;
+        case CHAT_TMPL_DEEPSEEK3:
+            put(b, sys ? "" : user ? DS_USER : DS_ASSISTANT), put(b, c);
+            put(b, sys ? "\n\n" : user ? "" : DS_EOS);
+            break;
+        case CHAT_TMPL_COMMAND_R:
+            put(b, sys ? "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>" : user ?
+                "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>" : "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
+            put_trim(b, c), put(b, "<|END_OF_TURN_TOKEN|>");
+            break;
+        default:
+            break;
+        }
+    }
+    if (!gen)
+        return;
+    static const char *const prompt[CHAT_TMPL_COUNT] = {
+        [CHAT_TMPL_CHATML] = "<|im_start|>assistant\n", [CHAT_TMPL_PHI3] = "<|assistant|>\n",
+        [CHAT_TMPL_PHI4] = "<|im_start|>assistant<|im_sep|>", [CHAT_TMPL_ZEPHYR] = "<|assistant|>\n",
+        [CHAT_TMPL_LLAMA3] = "<|start_header_id|>assistant<|end_header_id|>\n\n",
+        [CHAT_TMPL_VICUNA] = "ASSISTANT:", [CHAT_TMPL_DEEPSEEK] = "### Response:\n",
+        [CHAT_TMPL_DEEPSEEK2] = "Assistant:", [CHAT_TMPL_DEEPSEEK3] = DS_ASSISTANT,
+        [CHAT_TMPL_COMMAND_R] = "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>",
+    };
+    put(b, prompt[t] ? prompt[t] : "");
+}
+
+/* Templates that print the role verbatim accept any role; the others know three. */
+static bool role_ok(chat_tmpl t, const char *role)
+{
+    if (t == CHAT_TMPL_CHATML || t == CHAT_TMPL_PHI3 || t == CHAT_TMPL_PHI4 ||
+        t == CHAT_TMPL_ZEPHYR || t == CHAT_TMPL_LLAMA3)
+        return role[0] && !strpbrk(role, "<>|\n");
+    return !strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant");
+}
+
+static int render_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int chat_render(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_generation_prompt,
+                char **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (t < 0 || t >= CHAT_TMPL_COUNT)
+        return render_err(err, errlen, "chat_render: unknown chat template (id %d)", (int)t);
+    if (n && !msgs)
+        return render_err(err, errlen, "chat_render: messages are NULL");
+    for (size_t i = 0; i < n; i++) {
+        if (!msgs[i].role || !msgs[i].content)
+            return render_err(err, errlen, "chat_render: message %zu has a NULL %s", i,
+                              msgs[i].role ? "content" : "role");
+        if (!role_ok(t, msgs[i].role))
+            return render_err(err, errlen, "chat_render: message %zu: role '%.40s' is not "
+                              "supported by template %s", i, msgs[i].role, tmpl_names[t]);
+    }
+    sbuf b = { 0 };
+    put(&b, "");
+    switch (t) {
+    case CHAT_TMPL_LLAMA2: case CHAT_TMPL_LLAMA2_SYS: case CHAT_TMPL_LLAMA2_SYS_BOS:
+    case CHAT_TMPL_LLAMA2_SYS_STRIP:
+        render_llama2(t, msgs, n, &b);
+        break;
+    case CHAT_TMPL_MISTRAL_V1: case CHAT_TMPL_MISTRAL_V3: case CHAT_TMPL_MISTRAL_V3_TEKKEN:
+    case CHAT_TMPL_MISTRAL_V7:
+        render_mistral(t, msgs, n, &b);
+        break;
+    case CHAT_TMPL_GEMMA:
+        render_gemma(msgs, n, add_generation_prompt, &b);
+        break;
+    default:
+        render_simple(t, msgs, n, add_generation_prompt, &b);
+        break;
+    }
+    if (b.oom) {
+        free(b.s);
+        return render_err(err, errlen, "chat_render: out of memory");
+    }
+    *out = b.s;
+    return 0;
+}
