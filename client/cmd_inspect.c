@@ -115,6 +115,13 @@ static void shape_str(const gguf_tensor *t, char *buf, size_t n)
 
 static void fmt_num(double v, char *buf, size_t n);
 
+/* A count for the text output: "n/a" when the file does not say. */
+static void pr_int(const char *label, int64_t v)
+{
+    if (v < 0) printf("%-15s n/a\n", label);
+    else printf("%-15s %lld\n", label, (long long)v);
+}
+
 static void print_text(const gguf_ctx *g, const char *path, const model_info *m, bool tensors)
 {
     printf("file            %s\n", path);
@@ -124,13 +131,13 @@ static void print_text(const gguf_ctx *g, const char *path, const model_info *m,
     printf("architecture    %s\n", m->arch);
     if (m->name) printf("name            %s\n", m->name);
     printf("parameters      %llu (%.2f M)\n", (unsigned long long)m->params, m->params / 1e6);
-    printf("context         %lld\n", (long long)m->ctx);
-    printf("embedding       %lld\n", (long long)m->embd);
-    printf("layers          %lld\n", (long long)m->layers);
-    printf("heads           %lld\n", (long long)m->heads);
-    printf("kv heads        %lld\n", (long long)m->heads_kv);
-    printf("head dim        %lld\n", (long long)m->head_dim);
-    printf("ffn             %lld\n", (long long)m->ff);
+    pr_int("context", m->ctx);
+    pr_int("embedding", m->embd);
+    pr_int("layers", m->layers);
+    pr_int("heads", m->heads);
+    pr_int("kv heads", m->heads_kv);
+    pr_int("head dim", m->head_dim);
+    pr_int("ffn", m->ff);
     char num[40];
     fmt_num(m->rope_base, num, sizeof num);
     printf("rope            freq base %s, %lld dims, %s", num, (long long)m->rope_dims,
@@ -140,13 +147,14 @@ static void print_text(const gguf_ctx *g, const char *path, const model_info *m,
     if (m->rope_factor > 0) printf(", factor %s", num);
     printf("\n");
     fmt_num(m->rms_eps, num, sizeof num);
-    printf("rms eps         %s\n", num);
-    printf("vocab           %lld\n", (long long)m->vocab);
+    printf("rms eps         %s\n", m->rms_eps < 0 ? "n/a" : num);
+    pr_int("vocab", m->vocab);
     printf("tokenizer       %s (pre %s)\n", m->tok_model ? m->tok_model : "none",
            m->tok_pre ? m->tok_pre : "none");
-    printf("bos / eos       %lld / %lld\n", (long long)m->bos, (long long)m->eos);
+    pr_int("bos", m->bos);
+    pr_int("eos", m->eos);
     printf("chat template   %s\n", m->chat_template ? "yes" : "no");
-    printf("file type       %lld\n", (long long)m->file_type);
+    pr_int("file type", m->file_type);
     printf("tensors         %lld\n", (long long)gguf_n_tensors(g));
     for (int t = 0; t < QT_COUNT; t++)
         if (m->type_count[t])
@@ -237,6 +245,13 @@ static void json_str(const char *s)
     putchar('"');
 }
 
+/* ", "key": v" with null for an absent (negative) value. */
+static void json_int(const char *key, int64_t v)
+{
+    if (v < 0) printf(", \"%s\": null", key);
+    else printf(", \"%s\": %lld", key, (long long)v);
+}
+
 static void print_json(const gguf_ctx *g, const char *path, const model_info *m, bool tensors)
 {
     printf("{\"file\": ");
@@ -248,30 +263,35 @@ static void print_json(const gguf_ctx *g, const char *path, const model_info *m,
     json_str(m->arch);
     printf(", \"name\": ");
     json_str(m->name);
-    printf(", \"parameters\": %llu, \"context_length\": %lld, \"embedding_length\": %lld"
-           ", \"layers\": %lld, \"heads\": %lld, \"heads_kv\": %lld, \"head_dim\": %lld"
-           ", \"feed_forward_length\": %lld",
-           (unsigned long long)m->params, (long long)m->ctx, (long long)m->embd,
-           (long long)m->layers, (long long)m->heads, (long long)m->heads_kv,
-           (long long)m->head_dim, (long long)m->ff);
+    printf(", \"parameters\": %llu", (unsigned long long)m->params);
+    json_int("context_length", m->ctx);
+    json_int("embedding_length", m->embd);
+    json_int("layers", m->layers);
+    json_int("heads", m->heads);
+    json_int("heads_kv", m->heads_kv);
+    json_int("head_dim", m->head_dim);
+    json_int("feed_forward_length", m->ff);
     printf(", \"rope\": {\"freq_base\": ");
     json_num(m->rope_base);
-    printf(", \"dimension_count\": %lld, \"type\": \"%s\", \"scaling_type\": ",
-           (long long)m->rope_dims, m->neox ? "neox" : "normal");
+    json_int("dimension_count", m->rope_dims);
+    printf(", \"type\": \"%s\", \"scaling_type\": ", m->neox ? "neox" : "normal");
     json_str(m->rope_scaling);
     printf(", \"scaling_factor\": ");
     if (m->rope_factor > 0) json_num(m->rope_factor);
     else fputs("null", stdout);
     printf("}, \"rms_eps\": ");
-    json_num(m->rms_eps);
-    printf(", \"vocab_size\": %lld, \"tokenizer_model\": ", (long long)m->vocab);
+    if (m->rms_eps >= 0) json_num(m->rms_eps);
+    else fputs("null", stdout);
+    json_int("vocab_size", m->vocab);
+    printf(", \"tokenizer_model\": ");
     json_str(m->tok_model);
     printf(", \"tokenizer_pre\": ");
     json_str(m->tok_pre);
-    printf(", \"bos_token_id\": %lld, \"eos_token_id\": %lld, \"chat_template\": %s"
-           ", \"file_type\": %lld, \"tensor_count\": %lld, \"types\": {",
-           (long long)m->bos, (long long)m->eos, m->chat_template ? "true" : "false",
-           (long long)m->file_type, (long long)gguf_n_tensors(g));
+    json_int("bos_token_id", m->bos);
+    json_int("eos_token_id", m->eos);
+    printf(", \"chat_template\": %s", m->chat_template ? "true" : "false");
+    json_int("file_type", m->file_type);
+    printf(", \"tensor_count\": %lld, \"types\": {", (long long)gguf_n_tensors(g));
     const char *sep = "";
     for (int t = 0; t < QT_COUNT; t++)
         if (m->type_count[t]) {

@@ -273,15 +273,17 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint
     return 0;
 }
 
-/* The alignment the file will use: general.alignment if set (uint32), else 32. */
+/* The alignment the file will use: general.alignment if set, else 32; 0 when it is
+ * set with a type other than uint32 (readers refuse that). */
 static uint64_t w_alignment(const gguf_writer *w)
 {
-    for (int64_t i = 0; i < w->n_kv; i++)
-        if (strcmp(w->kv[i].key, "general.alignment") == 0 && w->kv[i].type == GGUF_T_UINT32) {
-            uint32_t a;
-            memcpy(&a, w->kv[i].bytes, 4);
-            return a;
-        }
+    for (int64_t i = 0; i < w->n_kv; i++) {
+        if (strcmp(w->kv[i].key, "general.alignment") != 0) continue;
+        if (w->kv[i].type != GGUF_T_UINT32 || w->kv[i].len != 4) return 0;
+        uint32_t a;
+        memcpy(&a, w->kv[i].bytes, 4);
+        return a;
+    }
     return GGUF_DEFAULT_ALIGNMENT;
 }
 
@@ -295,7 +297,8 @@ static bool w_header(gguf_writer *w, bbuf *b, uint64_t *data_size, char *err, si
         return false;
     }
     if (a == 0 || (a & (a - 1)) != 0) {
-        snprintf(err, errlen, "general.alignment %llu is not a power of two", (unsigned long long)a);
+        snprintf(err, errlen, "general.alignment must be a uint32 power of two (got %llu)",
+                 (unsigned long long)a);
         return false;
     }
     bb_u32(b, GGUF_MAGIC);

@@ -343,10 +343,19 @@ START_TEST(test_alignment_rules)
         free(img);
         gguf_writer_free(w);
     }
+    /* Our writer refuses a uint64 alignment, so patch one in by hand. */
     gguf_writer *w = gguf_writer_new();
     gguf_writer_set_u64(w, "general.alignment", 32);
+    ck_assert_ptr_null(gguf_writer_write_mem(w, NULL, NULL, &len, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "general.alignment"));
+    gguf_writer_set_u64(w, "general.alignmenT", 32);
+    gguf_writer_set_u32(w, "general.alignment", 32);
     uint8_t *img = gguf_writer_write_mem(w, NULL, NULL, &len, err, sizeof err);
-    ck_assert_ptr_nonnull(img);
+    ck_assert_msg(img != NULL, "%s", err);
+    layout L;
+    walk(img, &L);
+    memcpy(img + L.kv_key[0] + 8, "general.alignmenT", 17); /* swap the names */
+    memcpy(img + L.kv_key[1] + 8, "general.alignment", 17);
     expect_reject(img, len, "alignment as uint64", "general.alignment", "expected uint32");
     free(img);
     gguf_writer_free(w);
