@@ -451,6 +451,205 @@ static float fit_scale_q3(int n, int nmax, const float *x, int8_t *L)
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
+/* ---- quantize: the same searches on 8 sub-blocks at once (AVX2) -------------------- */
+
+#if defined(__x86_64__)
+/* The searches above cost ~40 float operations per value per candidate grid. The
+ * AVX2 versions below run 8 sub-blocks side by side, one per vector lane: lane b
+ * performs exactly the operations of the reference function on sub-block b, in the
+ * same order (IEEE multiplies, adds and divides round identically in a lane; no
+ * fused multiply-add; comparisons keep C's NaN semantics), so the results are
+ * bit-identical to the reference (tests compare both, and golden hashes pin them).
+ * Inputs are transposed so that element i of all 8 sub-blocks is one vector. */
+#define LANES 8
+#define MAXN 32 /* longest sub-block */
+
+/* ggml's nearest_int on 8 lanes. */
+AVX2_FN static inline __m256i v_nearest(__m256 x)
+{
+    const __m256i bits = _mm256_castps_si256(_mm256_add_ps(x, _mm256_set1_ps(12582912.0f)));
+    return _mm256_sub_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)),
+                            _mm256_set1_epi32(0x00400000));
+}
+
+AVX2_FN static inline __m256i v_clamp(__m256i v, int lo, int hi)
+{
+    return _mm256_min_epi32(_mm256_max_epi32(v, _mm256_set1_epi32(lo)), _mm256_set1_epi32(hi));
+}
+
+/* Transposes nsub=8 sub-blocks of n values: out[i] = (x[i], x[n+i], ..., x[7n+i]). */
+AVX2_FN static void v_transpose(int n, const float *x, __m256 *out)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = _mm256_setr_ps(x[i], x[n + i], x[2 * n + i], x[3 * n + i], x[4 * n + i],
+                                x[5 * n + i], x[6 * n + i], x[7 * n + i]);
+}
+
+/* Weighted error of each lane's fit x ~ scale * L + min (see fit_error). */
+AVX2_FN static inline __m256 v_fit_error(int n, const __m256 *xt, const __m256 *wt,
+                                         const __m256i *Lq, __m256 scale, __m256 min, bool mad)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 err = _mm256_setzero_ps();
+    for (int i = 0; i < n; i++) {
+        __m256 diff = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(scale, _mm256_cvtepi32_ps(Lq[i])), min), xt[i]);
+        diff = mad ? _mm256_andnot_ps(sign, diff) : _mm256_mul_ps(diff, diff);
+        err = _mm256_add_ps(err, _mm256_mul_ps(wt[i], diff));
+    }
+    return err;
+}
+
+/* fit_scale_min on 8 sub-blocks of n values: sub-block b at x + n*b, its weights
+ * at w + n*b, its quants to L + n*b, its scale and min to scale_out[b], min_out[b]. */
+AVX2_FN static void fit_scale_min_x8(int n, int nmax, const float *x, const float *w, uint8_t *L,
+                                     float *scale_out, float *min_out, float rmin, float rdelta,
+                                     int nstep, bool mad)
+{
+    __m256 xt[MAXN], wt[MAXN];
+    __m256i Lt[MAXN], La[MAXN];
+    const __m256 zero = _mm256_setzero_ps();
+    v_transpose(n, x, xt);
+    v_transpose(n, w, wt);
+    __m256 mn = xt[0], mx = xt[0], sw = wt[0], sx = _mm256_mul_ps(wt[0], xt[0]);
+    for (int i = 1; i < n; i++) {
+        mn = _mm256_blendv_ps(mn, xt[i], _mm256_cmp_ps(xt[i], mn, _CMP_LT_OQ));
+        mx = _mm256_blendv_ps(mx, xt[i], _mm256_cmp_ps(xt[i], mx, _CMP_GT_OQ));
+        sw = _mm256_add_ps(sw, wt[i]);
+        sx = _mm256_add_ps(sx, _mm256_mul_ps(wt[i], xt[i]));
+    }
+    mn = _mm256_blendv_ps(mn, zero, _mm256_cmp_ps(mn, zero, _CMP_GT_OQ));
+    /* a lane with max == min is finished (all quants 0); its arithmetic below runs
+     * on infinities and is replaced at the end */
+    const __m256 flat = _mm256_cmp_ps(mx, mn, _CMP_EQ_OQ);
+    __m256 is = _mm256_div_ps(_mm256_set1_ps((float)nmax), _mm256_sub_ps(mx, mn));
+    __m256 scale = _mm256_div_ps(_mm256_set1_ps(1.0f), is), min = mn;
+    for (int i = 0; i < n; i++)
+        Lt[i] = v_clamp(v_nearest(_mm256_mul_ps(is, _mm256_sub_ps(xt[i], min))), 0, nmax);
+    __m256 best = v_fit_error(n, xt, wt, Lt, scale, min, mad);
+    for (int st = 0; st <= nstep; st++) {
+        is = _mm256_div_ps(_mm256_set1_ps(rmin + rdelta * (float)st + (float)nmax), _mm256_sub_ps(mx, min));
+        __m256 sl = zero, sl2 = zero, sxl = zero;
+        for (int i = 0; i < n; i++) {
+            La[i] = v_clamp(v_nearest(_mm256_mul_ps(is, _mm256_sub_ps(xt[i], min))), 0, nmax);
+            const __m256 wl = _mm256_mul_ps(wt[i], _mm256_cvtepi32_ps(La[i]));
+            sl = _mm256_add_ps(sl, wl);
+            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(wl, _mm256_cvtepi32_ps(La[i])));
+            sxl = _mm256_add_ps(sxl, _mm256_mul_ps(wl, xt[i]));
+        }
+        const __m256 D = _mm256_sub_ps(_mm256_mul_ps(sw, sl2), _mm256_mul_ps(sl, sl));
+        __m256 ts = _mm256_div_ps(_mm256_sub_ps(_mm256_mul_ps(sw, sxl), _mm256_mul_ps(sx, sl)), D);
+        __m256 tm = _mm256_div_ps(_mm256_sub_ps(_mm256_mul_ps(sl2, sx), _mm256_mul_ps(sl, sxl)), D);
+        const __m256 pos = _mm256_cmp_ps(tm, zero, _CMP_GT_OQ);
+        tm = _mm256_blendv_ps(tm, zero, pos);
+        ts = _mm256_blendv_ps(ts, _mm256_div_ps(sxl, sl2), pos);
+        const __m256 err = v_fit_error(n, xt, wt, La, ts, tm, mad);
+        const __m256 take = _mm256_and_ps(_mm256_cmp_ps(D, zero, _CMP_GT_OQ), _mm256_cmp_ps(err, best, _CMP_LT_OQ));
+        if (_mm256_movemask_ps(take) == 0) continue;
+        const __m256i takei = _mm256_castps_si256(take);
+        for (int i = 0; i < n; i++) Lt[i] = _mm256_blendv_epi8(Lt[i], La[i], takei);
+        best = _mm256_blendv_ps(best, err, take);
+        scale = _mm256_blendv_ps(scale, ts, take);
+        min = _mm256_blendv_ps(min, tm, take);
+    }
+    const __m256i flati = _mm256_castps_si256(flat);
+    _mm256_storeu_ps(scale_out, _mm256_blendv_ps(scale, zero, flat));
+    _mm256_storeu_ps(min_out, _mm256_xor_ps(_mm256_blendv_ps(min, mn, flat), _mm256_set1_ps(-0.0f)));
+    for (int i = 0; i < n; i++) {
+        int32_t q[LANES];
+        _mm256_storeu_si256((__m256i *)q, _mm256_andnot_si256(flati, Lt[i]));
+        for (int b = 0; b < LANES; b++) L[n * b + i] = (uint8_t)q[b];
+    }
+}
+
+/* fit_scale_sym on 8 sub-blocks of n values (layout as fit_scale_min_x8). */
+AVX2_FN static void fit_scale_sym_x8(int n, int nmax, const float *x, int8_t *L, float *scale_out)
+{
+    __m256 xt[MAXN];
+    __m256i Lt[MAXN], La[MAXN];
+    const __m256 zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    v_transpose(n, x, xt);
+    __m256 amax = zero, max = zero;
+    for (int i = 0; i < n; i++) {
+        const __m256 ax = _mm256_andnot_ps(sign, xt[i]);
+        const __m256 gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ);
+        amax = _mm256_blendv_ps(amax, ax, gt);
+        max = _mm256_blendv_ps(max, xt[i], gt);
+    }
+    __m256 is = _mm256_div_ps(_mm256_set1_ps((float)-nmax), max);
+    __m256 sumlx = zero, suml2 = zero;
+    for (int i = 0; i < n; i++) {
+        const __m256i l = v_clamp(v_nearest(_mm256_mul_ps(is, xt[i])), -nmax, nmax - 1);
+        const __m256 lf = _mm256_cvtepi32_ps(l), wv = _mm256_mul_ps(xt[i], xt[i]);
+        Lt[i] = l;
+        sumlx = _mm256_add_ps(sumlx, _mm256_mul_ps(_mm256_mul_ps(wv, xt[i]), lf));
+        suml2 = _mm256_add_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(wv, lf), lf));
+    }
+    __m256 scale = _mm256_blendv_ps(zero, _mm256_div_ps(sumlx, suml2), _mm256_cmp_ps(suml2, zero, _CMP_NEQ_UQ));
+    __m256 best = _mm256_mul_ps(scale, sumlx);
+    for (int st = -9; st <= 9; st++) {
+        if (st == 0) continue;
+        is = _mm256_div_ps(_mm256_set1_ps(-((float)nmax + 0.1f * (float)st)), max);
+        sumlx = suml2 = zero;
+        for (int i = 0; i < n; i++) {
+            La[i] = v_clamp(v_nearest(_mm256_mul_ps(is, xt[i])), -nmax, nmax - 1);
+            const __m256 lf = _mm256_cvtepi32_ps(La[i]), wv = _mm256_mul_ps(xt[i], xt[i]);
+            sumlx = _mm256_add_ps(sumlx, _mm256_mul_ps(_mm256_mul_ps(wv, xt[i]), lf));
+            suml2 = _mm256_add_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(wv, lf), lf));
+        }
+        const __m256 take = _mm256_and_ps(_mm256_cmp_ps(suml2, zero, _CMP_GT_OQ),
+                                          _mm256_cmp_ps(_mm256_mul_ps(sumlx, sumlx), _mm256_mul_ps(best, suml2), _CMP_GT_OQ));
+        if (_mm256_movemask_ps(take) == 0) continue;
+        const __m256i takei = _mm256_castps_si256(take);
+        for (int i = 0; i < n; i++) Lt[i] = _mm256_blendv_epi8(Lt[i], La[i], takei);
+        const __m256 ns = _mm256_div_ps(sumlx, suml2);
+        scale = _mm256_blendv_ps(scale, ns, take);
+        best = _mm256_blendv_ps(best, _mm256_mul_ps(ns, sumlx), take);
+    }
+    const __m256 tiny = _mm256_cmp_ps(amax, _mm256_set1_ps(GROUP_MAX_EPS), _CMP_LT_OQ);
+    _mm256_storeu_ps(scale_out, _mm256_blendv_ps(scale, zero, tiny));
+    const __m256i keep = _mm256_xor_si256(_mm256_castps_si256(tiny), _mm256_set1_epi32(-1));
+    for (int i = 0; i < n; i++) {
+        int32_t q[LANES];
+        /* stored as l + nmax; a near-zero lane gets all zeros, as in the reference */
+        _mm256_storeu_si256((__m256i *)q, _mm256_and_si256(keep, _mm256_add_epi32(Lt[i], _mm256_set1_epi32(nmax))));
+        for (int b = 0; b < LANES; b++) L[n * b + i] = (int8_t)q[b];
+    }
+}
+#endif
+
+/* fit_scale_min over nsub (a multiple of 8) consecutive sub-blocks: the AVX2
+ * version where the CPU has it, else the reference one. */
+static void fit_scale_min_group(int nsub, int n, int nmax, const float *x, const float *w,
+                                uint8_t *L, float *scales, float *mins, float rmin, float rdelta,
+                                int nstep, bool mad)
+{
+#if defined(__x86_64__)
+    if (quant_simd() & QUANT_CPU_AVX2) {
+        for (int g = 0; g < nsub; g += LANES)
+            fit_scale_min_x8(n, nmax, x + n * g, w + n * g, L + n * g, scales + g, mins + g,
+                             rmin, rdelta, nstep, mad);
+        return;
+    }
+#endif
+    uint8_t Laux[32];
+    for (int j = 0; j < nsub; j++)
+        scales[j] = fit_scale_min(n, nmax, x + n * j, w + n * j, L + n * j, &mins[j], Laux,
+                                  rmin, rdelta, nstep, mad);
+}
+
+/* fit_scale_sym over nsub (a multiple of 8) consecutive sub-blocks. */
+static void fit_scale_sym_group(int nsub, int n, int nmax, const float *x, int8_t *L, float *scales)
+{
+#if defined(__x86_64__)
+    if (quant_simd() & QUANT_CPU_AVX2) {
+        for (int g = 0; g < nsub; g += LANES)
+            fit_scale_sym_x8(n, nmax, x + n * g, L + n * g, scales + g);
+        return;
+    }
+#endif
+    for (int j = 0; j < nsub; j++) scales[j] = fit_scale_sym(n, nmax, x + n * j, L + n * j);
+}
+
 /* Packs four 2-bit quants 32 apart into each byte, 128 values per 32 bytes. */
 static void pack_2bit(const uint8_t *L, uint8_t *qs)
 {
@@ -467,12 +666,11 @@ void quant_quant_q2_K(const float *x, void *dst, int64_t n)
     block_q2_K *y = dst;
     LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
-        uint8_t L[QK_K], Laux[16];
-        float w[16], mins[16], scales[16], max_scale = 0, max_min = 0;
+        uint8_t L[QK_K];
+        float w[QK_K], mins[16], scales[16], max_scale = 0, max_min = 0;
+        for (int l = 0; l < QK_K; l++) w[l] = fabsf(x[l]);
+        fit_scale_min_group(16, 16, 3, x, w, L, scales, mins, -0.5f, 0.1f, 15, true);
         for (int j = 0; j < 16; j++) {
-            for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
-            scales[j] = fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], Laux,
-                                      -0.5f, 0.1f, 15, true);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
@@ -579,15 +777,16 @@ static void pack_scale_min_k4(const uint8_t *ls, const uint8_t *lm, uint8_t *q)
 static void quant_k_scale_min(const float *x, int nmax, float rmin, int nstep,
                               uint16_t *d_out, uint16_t *dmin_out, uint8_t *scales, uint8_t *L)
 {
-    uint8_t Laux[32], ls[8], lm[8];
-    float w[32], mins[8], sc[8], max_scale = 0, max_min = 0;
+    uint8_t ls[8], lm[8];
+    float w[QK_K], mins[8], sc[8], max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; j++) {
         float sum_x2 = 0;
         for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
         const float av_x = sqrtf(sum_x2 / 32);
-        for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(x[32 * j + l]);
-        sc[j] = fit_scale_min(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], Laux,
-                              rmin, 0.1f, nstep, false);
+        for (int l = 0; l < 32; l++) w[32 * j + l] = av_x + fabsf(x[32 * j + l]);
+    }
+    fit_scale_min_group(8, 32, nmax, x, w, L, sc, mins, rmin, 0.1f, nstep, false);
+    for (int j = 0; j < 8; j++) {
         if (sc[j] > max_scale) max_scale = sc[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -658,8 +857,8 @@ void quant_quant_q6_K(const float *x, void *dst, int64_t n)
     for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
         int8_t L[QK_K];
         float scales[16], max_scale = 0, max_abs = 0;
+        fit_scale_sym_group(16, 16, 32, x, L, scales);
         for (int j = 0; j < 16; j++) {
-            scales[j] = fit_scale_sym(16, 32, x + 16 * j, L + 16 * j);
             if (fabsf(scales[j]) > max_abs) {
                 max_abs = fabsf(scales[j]);
                 max_scale = scales[j];

@@ -543,6 +543,54 @@ START_TEST(test_simd_twins_match_scalar)
 }
 END_TEST
 
+/* Fills x (n values) with data of kind k: shapes that exercise every branch of the
+ * quantizers' searches (flat sub-blocks, all-positive blocks, zeros, outliers,
+ * tiny and huge scales, NaN and infinities). */
+static void fill_kind(float *x, int64_t n, int k, uint64_t seed)
+{
+    fill_gauss(x, n, 0.02f, seed);
+    for (int64_t i = 0; i < n; i++) {
+        switch (k) {
+        case 0: break;
+        case 1: if ((i / 16) % 3 == 0) x[i] = 0.5f; break;                 /* flat sub-blocks */
+        case 2: x[i] = fabsf(x[i]) + 0.01f; break;                          /* min > 0 */
+        case 3: if (i % 5) x[i] = 0.0f; break;                              /* sparse */
+        case 4: if (i % 97 == 0) x[i] *= 300.0f; break;                     /* outliers */
+        case 5: x[i] *= (i / 256) % 2 ? 1e-30f : 1e25f; break;              /* extreme scales */
+        case 6: x[i] = (float)((int)(x[i] * 400.0f)) / 64.0f; break;        /* coarse grid, ties */
+        case 7: if (i % 61 == 0) x[i] = i % 2 ? NAN : INFINITY; break;      /* non-finite */
+        default: break;
+        }
+    }
+}
+
+/* The vectorised quantizer searches give the reference's bytes on every kind. */
+START_TEST(test_quant_twins_match_reference)
+{
+    static const uint32_t ktypes[] = {QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_K};
+    const int kind = _i;
+    const int64_t n = 4096;
+    float *x = malloc(n * 4);
+    uint8_t *a = malloc(n * 4), *b = malloc(n * 4);
+    fill_kind(x, n, kind, 1000 + (uint64_t)kind);
+    for (size_t t = 0; t < sizeof ktypes / sizeof ktypes[0]; t++) {
+        const qt_traits *tr = qt_get(ktypes[t]);
+        const size_t bytes = qt_row_size(ktypes[t], n);
+        quant_set_simd(true);
+        tr->quant(x, a, n);
+        quant_set_simd(false);
+        tr->quant(x, b, n);
+        quant_set_simd(true);
+        for (size_t k = 0; k < bytes; k += tr->type_size)
+            ck_assert_msg(memcmp(a + k, b + k, tr->type_size) == 0, "%s data kind %d: block %zu differs",
+                          tr->name, kind, k / tr->type_size);
+    }
+    free(x);
+    free(a);
+    free(b);
+}
+END_TEST
+
 /* A length that is not a multiple of the block size is a caller bug: abort. */
 START_TEST(test_bad_length_aborts)
 {
@@ -620,6 +668,7 @@ Suite *quant_suite(void)
     tcase_add_test(tc, test_plain_types_exact);
     tcase_add_test(tc, test_f16_all_values);
     tcase_add_loop_test(tc, test_simd_twins_match_scalar, 0, N_CONVERTIBLE);
+    tcase_add_loop_test(tc, test_quant_twins_match_reference, 0, 8);
     tcase_add_test(tc, test_quant_golden_hashes);
     tcase_add_test_raise_signal(tc, test_bad_length_aborts, SIGABRT);
     suite_add_tcase(s, tc);
