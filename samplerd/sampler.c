@@ -476,6 +476,14 @@ static int run_letter(chain *ch, char l, int i, const char *order)
             smp_top_k(&ch->c, p->top_k, p->min_keep);
         }
         return 0;
+    case 'p':
+        if (ch->dense && p->top_p < 1.0f && p->min_keep <= 1) {
+            ch->c.n = smp_top_p_dense(w->dense, ch->n_vocab, p->top_p, ch->c.data);
+            ch->c.n_sorted = 0;
+            ch->dense = false;
+            return 0;
+        }
+        break;
     case 'm':
         if (ch->dense) {
             min_p_dense(w->dense, ch->n_vocab, p->min_p, p->min_keep, &ch->c);

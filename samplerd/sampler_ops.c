@@ -385,6 +385,69 @@ static void top_p_binned(smp_cands *c, float p)
         c->n_sorted = c->n;
 }
 
+int smp_top_p_dense(const float *x, int n, float p, smp_tok *out)
+{
+    int am = smp_argmax(x, n);
+    if (am < 0)
+        return 0;
+    const float mx = x[am], scale = TOPP_BINS / TOPP_RANGE;
+    /* one histogram per lane, so neighbours landing in one bin do not wait on each other */
+    static _Thread_local float lane[4][TOPP_BINS];
+    memset(lane, 0, sizeof lane);
+#define BIN(l) ((mx - (l)) * scale < (float)(TOPP_BINS - 1) ? (int)((mx - (l)) * scale) : TOPP_BINS - 1)
+    /* one pass: unnormalised probabilities, binned by logit below the max */
+    int i = 0;
+#ifdef __SSE2__
+    __m128 mv = _mm_set1_ps(mx);
+    for (; i + 4 <= n; i += 4) {
+        float e[4];
+        _mm_storeu_ps(e, exp4(_mm_sub_ps(_mm_loadu_ps(x + i), mv)));
+        for (int j = 0; j < 4; j++)
+            lane[j][BIN(x[i + j])] += e[j];
+    }
+#endif
+    for (; i < n; i++)
+        lane[0][BIN(x[i])] += smp_expf(x[i] - mx);
+    double total = 0;
+    for (int b = 0; b < TOPP_BINS; b++) {
+        lane[0][b] += lane[1][b] + lane[2][b] + lane[3][b];
+        total += lane[0][b];
+    }
+    const float inv = (float)(1.0 / total);
+    float cum = 0.0f;
+    int bstar = TOPP_BINS - 1;
+    for (int b = 0; b < TOPP_BINS; b++) {
+        if (cum + lane[0][b] * inv >= p) {
+            bstar = b;
+            break;
+        }
+        cum += lane[0][b] * inv;
+    }
+    /* bins before bstar from the front, bin bstar from the back, then joined */
+    int a = 0, nb = 0;
+    for (i = 0; i < n; i++) {
+        /* branch-free for the common case: write, then keep it or not. a + nb <= i, so
+         * out[a] is never a slot of the back group already written. */
+        int b = BIN(x[i]);
+        int live = x[i] > -INFINITY;
+        out[a] = (smp_tok){ i, x[i], 0.0f };
+        a += live & (b < bstar);
+        if (live && b == bstar)
+            out[n - 1 - nb++] = (smp_tok){ i, x[i], 0.0f };
+    }
+#undef BIN
+    for (int j = 0; j < nb; j++)
+        out[a + j] = out[n - 1 - j];
+    qsort(out + a, (size_t)nb, sizeof(smp_tok), cmp_tok);
+    for (int j = 0; j < nb; j++) {
+        out[a + j].p = smp_expf(out[a + j].logit - mx) * inv;
+        cum += out[a + j].p;
+        if (cum >= p)
+            return a + j + 1;
+    }
+    return a + nb;
+}
+
 void smp_top_p(smp_cands *c, float p, int min_keep)
 {
     if (p >= 1.0f || c->n <= 0)

@@ -602,6 +602,12 @@ START_TEST(test_partial_selection_matches_sort)
         qsort(c.data, c.n, sizeof(smp_tok), cmp_desc);   /* the kept set, any order */
         for (int i = 0; i < c.n; i++)
             ck_assert_int_eq(c.data[i].id, ref[i].id);
+        /* the same straight from the row */
+        int kd = smp_top_p_dense(row, n, 0.9f, got);
+        ck_assert_int_le(abs(kd - want), 1);
+        qsort(got, kd, sizeof(smp_tok), cmp_desc);
+        for (int i = 0; i < kd; i++)
+            ck_assert_int_eq(got[i].id, ref[i].id);
     }
     free(row);
     free(ref);
