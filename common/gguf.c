@@ -210,10 +210,16 @@ static bool rd_array(rd *r, gguf_value *v, int depth)
     if (et == GGUF_T_STRING) {
         v->strs = calloc(n ? n : 1, sizeof *v->strs);
         if (!v->strs) return fail(r, "out of memory");
-        char field[48];
         for (uint64_t i = 0; i < n; i++) {
-            snprintf(field, sizeof field, "array element %llu string", (unsigned long long)i);
-            if (!rd_str(r, &v->strs[i], field)) return false;
+            size_t el = r->pos;
+            uint64_t sl;
+            if (!rd_u64(r, &sl, "array element string length")) return false;
+            if (sl > r->len - r->pos)
+                return fail(r, "array element %llu string length %llu at offset %zu runs past "
+                            "the end of the file (%zu bytes)", (unsigned long long)i,
+                            (unsigned long long)sl, el, r->len);
+            v->strs[i] = (gguf_str){(const char *)r->buf + r->pos, sl};
+            r->pos += sl;
         }
     } else if (et == GGUF_T_ARRAY) {
         if (depth >= GGUF_MAX_NEST)
