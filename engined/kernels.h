@@ -19,8 +19,10 @@
  * Matrix products compute, for rows r in [r0, r1) of the weight W (w_rows x cols) and
  * every token t of X (n_tok x cols), Y[t * ldy + r] = dot(W row r, X row t). The
  * caller splits [0, w_rows) across threads (see pool.h); each call touches only its
- * rows of Y. n_tok == 1 is decode (GEMV, streams W once); n_tok > 1 is a tiled GEMM
- * that reuses each loaded weight block across several tokens.
+ * rows of Y. Up to 32 tokens (decode, or several sessions decoded together) the
+ * product is memory-bound and reads W exactly once, as four long sequential streams;
+ * beyond that it is a tiled GEMM (4 rows x 3 tokens on AVX2, 4 x 4 on AVX-512) over
+ * row chunks that stay in L2 while every token tile passes over them.
  *
  * Precision: the int32 block dots are exact, so SIMD results differ from the scalar
  * twin only by float summation order (tests use a relative tolerance of 1e-5 on each

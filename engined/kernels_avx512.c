@@ -14,6 +14,7 @@
 #if defined(__x86_64__)
 
 #include <immintrin.h>
+#include <string.h>
 
 #define TGT_STR "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
 #define TGT __attribute__((target(TGT_STR)))
@@ -139,6 +140,124 @@ static TGT void q8_stream(const kern_q8_block *W, int64_t nb, const kern_q8_bloc
     }
 }
 
+/* ---- prefill GEMM over tokens interleaved by eights ----
+ *
+ * vpdpbusd sums four adjacent byte products into each int32 lane. With X repacked so
+ * that lane j holds four bytes of token j, and four bytes of a weight row broadcast to
+ * every lane, each lane accumulates its own token's dot: 8 vpdpbusd give the int dots
+ * of one weight block with 8 tokens, already one per lane, so the float work (convert,
+ * scale, fma) is done once per 8 tokens instead of once per token. X is biased to
+ * unsigned (x ^ 0x80 = x + 128); the bias adds 128 * sum(w) to every lane, which is
+ * subtracted exactly in int32 from a per-row-block table computed once per row chunk.
+ */
+#define GEMM8_MAX_NB 1024   /* stack tables: nb * 288 + chunk * nb * 8 bytes */
+#define GEMM8_CHUNK 64      /* rows per chunk (weights ~140 KB for 2048 columns: L2) */
+#define GEMM8_ROWS 4        /* rows sharing each load of the repacked X */
+
+/* Repacks tokens x[0..n) (n <= 8) into xi[k][i] (8 lanes = 8 tokens, 4 bytes each,
+ * biased) and dx[k][lane]; lanes past n are zero tokens with scale 0. */
+static TGT void gemm8_pack(const kern_q8_block *x, int64_t nb, int n, __m256i *xi, float *dx)
+{
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    for (int64_t k = 0; k < nb; k++) {
+        __m256i a[8];
+        for (int j = 0; j < 8; j++) {
+            a[j] = j < n ? _mm256_loadu_si256((const __m256i *)x[j * nb + k].qs) : _mm256_setzero_si256();
+            dx[k * 8 + j] = j < n ? _cvtsh_ss(x[j * nb + k].d) : 0.0f;
+        }
+        /* 8x8 transpose of dwords: row j = token j, column i = bytes 4i..4i+3 */
+        __m256i t[8], u[8];
+        for (int j = 0; j < 8; j += 2) {
+            t[j] = _mm256_unpacklo_epi32(a[j], a[j + 1]);
+            t[j + 1] = _mm256_unpackhi_epi32(a[j], a[j + 1]);
+        }
+        for (int j = 0; j < 8; j += 4) {
+            u[j] = _mm256_unpacklo_epi64(t[j], t[j + 2]);
+            u[j + 1] = _mm256_unpackhi_epi64(t[j], t[j + 2]);
+            u[j + 2] = _mm256_unpacklo_epi64(t[j + 1], t[j + 3]);
+            u[j + 3] = _mm256_unpackhi_epi64(t[j + 1], t[j + 3]);
+        }
+        for (int i = 0; i < 4; i++) {
+            xi[k * 8 + i] = _mm256_xor_si256(_mm256_permute2x128_si256(u[i], u[i + 4], 0x20), bias);
+            xi[k * 8 + i + 4] = _mm256_xor_si256(_mm256_permute2x128_si256(u[i], u[i + 4], 0x31), bias);
+        }
+    }
+}
+
+/* RR rows (stride ws blocks) x the 8 packed tokens; lane j goes to y[j*ldy + r], j < n. */
+#define GEMM8_TILE(RR)                                                                     \
+TGT_INLINE void gemm8_tile_##RR(const kern_q8_block *w, int64_t ws, int64_t nb,              \
+                                const __m256i *xi, const float *dx, const int32_t *sw,      \
+                                const float *dw, int64_t ts, float *y, int64_t ldy, int n)  \
+{                                                                                           \
+    __m256 acc[RR];                                                                         \
+    _Pragma("GCC unroll 8") for (int r = 0; r < RR; r++) acc[r] = _mm256_setzero_ps();      \
+    for (int64_t k = 0; k < nb; k++) {                                                      \
+        __m256i xv[8];                                                                      \
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) xv[i] = _mm256_load_si256(xi + k * 8 + i); \
+        __m256 vdx = _mm256_loadu_ps(dx + k * 8);                                           \
+        _Pragma("GCC unroll 8") for (int r = 0; r < RR; r++) {                              \
+            const int8_t *q = w[r * ws + k].qs;                                             \
+            /* two chains of four: vpdpbusd's latency, not its throughput, would bind */   \
+            __m256i d0 = _mm256_setzero_si256(), d1 = _mm256_setzero_si256();               \
+            _Pragma("GCC unroll 8") for (int i = 0; i < 8; i += 2) {                        \
+                int32_t f0, f1;                                                             \
+                memcpy(&f0, q + 4 * i, 4);                                                  \
+                memcpy(&f1, q + 4 * i + 4, 4);                                              \
+                d0 = _mm256_dpbusd_epi32(d0, xv[i], _mm256_set1_epi32(f0));                 \
+                d1 = _mm256_dpbusd_epi32(d1, xv[i + 1], _mm256_set1_epi32(f1));             \
+            }                                                                               \
+            __m256i d = _mm256_sub_epi32(_mm256_add_epi32(d0, d1), _mm256_set1_epi32(sw[r * ts + k])); \
+            __m256 s = _mm256_mul_ps(_mm256_set1_ps(dw[r * ts + k]), vdx);                  \
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), s, acc[r]);                     \
+        }                                                                                   \
+    }                                                                                       \
+    _Pragma("GCC unroll 8") for (int r = 0; r < RR; r++) {                                  \
+        float out[8];                                                                       \
+        _mm256_storeu_ps(out, acc[r]);                                                      \
+        for (int j = 0; j < n; j++) y[j * ldy + r] = out[j];                                \
+    }                                                                                       \
+}
+GEMM8_TILE(4)
+GEMM8_TILE(8)
+GEMM8_TILE(1)
+
+static TGT void q8_gemm8(const kern_q8_block *W, int64_t nb, const kern_q8_block *X, int64_t n_tok,
+                         float *y, int64_t ldy, int64_t r0, int64_t r1)
+{
+    __m256i xi[GEMM8_MAX_NB * 8];          /* one token group, repacked */
+    float dx[GEMM8_MAX_NB * 8];
+    int64_t chunk = GEMM8_CHUNK * 128 / nb; /* keep the tables near 64 rows x 128 blocks */
+    chunk = chunk < GEMM8_ROWS ? GEMM8_ROWS : chunk > GEMM8_CHUNK ? GEMM8_CHUNK : chunk / GEMM8_ROWS * GEMM8_ROWS;
+    int32_t sw[GEMM8_CHUNK * 128];         /* 128 * sum(w) per row and block of the chunk */
+    float dw[GEMM8_CHUNK * 128];           /* the weights' block scales as floats */
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+        int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
+        for (int64_t r = c0; r < c1; r++)
+            for (int64_t k = 0; k < nb; k++) {
+                const kern_q8_block *b = &W[r * nb + k];
+                int32_t sum = 0;
+                for (int i = 0; i < KERN_QK; i++) sum += b->qs[i];
+                sw[(r - c0) * nb + k] = 128 * sum;
+                dw[(r - c0) * nb + k] = _cvtsh_ss(b->d);
+            }
+        for (int64_t t = 0; t < n_tok; t += 8) {
+            int n = n_tok - t < 8 ? (int)(n_tok - t) : 8;
+            gemm8_pack(X + t * nb, nb, n, xi, dx);
+            int64_t r = c0;
+            for (; r + 8 <= c1; r += 8)
+                gemm8_tile_8(W + r * nb, nb, nb, xi, dx, sw + (r - c0) * nb, dw + (r - c0) * nb, nb,
+                             y + t * ldy + r, ldy, n);
+            for (; r + 4 <= c1; r += 4)
+                gemm8_tile_4(W + r * nb, nb, nb, xi, dx, sw + (r - c0) * nb, dw + (r - c0) * nb, nb,
+                             y + t * ldy + r, ldy, n);
+            for (; r < c1; r++)
+                gemm8_tile_1(W + r * nb, nb, nb, xi, dx, sw + (r - c0) * nb, dw + (r - c0) * nb, nb,
+                             y + t * ldy + r, ldy, n);
+        }
+    }
+}
+
 /* Many tokens (prefill): compute-bound. Rows go in chunks that stay in L2 while every
  * token tile passes over them; inside a chunk, tiles of 4 adjacent rows. */
 static TGT void avx512_q8_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
@@ -146,12 +265,15 @@ static TGT void avx512_q8_matmul(const void *w, int64_t cols, const void *xq, in
 {
     const int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
     const kern_q8_block *W = w, *X = xq;
-    if (n_tok == 1) { {
-            int64_t q = (r1 - r0) / 4;
-            for (int64_t r = r0; r < r0 + q; r++) q8_gemv_4(W + r * nb, q * nb, X, nb, y + r, q);
-            for (int64_t r = r0 + 4 * q; r < r1; r++) q8_gemv_1(W + r * nb, nb, X, nb, y + r, 1);
-        }; return; }
+    if (n_tok == 1) {
+        /* four long streams, as in kernels_avx2.c's q8_gemv */
+        int64_t q = (r1 - r0) / 4;
+        for (int64_t r = r0; r < r0 + q; r++) q8_gemv_4(W + r * nb, q * nb, X, nb, y + r, q);
+        for (int64_t r = r0 + 4 * q; r < r1; r++) q8_gemv_1(W + r * nb, nb, X, nb, y + r, 1);
+        return;
+    }
     if (n_tok <= Q8_STREAM_TOKENS) { q8_stream(W, nb, X, n_tok, y, ldy, r0, r1); return; }
+    if (nb <= GEMM8_MAX_NB) { q8_gemm8(W, nb, X, n_tok, y, ldy, r0, r1); return; }
     int64_t chunk = Q8_CHUNK_BYTES / (nb * (int64_t)sizeof(kern_q8_block));
     chunk = chunk < 4 ? 4 : chunk / 4 * 4;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
