@@ -2,6 +2,7 @@
 #include "proto.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -199,8 +200,14 @@ int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t e
     if (proto_wellformed(data, len, 8) != 0)
         return fail(err, errcap, "not one well-formed msgpack value%s%s", "", "");
     msgpack_unpacked_init(&m->up);
+    m->bytes = malloc(len ? len : 1);
+    if (!m->bytes) {
+        proto_msg_free(m);
+        return fail(err, errcap, "out of memory decoding a message%s%s", "", "");
+    }
+    memcpy(m->bytes, data, len);
     size_t off = 0;
-    if (msgpack_unpack_next(&m->up, data, len, &off) != MSGPACK_UNPACK_SUCCESS) {
+    if (msgpack_unpack_next(&m->up, m->bytes, len, &off) != MSGPACK_UNPACK_SUCCESS) {
         proto_msg_free(m);
         return fail(err, errcap, "msgpack could not unpack the message%s%s", "", "");
     }
@@ -257,6 +264,7 @@ void proto_msg_free(proto_msg *m)
 {
     if (!m) return;
     if (m->up.zone) msgpack_unpacked_destroy(&m->up);
+    free(m->bytes);
     memset(m, 0, sizeof *m);
 }
 

@@ -24,8 +24,10 @@
  * rejects truncated data, nesting deeper than 8 and container counts larger than the
  * bytes left: a hostile header cannot make the unpacker allocate gigabytes.
  *
- * Ownership: proto_msg owns its unpacked zone until proto_msg_free; strings and arrays
- * returned by getters point into it. proto_writer owns its buffer until
+ * Ownership: proto_msg owns a copy of the bytes and its unpacked zone until
+ * proto_msg_free (msgpack-c's strings point into the bytes it unpacked, so the copy lets
+ * the caller free its receive buffer at once); strings and arrays returned by getters
+ * point into the message. proto_writer owns its buffer until
  * proto_writer_free (proto_data stays valid until then).
  */
 #ifndef LLM_PROTO_H
@@ -81,6 +83,7 @@ typedef struct {
     proto_type       type;
     uint64_t         id;
     msgpack_unpacked up;   /* owns every object below */
+    char            *bytes; /* the copy the objects point into */
     const msgpack_object_map *map;
 } proto_msg;
 

@@ -182,11 +182,12 @@ static void on_run(worker *w, const proto_msg *pm)
         if (s->state == WS_FREE) sess_drop(s);
         return;
     }
-    if (s->cap_toks < (int)n + 1024) {
-        int32_t *t = realloc(s->toks, ((size_t)n + 1024) * sizeof *t);
+    int cap = eng_session_n_ctx(s->es) + 1; /* the session can never hold more tokens */
+    if (s->cap_toks < cap) {
+        int32_t *t = realloc(s->toks, (size_t)cap * sizeof *t);
         if (!t) { send_sess_error(w, sess, epoch, "worker out of memory"); return; }
         s->toks = t;
-        s->cap_toks = (int)n + 1024;
+        s->cap_toks = cap;
     }
     int32_t *nt = malloc((size_t)n * sizeof *nt);
     msgpack_sbuffer sb;
