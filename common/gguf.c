@@ -367,7 +367,7 @@ static bool parse_kvs(rd *r, gguf_ctx *g)
         if (ok) {
             int64_t dup = map_insert(&g->kv_map, kv->key, i, g, true);
             if (dup >= 0)
-                ok = fail(r, "key at offset %llu duplicates kv %lld", 
+                ok = fail(r, "key at offset %llu duplicates kv %lld",
                           (unsigned long long)kv->key_off, (long long)dup);
         }
         if (!ok) {

@@ -44,10 +44,11 @@ static uint8_t *load(const char *path, size_t *len)
 typedef struct {
     const char *file, *arch;
     int layers, heads, heads_kv, embd, ff, vocab;
+    double rope_base, rms_eps;
     int counts[QT_COUNT]; /* tensors per type */
 } model_facts;
 
-#define L2(file, ...) {file, "llama", 4, 4, 2, 256, 768, 32000, {__VA_ARGS__}}
+#define L2(file, ...) {file, "llama", 4, 4, 2, 256, 768, 32000, 10000, 1e-5, {__VA_ARGS__}}
 static const model_facts facts[] = {
     L2("tiny-llama2-Q8_0.gguf", [QT_Q8_0] = 29, [QT_F32] = 9),
     L2("tiny-llama2-Q6_K.gguf", [QT_Q6_K] = 29, [QT_F32] = 9),
@@ -60,10 +61,10 @@ static const model_facts facts[] = {
     L2("tiny-llama2-Q3_K_M.gguf", [QT_Q3_K] = 16, [QT_Q4_K] = 10, [QT_Q5_K] = 2, [QT_Q6_K] = 1,
        [QT_F32] = 9),
     L2("tiny-llama2-Q2_K.gguf", [QT_Q2_K] = 16, [QT_Q3_K] = 12, [QT_Q6_K] = 1, [QT_F32] = 9),
-    {"tiny-llama3-Q8_0.gguf", "llama", 2, 2, 1, 64, 256, 128256, {[QT_Q8_0] = 15, [QT_F32] = 5}},
-    {"tiny-qwen2-Q8_0.gguf", "qwen2", 2, 2, 1, 64, 256, 151669, {[QT_Q8_0] = 15, [QT_F32] = 11}},
-    {"stories260K-f32.gguf", "llama", 5, 8, 4, 64, 172, 512, {[QT_F32] = 48}},
-    {"stories260K-f16.gguf", "llama", 5, 8, 4, 64, 172, 512, {[QT_F16] = 37, [QT_F32] = 11}},
+    {"tiny-llama3-Q8_0.gguf", "llama", 2, 2, 1, 64, 256, 128256, 500000, 1e-5, {[QT_Q8_0] = 15, [QT_F32] = 5}},
+    {"tiny-qwen2-Q8_0.gguf", "qwen2", 2, 2, 1, 64, 256, 151669, 1000000, 1e-6, {[QT_Q8_0] = 15, [QT_F32] = 11}},
+    {"stories260K-f32.gguf", "llama", 5, 8, 4, 64, 172, 512, 10000, 1e-5, {[QT_F32] = 48}},
+    {"stories260K-f16.gguf", "llama", 5, 8, 4, 64, 172, 512, 10000, 1e-5, {[QT_F16] = 37, [QT_F32] = 11}},
 };
 
 START_TEST(test_model_facts)
@@ -82,6 +83,10 @@ START_TEST(test_model_facts)
     ck_assert_int_eq(ARCH_INT("attention.head_count_kv"), m->heads_kv);
     ck_assert_int_eq(ARCH_INT("embedding_length"), m->embd);
     ck_assert_int_eq(ARCH_INT("feed_forward_length"), m->ff);
+    snprintf(key, sizeof key, "%s.rope.freq_base", m->arch);
+    ck_assert_double_eq(gguf_get_float(g, key, 10000.0), m->rope_base); /* absent = default */
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", m->arch);
+    ck_assert_float_eq((float)gguf_get_float(g, key, -1), (float)m->rms_eps);
     int64_t tok = gguf_find_key(g, "tokenizer.ggml.tokens");
     ck_assert_int_ge(tok, 0);
     ck_assert_int_eq(gguf_arr_type(g, tok), GGUF_T_STRING);
