@@ -59,7 +59,7 @@ for t in 1 2; do
     p=$(pp $t); read -r d g <<<"$(tg $t)"
     awk -v t=$t -v p="$p" -v lp="${LPP[$t]}" -v d="$d" -v ld="${LTG[$t]}" -v g="$g" -v bw="${BWT[$t]}" 'BEGIN {
         printf "| %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f | %.1f | %.1f | %.0f%% |\n",
-               t, p, lp, p / lp, d, ld, d / ld, g, bw, bw > 0 ? 100 * g / bw : 0 }'
+               t, p, lp, p / lp, d, ld, d / ld, g, bw, (bw > 0 ? 100 * g / bw : 0) }'
 done
 echo
 echo "llama.cpp figures: $SH/reference/PERF.md (same model shape, measured on a machine of this kind)."
