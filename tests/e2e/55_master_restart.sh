@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# 55: restart the engine master: it finds the READY segment of the same model file and
+# attaches it (no conversion pass), its new workers serve, output is unchanged.
+. "$(dirname "$0")/pipeline.inc"
+e2e_deadline 120
+start_pipeline 2
+ref=$LLM_SHARED/reference/stories260K-f32/story
+old=$(cat "$RUN/engined.pid")
+$PIPELINE restart engined --run-dir "$RUN" >/dev/null || fail "restart engined failed"
+new=$(cat "$RUN/engined.pid")
+[ "$old" != "$new" ] || fail "engined was not restarted"
+line=$(grep "engined\[$new\].*segment .* READY: attached in .* ms, no conversion" "$RUN/engined.log") \
+    || fail "the new master did not reuse the READY segment"
+grep -q "engined\[$new\].*converted" "$RUN/engined.log" && fail "the new master converted the model again"
+echo "new master: ${line#*INFO }"
+wait_until 20 '[ "$(status_field workers)" = 2 ] && status_field pids >/dev/null' || fail "workers did not come back"
+# the old workers were stopped with their master; only new ones serve
+for p in $(grep -o "engined\[$old\] INFO worker [0-9] started: pid [0-9]*" "$RUN/engined.log" | awk '{print $NF}'); do
+    kill -0 "$p" 2>/dev/null && fail "old worker $p still running"
+done
+wait_until 10 '[ "$(status_field workers)" = 2 ]' || fail "expected 2 workers"
+llmc -n 32 --temp 0 "$(cat "$ref/prompt.txt")" >"$RUN/greedy.txt" || fail "request after the restart failed"
+cmp -s "$RUN/greedy.txt" "$ref/greedy_text.txt" || fail "wrong text after the restart"
+echo "PASS $E2E_NAME"
