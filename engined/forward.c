@@ -135,6 +135,18 @@ static int handle_loading(const char *name, int32_t pid, double t0, char *err, s
     return 0;
 }
 
+/* After a build: points at segments left by older versions of the same file. */
+static void note_stale(const char *real_path, const char *name)
+{
+    static seg_info infos[64];
+    char err[256];
+    int n = seg_list(infos, 64, err, sizeof err);
+    for (int i = 0; i < n && i < 64; i++)
+        if (strcmp(infos[i].src_path, real_path) == 0 && strncmp(infos[i].name, name, 21) != 0)
+            log_warn("segment %s holds an older version of %s (not reused): remove it with "
+                     "engined --remove-segment %s", infos[i].name, real_path, infos[i].name);
+}
+
 eng_model *eng_open(const char *gguf_path, eng_precision prec, eng_open_info *info,
                     char *err, size_t errlen)
 {
@@ -187,6 +199,7 @@ eng_model *eng_open(const char *gguf_path, eng_precision prec, eng_open_info *in
         if (rc == 0) {
             info->converted = true;
             log_info("built segment %s from %s in %.0f ms", name, id.real_path, mono_ms() - t0);
+            note_stale(id.real_path, name);
         }
     }
 }

@@ -62,6 +62,7 @@ touch -d '2001-01-01' "$T/m.gguf"
 grep -q "built segment" "$T/log4" || bad "changed file reused a segment: $(cat "$T/log4")"
 new=$(grep -o '/llm-[0-9a-f]*' "$T/log4" | head -1)
 [ "$old" != "$new" ] || bad "changed file got the same segment name $old"
+grep -q "segment $old holds an older version" "$T/log4" || bad "no hint about the old segment $old"
 
 # 6. bad input: clear errors, exit status 1 (2 for usage)
 "$E" --model "$T/none.gguf" --eval "$REF/hello/tokens.txt" 2>"$T/e1"; rc=$?
