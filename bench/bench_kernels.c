@@ -2,8 +2,9 @@
  * bench_kernels - throughput of the q8 matrix kernels, per kernel table, 1 and 2 threads:
  *   GEMV (decode): a 5632 x 2048 q8 matrix (TinyLlama's FFN shape), cycling over
  *     enough copies (~200 MB) that the weights come from memory, not L3: GB/s of
- *     weights read.
+ *     weights read. The same for 4 tokens at once (four sessions decoded together).
  *   GEMM (prefill): the same matrix times 512 tokens: G int8 ops/s (2 per multiply-add).
+ *   And the round trip of an empty pool_run with 2 threads.
  *
  *   build/bench/bench_kernels [table ...]   (default: every SIMD table this CPU runs)
  */
@@ -38,6 +39,8 @@ static void mm_part(void *arg, int ith, int nth)
     j->ops->q8_matmul(j->w, COLS, j->x, j->n_tok, j->y, ROWS, r0, r1);
 }
 
+static void empty_part(void *arg, int ith, int nth) { (void)arg; (void)ith; (void)nth; }
+
 static double now(void)
 {
     struct timespec ts;
@@ -51,24 +54,30 @@ static void bench_table(const kern_ops *ops, unsigned char *w, size_t wbytes, un
         pool_t *pool = pool_new(nt);
         if (!pool) exit(1);
         mm_job j = { .ops = ops, .x = x, .y = y, .n_tok = 1 };
-        /* GEMV: two sweeps over all copies, the first as warm-up */
-        double best = 1e30;
-        for (int sweep = 0; sweep < 3; sweep++) {
-            double t0 = now();
-            for (int c = 0; c < COPIES; c++) {
-                j.w = w + (size_t)c * wbytes;
-                pool_run(pool, mm_part, &j);
+        /* GEMV, then 4 tokens at once (sessions decoded together): three sweeps over
+         * all copies, the first as warm-up */
+        static const int batch[] = { 1, 4 };
+        for (int b = 0; b < 2; b++) {
+            j.n_tok = batch[b];
+            double best = 1e30;
+            for (int sweep = 0; sweep < 3; sweep++) {
+                double t0 = now();
+                for (int c = 0; c < COPIES; c++) {
+                    j.w = w + (size_t)c * wbytes;
+                    pool_run(pool, mm_part, &j);
+                }
+                double dt = (now() - t0) / COPIES;
+                if (sweep > 0 && dt < best) best = dt;
             }
-            double dt = (now() - t0) / COPIES;
-            if (sweep > 0 && dt < best) best = dt;
+            printf("%-10s %s %dx%d q8, %d thread%s: %6.1f GB/s  (%.3f ms per matrix)\n", ops->name,
+                   batch[b] == 1 ? "GEMV         " : "GEMM 4 tokens", ROWS, COLS, nt, nt > 1 ? "s" : " ",
+                   wbytes / best * 1e-9, best * 1e3);
         }
-        printf("%-10s GEMV %dx%d q8, %d thread%s: %6.1f GB/s  (%.3f ms per matrix)\n", ops->name, ROWS, COLS,
-               nt, nt > 1 ? "s" : " ", wbytes / best * 1e-9, best * 1e3);
         /* GEMM: 512 tokens on one copy */
         j.w = w;
         j.n_tok = TOKENS;
-        best = 1e30;
-        for (int rep = 0; rep < 2; rep++) {
+        double best = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
             double t0 = now();
             pool_run(pool, mm_part, &j);
             double dt = now() - t0;
@@ -101,6 +110,22 @@ int main(int argc, char **argv)
         kern_q8_quantize_x(row, 1, COLS, x + t * kern_q8_row_bytes(COLS));
     }
     printf("kernels: default table on this CPU is %s\n", kern_name());
+    {
+        /* what one pool_run costs when the work is nothing: the per-kernel overhead of
+         * decode, which calls the pool about ten times per layer per token */
+        pool_t *pool = pool_new(2);
+        if (!pool) return 1;
+        enum { CALLS = 20000 };
+        double best = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+            double t0 = now();
+            for (int i = 0; i < CALLS; i++) pool_run(pool, empty_part, NULL);
+            double dt = (now() - t0) / CALLS;
+            if (dt < best) best = dt;
+        }
+        printf("pool_run round trip, 2 threads, empty job: %.2f us\n", best * 1e6);
+        pool_destroy(&pool);
+    }
     if (argc > 1) {
         for (int i = 1; i < argc; i++) {
             const kern_ops *ops = kern_get(argv[i]);

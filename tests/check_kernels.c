@@ -236,6 +236,34 @@ START_TEST(test_q8_padding_is_zero)
 }
 END_TEST
 
+/* Empty work (no tokens, an empty or reversed row range) writes nothing. */
+START_TEST(test_q8_empty_work)
+{
+    enum { COLS = 64, ROWS = 8 };
+    float wf[ROWS * COLS];
+    fill(wf, ROWS * COLS, 1.0f);
+    unsigned char w[ROWS * 2 * 34], x[40 * 2 * 34];
+    for (int r = 0; r < ROWS; r++) kern_q8_quantize_w(wf + r * COLS, COLS, w + r * 68);
+    float xf[40 * COLS];
+    fill(xf, 40 * COLS, 1.0f);
+    kern_ops_scalar.q8_quantize_x(xf, 40, COLS, x);
+    const char *names[] = { "scalar", "avx2", "avx512vnni", "neon" };
+    static const int64_t toks[] = { 0, 1, 4, 40 };
+    for (int v = 0; v < 4; v++) {
+        const kern_ops *ops = kern_get(names[v]);
+        if (!ops) continue;
+        for (int t = 0; t < 4; t++) {
+            float y[40 * ROWS];
+            for (int i = 0; i < 40 * ROWS; i++) y[i] = -777.0f;
+            ops->q8_matmul(w, COLS, x, 0, y, ROWS, 0, ROWS);
+            ops->q8_matmul(w, COLS, x, toks[t], y, ROWS, 3, 3);
+            ops->q8_matmul(w, COLS, x, toks[t], y, ROWS, 6, 2);
+            for (int i = 0; i < 40 * ROWS; i++) ck_assert_float_eq(y[i], -777.0f);
+        }
+    }
+}
+END_TEST
+
 static int close_enough(double got, double want, double mag) { return fabs(got - want) <= TOL * mag + 1e-30; }
 
 START_TEST(test_float_helpers)
@@ -376,6 +404,7 @@ Suite *kernels_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_q8_matmul_shapes);
     tcase_add_test(tc, test_q8_matmul_blocking);
+    tcase_add_test(tc, test_q8_empty_work);
     tcase_add_test(tc, test_f_matmul);
     suite_add_tcase(s, tc);
     tc = tcase_create("float");
