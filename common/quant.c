@@ -455,6 +455,72 @@ static void quant_q8_1(const float *src, void *dst, int64_t n)
     }
 }
 
+/* ---- packed data at any address ---------------------------------------------- */
+
+/* GGUF aligns tensor data to general.alignment, which a hostile file may set to 1,
+ * so packed data can sit at any address, while the kernels read blocks as structs.
+ * The table's entries therefore check the alignment of the packed side and pass a
+ * misaligned one through a small aligned buffer, a chunk of whole blocks at a time. */
+#define BOUNCE_BYTES 4096
+
+static void dequant_bounced(qt_dequant_fn fn, const uint8_t *src, float *dst, int64_t n,
+                            int bs, size_t ts)
+{
+    _Alignas(32) uint8_t buf[BOUNCE_BYTES];
+    const int64_t per = (int64_t)(BOUNCE_BYTES / ts), blocks = n / bs;
+    LLM_ASSERT(n % bs == 0);
+    for (int64_t done = 0; done < blocks;) {
+        const int64_t k = blocks - done < per ? blocks - done : per;
+        memcpy(buf, src + done * (int64_t)ts, (size_t)k * ts);
+        fn(buf, dst + done * bs, k * bs);
+        done += k;
+    }
+}
+
+static void quant_bounced(qt_quant_fn fn, const float *src, uint8_t *dst, int64_t n, int bs,
+                          size_t ts)
+{
+    _Alignas(32) uint8_t buf[BOUNCE_BYTES];
+    const int64_t per = (int64_t)(BOUNCE_BYTES / ts), blocks = n / bs;
+    LLM_ASSERT(n % bs == 0);
+    for (int64_t done = 0; done < blocks;) {
+        const int64_t k = blocks - done < per ? blocks - done : per;
+        fn(src + done * bs, buf, k * bs);
+        memcpy(dst + done * (int64_t)ts, buf, (size_t)k * ts);
+        done += k;
+    }
+}
+
+/* kern_g: kern for aligned packed data, the bounce buffer otherwise. */
+#define GUARD_DEQUANT(kern, T, bs)                                                       \
+    static void kern##_g(const void *src, float *dst, int64_t n)                         \
+    {                                                                                    \
+        if ((uintptr_t)src % _Alignof(T) == 0) kern(src, dst, n);                        \
+        else dequant_bounced(kern, src, dst, n, bs, sizeof(T));                          \
+    }
+#define GUARD_QUANT(kern, T, bs)                                                         \
+    static void kern##_g(const float *src, void *dst, int64_t n)                         \
+    {                                                                                    \
+        if ((uintptr_t)dst % _Alignof(T) == 0) kern(src, dst, n);                        \
+        else quant_bounced(kern, src, dst, n, bs, sizeof(T));                            \
+    }
+#define GUARD_BOTH(dq, q, T, bs) GUARD_DEQUANT(dq, T, bs) GUARD_QUANT(q, T, bs)
+
+GUARD_BOTH(dequant_f16, quant_f16, uint16_t, 1)
+GUARD_BOTH(dequant_bf16, quant_bf16, uint16_t, 1)
+GUARD_BOTH(dequant_q4_0, quant_q4_0, block_q4_0, QK4_0)
+GUARD_BOTH(dequant_q4_1, quant_q4_1, block_q4_1, QK4_1)
+GUARD_BOTH(dequant_q5_0, quant_q5_0, block_q5_0, QK5_0)
+GUARD_BOTH(dequant_q5_1, quant_q5_1, block_q5_1, QK5_1)
+GUARD_BOTH(dequant_q8_0, quant_q8_0, block_q8_0, QK8_0)
+GUARD_BOTH(dequant_q8_1, quant_q8_1, block_q8_1, QK8_1)
+GUARD_BOTH(quant_dequant_q2_K, quant_quant_q2_K, block_q2_K, QK_K)
+GUARD_BOTH(quant_dequant_q3_K, quant_quant_q3_K, block_q3_K, QK_K)
+GUARD_BOTH(quant_dequant_q4_K, quant_quant_q4_K, block_q4_K, QK_K)
+GUARD_BOTH(quant_dequant_q5_K, quant_quant_q5_K, block_q5_K, QK_K)
+GUARD_BOTH(quant_dequant_q6_K, quant_quant_q6_K, block_q6_K, QK_K)
+GUARD_BOTH(quant_dequant_q8_K, quant_quant_q8_K, block_q8_K, QK_K)
+
 /* ---- the traits table ------------------------------------------------------------ */
 
 #define PLAIN(id, nm, bytes, dq, q) [id] = { nm, 1, bytes, dq, q }
@@ -464,19 +530,19 @@ static void quant_q8_1(const float *src, void *dst, int64_t n)
  * convert are ggml's, so files holding them can still be parsed and sized. */
 static const qt_traits qt_table[QT_COUNT] = {
     PLAIN(QT_F32, "F32", 4, dequant_f32, quant_f32),
-    PLAIN(QT_F16, "F16", 2, dequant_f16, quant_f16),
-    BLOCK(QT_Q4_0, "Q4_0", QK4_0, sizeof(block_q4_0), dequant_q4_0, quant_q4_0),
-    BLOCK(QT_Q4_1, "Q4_1", QK4_1, sizeof(block_q4_1), dequant_q4_1, quant_q4_1),
-    BLOCK(QT_Q5_0, "Q5_0", QK5_0, sizeof(block_q5_0), dequant_q5_0, quant_q5_0),
-    BLOCK(QT_Q5_1, "Q5_1", QK5_1, sizeof(block_q5_1), dequant_q5_1, quant_q5_1),
-    BLOCK(QT_Q8_0, "Q8_0", QK8_0, sizeof(block_q8_0), dequant_q8_0, quant_q8_0),
-    BLOCK(QT_Q8_1, "Q8_1", QK8_1, sizeof(block_q8_1), dequant_q8_1, quant_q8_1),
-    BLOCK(QT_Q2_K, "Q2_K", QK_K, sizeof(block_q2_K), quant_dequant_q2_K, quant_quant_q2_K),
-    BLOCK(QT_Q3_K, "Q3_K", QK_K, sizeof(block_q3_K), quant_dequant_q3_K, quant_quant_q3_K),
-    BLOCK(QT_Q4_K, "Q4_K", QK_K, sizeof(block_q4_K), quant_dequant_q4_K, quant_quant_q4_K),
-    BLOCK(QT_Q5_K, "Q5_K", QK_K, sizeof(block_q5_K), quant_dequant_q5_K, quant_quant_q5_K),
-    BLOCK(QT_Q6_K, "Q6_K", QK_K, sizeof(block_q6_K), quant_dequant_q6_K, quant_quant_q6_K),
-    BLOCK(QT_Q8_K, "Q8_K", QK_K, sizeof(block_q8_K), quant_dequant_q8_K, quant_quant_q8_K),
+    PLAIN(QT_F16, "F16", 2, dequant_f16_g, quant_f16_g),
+    BLOCK(QT_Q4_0, "Q4_0", QK4_0, sizeof(block_q4_0), dequant_q4_0_g, quant_q4_0_g),
+    BLOCK(QT_Q4_1, "Q4_1", QK4_1, sizeof(block_q4_1), dequant_q4_1_g, quant_q4_1_g),
+    BLOCK(QT_Q5_0, "Q5_0", QK5_0, sizeof(block_q5_0), dequant_q5_0_g, quant_q5_0_g),
+    BLOCK(QT_Q5_1, "Q5_1", QK5_1, sizeof(block_q5_1), dequant_q5_1_g, quant_q5_1_g),
+    BLOCK(QT_Q8_0, "Q8_0", QK8_0, sizeof(block_q8_0), dequant_q8_0_g, quant_q8_0_g),
+    BLOCK(QT_Q8_1, "Q8_1", QK8_1, sizeof(block_q8_1), dequant_q8_1_g, quant_q8_1_g),
+    BLOCK(QT_Q2_K, "Q2_K", QK_K, sizeof(block_q2_K), quant_dequant_q2_K_g, quant_quant_q2_K_g),
+    BLOCK(QT_Q3_K, "Q3_K", QK_K, sizeof(block_q3_K), quant_dequant_q3_K_g, quant_quant_q3_K_g),
+    BLOCK(QT_Q4_K, "Q4_K", QK_K, sizeof(block_q4_K), quant_dequant_q4_K_g, quant_quant_q4_K_g),
+    BLOCK(QT_Q5_K, "Q5_K", QK_K, sizeof(block_q5_K), quant_dequant_q5_K_g, quant_quant_q5_K_g),
+    BLOCK(QT_Q6_K, "Q6_K", QK_K, sizeof(block_q6_K), quant_dequant_q6_K_g, quant_quant_q6_K_g),
+    BLOCK(QT_Q8_K, "Q8_K", QK_K, sizeof(block_q8_K), quant_dequant_q8_K_g, quant_quant_q8_K_g),
     BLOCK(QT_IQ2_XXS, "IQ2_XXS", QK_K, 66, NULL, NULL),
     BLOCK(QT_IQ2_XS, "IQ2_XS", QK_K, 74, NULL, NULL),
     BLOCK(QT_IQ3_XXS, "IQ3_XXS", QK_K, 98, NULL, NULL),
@@ -491,7 +557,7 @@ static const qt_traits qt_table[QT_COUNT] = {
     PLAIN(QT_I64, "I64", 8, NULL, NULL),
     PLAIN(QT_F64, "F64", 8, NULL, NULL),
     BLOCK(QT_IQ1_M, "IQ1_M", QK_K, 56, NULL, NULL),
-    PLAIN(QT_BF16, "BF16", 2, dequant_bf16, quant_bf16),
+    PLAIN(QT_BF16, "BF16", 2, dequant_bf16_g, quant_bf16_g),
     BLOCK(QT_TQ1_0, "TQ1_0", QK_K, 54, NULL, NULL),
     BLOCK(QT_TQ2_0, "TQ2_0", QK_K, 66, NULL, NULL),
     BLOCK(QT_MXFP4, "MXFP4", 32, 17, NULL, NULL),

@@ -11,9 +11,15 @@
  * its float operations in ggml's order and never fuses a multiply-add. Quantizers
  * follow ggml's reference (non-imatrix) algorithms.
  *
- * Ownership: nothing here allocates; callers own every buffer. Packed data must be
- * 2-byte aligned (4 for Q8_K): every block size is even, and GGUF aligns tensor data
- * to 32 bytes, so any row of a GGUF tensor qualifies. f32 buffers are float-aligned.
+ * Ownership: nothing here allocates; callers own every buffer. Through the traits
+ * table, packed data may sit at any address (a hostile GGUF can set its alignment
+ * to 1): misaligned blocks go through a small aligned buffer. The quant_* kernels
+ * declared below need their block's natural alignment (2 bytes, 4 for Q8_K). f32
+ * buffers are float-aligned.
+ *
+ * SIMD: every kernel's plain C code is the reference. On x86-64 with F16C/AVX2 the
+ * hot dequantizers and the K-quant scale searches use vector twins that produce
+ * the same bytes and floats bit for bit (tests compare them on every type).
  *
  * Owner: quant helper. Files: quant.h, quant.c (plain types, 32-value blocks, the
  * traits table), quant_k.c (the 256-value "K" super-blocks).
@@ -148,8 +154,8 @@ void quant_quant_q5_K(const float *src, void *dst, int64_t n);
 void quant_quant_q6_K(const float *src, void *dst, int64_t n);
 void quant_quant_q8_K(const float *src, void *dst, int64_t n);
 
-/* SIMD twins: every kernel has a scalar reference; where the CPU allows, faster
- * twins that produce bit-identical output are used instead. */
+/* Which twins run: chosen per call from the CPU's features (read once at start-up)
+ * unless switched off. */
 #define QUANT_CPU_F16C 1
 #define QUANT_CPU_AVX2 2
 /* The QUANT_CPU_* features the kernels use now (0 when switched off). */

@@ -591,6 +591,34 @@ START_TEST(test_quant_twins_match_reference)
 }
 END_TEST
 
+/* Packed data at an odd address (a GGUF with alignment 1) converts exactly like
+ * aligned data, both ways, with no misaligned access (UBSan checks that). */
+START_TEST(test_misaligned_packed_data)
+{
+    const uint32_t type = convertible[_i];
+    const qt_traits *t = qt_get(type);
+    const int64_t n = 8192; /* more than one bounce-buffer chunk for every type */
+    const size_t bytes = qt_row_size(type, n);
+    float *x = malloc(n * 4), *ya = malloc(n * 4), *yb = malloc(n * 4);
+    uint8_t *qa = malloc(bytes), *qb = malloc(bytes + 3);
+    fill_gauss(x, n, 0.02f, 5);
+    t->quant(x, qa, n);
+    t->quant(x, qb + 1, n);
+    ck_assert_msg(memcmp(qa, qb + 1, bytes) == 0, "%s: misaligned quantize differs", t->name);
+    t->dequant(qa, ya, n);
+    t->dequant(qb + 1, yb, n);
+    ck_assert_msg(memcmp(ya, yb, (size_t)n * 4) == 0, "%s: misaligned dequantize differs", t->name);
+    memmove(qb + 3, qb + 1, bytes);
+    t->dequant(qb + 3, yb, n);
+    ck_assert_msg(memcmp(ya, yb, (size_t)n * 4) == 0, "%s: offset-3 dequantize differs", t->name);
+    free(x);
+    free(ya);
+    free(yb);
+    free(qa);
+    free(qb);
+}
+END_TEST
+
 /* A length that is not a multiple of the block size is a caller bug: abort. */
 START_TEST(test_bad_length_aborts)
 {
@@ -669,6 +697,7 @@ Suite *quant_suite(void)
     tcase_add_test(tc, test_f16_all_values);
     tcase_add_loop_test(tc, test_simd_twins_match_scalar, 0, N_CONVERTIBLE);
     tcase_add_loop_test(tc, test_quant_twins_match_reference, 0, 8);
+    tcase_add_loop_test(tc, test_misaligned_packed_data, 0, N_CONVERTIBLE);
     tcase_add_test(tc, test_quant_golden_hashes);
     tcase_add_test_raise_signal(tc, test_bad_length_aborts, SIGABRT);
     suite_add_tcase(s, tc);
