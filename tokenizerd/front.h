@@ -72,6 +72,7 @@ typedef struct front_req {
     int64_t   client_ms;       /* last message from the client */
     int64_t   queued_ms;
     int       moves;           /* times re-dispatched after a worker died */
+    bool      gone;            /* the client's connection closed */
 } front_req;
 
 typedef struct {
@@ -100,6 +101,8 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
 void front_token(front *f, int wi, const proto_msg *m);
 /* A PT_ERROR about a session from worker wi. */
 void front_worker_error(front *f, int wi, const proto_msg *m);
+/* The client at rid cannot be reached any more: its requests expire on the next tick. */
+void front_client_gone(front *f, const uint8_t *rid, size_t rl);
 /* PT_CANCEL / PT_PING from a client. */
 void front_client_msg(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
 /* Dispatches queued requests, expires silent clients and idle chats, requeues the

@@ -259,9 +259,11 @@ void front_tick(front *f, int64_t now)
             if (now - r->client_ms > FRONT_CHAT_IDLE_MS) req_free(f, r);
             continue;
         }
-        if (now - r->client_ms > FRONT_CLIENT_TIMEOUT_MS) {
-            log_info("session %llu: client silent for %lld ms; freeing the session", (unsigned long long)r->sess,
-                     (long long)(now - r->client_ms));
+        if (r->gone || now - r->client_ms > FRONT_CLIENT_TIMEOUT_MS) {
+            if (r->gone) log_info("session %llu: client disconnected at step %d; freeing the session",
+                                  (unsigned long long)r->sess, r->n_gen);
+            else log_info("session %llu: client silent for %lld ms; freeing the session", (unsigned long long)r->sess,
+                          (long long)(now - r->client_ms));
             f->failed++;
             req_free(f, r);
             continue;
@@ -401,6 +403,7 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     r->rid_len = rl;
     r->client_ms = r->queued_ms = net_now_ms();
     r->n_gen = 0;
+    r->gone = false;
     r->mu_set = false;
     r->held_len = 0;
     char *text = NULL;
@@ -449,6 +452,12 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
         r->state = RQ_QUEUED;
         front_tick(f, net_now_ms());
     }
+}
+
+void front_client_gone(front *f, const uint8_t *rid, size_t rl)
+{
+    for (front_req *r = f->reqs; r; r = r->next)
+        if (r->rid_len == rl && memcmp(r->rid, rid, rl) == 0 && r->state != RQ_HELD) r->gone = true;
 }
 
 void front_client_msg(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)

@@ -21,7 +21,10 @@
 
 void front_send(front *f, const uint8_t *rid, size_t rl, proto_writer *w)
 {
-    net_send(f->clients, rid, rl, proto_data(w), proto_size(w));
+    /* ZMQ_ROUTER_MANDATORY: a client whose connection closed is unreachable at once;
+     * its requests are expired on the next tick (not here: callers hold them) */
+    if (net_send(f->clients, rid, rl, proto_data(w), proto_size(w)) != 0 && zmq_errno() == EHOSTUNREACH)
+        front_client_gone(f, rid, rl);
     proto_writer_free(w);
 }
 
@@ -244,6 +247,8 @@ static int bind_sockets(front *f, const char *dir, const char *bind, const char 
     f->clients = net_socket(f->ctx, ZMQ_ROUTER);
     f->workers = net_socket(f->ctx, ZMQ_ROUTER);
     if (!f->clients || !f->workers) return -1;
+    int one = 1;
+    zmq_setsockopt(f->clients, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     if (net_curve(f->clients, ep, 1, err, sizeof err) != 0 || zmq_bind(f->clients, ep) != 0) {
         log_error("cannot serve clients on %s: %s", ep, err[0] ? err : zmq_strerror(zmq_errno()));
         return -1;
