@@ -78,9 +78,14 @@ $(BUILD)/empty.o:
 $(LIBS): | $(BUILD)/empty.o
 
 $(BUILD)/bin/llmc: $(call obj,$(CLIENT_SRC)) $(LIBS)
+# A daemon links its own part's objects directly (not through its archive), so that
+# entry points it reaches only through weak symbols (engd_serve, tokd_serve) are in.
+$(BUILD)/bin/engined: $(call obj,$(ENGINE_SRC))
+$(BUILD)/bin/tokenizerd: $(call obj,$(TOK_SRC))
+$(BUILD)/bin/samplerd: $(call obj,$(SAMP_SRC))
 $(BUILD)/bin/%: $(BUILD)/obj/%/main.o $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
 $(BUILD)/bin/llmc:
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
