@@ -491,6 +491,49 @@ START_TEST(test_bad_metadata)
 }
 END_TEST
 
+/* The pieces tok_pre_split makes of s, joined with '|'. */
+static void expect_split(tok_pre pre, const char *s, const char *want)
+{
+    size_t len = strlen(s), n = 0, nw;
+    uint32_t cps[256], *lens;
+    for (size_t off = 0; off < len && n < 256;)
+        cps[n++] = uni_decode(s, len, &off);
+    ck_assert(tok_pre_split(pre, cps, n, &lens, &nw));
+    char got[1024];
+    size_t o = 0, c = 0;
+    for (size_t w = 0; w < nw; w++) {
+        if (w)
+            got[o++] = '|';
+        for (uint32_t k = 0; k < lens[w]; k++)
+            o += (size_t)uni_encode(cps[c++], got + o);
+    }
+    got[o] = 0;
+    free(lens);
+    ck_assert_uint_eq(c, n);
+    ck_assert_msg(strcmp(got, want) == 0, "pre %d: '%s' -> '%s', want '%s'", (int)pre, s, got, want);
+}
+
+/* Each pre-tokenizer family on inputs whose splits follow from its regexes. */
+START_TEST(test_pre_tokenizers)
+{
+    const char *s = "Hello world's  test 12345abc!!  \n x";
+    expect_split(TOK_PRE_GPT2, s, "Hello| world|'s| | test| 12345|abc|!!|  \n| x");
+    expect_split(TOK_PRE_LLAMA3, s, "Hello| world|'s| | test| |123|45|abc|!!|  \n| x");
+    expect_split(TOK_PRE_QWEN2, s, "Hello| world|'s| | test| |1|2|3|4|5|abc|!!|  \n| x");
+    expect_split(TOK_PRE_LLAMA3, "DON'T", "DON|'T");
+    expect_split(TOK_PRE_GPT2, "DON'T", "DON|'|T");
+    expect_split(TOK_PRE_DEFAULT, "a+b=c, 1234 d", "a|+|b|=|c|,| |123|4| d");
+    expect_split(TOK_PRE_FALCON, "a+b=c, 12345 d", "a|+|b|=|c|,| |123|45| d");
+    expect_split(TOK_PRE_STARCODER, "ab 12 c", "ab| |1|2| c");
+    expect_split(TOK_PRE_DEEPSEEK_CODER, "Hi, you\n12\xe6\x97\xa5\xe6\x9c\xac",
+                 "Hi|,| you|\n|1|2|\xe6\x97\xa5\xe6\x9c\xac");
+    expect_split(TOK_PRE_DEEPSEEK_LLM, "Hi, you 12\xe6\x97\xa5\xe6\x9c\xac  ",
+                 "Hi|,| you| |12|\xe6\x97\xa5\xe6\x9c\xac|  ");
+    /* Non-ASCII whitespace is whitespace, marks are not letters. */
+    expect_split(TOK_PRE_LLAMA3, "a\xc2\xa0\xc2\xa0" "b e\xcc\x81", "a|\xc2\xa0|\xc2\xa0" "b| e|\xcc\x81");
+}
+END_TEST
+
 START_TEST(test_unicode_classes)
 {
     ck_assert(uni_flags('A') & UNI_LETTER);
@@ -567,6 +610,7 @@ Suite *tok_suite(void)
     tcase_add_test(tc, test_stream_utf8);
     tcase_add_test(tc, test_bad_metadata);
     tcase_add_test(tc, test_unicode_classes);
+    tcase_add_test(tc, test_pre_tokenizers);
     tcase_add_test(tc, test_cli);
     suite_add_tcase(s, tc);
     return s;
