@@ -156,7 +156,7 @@ static uint32_t load_u32le(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static void dequant_q5_0(const void *src, float *dst, int64_t n)
+static void dequant_q5_0_scalar(const void *src, float *dst, int64_t n)
 {
     const block_q5_0 *b = src;
     LLM_ASSERT(n % QK5_0 == 0);
@@ -173,7 +173,7 @@ static void dequant_q5_0(const void *src, float *dst, int64_t n)
     }
 }
 
-static void dequant_q5_1(const void *src, float *dst, int64_t n)
+static void dequant_q5_1_scalar(const void *src, float *dst, int64_t n)
 {
     const block_q5_1 *b = src;
     LLM_ASSERT(n % QK5_1 == 0);
@@ -271,6 +271,48 @@ AVX2_FN static void dequant_q4_1_avx2(const void *src, float *dst, int64_t n)
         store8_u8_dm(dst + 24, _mm_srli_si128(hi, 8), d, m);
     }
 }
+/* 32 bytes, byte j = 0x10 where bit j of the little-endian u32 at p is set. */
+AVX2_FN static inline __m256i fifth_bits(const uint8_t *p)
+{
+    const __m256i pick = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)load_u32le(p)), pick);
+    v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)); /* all but bit j%8 */
+    v = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1));
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* The 32 5-bit quants of a Q5 block in value order: nibbles | 5th bit. */
+AVX2_FN static inline __m256i q5_values(const uint8_t *qs, const uint8_t *qh)
+{
+    const __m128i raw = _mm_loadu_si128((const __m128i *)qs), m4 = _mm_set1_epi8(0x0f);
+    const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+    return _mm256_or_si256(nib, fifth_bits(qh));
+}
+
+AVX2_FN static void dequant_q5_0_avx2(const void *src, float *dst, int64_t n)
+{
+    const block_q5_0 *b = src;
+    for (int64_t i = 0; i < n / QK5_0; i++, b++, dst += QK5_0) {
+        const __m256 d = _mm256_set1_ps(f16_to_f32(b->d));
+        const __m256i q = _mm256_sub_epi8(q5_values(b->qs, b->qh), _mm256_set1_epi8(16));
+        store16_i8(dst, _mm256_castsi256_si128(q), d);
+        store16_i8(dst + 16, _mm256_extracti128_si256(q, 1), d);
+    }
+}
+
+AVX2_FN static void dequant_q5_1_avx2(const void *src, float *dst, int64_t n)
+{
+    const block_q5_1 *b = src;
+    for (int64_t i = 0; i < n / QK5_1; i++, b++, dst += QK5_1) {
+        const __m256 d = _mm256_set1_ps(f16_to_f32(b->d)), m = _mm256_set1_ps(f16_to_f32(b->m));
+        const __m256i q = q5_values(b->qs, b->qh);
+        const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+        store8_u8_dm(dst, lo, d, m);
+        store8_u8_dm(dst + 8, _mm_srli_si128(lo, 8), d, m);
+        store8_u8_dm(dst + 16, hi, d, m);
+        store8_u8_dm(dst + 24, _mm_srli_si128(hi, 8), d, m);
+    }
+}
 #endif
 
 /* Dispatchers: the AVX2 twin where the CPU has it, else the scalar reference. */
@@ -288,6 +330,8 @@ AVX2_FN static void dequant_q4_1_avx2(const void *src, float *dst, int64_t n)
 DISPATCH_AVX2(dequant_q4_0)
 DISPATCH_AVX2(dequant_q4_1)
 DISPATCH_AVX2(dequant_q8_0)
+DISPATCH_AVX2(dequant_q5_0)
+DISPATCH_AVX2(dequant_q5_1)
 
 /* ---- 32-value blocks: quantize ---------------------------------------------------- */
 

@@ -123,7 +123,7 @@ static void dequant_q4_K_scalar(const void *src, float *y, int64_t n)
     }
 }
 
-void quant_dequant_q5_K(const void *src, float *y, int64_t n)
+static void dequant_q5_K_scalar(const void *src, float *y, int64_t n)
 {
     const block_q5_K *b = src;
     LLM_ASSERT(n % QK_K == 0);
@@ -180,7 +180,7 @@ void quant_dequant_q8_K(const void *src, float *y, int64_t n)
 
 
 #if defined(__x86_64__)
-/* AVX2 twins of the Q4_K and Q6_K dequantizers: the per-sub-block float scale
+/* AVX2 twins of the Q4_K, Q5_K and Q6_K dequantizers: the per-sub-block float scale
  * and min are formed exactly as in the scalar code, then each value gets the
  * same multiply (and subtract) in vector lanes: bit-identical output. */
 #define AVX2_FN __attribute__((target("avx2")))
@@ -219,6 +219,30 @@ AVX2_FN static void dequant_q4_K_avx2(const void *src, float *y, int64_t n)
             const __m256i raw = _mm256_loadu_si256((const __m256i *)q);
             k_store32_dm(y, _mm256_and_si256(raw, m4), d1, m1);
             k_store32_dm(y + 32, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), d2, m2);
+        }
+    }
+}
+
+AVX2_FN static void dequant_q5_K_avx2(const void *src, float *y, int64_t n)
+{
+    const block_q5_K *b = src;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(16);
+    for (int64_t i = 0; i < n / QK_K; i++, b++) {
+        const float d = f16_to_f32(b->d), dmin = f16_to_f32(b->dmin);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)b->qh);
+        for (int j = 0; j < 8; j += 2, y += 64) {
+            uint8_t sc, m;
+            scale_min_k4(j, b->scales, &sc, &m);
+            const float d1 = d * (float)sc, m1 = dmin * (float)m;
+            scale_min_k4(j + 1, b->scales, &sc, &m);
+            const float d2 = d * (float)sc, m2 = dmin * (float)m;
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(b->qs + 16 * j));
+            const __m256i u1 = _mm256_set1_epi8((char)(1 << j)), u2 = _mm256_set1_epi8((char)(2 << j));
+            /* + 16 where the high bit is set: an OR, since the nibble is below 16 */
+            const __m256i h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, u1), u1), b16);
+            const __m256i h2 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, u2), u2), b16);
+            k_store32_dm(y, _mm256_or_si256(_mm256_and_si256(raw, m4), h1), d1, m1);
+            k_store32_dm(y + 32, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), h2), d2, m2);
         }
     }
 }
@@ -277,6 +301,7 @@ AVX2_FN static void dequant_q6_K_avx2(const void *src, float *y, int64_t n)
 #endif
 DISPATCH_AVX2(quant_dequant_q4_K, dequant_q4_K)
 DISPATCH_AVX2(quant_dequant_q6_K, dequant_q6_K)
+DISPATCH_AVX2(quant_dequant_q5_K, dequant_q5_K)
 
 /* ---- quantize: sub-block searches ------------------------------------------------ */
 
