@@ -233,11 +233,16 @@ static TGT void q8_gemm8(const kern_q8_block *W, int64_t nb, const kern_q8_block
     float dw[GEMM8_CHUNK * 128];           /* the weights' block scales as floats */
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
+        /* one sequential pass over the chunk (from memory), the rest hits L2 */
+        const __m256i bias = _mm256_set1_epi8((char)0x80);
         for (int64_t r = c0; r < c1; r++)
             for (int64_t k = 0; k < nb; k++) {
                 const kern_q8_block *b = &W[r * nb + k];
-                int32_t sum = 0;
-                for (int i = 0; i < KERN_QK; i++) sum += b->qs[i];
+                /* sum(w) = sum(w + 128) - 32 * 128, the biased sum by vpsadbw */
+                __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), bias),
+                                              _mm256_setzero_si256());
+                __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+                int32_t sum = (int32_t)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128;
                 sw[(r - c0) * nb + k] = 128 * sum;
                 dw[(r - c0) * nb + k] = _cvtsh_ss(b->d);
             }
@@ -272,6 +277,8 @@ static TGT void avx512_q8_matmul(const void *w, int64_t cols, const void *xq, in
         for (int64_t r = r0 + 4 * q; r < r1; r++) q8_gemv_1(W + r * nb, nb, X, nb, y + r, 1);
         return;
     }
+    /* few tokens: the per-chunk tables and packing of q8_gemm8 would cost as much as
+     * the products, so stream W through the plain tiles */
     if (n_tok <= Q8_STREAM_TOKENS) { q8_stream(W, nb, X, n_tok, y, ldy, r0, r1); return; }
     if (nb <= GEMM8_MAX_NB) { q8_gemm8(W, nb, X, n_tok, y, ldy, r0, r1); return; }
     int64_t chunk = Q8_CHUNK_BYTES / (nb * (int64_t)sizeof(kern_q8_block));
