@@ -113,7 +113,12 @@ eng_model *eng_attach(const char *seg_name, char *err, size_t errlen)
  * Returns 0 to retry, -1 with err. */
 static int handle_loading(const char *name, int32_t pid, double t0, char *err, size_t errlen)
 {
-    bool dead = pid <= 0 || pid == getpid() || (kill(pid, 0) != 0 && errno == ESRCH);
+    /* pid 0: being created right now; give its creator 2 s to write the header */
+    static double unknown_since;
+    if (pid == 0 && unknown_since == 0) unknown_since = mono_ms();
+    bool dead = pid < 0 || pid == getpid() || (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) ||
+                (pid == 0 && mono_ms() - unknown_since > 2000);
+    if (pid != 0 || dead) unknown_since = 0;
     if (dead) {
         log_warn("segment %s is LOADING but its loader (pid %d) is dead: rebuilding", name, pid);
         if (shm_unlink(name) != 0 && errno != ENOENT) {

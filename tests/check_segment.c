@@ -305,6 +305,44 @@ START_TEST(test_two_workers_share_one_copy)
 }
 END_TEST
 
+/* Two masters started together on one file: one converts, the other waits for READY
+ * and attaches; both see the same segment. */
+START_TEST(test_concurrent_open)
+{
+    char path[1100], err[512];
+    copy_model("tiny-llama2-Q4_0.gguf", path, sizeof path);
+    int fds[2][2];
+    pid_t pid[2];
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(pipe(fds[i]), 0);
+        pid[i] = fork();
+        if (pid[i] == 0) {
+            eng_open_info info;
+            eng_model *m = eng_open(path, ENG_INT8, &info, err, sizeof err);
+            if (!m) _exit(2);
+            char msg[80];
+            int n = snprintf(msg, sizeof msg, "%d %s", info.converted ? 1 : 0, info.name);
+            if (write(fds[i][1], msg, (size_t)n + 1) != n + 1) _exit(3);
+            eng_close(m);
+            _exit(0);
+        }
+    }
+    char got[2][80];
+    int converted = 0;
+    for (int i = 0; i < 2; i++) {
+        int st;
+        waitpid(pid[i], &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "opener %d failed", i);
+        ck_assert_int_gt(read(fds[i][0], got[i], sizeof got[i]), 0);
+        converted += got[i][0] == '1';
+    }
+    ck_assert_int_eq(converted, 1);
+    ck_assert_str_eq(got[0] + 2, got[1] + 2);
+    remove_seg(got[0] + 2);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(test_list_and_remove)
 {
     char path[1100], err[512];
@@ -391,6 +429,7 @@ Suite *segment_suite(void)
     tcase_add_test(tc, test_dead_loader_rebuilt);
     tcase_add_test(tc, test_worker_read_only_and_blob);
     tcase_add_test(tc, test_two_workers_share_one_copy);
+    tcase_add_test(tc, test_concurrent_open);
     tcase_add_test(tc, test_list_and_remove);
     tcase_add_test(tc, test_hostile_segments);
     suite_add_tcase(s, tc);
