@@ -21,6 +21,13 @@
  * logit_bias, ignore_eos, penalties, DRY, temperature, mirostat (llama.cpp applies no
  * penalties under mirostat; here they apply when enabled, which by default they are not).
  * temperature 0 is greedy: the highest logit after bias/penalties, ties to the lowest id.
+ * ignore_eos bans only the eos_id given to smp_sample; ban other end-of-generation ids
+ * with logit_bias -inf.
+ *
+ * Speed: the row stays a dense array while samplers only adjust logits (bias,
+ * penalties, DRY touch just the ids concerned) and leaves it through one selection pass:
+ * a k-heap for top-k, a filter for min-p, logit bins for top-p, argmax for greedy. No
+ * sampler sorts more than the tokens it keeps. bench/bench_sampler has the figures.
  *
  * Meanings that are ours (llama.cpp has no single documented answer):
  *   top_k 0 or -1: disabled; below -1 rejected; above n_vocab: the whole row.
