@@ -31,6 +31,9 @@ struct smp_work {
     smp_piece_fn piece;
     void        *piece_ctx;
     bool         warned_dry;
+    char        *text;      /* smp_work_load_pieces' table: all texts back to back */
+    uint32_t    *text_off;  /* [text_n + 1] */
+    int32_t      text_n;
 };
 
 smp_work *smp_work_new(int n_vocab)
@@ -65,14 +68,78 @@ void smp_work_destroy(smp_work **pw)
     free(w->rep);
     free(w->touched);
     free(w->z);
+    free(w->text);
+    free(w->text_off);
     free(w);
     *pw = NULL;
 }
 
+static void drop_text(smp_work *w)
+{
+    free(w->text);
+    free(w->text_off);
+    w->text = NULL;
+    w->text_off = NULL;
+    w->text_n = 0;
+}
+
 void smp_work_set_pieces(smp_work *w, smp_piece_fn fn, void *ctx)
 {
+    if (ctx != w)
+        drop_text(w);
     w->piece = fn;
     w->piece_ctx = ctx;
+}
+
+static const char *table_piece(void *ctx, int32_t id, size_t *len)
+{
+    const smp_work *w = ctx;
+    if (id < 0 || id >= w->text_n)
+        return NULL;
+    *len = w->text_off[id + 1] - w->text_off[id];
+    return w->text + w->text_off[id];
+}
+
+int smp_work_load_pieces(smp_work *w, int n_vocab, smp_piece_write_fn fn, void *ctx)
+{
+    smp_work_set_pieces(w, NULL, NULL);
+    if (n_vocab <= 0 || !fn)
+        return n_vocab < 0 ? -1 : 0;
+    size_t cap = (size_t)n_vocab * 8 + 64, used = 0;
+    char buf[256];
+    w->text = malloc(cap);
+    w->text_off = malloc(((size_t)n_vocab + 1) * sizeof(uint32_t));
+    if (!w->text || !w->text_off)
+        goto oom;
+    for (int32_t id = 0; id < n_vocab; id++) {
+        w->text_off[id] = (uint32_t)used;
+        int n = fn(ctx, id, buf, sizeof buf);
+        if (n <= 0)
+            continue;
+        if (used + (size_t)n > UINT32_MAX)
+            goto oom;
+        if (used + (size_t)n > cap) {
+            size_t nc = (used + (size_t)n) * 2;
+            char *t = realloc(w->text, nc);
+            if (!t)
+                goto oom;
+            w->text = t;
+            cap = nc;
+        }
+        if ((size_t)n <= sizeof buf)
+            memcpy(w->text + used, buf, (size_t)n);
+        else if (fn(ctx, id, w->text + used, (size_t)n) != n)
+            continue;   /* changed its mind: no text */
+        used += (size_t)n;
+    }
+    w->text_off[n_vocab] = (uint32_t)used;
+    w->text_n = n_vocab;
+    w->piece = table_piece;
+    w->piece_ctx = w;
+    return 0;
+oom:
+    drop_text(w);
+    return -1;
 }
 
 const char *smp_piece_array(void *ctx, int32_t id, size_t *len)

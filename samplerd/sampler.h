@@ -139,8 +139,14 @@ typedef struct {
 } smp_result;
 
 /* Returns the token text of id (not NUL-terminated, *len bytes), or NULL if unknown.
- * "Text" means the bytes detokenization would produce (byte tokens decoded). */
+ * "Text" means the bytes detokenization would produce (byte tokens decoded). The
+ * pointer must stay valid until smp_sample returns (DRY holds several at once): point
+ * into a table, not into one reused buffer. smp_work_load_pieces builds such a table. */
 typedef const char *(*smp_piece_fn)(void *ctx, int32_t id, size_t *len);
+
+/* Writes id's text to buf (at most cap bytes) and returns its full length, or < 0 for
+ * no text; the shape of tok_piece (tokenizerd/tok.h) minus its render_special flag. */
+typedef int (*smp_piece_write_fn)(void *ctx, int32_t id, char *buf, size_t cap);
 
 typedef struct smp_work smp_work;
 
@@ -205,6 +211,13 @@ smp_work *smp_work_new(int n_vocab);
 void smp_work_destroy(smp_work **w);
 /* Gives DRY the token text; fn NULL disables DRY (with a warning if it is asked for). */
 void smp_work_set_pieces(smp_work *w, smp_piece_fn fn, void *ctx);
+/* Copies the text of ids [0, n_vocab) into the work, asking fn, and gives DRY that
+ * table (about 1 MB for 152k tokens; freed with the work or by the next load/set).
+ * Returns 0, or -1 when out of memory (DRY then has no text). E.g. with tokenizerd:
+ *   static int piece(void *v, int32_t id, char *b, size_t cap)
+ *   { return tok_piece(v, id, false, b, cap); }
+ *   smp_work_load_pieces(w, tok_n_vocab(vocab), piece, vocab); */
+int smp_work_load_pieces(smp_work *w, int n_vocab, smp_piece_write_fn fn, void *ctx);
 /* A ready-made piece function over an array of n NUL-terminated strings:
  * smp_work_set_pieces(w, smp_piece_array, &arr) with arr = {strs, n}. */
 typedef struct { const char *const *strs; int32_t n; } smp_piece_table;

@@ -551,6 +551,58 @@ START_TEST(test_dry)
 }
 END_TEST
 
+/* A tok_piece-shaped writer over DRY_TEXT, plus id 7: 300 bytes ending in a newline. */
+static int write_piece(void *ctx, int32_t id, char *buf, size_t cap)
+{
+    static char longtext[301];
+    memset(longtext, 'z', 299);
+    longtext[299] = '\n';
+    const char *t = id == 7 ? longtext : id >= 0 && id < 7 ? DRY_TEXT[id] : NULL;
+    if (!t)
+        return -1;
+    size_t n = strlen(t);
+    memcpy(buf, t, n < cap ? n : cap);
+    return (int)n;
+}
+
+START_TEST(test_dry_loaded_pieces)
+{
+    smp_params p = smp_params_default();
+    p.dry_multiplier = 0.8f;
+    smp_work *w = smp_work_new(8);
+    ck_assert_int_eq(smp_work_load_pieces(w, 8, write_piece, NULL), 0);
+    const float zero[8] = { 0 };
+    smp_tok buf[8];
+    /* "xy" spread over two tokens still breaks the repeat */
+    ck_assert_int_eq(smp_param_set(&p, "dry_sequence_breakers", "[\"xy\"]", err, sizeof err), 0);
+    const int32_t h5[8] = { 0, 5, 6, 1, 0, 5, 6, 1 };
+    smp_cands c = cands_of(buf, zero, 8);
+    ck_assert_int_eq(smp_dry(&c, &p, h5, 8, w), 0);
+    for (int i = 0; i < 8; i++)
+        ck_assert_float_eq_tol(c.data[i].logit, 0, TOL);
+    /* the 300-byte token's trailing newline (past the 256-byte first read) breaks too */
+    p = smp_params_default();
+    p.dry_multiplier = 0.8f;
+    const int32_t h6[6] = { 0, 7, 1, 0, 7, 1 };
+    c = cands_of(buf, zero, 8);
+    smp_dry(&c, &p, h6, 6, w);
+    for (int i = 0; i < 8; i++)
+        ck_assert_float_eq_tol(c.data[i].logit, 0, TOL);
+    p.n_breakers = 0;   /* control: without breakers "a <long> b" repeats */
+    c = cands_of(buf, zero, 8);
+    smp_dry(&c, &p, h6, 6, w);
+    ck_assert_float_eq_tol(c.data[0].logit, -0.8 * 1.75, TOL);
+    /* a new table replaces the old; set_pieces(NULL) drops it */
+    ck_assert_int_eq(smp_work_load_pieces(w, 8, write_piece, NULL), 0);
+    smp_work_set_pieces(w, NULL, NULL);
+    p = smp_params_default();
+    p.dry_multiplier = 0.8f;
+    c = cands_of(buf, zero, 8);
+    ck_assert_int_eq(smp_dry(&c, &p, h6, 6, w), 1);
+    smp_work_destroy(&w);
+}
+END_TEST
+
 /* ---- selection against full sorts ---- */
 
 static int cmp_desc(const void *a, const void *b)
@@ -1105,6 +1157,7 @@ Suite *sampler_suite(void)
     tcase_add_test(tc, test_mirostat);
     tcase_add_test(tc, test_penalties);
     tcase_add_test(tc, test_dry);
+    tcase_add_test(tc, test_dry_loaded_pieces);
     tcase_add_test(tc, test_partial_selection_matches_sort);
     suite_add_tcase(s, tc);
     tc = tcase_create("sample");
