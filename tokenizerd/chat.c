@@ -109,9 +109,11 @@ chat_tmpl chat_template_detect(const char *s)
 /* ---- rendering ---- */
 
 typedef struct {
-    char  *s;
-    size_t n, cap;
-    bool   oom;
+    char     *s;
+    size_t    n, cap;
+    bool      oom;
+    tok_span *spans;  /* where message contents went, in order */
+    size_t    n_spans, cap_spans;
 } sbuf;
 
 static void put_n(sbuf *b, const char *s, size_t n)
@@ -148,6 +150,38 @@ static void put_trim(sbuf *b, const char *s)
     put_n(b, s + a, e - a);
 }
 
+static void add_span(sbuf *b, size_t from)
+{
+    if (b->oom || b->n == from)
+        return;
+    if (b->n_spans == b->cap_spans) {
+        size_t cap = b->cap_spans ? b->cap_spans * 2 : 16;
+        tok_span *p = realloc(b->spans, cap * sizeof *p);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->spans = p;
+        b->cap_spans = cap;
+    }
+    b->spans[b->n_spans++] = (tok_span){ from, b->n - from };
+}
+
+/* Message content: written like put / put_trim, and remembered as a span. */
+static void put_content(sbuf *b, const char *s)
+{
+    size_t from = b->n;
+    put(b, s);
+    add_span(b, from);
+}
+
+static void put_content_trim(sbuf *b, const char *s)
+{
+    size_t from = b->n;
+    put_trim(b, s);
+    add_span(b, from);
+}
+
 static bool is_role(const chat_msg *m, const char *r) { return !strcmp(m->role, r); }
 
 static void render_llama2(chat_tmpl t, const chat_msg *m, size_t n, sbuf *b)
@@ -160,7 +194,7 @@ static void render_llama2(chat_tmpl t, const chat_msg *m, size_t n, sbuf *b)
             in_turn = true;
             put(b, bos ? "<s>[INST] " : "[INST] ");
         }
-        void (*content)(sbuf *, const char *) = strip ? put_trim : put;
+        void (*content)(sbuf *, const char *) = strip ? put_content_trim : put_content;
         if (is_role(&m[i], "system")) {
             put(b, sys ? "<<SYS>>\n" : "");
             content(b, m[i].content);
@@ -181,11 +215,11 @@ static void render_mistral(chat_tmpl t, const chat_msg *m, size_t n, sbuf *b)
     if (t == CHAT_TMPL_MISTRAL_V7) {
         for (size_t i = 0; i < n; i++) {
             if (is_role(&m[i], "system")) {
-                put(b, "[SYSTEM_PROMPT] "), put(b, m[i].content), put(b, "[/SYSTEM_PROMPT]");
+                put(b, "[SYSTEM_PROMPT] "), put_content(b, m[i].content), put(b, "[/SYSTEM_PROMPT]");
             } else if (is_role(&m[i], "user")) {
-                put(b, "[INST] "), put(b, m[i].content), put(b, "[/INST]");
+                put(b, "[INST] "), put_content(b, m[i].content), put(b, "[/INST]");
             } else {
-                put(b, " "), put(b, m[i].content), put(b, "</s>");
+                put(b, " "), put_content(b, m[i].content), put(b, "</s>");
             }
         }
         return;
@@ -199,15 +233,15 @@ static void render_mistral(chat_tmpl t, const chat_msg *m, size_t n, sbuf *b)
             in_turn = true;
         }
         if (is_role(&m[i], "system")) {
-            put(b, m[i].content), put(b, "\n\n");
+            put_content(b, m[i].content), put(b, "\n\n");
         } else if (is_role(&m[i], "user")) {
-            put(b, m[i].content), put(b, lead), put(b, "[/INST]");
+            put_content(b, m[i].content), put(b, lead), put(b, "[/INST]");
         } else {
             put(b, trail);
             if (t == CHAT_TMPL_MISTRAL_V3)
-                put_trim(b, m[i].content);
+                put_content_trim(b, m[i].content);
             else
-                put(b, m[i].content);
+                put_content(b, m[i].content);
             put(b, "</s>");
             in_turn = false;
         }
@@ -225,10 +259,10 @@ static void render_gemma(const chat_msg *m, size_t n, bool gen, sbuf *b)
         const char *role = is_role(&m[i], "assistant") ? "model" : m[i].role;
         put(b, "<start_of_turn>"), put(b, role), put(b, "\n");
         if (sys.n && strcmp(role, "model")) {
-            put(b, sys.s), put(b, "\n\n");
+            put_content(b, sys.s), put(b, "\n\n");
             sys.n = 0;
         }
-        put_trim(b, m[i].content);
+        put_content_trim(b, m[i].content);
         put(b, "<end_of_turn>\n");
     }
     b->oom |= sys.oom;
@@ -245,41 +279,41 @@ static void render_simple(chat_tmpl t, const chat_msg *m, size_t n, bool gen, sb
         bool sys = is_role(&m[i], "system"), user = is_role(&m[i], "user");
         switch (t) {
         case CHAT_TMPL_CHATML:
-            put(b, "<|im_start|>"), put(b, r), put(b, "\n"), put(b, c), put(b, "<|im_end|>\n");
+            put(b, "<|im_start|>"), put(b, r), put(b, "\n"), put_content(b, c), put(b, "<|im_end|>\n");
             break;
         case CHAT_TMPL_PHI3:
-            put(b, "<|"), put(b, r), put(b, "|>\n"), put(b, c), put(b, "<|end|>\n");
+            put(b, "<|"), put(b, r), put(b, "|>\n"), put_content(b, c), put(b, "<|end|>\n");
             break;
         case CHAT_TMPL_PHI4:
-            put(b, "<|im_start|>"), put(b, r), put(b, "<|im_sep|>"), put(b, c), put(b, "<|im_end|>");
+            put(b, "<|im_start|>"), put(b, r), put(b, "<|im_sep|>"), put_content(b, c), put(b, "<|im_end|>");
             break;
         case CHAT_TMPL_ZEPHYR:
-            put(b, "<|"), put(b, r), put(b, "|>\n"), put(b, c), put(b, "<|endoftext|>\n");
+            put(b, "<|"), put(b, r), put(b, "|>\n"), put_content(b, c), put(b, "<|endoftext|>\n");
             break;
         case CHAT_TMPL_LLAMA3:
             put(b, "<|start_header_id|>"), put(b, r), put(b, "<|end_header_id|>\n\n");
-            put_trim(b, c), put(b, "<|eot_id|>");
+            put_content_trim(b, c), put(b, "<|eot_id|>");
             break;
         case CHAT_TMPL_VICUNA:
-            put(b, sys ? "" : user ? "USER: " : "ASSISTANT: "), put(b, c);
+            put(b, sys ? "" : user ? "USER: " : "ASSISTANT: "), put_content(b, c);
             put(b, sys ? "\n\n" : user ? "\n" : "</s>\n");
             break;
         case CHAT_TMPL_DEEPSEEK:
-            put(b, sys ? "" : user ? "### Instruction:\n" : "### Response:\n"), put(b, c);
+            put(b, sys ? "" : user ? "### Instruction:\n" : "### Response:\n"), put_content(b, c);
             put(b, sys ? "" : user ? "\n" : "\n<|EOT|>\n");
             break;
         case CHAT_TMPL_DEEPSEEK2:
-            put(b, sys ? "" : user ? "User: " : "Assistant: "), put(b, c);
+            put(b, sys ? "" : user ? "User: " : "Assistant: "), put_content(b, c);
             put(b, sys || user ? "\n\n" : DS_EOS);
             break;
         case CHAT_TMPL_DEEPSEEK3:
-            put(b, sys ? "" : user ? DS_USER : DS_ASSISTANT), put(b, c);
+            put(b, sys ? "" : user ? DS_USER : DS_ASSISTANT), put_content(b, c);
             put(b, sys ? "\n\n" : user ? "" : DS_EOS);
             break;
         case CHAT_TMPL_COMMAND_R:
             put(b, sys ? "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>" : user ?
                 "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>" : "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
-            put_trim(b, c), put(b, "<|END_OF_TURN_TOKEN|>");
+            put_content_trim(b, c), put(b, "<|END_OF_TURN_TOKEN|>");
             break;
         default:
             break;
@@ -318,10 +352,14 @@ static int render_err(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-int chat_render(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_generation_prompt,
-                char **out, char *err, size_t errlen)
+int chat_render_spans(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_generation_prompt,
+                      char **out, tok_span **spans, size_t *n_spans, char *err, size_t errlen)
 {
     *out = NULL;
+    if (spans) {
+        *spans = NULL;
+        *n_spans = 0;
+    }
     if (t < 0 || t >= CHAT_TMPL_COUNT)
         return render_err(err, errlen, "chat_render: unknown chat template (id %d)", (int)t);
     if (n && !msgs)
@@ -354,8 +392,21 @@ int chat_render(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_generation
     }
     if (b.oom) {
         free(b.s);
+        free(b.spans);
         return render_err(err, errlen, "chat_render: out of memory");
     }
     *out = b.s;
+    if (spans) {
+        *spans = b.spans;
+        *n_spans = b.n_spans;
+    } else {
+        free(b.spans);
+    }
     return 0;
+}
+
+int chat_render(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_generation_prompt,
+                char **out, char *err, size_t errlen)
+{
+    return chat_render_spans(t, msgs, n, add_generation_prompt, out, NULL, NULL, err, errlen);
 }

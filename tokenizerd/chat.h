@@ -3,7 +3,8 @@
  * the way llama.cpp's llm_chat_detect_template does, and render system / user /
  * assistant messages into the prompt text llama.cpp's llm_chat_apply_template builds.
  * The rendered text holds control-token text (e.g. "<|im_start|>"): tokenize it with
- * parse_special = true.
+ * parse_special = true, or better with tok_encode_guarded and the content spans from
+ * chat_render_spans, so that message contents cannot inject control tokens.
  *
  *   chat_tmpl t = chat_template_detect(gguf_get_str(g, "tokenizer.chat_template", NULL));
  *   if (t == CHAT_TMPL_UNKNOWN) ... // or chat_template_by_name("chatml")
@@ -20,6 +21,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "tok.h"
 
 typedef enum {
     CHAT_TMPL_UNKNOWN = -1,
@@ -64,5 +67,11 @@ const char *chat_template_name(chat_tmpl t);
  * template, a NULL role or content, a role the template cannot express). */
 int chat_render(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_generation_prompt,
                 char **out, char *err, size_t errlen);
+
+/* As chat_render, and also the spans of *out that hold message contents (malloc'd,
+ * caller frees; in order, disjoint). Tokenize with tok_encode_guarded(out, spans) so
+ * that control-token text typed by a user stays text. spans may be NULL. */
+int chat_render_spans(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_generation_prompt,
+                      char **out, tok_span **spans, size_t *n_spans, char *err, size_t errlen);
 
 #endif

@@ -37,8 +37,30 @@ static bool frag_push(frag_list *l, fragment f)
     return true;
 }
 
-/* Splits the text fragments of *l at every occurrence of special token id. */
-static bool split_special(const tok_vocab *v, const char *text, int32_t id, frag_list *l)
+/* Text regions where control-token text stays plain text (sorted, disjoint). */
+typedef struct {
+    const tok_span *v;
+    size_t          n;
+} guard;
+
+/* True if [pos, pos + len) overlaps a guarded span. */
+static bool guarded(const guard *g, size_t pos, size_t len)
+{
+    size_t lo = 0, hi = g->n; /* first span ending after pos */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (g->v[mid].off + g->v[mid].len <= pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < g->n && g->v[lo].off < pos + len && g->v[lo].len > 0;
+}
+
+/* Splits the text fragments of *l at every occurrence of special token id (leftmost
+ * first, not overlapping), skipping occurrences that touch a guarded span. */
+static bool split_special(const tok_vocab *v, const char *text, int32_t id, const guard *g,
+                          frag_list *l)
 {
     size_t slen;
     const char *s = tok_text(v, id, &slen);
@@ -50,14 +72,18 @@ static bool split_special(const tok_vocab *v, const char *text, int32_t id, frag
             ok = frag_push(&out, f);
             continue;
         }
-        size_t at = f.off, end = f.off + f.len;
+        size_t at = f.off, from = f.off, end = f.off + f.len;
         const char *hit;
-        while (ok && end - at >= slen && (hit = memmem(text + at, end - at, s, slen))) {
+        while (ok && end - from >= slen && (hit = memmem(text + from, end - from, s, slen))) {
             size_t pos = (size_t)(hit - text);
+            if (g && guarded(g, pos, slen)) {
+                from = pos + 1;
+                continue;
+            }
             if (pos > at)
                 ok = frag_push(&out, (fragment){ at, pos - at, -1 });
             ok = ok && frag_push(&out, (fragment){ 0, 0, id });
-            at = pos + slen;
+            at = from = pos + slen;
         }
         if (ok && at < end)
             ok = frag_push(&out, (fragment){ at, end - at, -1 });
@@ -68,16 +94,17 @@ static bool split_special(const tok_vocab *v, const char *text, int32_t id, frag
 }
 
 static bool partition(const tok_vocab *v, const char *text, size_t len, bool parse_special,
-                      frag_list *l)
+                      const guard *g, frag_list *l)
 {
     if (len && !frag_push(l, (fragment){ 0, len, -1 }))
         return false;
     for (int32_t k = 0; k < v->n_specials && l->n; k++) {
         int32_t id = v->specials[k];
         uint8_t t = v->ttype[id];
-        if (!parse_special && (t == TOK_TYPE_CONTROL || t == TOK_TYPE_UNKNOWN))
+        bool parse_only = t == TOK_TYPE_CONTROL || t == TOK_TYPE_UNKNOWN;
+        if (!parse_special && parse_only)
             continue; /* user-defined tokens are always split out, as in llama.cpp */
-        if (!split_special(v, text, id, l))
+        if (!split_special(v, text, id, parse_only ? g : NULL, l))
             return false;
     }
     return true;
@@ -94,8 +121,9 @@ static int encode_err(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_special,
-               bool parse_special, int32_t **ids, size_t *n, char *err, size_t errlen)
+static int encode(const tok_vocab *v, const char *text, size_t len, bool add_special,
+                  bool parse_special, const guard *g, int32_t **ids, size_t *n, char *err,
+                  size_t errlen)
 {
     *ids = NULL;
     *n = 0;
@@ -106,7 +134,7 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_specia
                           len, TOK_MAX_INPUT);
     frag_list frags = { 0 };
     tok_ids out = { 0 };
-    bool ok = partition(v, text, len, parse_special, &frags);
+    bool ok = partition(v, text, len, parse_special, g, &frags);
     if (ok && add_special && v->add_bos)
         ok = ids_push(&out, v->bos);
     bool prev_special = true; /* SPM: a space prefix goes after BOS / a special token */
@@ -132,4 +160,26 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_specia
     *ids = out.v;
     *n = out.n;
     return 0;
+}
+
+int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_special,
+               bool parse_special, int32_t **ids, size_t *n, char *err, size_t errlen)
+{
+    return encode(v, text, len, add_special, parse_special, NULL, ids, n, err, errlen);
+}
+
+int tok_encode_guarded(const tok_vocab *v, const char *text, size_t len, bool add_special,
+                       const tok_span *plain, size_t n_plain, int32_t **ids, size_t *n,
+                       char *err, size_t errlen)
+{
+    *ids = NULL;
+    *n = 0;
+    for (size_t i = 0; i < n_plain; i++) {
+        if (plain[i].off > len || plain[i].len > len - plain[i].off ||
+            (i && plain[i].off < plain[i - 1].off + plain[i - 1].len))
+            return encode_err(err, errlen, "tok_encode_guarded: span %zu (%zu+%zu) is out of "
+                              "order or past the %zu-byte text", i, plain[i].off, plain[i].len, len);
+    }
+    guard g = { plain, n_plain };
+    return encode(v, text, len, add_special, true, &g, ids, n, err, errlen);
 }

@@ -86,6 +86,19 @@ int32_t        tok_find(const tok_vocab *v, const char *text, size_t len);
 int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_special,
                bool parse_special, int32_t **ids, size_t *n, char *err, size_t errlen);
 
+/* A byte range of a text: [off, off + len). */
+typedef struct {
+    size_t off, len;
+} tok_span;
+
+/* As tok_encode with parse_special, except that control-token text overlapping any of
+ * the plain spans (sorted, disjoint; e.g. the message contents of a rendered chat, see
+ * chat_render_spans) is tokenized as ordinary text: users cannot inject <|im_start|>.
+ * Identical to tok_encode when no control-token text lies in the spans. */
+int tok_encode_guarded(const tok_vocab *v, const char *text, size_t len, bool add_special,
+                       const tok_span *plain, size_t n_plain, int32_t **ids, size_t *n,
+                       char *err, size_t errlen);
+
 /* The bytes of one token as llama.cpp's token_to_piece writes them: SPM '▁' -> ' ',
  * byte tokens -> their byte, BPE unmapped to raw bytes; control tokens give "" unless
  * render_special. Writes at most cap bytes to buf and returns the full length, or -1
