@@ -133,8 +133,8 @@ int main(int argc, char **argv)
             else bench_table(ops, w, wbytes, x, y);
         }
     } else {
-        const char *names[] = { "avx512vnni", "avx2", "neon" };
-        for (int i = 0; i < 3; i++)
+        const char *names[] = { "avx512vnni", "avx512vnni-fast", "avx2", "neon" };
+        for (int i = 0; i < 4; i++)
             if (kern_get(names[i])) bench_table(kern_get(names[i]), w, wbytes, x, y);
     }
     free(w); free(x); free(row); free(y);

@@ -180,7 +180,7 @@ static int cpu_has(const char *name)
     int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     if (!strcmp(name, "avx2")) return avx2;
-    if (!strcmp(name, "avx512vnni"))
+    if (!strcmp(name, "avx512vnni") || !strcmp(name, "avx512vnni-fast"))
         return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 #endif
@@ -192,7 +192,7 @@ static int cpu_has(const char *name)
 
 static const kern_ops *const all_ops[] = {
 #if defined(__x86_64__)
-    &kern_ops_avx512vnni, &kern_ops_avx2,
+    &kern_ops_avx512vnni, &kern_ops_avx2, &kern_ops_avx512vnni_fast,
 #endif
 #if defined(__aarch64__)
     &kern_ops_neon,
@@ -219,7 +219,10 @@ int kern_select(const char *name)
 void kern_init(void)
 {
     for (size_t i = 0; i < sizeof all_ops / sizeof all_ops[0]; i++)
-        if (cpu_has(all_ops[i]->name)) { kern_active = all_ops[i]; break; }
+        if (cpu_has(all_ops[i]->name) && !strstr(all_ops[i]->name, "-fast")) {
+            kern_active = all_ops[i];
+            break;
+        }
     const char *env = getenv("LLM_KERNELS");
     if (env && *env && kern_select(env) != 0)
         log_warn("LLM_KERNELS=%s: unknown or not supported on this CPU; using %s", env,

@@ -22,7 +22,9 @@
  * rows of Y. Up to 32 tokens (decode, or several sessions decoded together) the
  * product is memory-bound and reads W exactly once, as four long sequential streams;
  * beyond that it is a tiled GEMM (4 rows x 3 tokens on AVX2, 4 x 4 on AVX-512) over
- * row chunks that stay in L2 while every token tile passes over them.
+ * row chunks that stay in L2 while every token tile passes over them. Each (row,
+ * token) pair keeps llama.cpp's order: 8 float lanes of fma(d_w*d_x, int lanes), one
+ * horizontal sum at the end.
  *
  * Precision: the int32 block dots are exact, so SIMD results differ from the scalar
  * twin only by float summation order (tests use a relative tolerance of 1e-5 on each
@@ -75,7 +77,10 @@ extern const kern_ops *kern_active;
 
 /* Picks the best table this CPU supports (AVX-512 VNNI > AVX2+FMA+F16C > scalar on
  * x86, NEON dotprod on aarch64), unless env LLM_KERNELS names one (an unknown or
- * unsupported name logs a warning and keeps the automatic choice). Idempotent. */
+ * unsupported name logs a warning and keeps the automatic choice). Idempotent.
+ * "avx512vnni-fast" (faster prefill, not llama.cpp's float order) is never picked
+ * automatically. "avx2" and "avx512vnni" give bit-identical q8 products, in the order
+ * of llama.cpp's AVX2 kernels. */
 void kern_init(void);
 /* Switches to the named table; returns 0, or -1 (table unchanged) when the name is
  * unknown, not compiled in, or not supported by this CPU. */
@@ -150,6 +155,7 @@ extern const kern_ops kern_ops_scalar;
 #if defined(__x86_64__)
 extern const kern_ops kern_ops_avx2;
 extern const kern_ops kern_ops_avx512vnni;
+extern const kern_ops kern_ops_avx512vnni_fast;
 #endif
 #if defined(__aarch64__)
 extern const kern_ops kern_ops_neon;

@@ -1,13 +1,16 @@
 /*
- * kernels_avx512.c - the AVX-512 VNNI variant of the q8 products.
+ * kernels_avx512.c - the AVX-512 VNNI variants of the q8 products.
  *
- * Same tiling as kernels_avx2.c, but vpdpbusd does maddubs + madd in one instruction
- * (u8 x s8 summed by fours into int32, without the int16 saturation), and AVX-512VL
- * gives 32 vector registers, so the GEMM tile is 4 rows x 6 tokens. Vectors stay
- * 256 bits wide: one q8 block is 32 bytes. The float helpers and the quantizer are
- * the AVX2 ones (memory-bound, nothing to gain).
- *
- * Selected by kernels.c only when the CPU reports AVX512F/BW/VL and AVX512_VNNI.
+ * Two tables. "avx512vnni" (chosen by kern_init when the CPU has AVX512F/BW/VL and
+ * AVX512_VNNI) tiles like kernels_avx2.c, with vpdpbusd doing maddubs + madd in one
+ * instruction and 32 registers allowing 4 x 4 tiles. Its int32 lanes hold the same
+ * partial dots as AVX2's (bytes 4l..4l+3 in lane l) and the float steps are the same,
+ * so its results are bit-identical to the AVX2 table, i.e. to llama.cpp's AVX2 order.
+ * "avx512vnni-fast" (by name only: LLM_KERNELS=avx512vnni-fast) runs prefill (more
+ * than 32 tokens) through q8_gemm8 below, which does the float work once per 8 tokens;
+ * faster, but a different rounding order from llama.cpp's.
+ * Vectors stay 256 bits wide: one q8 block is 32 bytes. The float helpers and the
+ * quantizer are the AVX2 ones (memory-bound, nothing to gain).
  */
 #include "kernels.h"
 
@@ -265,8 +268,8 @@ static TGT void q8_gemm8(const kern_q8_block *W, int64_t nb, const kern_q8_block
 
 /* Many tokens (prefill): compute-bound. Rows go in chunks that stay in L2 while every
  * token tile passes over them; inside a chunk, tiles of 4 adjacent rows. */
-static TGT void avx512_q8_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
-                               float *y, int64_t ldy, int64_t r0, int64_t r1)
+static TGT void q8_matmul_any(const void *w, int64_t cols, const void *xq, int64_t n_tok,
+                               float *y, int64_t ldy, int64_t r0, int64_t r1, int fast)
 {
     const int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
     const kern_q8_block *W = w, *X = xq;
@@ -280,7 +283,7 @@ static TGT void avx512_q8_matmul(const void *w, int64_t cols, const void *xq, in
     /* few tokens: the per-chunk tables and packing of q8_gemm8 would cost as much as
      * the products, so stream W through the plain tiles */
     if (n_tok <= Q8_STREAM_TOKENS) { q8_stream(W, nb, X, n_tok, y, ldy, r0, r1); return; }
-    if (nb <= GEMM8_MAX_NB) { q8_gemm8(W, nb, X, n_tok, y, ldy, r0, r1); return; }
+    if (fast && nb <= GEMM8_MAX_NB) { q8_gemm8(W, nb, X, n_tok, y, ldy, r0, r1); return; }
     int64_t chunk = Q8_CHUNK_BYTES / (nb * (int64_t)sizeof(kern_q8_block));
     chunk = chunk < 4 ? 4 : chunk / 4 * 4;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
@@ -300,6 +303,35 @@ static TGT void avx512_q8_matmul(const void *w, int64_t cols, const void *xq, in
         }
     }
 }
+
+/* llama.cpp's float order (bit-identical to the AVX2 table): the default. */
+static TGT void avx512_q8_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
+                                 float *y, int64_t ldy, int64_t r0, int64_t r1)
+{
+    q8_matmul_any(w, cols, xq, n_tok, y, ldy, r0, r1, 0);
+}
+
+/* Prefill through q8_gemm8: exact int32 block dots, one rounding per block, so not
+ * llama.cpp's order (its rows can differ by ~1e-2 on chaotic random-weight models). */
+static TGT void avx512_fast_q8_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
+                                      float *y, int64_t ldy, int64_t r0, int64_t r1)
+{
+    q8_matmul_any(w, cols, xq, n_tok, y, ldy, r0, r1, 1);
+}
+
+const kern_ops kern_ops_avx512vnni_fast = {
+    .name = "avx512vnni-fast",
+    .q8_quantize_x = kern_avx2_q8_quantize_x,
+    .q8_matmul = avx512_fast_q8_matmul,
+    .f32_matmul = kern_avx2_f32_matmul,
+    .f16_matmul = kern_avx2_f16_matmul,
+    .f32_dot = kern_avx2_f32_dot,
+    .f32_axpy = kern_avx2_f32_axpy,
+    .f16_dot = kern_avx2_f16_dot,
+    .f16_axpy = kern_avx2_f16_axpy,
+    .f32_to_f16 = kern_avx2_f32_to_f16,
+    .f16_to_f32 = kern_avx2_f16_to_f32,
+};
 
 const kern_ops kern_ops_avx512vnni = {
     .name = "avx512vnni",

@@ -18,7 +18,7 @@
 
 #define TOL 1e-5
 
-static const char *const simd_names[] = { "avx2", "avx512vnni", "neon" };
+static const char *const simd_names[] = { "avx2", "avx512vnni", "avx512vnni-fast", "neon" };
 #define N_SIMD (int)(sizeof simd_names / sizeof simd_names[0])
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -215,8 +215,8 @@ START_TEST(test_q8_padding_is_zero)
     ck_assert(memcmp(qw, qw2, sizeof qw) == 0);
     for (int r = 0; r < ROWS; r++)
         for (int j = COLS % 32; j < 32; j++) ck_assert_int_eq(blk(qw, COLS, r)[5].qs[j], 0);
-    const char *names[] = { "scalar", "avx2", "avx512vnni", "neon" };
-    for (int v = 0; v < 4; v++) {
+    const char *names[] = { "scalar", "avx2", "avx512vnni", "avx512vnni-fast", "neon" };
+    for (int v = 0; v < 5; v++) {
         const kern_ops *ops = kern_get(names[v]);
         if (!ops) continue;
         ops->q8_quantize_x(x172, TOK, COLS, qx);
@@ -236,6 +236,34 @@ START_TEST(test_q8_padding_is_zero)
 }
 END_TEST
 
+/* "avx512vnni" promises llama.cpp's AVX2 float order: bit-identical to "avx2". */
+START_TEST(test_q8_avx512_same_bits_as_avx2)
+{
+    const kern_ops *a = kern_get("avx2"), *b = kern_get("avx512vnni");
+    if (!a || !b) return; /* nothing to compare on this CPU */
+    static const int64_t cols_list[] = { 32, 172, 2048 }, rows_list[] = { 1, 7, 64 };
+    static const int64_t tok_list[] = { 1, 2, 5, 17, 45 };
+    for (int c = 0; c < 3; c++)
+        for (int r = 0; r < 3; r++)
+            for (int t = 0; t < 5; t++) {
+                int64_t cols = cols_list[c], rows = rows_list[r], n_tok = tok_list[t];
+                size_t rb = kern_q8_row_bytes(cols);
+                float *wf = malloc(rows * cols * 4), *xf = malloc(n_tok * cols * 4);
+                fill(wf, rows * cols, 1.0f);
+                fill(xf, n_tok * cols, 3.0f);
+                unsigned char *w = malloc(rows * rb), *x = malloc(n_tok * rb);
+                for (int64_t i = 0; i < rows; i++) kern_q8_quantize_w(wf + i * cols, cols, w + i * rb);
+                a->q8_quantize_x(xf, n_tok, cols, x);
+                float *ya = calloc(rows * n_tok, 4), *yb = calloc(rows * n_tok, 4);
+                a->q8_matmul(w, cols, x, n_tok, ya, rows, 0, rows);
+                b->q8_matmul(w, cols, x, n_tok, yb, rows, 0, rows);
+                ck_assert_msg(memcmp(ya, yb, rows * n_tok * 4) == 0, "%ld x %ld, %ld tokens: avx512vnni != avx2",
+                              (long)rows, (long)cols, (long)n_tok);
+                free(wf); free(xf); free(w); free(x); free(ya); free(yb);
+            }
+}
+END_TEST
+
 /* Empty work (no tokens, an empty or reversed row range) writes nothing. */
 START_TEST(test_q8_empty_work)
 {
@@ -247,9 +275,9 @@ START_TEST(test_q8_empty_work)
     float xf[40 * COLS];
     fill(xf, 40 * COLS, 1.0f);
     kern_ops_scalar.q8_quantize_x(xf, 40, COLS, x);
-    const char *names[] = { "scalar", "avx2", "avx512vnni", "neon" };
+    const char *names[] = { "scalar", "avx2", "avx512vnni", "avx512vnni-fast", "neon" };
     static const int64_t toks[] = { 0, 1, 4, 40 };
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < 5; v++) {
         const kern_ops *ops = kern_get(names[v]);
         if (!ops) continue;
         for (int t = 0; t < 4; t++) {
@@ -405,6 +433,7 @@ Suite *kernels_suite(void)
     tcase_add_test(tc, test_q8_matmul_shapes);
     tcase_add_test(tc, test_q8_matmul_blocking);
     tcase_add_test(tc, test_q8_empty_work);
+    tcase_add_test(tc, test_q8_avx512_same_bits_as_avx2);
     tcase_add_test(tc, test_f_matmul);
     suite_add_tcase(s, tc);
     tc = tcase_create("float");
