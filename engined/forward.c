@@ -47,7 +47,7 @@ struct eng_model {
     void  *xq;        /* (cap_tok) q8 rows of max(n_embd, q_dim, n_ff) values */
     float *rope;      /* (cap_tok, n_rot) cos/sin pairs */
     int    cap_ctx;   /* positions per thread in scores */
-    float *scores;    /* (n_threads, cap_ctx) */
+    float *scores;    /* (n_threads, att_scratch()) */
 };
 
 static double mono_ms(void)
@@ -307,6 +307,8 @@ int eng_argmax(const float *logits, int n)
     return best;
 }
 
+static size_t att_scratch(const eng_model *m);
+
 /* ---- scratch ----------------------------------------------------------------------- */
 
 static int grow(void **p, size_t bytes)
@@ -337,9 +339,12 @@ static int reserve(eng_model *m, int n, int max_pos)
         m->cap_tok = n;
     }
     if (max_pos + 1 > m->cap_ctx) {
-        int nth = pool_threads(m->pool);
-        if (grow((void **)&m->scores, (size_t)nth * (size_t)(max_pos + 1) * 4)) return -1;
+        int nth = pool_threads(m->pool), old = m->cap_ctx;
         m->cap_ctx = max_pos + 1;
+        if (grow((void **)&m->scores, (size_t)nth * att_scratch(m) * 4)) {
+            m->cap_ctx = old;
+            return -1;
+        }
     }
     return 0;
 }
@@ -451,43 +456,58 @@ typedef struct {
     int                 layer;
 } att_job;
 
-/* One (item, head): softmax(q . K^T / sqrt(d)) V over the item's visible positions. */
-static void att_head(const att_job *j, int item, int h, float *sc)
+/* Per-thread attention scratch: (n_head/n_head_kv) score rows of cap_ctx, plus one
+ * f32 row of head_dim for a converted f16 key or value. */
+static size_t att_scratch(const eng_model *m)
+{
+    return (size_t)(m->cfg.n_head / m->cfg.n_head_kv) * (size_t)m->cap_ctx + (size_t)m->cfg.head_dim;
+}
+
+/* One (item, kv head): every query head of the group against the item's visible
+ * positions, softmax(q . K^T / sqrt(d)) V. Each cached key and value row is read (and
+ * converted from f16) once for the whole group. */
+static void att_group(const att_job *j, int item, int kvh, float *sc)
 {
     const mdl_config *c = &j->m->cfg;
     const kv_cache *kv = &j->sess[item]->kv;
-    int D = c->head_dim, kvh = h / (c->n_head / c->n_head_kv), p = j->pos[item];
+    int D = c->head_dim, G = c->n_head / c->n_head_kv, p = j->pos[item], cap = j->m->cap_ctx;
     int lo = c->sliding_window > 0 && p - c->sliding_window + 1 > 0 ? p - c->sliding_window + 1 : 0;
-    const float *q = j->m->q + (size_t)item * c->n_head * D + (size_t)h * D;
-    float *out = j->m->att + (size_t)item * c->n_head * D + (size_t)h * D;
-    float scale = 1.0f / sqrtf((float)D), mx = -INFINITY;
+    const float *q = j->m->q + (size_t)item * c->n_head * D + (size_t)kvh * G * D;
+    float *out = j->m->att + (size_t)item * c->n_head * D + (size_t)kvh * G * D;
+    float *row = sc + (size_t)G * cap, scale = 1.0f / sqrtf((float)D);
     bool f16 = kv->type == ENG_KV_F16;
     for (int t = lo; t <= p; t++) {
         const void *kr = (const char *)kv_k(kv, j->layer, t) + (size_t)kvh * D * kv->elt;
-        float s = (f16 ? kern_f16_dot(kr, q, D) : kern_f32_dot(kr, q, D)) * scale;
-        sc[t] = s;
-        if (s > mx) mx = s;
+        const float *k = kr;
+        if (f16) { kern_f16_to_f32(kr, row, D); k = row; }
+        for (int g = 0; g < G; g++) sc[(size_t)g * cap + t] = kern_f32_dot(k, q + (size_t)g * D, D) * scale;
     }
-    double sum = 0;
-    for (int t = lo; t <= p; t++) {
-        sc[t] = expf(sc[t] - mx);
-        sum += sc[t];
+    for (int g = 0; g < G; g++) {
+        float *s = sc + (size_t)g * cap, mx = -INFINITY;
+        for (int t = lo; t <= p; t++) mx = s[t] > mx ? s[t] : mx;
+        double sum = 0;
+        for (int t = lo; t <= p; t++) {
+            s[t] = expf(s[t] - mx);
+            sum += s[t];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int t = lo; t <= p; t++) s[t] *= inv;
     }
-    float inv = (float)(1.0 / sum);
-    memset(out, 0, (size_t)D * sizeof *out);
+    memset(out, 0, (size_t)G * D * sizeof *out);
     for (int t = lo; t <= p; t++) {
         const void *vr = (const char *)kv_v(kv, j->layer, t) + (size_t)kvh * D * kv->elt;
-        if (f16) kern_f16_axpy(out, sc[t] * inv, vr, D);
-        else kern_f32_axpy(out, sc[t] * inv, vr, D);
+        const float *v = vr;
+        if (f16) { kern_f16_to_f32(vr, row, D); v = row; }
+        for (int g = 0; g < G; g++) kern_f32_axpy(out + (size_t)g * D, sc[(size_t)g * cap + t], v, D);
     }
 }
 
 static void att_part(void *arg, int ith, int nth)
 {
     const att_job *j = arg;
-    int H = j->m->cfg.n_head;
-    float *sc = j->m->scores + (size_t)ith * j->m->cap_ctx;
-    for (int idx = ith; idx < j->n * H; idx += nth) att_head(j, idx / H, idx % H, sc);
+    int HKV = j->m->cfg.n_head_kv;
+    float *sc = j->m->scores + (size_t)ith * att_scratch(j->m);
+    for (int idx = ith; idx < j->n * HKV; idx += nth) att_group(j, idx / HKV, idx % HKV, sc);
 }
 
 /* ---- the pass -------------------------------------------------------------------------- */
