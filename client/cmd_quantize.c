@@ -3,10 +3,10 @@
  *
  *   llmc quantize ../shared/models/tiny-llama2-Q8_0.gguf /tmp/q4.gguf Q4_0
  *
- * Every 2-D weight matrix goes to TYPE ("pure" mode: token_embd and output too);
- * a matrix whose row length is not a multiple of TYPE's block size falls back to
- * Q8_0 or F16 (said on stderr); 1-D tensors (norms, biases) become F32; anything
- * else is copied. Metadata is copied, general.file_type updated. A tensor already
+ * Every weight matrix goes to TYPE ("pure" mode: token_embd and output too; a 3-D
+ * stack of matrices too); a matrix whose row length is not a multiple of TYPE's
+ * block size falls back to Q8_0 or F16 (said on stderr); 1-D tensors (norms,
+ * biases) become F32. Metadata is copied, general.file_type updated. A tensor already
  * in its target type is copied bit for bit. Progress: a bar on a TTY, otherwise one
  * line per stage. Exit 0, 1 with one "error: ..." line, 2 for usage.
  * Owner: gguf helper.
@@ -28,13 +28,12 @@ typedef struct {
     char            err[512];
 } quant_job;
 
-/* Target type of one tensor; fills why when a matrix falls back. */
+/* Target type of one tensor; fills why when a matrix falls back. Rows are what
+ * gets quantized, so a 3-D stack of matrices (MoE experts) counts as a matrix. */
 static uint32_t plan_type(const gguf_tensor *t, uint32_t want, char *why, size_t whylen)
 {
     why[0] = 0;
-    bool matrix = t->n_dims >= 2 && t->ne[2] == 1 && t->ne[3] == 1 && t->ne[1] > 1;
-    if (t->n_dims == 1 || (!matrix && t->ne[1] * t->ne[2] * t->ne[3] == 1)) return QT_F32;
-    if (!matrix) return t->type;
+    if (t->ne[1] * t->ne[2] * t->ne[3] == 1) return QT_F32; /* norms, biases */
     return synth_pick_type(want, t->ne[0], why, whylen);
 }
 
@@ -109,9 +108,8 @@ static int run(const char *in_path, const char *out_path, uint32_t type)
         goto out;
     }
     quant_job job = {.in = in, .out_type = out_type};
-    fprintf(stderr, "quantize: %s: %lld tensors -> %s (%d %s, %d fallback, %d F32, %d copied)\n",
-            in_path, (long long)n, out_path, n_target, qt_name(type), n_fallback, n_f32,
-            (int)n - n_target - n_fallback - n_f32);
+    fprintf(stderr, "quantize: %s: %lld tensors -> %s (%d %s, %d fallback, %d F32)\n",
+            in_path, (long long)n, out_path, n_target, qt_name(type), n_fallback, n_f32);
     synth_progress_start(&job.prog, "quantize", total);
     int wr = gguf_writer_write(w, out_path, fill_tensor, &job, err, sizeof err);
     synth_progress_end(&job.prog);
