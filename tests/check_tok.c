@@ -386,6 +386,72 @@ START_TEST(test_stream_utf8)
 }
 END_TEST
 
+/* Every reference greedy.txt turns into its greedy_text.txt: pieces with control tokens
+ * as text and the first space kept, both whole and through the stream. */
+START_TEST(test_greedy_texts)
+{
+    char dir[1024], path[2048];
+    snprintf(dir, sizeof dir, "%s/reference", shared());
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "cannot open %s", dir);
+    struct dirent *e;
+    int checked = 0;
+    while ((e = readdir(d)) != NULL) {
+        snprintf(path, sizeof path, "%s/models/%s.gguf", shared(), e->d_name);
+        struct stat st;
+        if (e->d_name[0] == '.' || stat(path, &st) != 0)
+            continue;
+        tok_vocab *v = load_path(path);
+        static const char *const cases[] = { "hello", "story", "unicode" };
+        for (int c = 0; c < 3; c++) {
+            size_t glen, tlen;
+            snprintf(path, sizeof path, "%s/%s/%s/greedy.txt", dir, e->d_name, cases[c]);
+            char *g = slurp(path, &glen);
+            snprintf(path, sizeof path, "%s/%s/%s/greedy_text.txt", dir, e->d_name, cases[c]);
+            char *want = slurp(path, &tlen);
+            if (g && want) {
+                int32_t ids[64];
+                size_t n = 0;
+                for (char *p = g, *end; n < 64; p = end, n++) {
+                    ids[n] = (int32_t)strtol(p, &end, 10);
+                    if (end == p)
+                        break;
+                }
+                size_t len;
+                char err[256];
+                char *text = tok_decode(v, ids, n, true, true, &len, err, sizeof err);
+                ck_assert_msg(text != NULL, "%s", err);
+                ck_assert_msg(len == tlen && memcmp(text, want, len) == 0, "%s/%s: '%s' != '%s'",
+                              e->d_name, cases[c], text, want);
+                tok_stream *st = tok_stream_new(v, TOK_STREAM_RENDER_SPECIAL | TOK_STREAM_KEEP_SPACE);
+                char *sbuf = malloc(tlen * 3 + 16);
+                size_t o = 0, l;
+                for (size_t i = 0; i < n; i++) {
+                    const char *p = tok_stream_push(st, ids[i], &l);
+                    memcpy(sbuf + o, p, l);
+                    o += l;
+                }
+                const char *p = tok_stream_flush(st, &l);
+                memcpy(sbuf + o, p, l);
+                o += l;
+                if (valid_utf8(want, tlen))
+                    ck_assert_msg(o == tlen && memcmp(sbuf, want, o) == 0, "%s/%s: stream differs",
+                                  e->d_name, cases[c]);
+                free(sbuf);
+                tok_stream_free(st);
+                free(text);
+                checked++;
+            }
+            free(g);
+            free(want);
+        }
+        tok_vocab_free(v);
+    }
+    closedir(d);
+    ck_assert_int_ge(checked, 20);
+}
+END_TEST
+
 /* The same vocabulary from a metadata-only blob (as in the engine's segment). */
 START_TEST(test_load_from_blob)
 {
@@ -599,6 +665,7 @@ Suite *tok_suite(void)
     tcase_add_test(tc, test_vectors_llama_bpe);
     tcase_add_test(tc, test_vectors_qwen2);
     tcase_add_test(tc, test_model_prompts);
+    tcase_add_test(tc, test_greedy_texts);
     tcase_add_test(tc, test_load_from_blob);
     suite_add_tcase(s, tc);
     tc = tcase_create("behaviour");

@@ -105,9 +105,11 @@ int tok_encode_guarded(const tok_vocab *v, const char *text, size_t len, bool ad
  * for an id out of range. */
 int tok_piece(const tok_vocab *v, int32_t id, bool render_special, char *buf, size_t cap);
 
-/* Whole-sequence detokenization (llama_detokenize with remove_special=false): the
- * pieces concatenated; SPM drops the one leading space the encoder added unless
- * keep_leading_space. Returns a malloc'd NUL-terminated string (caller frees) and its
+/* Whole-sequence detokenization, as llama_detokenize(remove_special = false) does it:
+ * the pieces concatenated, and for SPM the leading space of the first piece dropped
+ * unless keep_leading_space (so after a BOS the space stays, as in llama.cpp). Unlike
+ * llama.cpp, clean_up_tokenization_spaces is never applied, so the text re-tokenizes
+ * to the same ids. Returns a malloc'd NUL-terminated string (caller frees) and its
  * length in *len, or NULL and err for an id out of range. The result may hold invalid
  * UTF-8 if the ids do (use tok_stream for text that must be valid). */
 char *tok_decode(const tok_vocab *v, const int32_t *ids, size_t n, bool render_special,
