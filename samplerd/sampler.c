@@ -419,29 +419,35 @@ static void sanitize_copy(float *out, const float *x, int n)
     }
 }
 
-/* Every finite entry of x as a candidate, in id order. */
-static void materialize(const float *x, int n, smp_cands *c)
+/* Every finite entry of x as a candidate, in id order. True if it met a +inf. */
+static bool materialize(const float *x, int n, smp_cands *c)
 {
     int m = 0;
+    bool pinf = false;
     for (int i = 0; i < n; i++) {
         if (x[i] > -INFINITY) {
             c->data[m].id = i;
             c->data[m].logit = x[i];
             c->data[m].p = 0;
+            pinf |= x[i] == INFINITY;
             m++;
         }
     }
     c->n = m;
     c->n_sorted = 0;
+    return pinf;
 }
 
-/* min-p straight from the dense row: one pass for the max, one to keep the survivors. */
-static void min_p_dense(const float *x, int n, float minp, int min_keep, smp_cands *c)
+/* min-p straight from the dense row: one pass for the max, one to keep the survivors.
+ * Returns true (and does nothing) if the max is +inf. */
+static bool min_p_dense(const float *x, int n, float minp, int min_keep, smp_cands *c)
 {
     int am = smp_argmax(x, n);
+    if (am >= 0 && x[am] == INFINITY)
+        return true;
     if (am < 0) {
         c->n = c->n_sorted = 0;
-        return;
+        return false;
     }
     float thr = x[am] + logf(minp);
     int m = 0;
@@ -459,6 +465,7 @@ static void min_p_dense(const float *x, int n, float minp, int min_keep, smp_can
         materialize(x, n, c);
         smp_min_p(c, minp, min_keep);
     }
+    return false;
 }
 
 static bool letter_active(const smp_params *p, char l)
@@ -499,15 +506,41 @@ typedef struct {
     int               n_vocab;
     smp_work         *w;
     smp_cands         c;
-    bool              dense;   /* the candidates are still w->dense[0, n_vocab) */
+    bool              dense;   /* the candidates are still the whole row */
+    const float      *raw;     /* the caller's row */
+    const float      *row;     /* raw, or w->dense once copied */
+    bool              copied;  /* row is w->dense: sanitized and ours to modify */
     double            u_xtc;
     int               dry_skipped;
 } chain;
 
+/* The row as ours to modify: the sanitized copy, made on first use. Rows that nothing
+ * modifies are read in place, which saves a pass; selections over the caller's row
+ * redo their work on the copy in the rare case they meet a +inf (it must count as
+ * FLT_MAX, see sampler.h), so the result is the same either way. */
+static float *row_rw(chain *ch)
+{
+    if (!ch->copied) {
+        sanitize_copy(ch->w->dense, ch->raw, ch->n_vocab);
+        ch->row = ch->w->dense;
+        ch->copied = true;
+    }
+    return ch->w->dense;
+}
+
+static bool cands_pinf(const smp_cands *c)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->data[i].logit == INFINITY)
+            return true;
+    return false;
+}
+
 static void leave_dense(chain *ch)
 {
     if (ch->dense) {
-        materialize(ch->w->dense, ch->n_vocab, &ch->c);
+        if (materialize(ch->row, ch->n_vocab, &ch->c))
+            materialize(row_rw(ch), ch->n_vocab, &ch->c);
         ch->dense = false;
     }
 }
@@ -524,20 +557,22 @@ static int run_letter(chain *ch, char l, int i, const char *order)
     switch (l) {
     case 'e':
         if (ch->dense)
-            penalties_dense(w->dense, p, ch->hist, ch->n_hist, w);
+            penalties_dense(row_rw(ch), p, ch->hist, ch->n_hist, w);
         else
             smp_penalties(&ch->c, p, ch->hist, ch->n_hist, w);
         return 0;
     case 'd': {
         int nd = dry_collect(w, p, ch->hist, ch->n_hist);
-        int rc = dry_apply(w, p, nd, ch->dense ? w->dense : NULL, &ch->c);
+        int rc = dry_apply(w, p, nd, ch->dense && nd > 0 ? row_rw(ch) : NULL, &ch->c);
         ch->dry_skipped |= rc == 1;
         return rc < 0 ? -1 : 0;
     }
     case 'k':
         if (ch->dense && p->top_k < ch->n_vocab) {
             int k = p->top_k > p->min_keep ? p->top_k : p->min_keep;
-            ch->c.n = ch->c.n_sorted = smp_top_k_dense(w->dense, ch->n_vocab, k, ch->c.data);
+            ch->c.n = ch->c.n_sorted = smp_top_k_dense(ch->row, ch->n_vocab, k, ch->c.data);
+            if (!ch->copied && cands_pinf(&ch->c))
+                ch->c.n = ch->c.n_sorted = smp_top_k_dense(row_rw(ch), ch->n_vocab, k, ch->c.data);
             ch->dense = false;
         } else {
             smp_top_k(&ch->c, p->top_k, p->min_keep);
@@ -545,7 +580,7 @@ static int run_letter(chain *ch, char l, int i, const char *order)
         return 0;
     case 'p':
         if (ch->dense && p->top_p < 1.0f && p->min_keep <= 1) {
-            ch->c.n = smp_top_p_dense(w->dense, ch->n_vocab, p->top_p, ch->c.data);
+            ch->c.n = smp_top_p_dense(row_rw(ch), ch->n_vocab, p->top_p, ch->c.data);
             ch->c.n_sorted = 0;
             ch->dense = false;
             return 0;
@@ -553,7 +588,8 @@ static int run_letter(chain *ch, char l, int i, const char *order)
         break;
     case 'm':
         if (ch->dense) {
-            min_p_dense(w->dense, ch->n_vocab, p->min_p, p->min_keep, &ch->c);
+            if (min_p_dense(ch->row, ch->n_vocab, p->min_p, p->min_keep, &ch->c))
+                min_p_dense(row_rw(ch), ch->n_vocab, p->min_p, p->min_keep, &ch->c);
             ch->dense = false;
         } else {
             smp_min_p(&ch->c, p->min_p, p->min_keep);
@@ -561,10 +597,12 @@ static int run_letter(chain *ch, char l, int i, const char *order)
         return 0;
     case 't':
         if (ch->dense && p->temperature <= 0.0f && p->dynatemp_range <= 0.0f) {
-            int am = smp_argmax(w->dense, ch->n_vocab);
+            int am = smp_argmax(ch->row, ch->n_vocab);
+            if (am >= 0 && ch->row[am] == INFINITY && !ch->copied)
+                am = smp_argmax(row_rw(ch), ch->n_vocab);
             ch->c.n = ch->c.n_sorted = am >= 0;
             if (am >= 0)
-                ch->c.data[0] = (smp_tok){ am, w->dense[am], 1.0f };
+                ch->c.data[0] = (smp_tok){ am, ch->row[am], 1.0f };
             ch->dense = false;
             return 0;
         }
@@ -656,20 +694,21 @@ int smp_sample(const smp_params *p, smp_state *st, const float *logits, int n_vo
     if (work_reserve(w, n_vocab))
         return fail(out, "smp_sample: out of memory");
     chain ch = { .p = p, .hist = history, .n_hist = n_history, .n_vocab = n_vocab, .w = w,
-                 .c = { w->tok, 0, 0 }, .dense = true,
+                 .c = { w->tok, 0, 0 }, .dense = true, .raw = logits, .row = logits,
                  .u_xtc = smp_rng_uniform(p->seed, st->session, st->step, 1) };
-    sanitize_copy(w->dense, logits, n_vocab);
     int n_probs = p->n_probs < 0 ? 0 : (p->n_probs > SMP_MAX_PROBS ? SMP_MAX_PROBS : p->n_probs);
     double lse = 0;
     if (n_probs > 0 && !p->post_sampling_probs)
-        lse = raw_logprobs(w->dense, n_vocab, n_probs, out);
+        lse = raw_logprobs(row_rw(&ch), n_vocab, n_probs, out);
     for (int i = 0; i < p->n_logit_bias && i < SMP_MAX_LOGIT_BIAS; i++) {
         int32_t id = p->logit_bias[i].id;
-        if (id >= 0 && id < n_vocab)
-            w->dense[id] = fix_logit(w->dense[id] + p->logit_bias[i].bias);
+        if (id >= 0 && id < n_vocab) {
+            float *x = row_rw(&ch);
+            x[id] = fix_logit(x[id] + p->logit_bias[i].bias);
+        }
     }
     if (p->ignore_eos && eos_id >= 0 && eos_id < n_vocab)
-        w->dense[eos_id] = -INFINITY;
+        row_rw(&ch)[eos_id] = -INFINITY;
 
     /* a NaN/inf mu (a corrupted request) restarts mirostat instead of poisoning it */
     float mu = st->mu_set && isfinite(st->mu) ? st->mu : 2.0f * p->mirostat_tau;

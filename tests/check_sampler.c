@@ -844,6 +844,24 @@ START_TEST(test_nan_inf_rows)
         st.step = s;
         ck_assert_int_eq(smp_sample(&q, &st, one, 4, NULL, 0, -1, &r, w), 2);
     }
+    /* +inf counts as FLT_MAX: it ties with a real FLT_MAX (greedy takes the lower id,
+     * sampling either), on every path (top-k, min-p, the whole row) */
+    const float maxes[5] = { 0, FLT_MAX, NAN, INFINITY, 1 };
+    smp_params g = plain_params(1);
+    g.temperature = 0;
+    ck_assert_int_eq(smp_sample(&g, &st, maxes, 5, NULL, 0, -1, &r, w), 1);
+    for (int path = 0; path < 3; path++) {
+        int seen13[5] = {0};
+        for (uint32_t s = 0; s < 64; s++) {
+            smp_params q = plain_params(s);
+            q.top_k = path == 0 ? 3 : 0;
+            q.min_p = path == 1 ? 0.5f : 0.0f;
+            int t = smp_sample(&q, &st, maxes, 5, NULL, 0, -1, &r, w);
+            ck_assert(t == 1 || t == 3);
+            seen13[t]++;
+        }
+        ck_assert_msg(seen13[1] > 10 && seen13[3] > 10, "path %d: %d %d", path, seen13[1], seen13[3]);
+    }
     /* two +inf: a fair choice between them, no NaN probabilities */
     const float twoinf[4] = { INFINITY, 0, INFINITY, 0 };
     int seen[4] = {0};
