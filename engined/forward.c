@@ -402,6 +402,61 @@ static void add_bias(float *y, const float *b, int n, int dim)
         for (int i = 0; i < dim; i++) y[(size_t)r * dim + i] += b[i];
 }
 
+/* ---- row-parallel element-wise work (prefill only: decode rows are too short to pay
+ * for a pool wake-up) ---------------------------------------------------------------- */
+
+#define ENG_PAR_MIN_ROWS 8
+
+typedef enum { ROWS_RMS, ROWS_SWIGLU, ROWS_QUANT } rows_op;
+
+typedef struct {
+    rows_op      op;
+    const float *x;     /* input rows */
+    const float *w;     /* RMS: norm weight */
+    float       *y;     /* RMS: output rows; SWIGLU: gate rows, updated in place */
+    const float *up;    /* SWIGLU: up rows */
+    void        *q;     /* QUANT: q8 rows */
+    int          dim;   /* values per row */
+    float        eps;
+    int64_t      n_rows;
+} rows_job;
+
+static void swiglu_rows(float *g, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * up[i];
+}
+
+static void rows_do(const rows_job *j, int64_t r0, int64_t r1)
+{
+    size_t d = (size_t)j->dim;
+    if (r0 >= r1) return;
+    if (j->op == ROWS_RMS) rms_norm(j->x + r0 * d, j->w, j->y + r0 * d, (int)(r1 - r0), j->dim, j->eps);
+    else if (j->op == ROWS_SWIGLU) swiglu_rows(j->y + r0 * d, j->up + r0 * d, (size_t)(r1 - r0) * d);
+    else kern_q8_quantize_x(j->x + r0 * d, r1 - r0, j->dim, (char *)j->q + (size_t)r0 * kern_q8_row_bytes(j->dim));
+}
+
+static void rows_part(void *arg, int ith, int nth)
+{
+    const rows_job *j = arg;
+    int64_t r0, r1;
+    pool_range(j->n_rows, 1, ith, nth, &r0, &r1);
+    rows_do(j, r0, r1);
+}
+
+/* Runs the job over n rows, on the pool when there are enough of them. */
+static void rows_run(eng_model *m, rows_job *j, int n)
+{
+    j->n_rows = n;
+    if (n >= ENG_PAR_MIN_ROWS && pool_threads(m->pool) > 1) pool_run(m->pool, rows_part, j);
+    else rows_do(j, 0, n);
+}
+
+static void par_rms(eng_model *m, const float *x, const float *w, float *y, int n)
+{
+    rows_job j = { .op = ROWS_RMS, .x = x, .w = w, .y = y, .dim = m->cfg.n_embd, .eps = m->cfg.rms_eps };
+    rows_run(m, &j, n);
+}
+
 /* ---- matrix products on the pool ---------------------------------------------------- */
 
 typedef struct {
@@ -440,7 +495,8 @@ static void matmul(eng_model *m, const float *x, int n, int nw, const mdl_mat *c
         j.ldy[i] = ldy ? ldy[i] : w[i]->rows;
     }
     if (w[0]->q8) {
-        kern_q8_quantize_x(x, n, w[0]->cols, m->xq);
+        rows_job q = { .op = ROWS_QUANT, .x = x, .q = m->xq, .dim = (int)w[0]->cols };
+        rows_run(m, &q, n);
         j.xq = m->xq;
     }
     pool_run(m->pool, mm_part, &j);
@@ -518,7 +574,7 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
     const mdl_layer *L = &m->w.layers[il];
     int E = c->n_embd, Q = c->n_head * c->head_dim, KV = c->n_head_kv * c->head_dim, F = c->n_ff;
 
-    rms_norm(m->x, L->attn_norm, m->xn, n, E, c->rms_eps);
+    par_rms(m, m->x, L->attn_norm, m->xn, n);
     const mdl_mat *qkv[3] = { &L->wq, &L->wk, &L->wv };
     float *qkv_out[3] = { m->q, m->k, m->v };
     matmul(m, m->xn, n, 3, qkv, qkv_out, NULL);
@@ -539,14 +595,12 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
     matmul(m, m->att, n, 1, &wo, &o, NULL);
     for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
 
-    rms_norm(m->x, L->ffn_norm, m->xn, n, E, c->rms_eps);
+    par_rms(m, m->x, L->ffn_norm, m->xn, n);
     const mdl_mat *gu[2] = { &L->gate, &L->up };
     float *gu_out[2] = { m->gate, m->up };
     matmul(m, m->xn, n, 2, gu, gu_out, NULL);
-    for (size_t i = 0; i < (size_t)n * F; i++) {
-        float g = m->gate[i];
-        m->gate[i] = g / (1.0f + expf(-g)) * m->up[i];
-    }
+    rows_job sw = { .op = ROWS_SWIGLU, .y = m->gate, .up = m->up, .dim = F };
+    rows_run(m, &sw, n);
     const mdl_mat *dn = &L->down;
     matmul(m, m->gate, n, 1, &dn, &o, NULL);
     for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
