@@ -618,7 +618,15 @@ int smp_param_format(const smp_params *p, const char *name, char *buf, size_t bu
     case PT_BREAKERS: case PT_BREAKER:
         format_breakers(p, buf, buflen, &pos);
         break;
-    case PT_SAMPLERS: case PT_SEQ:
+    case PT_SAMPLERS:   /* canonical names: the first entry of each letter */
+        for (int i = 0; i < SMP_MAX_ORDER && p->order[i]; i++)
+            for (size_t j = 0; j < sizeof SAMPLER_NAMES / sizeof SAMPLER_NAMES[0]; j++)
+                if (SAMPLER_NAMES[j].letter == p->order[i]) {
+                    app(buf, buflen, &pos, "%s%s", i ? ";" : "", SAMPLER_NAMES[j].name);
+                    break;
+                }
+        break;
+    case PT_SEQ:
         app(buf, buflen, &pos, "%.*s", SMP_MAX_ORDER, p->order);
         break;
     default:

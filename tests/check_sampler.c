@@ -119,6 +119,17 @@ START_TEST(test_params_set_and_format_roundtrip)
         ck_assert_msg(!strcmp(buf, buf2), "%s: '%s' != '%s'", name, buf, buf2);
     }
     ck_assert_int_eq(smp_param_format(&p, "nonsense", err, sizeof err), -1);
+    /* "samplers" formats as names, which it parses back */
+    char names[256];
+    smp_params d = smp_params_default();
+    ck_assert_int_gt(smp_param_format(&d, "samplers", names, sizeof names), 0);
+    ck_assert_str_eq(names, "penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature");
+    ck_assert_int_eq(smp_param_set(&p, "samplers", names, err, sizeof err), 0);
+    ck_assert_str_eq(p.order, SMP_ORDER_DEFAULT);
+    /* truncation keeps the NUL and reports the length written */
+    char small[8];
+    ck_assert_int_eq(smp_param_format(&d, "samplers", small, sizeof small), 7);
+    ck_assert_str_eq(small, "penalti");
 }
 END_TEST
 
