@@ -62,4 +62,7 @@ for t in 1 2; do
                t, p, lp, p / lp, d, ld, d / ld, g, bw, (bw > 0 ? 100 * g / bw : 0) }'
 done
 echo
+echo "batched decode (one pass over the weights for B sessions), 2 threads:"
+"$BUILD/bench/engine" "$MODEL" 2 32
+echo
 echo "llama.cpp figures: $SH/reference/PERF.md (same model shape, measured on a machine of this kind)."
