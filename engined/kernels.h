@@ -28,14 +28,15 @@
  *
  * Precision: the int32 block dots are exact, so SIMD results differ from the scalar
  * twin only by float summation order (tests use a relative tolerance of 1e-5 on each
- * output, against the sum of the absolute terms). kern_q8_quantize_x is bit-exact
+ * output, against the sum of the absolute element products). kern_q8_quantize_x is bit-exact
  * across variants. The activation rounding follows llama.cpp's AVX2 Q8_0 quantizer
  * (scale 127/amax, round half to even); weight rounding follows ggml's reference
  * quantize_row_q8_0 (d = amax/127, round half away from zero).
  *
  * Threading: every kernel is reentrant; kern_init/kern_select change a global
  * table and must not run concurrently with kernels.
- * Ownership: kernels never allocate; all buffers belong to the caller.
+ * Ownership: kernels never allocate; all buffers belong to the caller. (The
+ * avx512vnni-fast prefill keeps ~350 KB of tables on the calling thread's stack.)
  */
 #ifndef LLM_KERNELS_H
 #define LLM_KERNELS_H
