@@ -71,7 +71,7 @@ static void neon_q8_quantize_x(const float *x, int64_t n_rows, int64_t cols, voi
 #define Q8_TILE(RM, RN)                                                                    \
 TGT_INLINE void q8_tile_##RM##x##RN(const kern_q8_block *w, int64_t ws,                     \
                                     const kern_q8_block *x, int64_t xs, int64_t nb,         \
-                                    float *y, int64_t ldy)                                  \
+                                    float *y, int64_t ys, int64_t ldy)                      \
 {                                                                                           \
     float32x4_t acc[RM][RN];                                                                \
     for (int r = 0; r < RM; r++)                                                            \
@@ -94,7 +94,7 @@ TGT_INLINE void q8_tile_##RM##x##RN(const kern_q8_block *w, int64_t ws,         
         }                                                                                   \
     }                                                                                       \
     for (int r = 0; r < RM; r++)                                                            \
-        for (int t = 0; t < RN; t++) y[t * ldy + r] = vaddvq_f32(acc[r][t]);                \
+        for (int t = 0; t < RN; t++) y[t * ldy + r * ys] = vaddvq_f32(acc[r][t]);           \
 }
 
 Q8_TILE(4, 4)
@@ -102,25 +102,45 @@ Q8_TILE(4, 1)
 Q8_TILE(1, 4)
 Q8_TILE(1, 1)
 
+/* Same structure as kernels_avx2.c: up to 32 tokens, the rows of a tile are a quarter
+ * of the range apart (four long sequential streams through W); beyond, row chunks that
+ * stay in L2 while every token tile passes over them. */
 static TGT void neon_q8_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
                                float *y, int64_t ldy, int64_t r0, int64_t r1)
 {
     const int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
     const kern_q8_block *W = w, *X = xq;
+    if (n_tok <= 32) {
+        int64_t q = (r1 - r0) / 4;
+        for (int64_t r = r0; r < r1; r++) {
+            if (r == r0 + q) r = r0 + 4 * q;
+            if (r >= r1) break;
+            int quad = r < r0 + q;
+            int64_t t = 0;
+            for (; t + 4 <= n_tok; t += 4) {
+                if (quad) q8_tile_4x4(W + r * nb, q * nb, X + t * nb, nb, nb, y + t * ldy + r, q, ldy);
+                else q8_tile_1x4(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
+            }
+            for (; t < n_tok; t++) {
+                if (quad) q8_tile_4x1(W + r * nb, q * nb, X + t * nb, nb, nb, y + t * ldy + r, q, ldy);
+                else q8_tile_1x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
+            }
+        }
+        return;
+    }
     int64_t chunk = (128 * 1024) / (nb * (int64_t)sizeof(kern_q8_block));
     chunk = chunk < 4 ? 4 : chunk / 4 * 4;
-    if (n_tok == 1) chunk = r1 - r0;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1, t = 0;
         for (; t + 4 <= n_tok; t += 4) {
             int64_t r = c0;
-            for (; r + 4 <= c1; r += 4) q8_tile_4x4(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, ldy);
-            for (; r < c1; r++) q8_tile_1x4(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, ldy);
+            for (; r + 4 <= c1; r += 4) q8_tile_4x4(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
+            for (; r < c1; r++) q8_tile_1x4(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
         }
         for (; t < n_tok; t++) {
             int64_t r = c0;
-            for (; r + 4 <= c1; r += 4) q8_tile_4x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, ldy);
-            for (; r < c1; r++) q8_tile_1x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, ldy);
+            for (; r + 4 <= c1; r += 4) q8_tile_4x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
+            for (; r < c1; r++) q8_tile_1x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
         }
     }
 }
