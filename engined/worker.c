@@ -259,6 +259,8 @@ static void on_sampled(worker *w, const proto_msg *pm)
     s->mu = proto_f64(pm, "mu", 0);
     if (s->mu_set) proto_put_f64(&pw, "mu", s->mu);
     send_front(w, &pw);
+    log_debug("session %llu step %u: token %d (slot %d, %d tokens)", (unsigned long long)s->sess, s->step, t,
+              (int)(s - w->s), s->n_toks);
     s->toks[s->n_toks++] = t;
     s->step++;
     s->budget--;

@@ -9,7 +9,8 @@
  * worker stopped beating is sent again (PT_RUN with all its tokens and its step) to
  * another worker and continues at the same step.
  *
- *   front f; front_init(&f, ...); while (!dmn_stop) front_poll(&f); front_free(&f);
+ * LLM_TRACE_TOKENS=1 logs every finished session's token ids (prompt + generated), to
+ * compare runs token by token.
  */
 #ifndef LLM_FRONT_H
 #define LLM_FRONT_H

@@ -92,6 +92,12 @@ static void finish(front *f, front_req *r, const char *reason)
         tok_stream_flush(r->det, &n);
     }
     r->held_len = 0;
+    if (getenv("LLM_TRACE_TOKENS")) {
+        char *buf = malloc((size_t)r->n_toks * 8 + 1), *q = buf;
+        for (int i = 0; buf && i < r->n_toks; i++) q += sprintf(q, " %d", r->toks[i]);
+        if (buf) log_info("session %llu tokens:%s", (unsigned long long)r->sess, buf);
+        free(buf);
+    }
     proto_writer w;
     proto_begin(&w, PT_DONE, r->client_id);
     proto_put_str(&w, "reason", reason);
