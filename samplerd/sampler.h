@@ -254,6 +254,10 @@ typedef struct {
  * by the others gives the same bits. smp_expf_n: out[i] = smp_expf(x[i]).
  * smp_sum_exp: the sum over i of smp_expf(x[i] - shift), in double. */
 float smp_expf(float x);
+/* Caps the SIMD used by the exp-based loops: 0 scalar, 1 SSE2, 2 AVX2 (the default, each
+ * used only if the CPU has it); returns the previous cap. All levels give the same
+ * bits; tests use this to check that. Process-wide: set it before sampling starts. */
+int smp_simd_limit(int level);
 void smp_expf_n(const float *x, float *out, int n);
 double smp_sum_exp(const float *x, int n, float shift);
 /* p = softmax(logit) over the n candidates (order unchanged); -inf logits get p 0. */

@@ -14,6 +14,10 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SMP_AVX2 1
+#endif
 
 /* The one candidate order: higher logit first, then lower id. Strict and total. */
 static inline int better(const smp_tok *a, const smp_tok *b)
@@ -146,11 +150,100 @@ static inline __m128 exp4(__m128 x)
 }
 #endif
 
+#ifdef SMP_AVX2
+/* exp4 eight wide: the same operations in the same order (no FMA), so the same bits. */
+__attribute__((target("avx2")))
+static inline __m256 exp8(__m256 x)
+{
+    x = _mm256_max_ps(x, _mm256_set1_ps(EXP_LO));
+    x = _mm256_min_ps(x, _mm256_set1_ps(EXP_HI));
+    __m256 fx = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(EXP_LOG2E)), _mm256_set1_ps(0.5f));
+    __m256 t = _mm256_cvtepi32_ps(_mm256_cvttps_epi32(fx));
+    __m256 gt = _mm256_cmp_ps(t, fx, _CMP_GT_OQ);
+    fx = _mm256_sub_ps(t, _mm256_and_ps(gt, _mm256_set1_ps(1.0f)));
+    x = _mm256_sub_ps(x, _mm256_mul_ps(fx, _mm256_set1_ps(EXP_C1)));
+    x = _mm256_sub_ps(x, _mm256_mul_ps(fx, _mm256_set1_ps(EXP_C2)));
+    __m256 z = _mm256_mul_ps(x, x);
+    __m256 y = _mm256_set1_ps(EXP_P0);
+    y = _mm256_add_ps(_mm256_mul_ps(y, x), _mm256_set1_ps(EXP_P1));
+    y = _mm256_add_ps(_mm256_mul_ps(y, x), _mm256_set1_ps(EXP_P2));
+    y = _mm256_add_ps(_mm256_mul_ps(y, x), _mm256_set1_ps(EXP_P3));
+    y = _mm256_add_ps(_mm256_mul_ps(y, x), _mm256_set1_ps(EXP_P4));
+    y = _mm256_add_ps(_mm256_mul_ps(y, x), _mm256_set1_ps(EXP_P5));
+    y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(y, z), x), _mm256_set1_ps(1.0f));
+    __m256i n = _mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127));
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(n, 23)));
+}
+
+__attribute__((target("avx2")))
+static int expf_n_avx2(const float *x, float *out, int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, exp8(_mm256_loadu_ps(x + i)));
+    return i;
+}
+
+__attribute__((target("avx2")))
+static int sum_exp_avx2(const float *x, int n, float shift, double *sum)
+{
+    __m256d a = _mm256_setzero_pd(), b = _mm256_setzero_pd();
+    __m256 sh = _mm256_set1_ps(shift);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh));
+        a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        b = _mm256_add_pd(b, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double t[4];
+    _mm256_storeu_pd(t, _mm256_add_pd(a, b));
+    *sum = (t[0] + t[1]) + (t[2] + t[3]);
+    return i;
+}
+
+#endif
+
+/* The widest SIMD the exp-based loops may use (smp_simd_limit); the CPU's support is
+ * looked up once, it does not change under a running process. */
+static int simd_max = 2;
+
+int smp_simd_limit(int level)
+{
+    int old = simd_max;
+    simd_max = level < 0 ? 0 : level > 2 ? 2 : level;
+    return old;
+}
+
+static inline int use_sse2(void)
+{
+#ifdef __SSE2__
+    return simd_max >= 1;
+#else
+    return 0;
+#endif
+}
+
+__attribute__((unused)) static int have_avx2(void)
+{
+#ifdef SMP_AVX2
+    static int v = -1;
+    if (v < 0)
+        v = __builtin_cpu_supports("avx2") ? 1 : 0;
+    return v && simd_max >= 2;
+#else
+    return 0;
+#endif
+}
+
 void smp_expf_n(const float *x, float *out, int n)
 {
     int i = 0;
+#ifdef SMP_AVX2
+    if (have_avx2())
+        i = expf_n_avx2(x, out, n);
+#endif
 #ifdef __SSE2__
-    for (; i + 4 <= n; i += 4)
+    for (; use_sse2() && i + 4 <= n; i += 4)
         _mm_storeu_ps(out + i, exp4(_mm_loadu_ps(x + i)));
 #endif
     for (; i < n; i++)
@@ -161,10 +254,18 @@ double smp_sum_exp(const float *x, int n, float shift)
 {
     int i = 0;
     double sum = 0;
+#ifdef SMP_AVX2
+    if (have_avx2()) {
+        i = sum_exp_avx2(x, n, shift, &sum);
+        for (; i < n; i++)
+            sum += smp_expf(x[i] - shift);
+        return sum;
+    }
+#endif
 #ifdef __SSE2__
     __m128d a = _mm_setzero_pd(), b = _mm_setzero_pd();
     __m128 sh = _mm_set1_ps(shift);
-    for (; i + 4 <= n; i += 4) {
+    for (; use_sse2() && i + 4 <= n; i += 4) {
         __m128 e = exp4(_mm_sub_ps(_mm_loadu_ps(x + i), sh));
         a = _mm_add_pd(a, _mm_cvtps_pd(e));
         b = _mm_add_pd(b, _mm_cvtps_pd(_mm_movehl_ps(e, e)));
@@ -200,7 +301,7 @@ void smp_softmax(smp_cands *c)
 #ifdef __SSE2__
     __m128d a = _mm_setzero_pd(), b = _mm_setzero_pd();
     __m128 mv = _mm_set1_ps(mx);
-    for (; i + 4 <= c->n; i += 4) {
+    for (; use_sse2() && i + 4 <= c->n; i += 4) {
         __m128 e = exp4(_mm_sub_ps(_mm_setr_ps(d[i].logit, d[i + 1].logit, d[i + 2].logit,
                                                d[i + 3].logit), mv));
         float t[4];
@@ -385,6 +486,28 @@ static void top_p_binned(smp_cands *c, float p)
         c->n_sorted = c->n;
 }
 
+#ifdef SMP_AVX2
+/* The binning pass of smp_top_p_dense, eight wide; returns how many entries it did. */
+__attribute__((target("avx2")))
+static int bin_pass_avx2(const float *x, int n, float mx, float scale, float lane[4][TOPP_BINS])
+{
+    const __m256 mv = _mm256_set1_ps(mx), sv = _mm256_set1_ps(scale);
+    const __m256 top = _mm256_set1_ps((float)(TOPP_BINS - 1));
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        float e[8];
+        int32_t b[8];
+        _mm256_storeu_ps(e, exp8(_mm256_sub_ps(v, mv)));
+        __m256 d = _mm256_min_ps(_mm256_mul_ps(_mm256_sub_ps(mv, v), sv), top);
+        _mm256_storeu_si256((__m256i *)b, _mm256_cvttps_epi32(d));
+        for (int j = 0; j < 8; j++)
+            lane[j & 3][b[j]] += e[j];
+    }
+    return i;
+}
+#endif
+
 int smp_top_p_dense(const float *x, int n, float p, smp_tok *out)
 {
     int am = smp_argmax(x, n);
@@ -397,9 +520,13 @@ int smp_top_p_dense(const float *x, int n, float p, smp_tok *out)
 #define BIN(l) ((mx - (l)) * scale < (float)(TOPP_BINS - 1) ? (int)((mx - (l)) * scale) : TOPP_BINS - 1)
     /* one pass: unnormalised probabilities, binned by logit below the max */
     int i = 0;
+#ifdef SMP_AVX2
+    if (have_avx2())
+        i = bin_pass_avx2(x, n, mx, scale, lane);
+#endif
 #ifdef __SSE2__
     __m128 mv = _mm_set1_ps(mx);
-    for (; i + 4 <= n; i += 4) {
+    for (; use_sse2() && i + 4 <= n; i += 4) {
         float e[4];
         _mm_storeu_ps(e, exp4(_mm_sub_ps(_mm_loadu_ps(x + i), mv)));
         for (int j = 0; j < 4; j++)

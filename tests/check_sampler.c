@@ -1061,6 +1061,29 @@ START_TEST(test_expf)
         sum += smp_expf(x[i] - 3.0f);
     }
     ck_assert_double_eq_tol(smp_sum_exp(x, N, 3.0f), sum, 1e-9 * sum);
+    /* every SIMD level against the scalar twin: the same bits for exp, the same kept
+     * set for top-p, probabilities to float rounding */
+    static float o2[N];
+    static smp_tok a[N], b[N];
+    smp_expf_n(x, o, N);
+    int ka = smp_top_p_dense(x, N, 0.8f, a);
+    smp_cands ca = cands_of(a + ka, x, 64);
+    smp_softmax(&ca);
+    for (int level = 0; level <= 2; level++) {
+        int old = smp_simd_limit(level);
+        smp_expf_n(x, o2, N);
+        ck_assert_msg(!memcmp(o, o2, sizeof o), "SIMD level %d: exp bits differ", level);
+        ck_assert_double_eq_tol(smp_sum_exp(x, N, 3.0f), sum, 1e-9 * sum);
+        int kb = smp_top_p_dense(x, N, 0.8f, b);
+        ck_assert_int_eq(kb, ka);
+        for (int i = 0; i < kb; i++)
+            ck_assert_int_eq(b[i].id, a[i].id);
+        smp_cands cb = cands_of(b + kb, x, 64);
+        smp_softmax(&cb);
+        for (int i = 0; i < 64; i++)
+            ck_assert_float_eq_tol(cb.data[i].p, ca.data[i].p, 1e-6 * ca.data[i].p + 1e-30);
+        smp_simd_limit(old);
+    }
     ck_assert_float_eq(smp_expf(0), 1.0f);
     ck_assert_float_eq(smp_expf(-INFINITY), 0.0f);
     ck_assert_float_eq(smp_expf(-200.0f), 0.0f);
