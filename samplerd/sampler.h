@@ -7,12 +7,12 @@
  *   if (smp_param_set(&p, "top_p", "0.9", err, sizeof err) != 0 ||
  *       smp_params_validate(&p, n_vocab, err, sizeof err) != 0) { reply(err); return; }
  *   smp_work *w = smp_work_new(n_vocab);            // one per thread, reused per row
- *   smp_work_set_pieces(w, my_piece_fn, vocab);      // token text, needed by DRY only
+ *   smp_work_load_pieces(w, n_vocab, piece_writer, vocab); // token text, for DRY only
  *   smp_state st;
  *   smp_state_init(&st, &p, session_id);             // mu = 2 tau, step 0
  *   smp_result r;
  *   int tok = smp_sample(&p, &st, logits, n_vocab, hist, n_hist, eos_id, &r, w);
- *   if (tok < 0) reply(r.err);                       // st.step and st.mu advanced
+ *   if (tok < 0) reply(r.err);       // else st.step (and mirostat's mu) moved on
  *   smp_work_destroy(&w);
  *
  * Chain (mirostat 0): logit_bias, ignore_eos, then the samplers in p.order (default
@@ -37,8 +37,9 @@
  *   the result, so retries and restarts reproduce.
  *   Logits: NaN becomes -inf (never chosen), +inf becomes FLT_MAX (dominates), -inf stays.
  *   A row with no finite logit left (after bias too) is an error, not a crash.
- *   DRY without token text (no smp_work_set_pieces): sequence breakers cannot be seen,
- *   so DRY is skipped and smp_result.warn says so (logged once per smp_work).
+ *   DRY without token text (no smp_work_load_pieces / smp_work_set_pieces): sequence
+ *   breakers cannot be seen, so DRY is skipped and smp_result.warn says so (logged
+ *   once per smp_work).
  *
  * Randomness: draw d of step s of session q with seed z is
  *   u = smp_rng_uniform(z, q, s, d)  in [0, 1)
@@ -48,7 +49,7 @@
  * Ownership: smp_params and smp_state are plain values (copy them freely, no pointers
  * inside). smp_work is owned by its creator, used by one thread at a time, and holds
  * the piece callback's ctx pointer without owning it. Nothing is allocated per row
- * once the work has seen the largest vocabulary.
+ * once the work has seen the largest vocabulary and history.
  */
 #ifndef LLM_SAMPLER_H
 #define LLM_SAMPLER_H
