@@ -416,6 +416,11 @@ START_TEST(test_hostile_segments)
     close(fd);
     shm_unlink(name);
     ck_assert_ptr_null(eng_attach("/llm-does-not-exist", err, sizeof err));
+    /* more than /dev/shm holds: a clear error naming /dev/shm, and nothing left behind */
+    snprintf(name, sizeof name, "/llm-test-huge-%d", (int)getpid());
+    ck_assert_int_eq(seg_create(name, 1ull << 50, &sm, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "/dev/shm"));
+    ck_assert_int_eq(seg_attach(name, &sm, NULL, err, sizeof err), -2);
 }
 END_TEST
 
