@@ -170,10 +170,57 @@ static bool bpe_word(const tok_vocab *v, bpe_work *w, const unsigned char *b, si
     return ok;
 }
 
+/* Words repeat in real text, and a word's ids depend only on its bytes: a small
+ * direct-mapped cache of short words skips their merging on long inputs. */
+#define CACHE_SLOTS 4096
+#define CACHE_WORD  30
+#define CACHE_IDS   8
+typedef struct {
+    uint8_t wlen, n_ids; /* wlen 0 = empty */
+    char    word[CACHE_WORD];
+    int32_t ids[CACHE_IDS];
+} cache_slot;
+
+static cache_slot *cache_find(cache_slot *c, const unsigned char *b, size_t n, bool *hit)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 16777619u;
+    cache_slot *e = &c[(h ^ (h >> 15)) & (CACHE_SLOTS - 1)];
+    *hit = e->wlen == n && memcmp(e->word, b, n) == 0;
+    return e;
+}
+
+static bool cached_word(const tok_vocab *v, bpe_work *w, cache_slot *cache,
+                        const unsigned char *b, size_t n, tok_ids *out)
+{
+    if (!cache || n == 0 || n > CACHE_WORD)
+        return bpe_word(v, w, b, n, out);
+    bool hit;
+    cache_slot *e = cache_find(cache, b, n, &hit);
+    if (hit) {
+        for (int i = 0; i < e->n_ids; i++)
+            if (!ids_push(out, e->ids[i]))
+                return false;
+        return true;
+    }
+    size_t before = out->n;
+    if (!bpe_word(v, w, b, n, out))
+        return false;
+    if (out->n - before <= CACHE_IDS) {
+        e->wlen = (uint8_t)n;
+        e->n_ids = (uint8_t)(out->n - before);
+        memcpy(e->word, b, n);
+        memcpy(e->ids, out->v + before, e->n_ids * sizeof *e->ids);
+    }
+    return true;
+}
+
 bool tok_bpe_encode(const tok_vocab *v, const char *text, size_t len, tok_ids *out)
 {
     uint32_t *cps = malloc((len + 1) * sizeof *cps);
     unsigned char *word = malloc(len * 4 + 4);
+    cache_slot *cache = len >= 16384 ? calloc(CACHE_SLOTS, sizeof *cache) : NULL;
     uint32_t *lens = NULL;
     size_t n_cps = 0, n_words = 0;
     bpe_work w = { 0 };
@@ -186,8 +233,9 @@ bool tok_bpe_encode(const tok_vocab *v, const char *text, size_t len, tok_ids *o
         size_t nb = 0;
         for (uint32_t j = 0; j < lens[k]; j++, c++)
             nb += (size_t)uni_encode(cps[c], (char *)word + nb);
-        ok = bpe_word(v, &w, word, nb, out);
+        ok = cached_word(v, &w, cache, word, nb, out);
     }
+    free(cache);
     free(w.sym);
     free(w.mapped);
     free(w.heap.v);

@@ -13,12 +13,12 @@
 #include "tok.h"
 
 /* Interned byte strings -> dense ids 0..n-1. Invariant: cap is a power of two and
- * at least twice n; slots hold id+1 (0 = empty). */
+ * at least twice n; a slot holds the upper 32 hash bits << 32 | id+1 (0 = empty). */
 typedef struct {
     char     *pool;    /* all strings back to back */
     size_t    pool_len, pool_cap;
     uint64_t *off_len; /* per id: offset << 24 | length (strings < 16 MB) */
-    uint32_t *slots;
+    uint64_t *slots;
     uint32_t  n, cap;
 } tok_strtab;
 
