@@ -1,0 +1,349 @@
+/* Tests for common/proto (wire protocol), common/net (run dir, sockets) and
+ * common/logits_shm: round trips, schema validation, hostile bytes. Suite "proto". */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "logits_shm.h"
+#include "net.h"
+#include "proto.h"
+
+static void make_run(proto_writer *w, uint32_t n_toks)
+{
+    proto_begin(w, PT_RUN, 42);
+    proto_put_u64(w, "sess", 7);
+    int32_t toks[64];
+    for (uint32_t i = 0; i < n_toks && i < 64; i++) toks[i] = (int32_t)i * 3 - 5;
+    proto_put_ints(w, "toks", toks, n_toks);
+    proto_put_u64(w, "step", 3);
+    proto_put_u64(w, "budget", 100);
+    proto_put_map_begin(w, "params", 2);
+    proto_pack_str(&w->pk, "temperature");
+    proto_pack_str(&w->pk, "0.5");
+    proto_pack_str(&w->pk, "seed");
+    proto_pack_str(&w->pk, "9");
+    proto_put_u64(w, "epoch", 99);
+    proto_put_f64(w, "mu", 2.5);
+}
+
+START_TEST(test_round_trip)
+{
+    proto_writer w;
+    make_run(&w, 10);
+    proto_msg m;
+    char err[200];
+    ck_assert_int_eq(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err), 0);
+    ck_assert_int_eq(m.type, PT_RUN);
+    ck_assert_uint_eq(m.id, 42);
+    ck_assert_uint_eq(proto_u64(&m, "sess", 0), 7);
+    ck_assert_uint_eq(proto_u64(&m, "epoch", 0), 99);
+    ck_assert_double_eq(proto_f64(&m, "mu", 0), 2.5);
+    int32_t t[16];
+    ck_assert_int_eq(proto_ints(&m, "toks", t, 16), 10);
+    ck_assert_int_eq(t[0], -5);
+    ck_assert_int_eq(t[9], 22);
+    ck_assert_int_eq(proto_ints(&m, "toks", t, 4), 10); /* full length even when capped */
+    ck_assert_uint_eq(proto_u64(&m, "absent", 77), 77);
+    ck_assert_ptr_null(proto_str(&m, "sess", NULL)); /* wrong kind: absent */
+    proto_writer_free(&w);
+    /* the message owns its bytes: the source buffer may be gone */
+    proto_begin(&w, PT_PIECE, 5);
+    proto_put_str(&w, "text", "h\xc3\xa9llo");
+    proto_put_u64(&w, "ntok", 1);
+    char *copy = malloc(proto_size(&w));
+    size_t n = proto_size(&w);
+    memcpy(copy, proto_data(&w), n);
+    proto_writer_free(&w);
+    ck_assert_int_eq(proto_decode(&m, copy, n, err, sizeof err), 0);
+    memset(copy, 0xAA, n);
+    free(copy);
+    size_t len;
+    const char *s = proto_str(&m, "text", &len);
+    ck_assert_uint_eq(len, 6);
+    ck_assert_int_eq(memcmp(s, "h\xc3\xa9llo", 6), 0);
+    char buf[4];
+    ck_assert_int_eq(proto_strcpy(&m, "text", buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "h\xc3\xa9");
+    proto_msg_free(&m);
+    proto_msg_free(&m); /* twice is fine */
+}
+END_TEST
+
+static int decode_err(proto_writer *w, char *err, size_t cap)
+{
+    proto_msg m;
+    int r = proto_decode(&m, proto_data(w), proto_size(w), err, cap);
+    if (r == 0) proto_msg_free(&m);
+    proto_writer_free(w);
+    return r;
+}
+
+START_TEST(test_schema_errors)
+{
+    char err[200];
+    proto_writer w;
+    /* a required field missing: the error names type and field */
+    proto_begin(&w, PT_TOKEN, 1);
+    proto_put_u64(&w, "sess", 1);
+    proto_put_u64(&w, "step", 1);
+    proto_put_u64(&w, "epoch", 1);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "TOKEN: field 'tok' is missing"));
+    /* wrong kind */
+    proto_begin(&w, PT_PIECE, 1);
+    proto_put_u64(&w, "text", 3);
+    proto_put_u64(&w, "ntok", 1);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "'text' must be a string"));
+    /* ints out of int32 range */
+    proto_begin(&w, PT_STOP, 1);
+    proto_put_u64(&w, "sess", 1);
+    proto_put_array_begin(&w, "eog", 1);
+    msgpack_pack_int64(&w.pk, (int64_t)1 << 40);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "'eog'"));
+    /* params must map strings to strings */
+    proto_begin(&w, PT_GENERATE, 1);
+    proto_put_i64(&w, "n", 5);
+    proto_put_map_begin(&w, "params", 1);
+    proto_pack_str(&w.pk, "temp");
+    msgpack_pack_double(&w.pk, 0.5);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "'params'"));
+    /* another version */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    proto_pack_str(&pk, "v"); msgpack_pack_uint64(&pk, 2);
+    proto_pack_str(&pk, "t"); msgpack_pack_uint64(&pk, PT_PING);
+    proto_pack_str(&pk, "id"); msgpack_pack_uint64(&pk, 1);
+    proto_msg m;
+    ck_assert_int_eq(proto_decode(&m, sb.data, sb.size, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "protocol version 2"));
+    /* unknown type */
+    msgpack_sbuffer_clear(&sb);
+    msgpack_pack_map(&pk, 3);
+    proto_pack_str(&pk, "v"); msgpack_pack_uint64(&pk, PROTO_VERSION);
+    proto_pack_str(&pk, "t"); msgpack_pack_uint64(&pk, PT_TYPE_COUNT);
+    proto_pack_str(&pk, "id"); msgpack_pack_uint64(&pk, 1);
+    ck_assert_int_eq(proto_decode(&m, sb.data, sb.size, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "type"));
+    /* no request id */
+    msgpack_sbuffer_clear(&sb);
+    msgpack_pack_map(&pk, 2);
+    proto_pack_str(&pk, "v"); msgpack_pack_uint64(&pk, PROTO_VERSION);
+    proto_pack_str(&pk, "t"); msgpack_pack_uint64(&pk, PT_PING);
+    ck_assert_int_eq(proto_decode(&m, sb.data, sb.size, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "request id"));
+    /* not a map */
+    msgpack_sbuffer_clear(&sb);
+    msgpack_pack_array(&pk, 0);
+    ck_assert_int_eq(proto_decode(&m, sb.data, sb.size, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "not a msgpack map"));
+    msgpack_sbuffer_destroy(&sb);
+}
+END_TEST
+
+START_TEST(test_truncated_and_trailing)
+{
+    proto_writer w;
+    make_run(&w, 40);
+    size_t n = proto_size(&w);
+    uint8_t *buf = malloc(n + 1);
+    memcpy(buf, proto_data(&w), n);
+    proto_writer_free(&w);
+    char err[200];
+    proto_msg m;
+    for (size_t k = 0; k < n; k++) /* every proper prefix is refused */
+        ck_assert_int_eq(proto_decode(&m, buf, k, err, sizeof err), -1);
+    buf[n] = 0xc0; /* trailing bytes are refused too */
+    ck_assert_int_eq(proto_decode(&m, buf, n + 1, err, sizeof err), -1);
+    ck_assert_int_eq(proto_decode(&m, buf, n, err, sizeof err), 0);
+    proto_msg_free(&m);
+    free(buf);
+}
+END_TEST
+
+START_TEST(test_hostile_headers)
+{
+    char err[200];
+    proto_msg m;
+    /* array32 / map32 / str32 / bin32 claiming 4 G entries in a few bytes */
+    static const uint8_t huge[][6] = {{0xdd, 0xff, 0xff, 0xff, 0xff, 0x00}, {0xdf, 0xff, 0xff, 0xff, 0xff, 0x00},
+                                      {0xdb, 0xff, 0xff, 0xff, 0xff, 0x41}, {0xc6, 0xff, 0xff, 0xff, 0xff, 0x41},
+                                      {0xc9, 0xff, 0xff, 0xff, 0xff, 0x01}, {0xc1, 0, 0, 0, 0, 0}};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        ck_assert_int_eq(proto_wellformed(huge[i], 6, 8), -1);
+        ck_assert_int_eq(proto_decode(&m, huge[i], 6, err, sizeof err), -1);
+    }
+    /* nesting deeper than 8 */
+    uint8_t deep[64];
+    memset(deep, 0x91, sizeof deep); /* fixarray of 1, nested */
+    deep[63] = 0x00;
+    ck_assert_int_eq(proto_wellformed(deep, sizeof deep, 8), -1);
+    ck_assert_int_eq(proto_decode(&m, deep, sizeof deep, err, sizeof err), -1);
+    ck_assert_int_eq(proto_wellformed(deep + 56, 8, 8), 0);
+    ck_assert_int_eq(proto_decode(&m, NULL, 0, err, sizeof err), -1);
+}
+END_TEST
+
+START_TEST(test_random_bytes)
+{
+    char err[200];
+    uint8_t buf[256];
+    srand(12345);
+    proto_writer w;
+    make_run(&w, 20);
+    size_t n = proto_size(&w);
+    uint8_t *good = malloc(n);
+    memcpy(good, proto_data(&w), n);
+    proto_writer_free(&w);
+    int accepted = 0;
+    for (int it = 0; it < 20000; it++) {
+        size_t len;
+        if (it % 2) { /* pure noise */
+            len = (size_t)(rand() % (int)sizeof buf);
+            for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)rand();
+        } else { /* a valid message with a few bytes flipped */
+            len = n < sizeof buf ? n : sizeof buf;
+            memcpy(buf, good, len);
+            for (int k = 0; k < 3; k++) buf[rand() % (int)len] = (uint8_t)rand();
+        }
+        proto_msg m;
+        if (proto_decode(&m, buf, len, err, sizeof err) == 0) {
+            accepted++;
+            /* whatever was accepted is safe to read through every getter */
+            int32_t t[8];
+            proto_ints(&m, "toks", t, 8);
+            proto_str(&m, "text", NULL);
+            proto_f64(&m, "mu", 0);
+            proto_msg_free(&m);
+        } else {
+            ck_assert(err[0] != 0);
+        }
+    }
+    free(good);
+    ck_assert_int_lt(accepted, 20000);
+}
+END_TEST
+
+START_TEST(test_run_dir)
+{
+    char base[] = "/tmp/llm-check-proto-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(base));
+    char dir[400], want[200], out[400], err[200];
+    snprintf(want, sizeof want, "%s/run", base);
+    ck_assert_int_eq(net_run_dir(want, out, sizeof out, err, sizeof err), 0);
+    ck_assert_str_eq(out, want);
+    struct stat st;
+    ck_assert_int_eq(stat(want, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0700);
+    chmod(want, 0755); /* others may enter: refused */
+    ck_assert_int_eq(net_run_dir(want, out, sizeof out, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "0700"));
+    rmdir(want);
+    setenv("LLM_RUN_DIR", want, 1); /* the environment when no flag */
+    ck_assert_int_eq(net_run_dir(NULL, out, sizeof out, err, sizeof err), 0);
+    ck_assert_str_eq(out, want);
+    unsetenv("LLM_RUN_DIR");
+    net_endpoint(want, NET_EP_SAMPLER, dir, sizeof dir);
+    snprintf(out, sizeof out, "ipc://%s/sampler.sock", want);
+    ck_assert_str_eq(dir, out);
+    ck_assert_str_eq(net_ipc_path(dir), out + 6);
+    setenv("LLM_SAMPLER", "tcp://10.0.0.1:5555", 1);
+    net_endpoint(want, NET_EP_SAMPLER, dir, sizeof dir);
+    ck_assert_str_eq(dir, "tcp://10.0.0.1:5555");
+    ck_assert_ptr_null(net_ipc_path(dir));
+    unsetenv("LLM_SAMPLER");
+    rmdir(want);
+    rmdir(base);
+}
+END_TEST
+
+START_TEST(test_sockets_and_max_size)
+{
+    void *ctx = zmq_ctx_new();
+    void *r = net_socket(ctx, ZMQ_ROUTER), *d = net_socket(ctx, ZMQ_DEALER);
+    ck_assert_int_eq(zmq_bind(r, "inproc://proto-test"), 0);
+    ck_assert_int_eq(zmq_connect(d, "inproc://proto-test"), 0);
+    int64_t max = 0;
+    size_t sz = sizeof max;
+    zmq_getsockopt(r, ZMQ_MAXMSGSIZE, &max, &sz);
+    ck_assert_int_eq(max, PROTO_MAX_MSG);
+    proto_writer w;
+    proto_begin(&w, PT_PING, 3);
+    ck_assert_int_eq(net_send(d, NULL, 0, proto_data(&w), proto_size(&w)), 0);
+    proto_writer_free(&w);
+    zmq_pollitem_t it = {r, 0, ZMQ_POLLIN, 0};
+    ck_assert_int_eq(zmq_poll(&it, 1, 2000), 1);
+    uint8_t rid[NET_RID_MAX];
+    size_t rl = 0;
+    zmq_msg_t zm;
+    ck_assert_int_eq(net_recv(r, 1, rid, &rl, &zm), 1);
+    ck_assert_uint_gt(rl, 0);
+    proto_msg m;
+    char err[100];
+    ck_assert_int_eq(proto_decode(&m, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err), 0);
+    ck_assert_int_eq(m.type, PT_PING);
+    proto_msg_free(&m);
+    zmq_msg_close(&zm);
+    ck_assert_int_eq(net_recv(r, 1, rid, &rl, &zm), 0); /* nothing more */
+    zmq_msg_close(&zm);
+    net_close(&r);
+    net_close(&d);
+    ck_assert_ptr_null(r);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+START_TEST(test_logits_ring)
+{
+    char err[200];
+    pid_t fake = 2000000000 + (getpid() % 100000); /* no real process has it */
+    lshm *w = lshm_create(fake, 4, 100, err, sizeof err);
+    ck_assert_msg(w != NULL, "%s", err);
+    for (uint32_t s = 0; s < 4; s++)
+        for (int i = 0; i < 100; i++) lshm_slot(w, s)[i] = (float)(s * 1000 + i);
+    char name[64];
+    lshm_name_for(fake, name, sizeof name);
+    ck_assert_str_eq(lshm_name(w), name);
+    lshm *r = lshm_open_ro(name, err, sizeof err);
+    ck_assert_msg(r != NULL, "%s", err);
+    const float *row = lshm_row(r, 3, 100, err, sizeof err);
+    ck_assert_ptr_nonnull(row);
+    ck_assert_float_eq(row[99], 3099.0f);
+    ck_assert_ptr_null(lshm_row(r, 4, 100, err, sizeof err)); /* slot out of range */
+    ck_assert_ptr_nonnull(strstr(err, "out of range"));
+    ck_assert_ptr_null(lshm_row(r, 0, 101, err, sizeof err)); /* n_vocab disagrees */
+    ck_assert_ptr_null(lshm_open_ro("/etc-passwd", err, sizeof err));
+    ck_assert_ptr_null(lshm_open_ro("/llm-logits-../../x", err, sizeof err));
+    lshm_destroy(&r);
+    lshm_destroy(&w);
+    ck_assert_ptr_null(w);
+    ck_assert_ptr_null(lshm_open_ro(name, err, sizeof err)); /* the creator unlinked it */
+}
+END_TEST
+
+Suite *proto_suite(void)
+{
+    Suite *s = suite_create("proto");
+    TCase *tc = tcase_create("wire");
+    tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_schema_errors);
+    tcase_add_test(tc, test_truncated_and_trailing);
+    tcase_add_test(tc, test_hostile_headers);
+    tcase_add_test(tc, test_random_bytes);
+    suite_add_tcase(s, tc);
+    TCase *tn = tcase_create("net");
+    tcase_set_timeout(tn, 20);
+    tcase_add_test(tn, test_run_dir);
+    tcase_add_test(tn, test_sockets_and_max_size);
+    tcase_add_test(tn, test_logits_ring);
+    suite_add_tcase(s, tn);
+    return s;
+}
