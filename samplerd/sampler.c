@@ -658,11 +658,86 @@ static void post_logprobs(smp_cands *c, int n_probs, smp_result *out)
     out->n_probs = k;
 }
 
+static int mirostat_draw(smp_cands *c, const smp_params *p, float *mu, double u)
+{
+    int idx = smp_dist(c, u);
+    *mu -= p->mirostat_eta * (-log2f(c->data[idx].p) - p->mirostat_tau);
+    return idx;
+}
+
+/* Mirostat straight from the row (temperature already folded in), the same maths as
+ * smp_mirostat / smp_mirostat_v2 over the whole row: v1 needs only the 100 best
+ * logits (their differences are the log-ratios) and then a top-k; v2 keeps the tokens
+ * whose surprise is at most mu, which is a logit threshold once the log-sum-exp is known. */
+static int mirostat_dense(chain *ch, float *mu, double u)
+{
+    const smp_params *p = ch->p;
+    const float *x = ch->row;
+    smp_cands *c = &ch->c;
+    ch->dense = false;
+    if (p->mirostat == 1) {
+        const int m = 100;
+        c->n = c->n_sorted = smp_top_k_dense(x, ch->n_vocab, m, c->data);
+        if (c->n == 0)
+            return -1;
+        float sum_tb = 0.0f, sum_tt = 0.0f;
+        for (int i = 0; i < m - 1 && i < c->n - 1; i++) {
+            float ti = logf((float)(i + 2) / (float)(i + 1));
+            sum_tb += ti * (c->data[i].logit - c->data[i + 1].logit);
+            sum_tt += ti * ti;
+        }
+        if (sum_tt > 0.0f) {
+            float s_hat = sum_tb / sum_tt, eps = s_hat - 1.0f;
+            float k = powf((eps * powf(2.0f, *mu)) / (1.0f - powf((float)ch->n_vocab, -eps)), 1.0f / s_hat);
+            int ki = !(k < (float)ch->n_vocab) ? ch->n_vocab : (k < 1.0f ? 1 : (int)k);
+            if (ki <= c->n) {
+                c->n = c->n_sorted = ki;
+            } else if (ki <= 4096) {
+                c->n = c->n_sorted = smp_top_k_dense(x, ch->n_vocab, ki, c->data);
+            } else {
+                materialize(x, ch->n_vocab, c);
+                smp_top_k(c, ki, 0);
+            }
+        }
+        return mirostat_draw(c, p, mu, u);
+    }
+    int am = smp_argmax(x, ch->n_vocab);
+    if (am < 0) {
+        c->n = 0;
+        return -1;
+    }
+    double lse = x[am] + log(smp_sum_exp(x, ch->n_vocab, x[am]));
+    float thr = (float)(lse - (double)*mu * M_LN2);   /* -log2 p <= mu */
+    int k = 0;
+    for (int i = 0; i < ch->n_vocab; i++)
+        if (x[i] >= thr && x[i] > -INFINITY)
+            c->data[k++] = (smp_tok){ i, x[i], 0.0f };
+    if (k == 0)
+        c->data[k++] = (smp_tok){ am, x[am], 0.0f };
+    c->n = k;
+    c->n_sorted = 0;
+    return mirostat_draw(c, p, mu, u);
+}
+
 static int run_mirostat(chain *ch, float *mu, double u)
 {
     const smp_params *p = ch->p;
     if (run_letter(ch, 'e', 0, "e") || run_letter(ch, 'd', 0, "d"))
         return -1;
+    if (ch->dense && p->temperature > 0.0f) {
+        if (p->temperature != 1.0f) {
+            float *x = row_rw(ch);
+            for (int i = 0; i < ch->n_vocab; i++)
+                x[i] = fix_logit(x[i] / p->temperature);
+        } else if (!ch->copied) {
+            for (int i = 0; i < ch->n_vocab; i++)
+                if (ch->row[i] == INFINITY || isnan(ch->row[i])) {
+                    row_rw(ch);
+                    break;
+                }
+        }
+        return mirostat_dense(ch, mu, u);
+    }
     leave_dense(ch);
     if (ch->c.n == 0)
         return -1;

@@ -786,7 +786,7 @@ int smp_mirostat(smp_cands *c, int n_vocab, float tau, float eta, int m, float *
     float sum_tb = 0.0f, sum_tt = 0.0f;
     for (int i = 0; i < m - 1 && i < c->n - 1; i++) {
         float ti = logf((float)(i + 2) / (float)(i + 1));
-        float bi = logf(c->data[i].p / c->data[i + 1].p);
+        float bi = c->data[i].logit - c->data[i + 1].logit;   /* = ln(p_i / p_i+1) */
         if (!isfinite(bi))
             break;
         sum_tb += ti * bi;

@@ -1023,6 +1023,57 @@ START_TEST(test_mirostat_state_carried)
 }
 END_TEST
 
+/* smp_sample's mirostat works on the row directly; it must agree with the samplers
+ * applied to the whole candidate list: v1 the same token and mu, v2 the same kept set
+ * (the draw walks it in another order) and mu from the drawn token's probability. */
+START_TEST(test_mirostat_dense_matches)
+{
+    const int n = 3000;
+    float *row = malloc(n * sizeof(float));
+    smp_tok *buf = malloc(n * sizeof(smp_tok));
+    smp_work *w = smp_work_new(n);
+    for (int m = 1; m <= 2; m++) {
+        for (uint32_t s = 0; s < 12; s++) {
+            fill_normal(row, n, s + 100, 2.0f + 0.2f * (float)s);
+            smp_params p = smp_params_default();
+            p.mirostat = m;
+            p.seed = s;
+            p.temperature = s % 3 ? 0.9f : 1.0f;
+            smp_state st;
+            smp_state_init(&st, &p, 4);
+            st.mu = 3.0f + 0.5f * (float)s;
+            float mu0 = st.mu, mu_ref = mu0;
+            smp_result r;
+            int tok = smp_sample(&p, &st, row, n, NULL, 0, -1, &r, w);
+            ck_assert_int_ge(tok, 0);
+            smp_cands c = cands_of(buf, row, n);
+            smp_temperature(&c, p.temperature, 0, 1);
+            double u = smp_rng_uniform(s, 4, 0, 0);
+            if (m == 1) {
+                int idx = smp_mirostat(&c, n, p.mirostat_tau, p.mirostat_eta, 100, &mu_ref, u);
+                ck_assert_int_eq(tok, c.data[idx].id);
+                ck_assert_float_eq_tol(st.mu, mu_ref, 1e-3);
+            } else {
+                smp_mirostat_v2(&c, p.mirostat_tau, p.mirostat_eta, &mu_ref, u);
+                ck_assert_int_le(abs(r.n_candidates - c.n), 1);   /* float edge */
+                ck_assert(has_id(&c, tok));
+                smp_softmax(&c);
+                float pt = 0;
+                for (int i = 0; i < c.n; i++)
+                    if (c.data[i].id == tok)
+                        pt = c.data[i].p;
+                if (r.n_candidates == c.n)
+                    ck_assert_float_eq_tol(st.mu, mu0 - p.mirostat_eta * (-log2f(pt) - p.mirostat_tau), 1e-3);
+            }
+            ck_assert_int_eq(r.n_candidates > 0, 1);
+        }
+    }
+    smp_work_destroy(&w);
+    free(row);
+    free(buf);
+}
+END_TEST
+
 /* DRY through smp_sample: the token that would continue a repeat loses to its rival. */
 START_TEST(test_sample_dry_and_warning)
 {
@@ -1221,6 +1272,7 @@ Suite *sampler_suite(void)
     tcase_add_test(tc, test_bias_eos_and_probs);
     tcase_add_test(tc, test_chain_composition);
     tcase_add_test(tc, test_mirostat_state_carried);
+    tcase_add_test(tc, test_mirostat_dense_matches);
     tcase_add_test(tc, test_sample_dry_and_warning);
     tcase_add_test(tc, test_sample_xtc);
     tcase_add_test(tc, test_hostile_inputs);
