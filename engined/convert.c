@@ -15,6 +15,7 @@
 #include "kernels.h"
 #include "log.h"
 #include "model.h"
+#include "pool.h"
 #include "qtype.h"
 #include "segment.h"
 
@@ -42,9 +43,38 @@ static void plan_tensor(const gguf_tensor *t, uint32_t precision, seg_tensor *e)
     e->nbytes = e->row_bytes * (uint64_t)e->ne[1];
 }
 
-/* Converts one tensor's rows into dst; row is an ne[0]-float scratch row. */
-static int convert_tensor(const gguf_tensor *t, const seg_tensor *e, void *dst, float *row,
-                          char *err, size_t errlen)
+/* Rows [r0, r1) of a tensor that needs dequantizing (and requantizing to q8). */
+typedef struct {
+    const gguf_tensor *t;
+    const seg_tensor  *e;
+    const qt_traits   *tr;
+    size_t             src_row;
+    void              *dst;
+    float             *rows;   /* (n_threads, ne[0]) scratch */
+} cvt_job;
+
+static void cvt_part(void *arg, int ith, int nth)
+{
+    const cvt_job *j = arg;
+    float *row = j->rows + (size_t)ith * j->e->ne[0];
+    int64_t r0, r1;
+    pool_range(j->e->ne[1], 1, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const char *src = (const char *)j->t->data + (size_t)r * j->src_row;
+        char *out = (char *)j->dst + (size_t)r * j->e->row_bytes;
+        if (j->e->type == SEG_T_F32) {
+            j->tr->dequant(src, (float *)out, j->t->ne[0]);
+        } else {
+            j->tr->dequant(src, row, j->t->ne[0]);
+            kern_q8_quantize_w(row, j->t->ne[0], out);
+        }
+    }
+}
+
+/* Converts one tensor into dst, its rows split across the pool; rows is a scratch of
+ * n_threads rows of the widest tensor. */
+static int convert_tensor(const gguf_tensor *t, const seg_tensor *e, void *dst, pool_t *pool,
+                          float *rows, char *err, size_t errlen)
 {
     const qt_traits *tr = qt_get(t->type);
     size_t src_row = qt_row_size(t->type, t->ne[0]);
@@ -61,16 +91,8 @@ static int convert_tensor(const gguf_tensor *t, const seg_tensor *e, void *dst, 
                  t->name, qt_name(t->type));
         return -1;
     }
-    for (int64_t r = 0; r < e->ne[1]; r++) {
-        const char *src = (const char *)t->data + (size_t)r * src_row;
-        char *out = (char *)dst + (size_t)r * e->row_bytes;
-        if (e->type == SEG_T_F32) {
-            tr->dequant(src, (float *)out, t->ne[0]);
-        } else {
-            tr->dequant(src, row, t->ne[0]);
-            kern_q8_quantize_w(row, t->ne[0], out);
-        }
-    }
+    cvt_job j = { t, e, tr, src_row, dst, rows };
+    pool_run(pool, cvt_part, &j);
     return 0;
 }
 
@@ -105,23 +127,30 @@ static int fill_segment(const gguf_ctx *g, seg_map *sm, seg_tensor *dir, int64_t
     seg_header *h = sm->base;
     int64_t max_cols = 1;
     for (int64_t i = 0; i < nt; i++) if (dir[i].ne[0] > max_cols) max_cols = dir[i].ne[0];
-    float *row = malloc((size_t)max_cols * sizeof(float));
-    if (!row) {
-        snprintf(err, errlen, "out of memory for a %lld-value row", (long long)max_cols);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int nth = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+    pool_t *pool = pool_new(nth);
+    float *row = malloc((size_t)nth * (size_t)max_cols * sizeof(float));
+    if (!row || !pool) {
+        snprintf(err, errlen, "out of memory for %d conversion threads", nth);
+        free(row);
+        pool_destroy(&pool);
         return -1;
     }
     double t0 = mono_s();
     uint64_t done_bytes = 0;
     for (int64_t i = 0; i < nt; i++) {
         const gguf_tensor *t = gguf_tensor_at(g, i);
-        if (convert_tensor(t, &dir[i], (char *)sm->base + dir[i].offset, row, err, errlen) != 0) {
+        if (convert_tensor(t, &dir[i], (char *)sm->base + dir[i].offset, pool, row, err, errlen) != 0) {
             free(row);
+            pool_destroy(&pool);
             return -1;
         }
         done_bytes += dir[i].nbytes;
         progress((int)(i + 1), (int)nt, done_bytes, t0);
     }
     free(row);
+    pool_destroy(&pool);
     memcpy((char *)sm->base + h->dir_offset, dir, (size_t)nt * sizeof *dir);
     log_info("converted %lld tensors (%.1f MB) in %.2f s", (long long)nt, done_bytes / 1e6, mono_s() - t0);
     return 0;
