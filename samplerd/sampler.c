@@ -579,10 +579,14 @@ static int run_letter(chain *ch, char l, int i, const char *order)
         }
         return 0;
     case 'p':
-        if (ch->dense && p->top_p < 1.0f && p->min_keep <= 1) {
+        if (ch->dense) {
             ch->c.n = smp_top_p_dense(row_rw(ch), ch->n_vocab, p->top_p, ch->c.data);
             ch->c.n_sorted = 0;
             ch->dense = false;
+            if (ch->c.n < p->min_keep) {   /* the sum only grows: the best min_keep do */
+                materialize(ch->row, ch->n_vocab, &ch->c);
+                smp_top_k(&ch->c, p->min_keep, 0);
+            }
             return 0;
         }
         break;

@@ -268,7 +268,7 @@ void smp_sort_prefix(smp_cands *c, int m);
 /* Writes the min(k, finite count) best entries of logits[n] to out, sorted; returns how
  * many. One pass with a k-heap and a 16-wide skip test: O(n) for small k. */
 int smp_top_k_dense(const float *logits, int n, int k, smp_tok *out);
-/* top-p (min_keep <= 1) straight from a row: writes the kept tokens to out (room for n;
+/* top-p (min_keep 0 or 1) straight from a row: writes the kept tokens to out (room for n;
  * in no particular order; p not computed) and returns how many. Bins by logit below
  * the max instead of sorting: three passes over the row. */
 int smp_top_p_dense(const float *logits, int n, float p, smp_tok *out);

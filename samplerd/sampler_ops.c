@@ -440,7 +440,7 @@ void smp_top_k(smp_cands *c, int k, int min_keep)
 enum { TOPP_BINS = 2048 };
 #define TOPP_RANGE 32.0f
 
-static void top_p_binned(smp_cands *c, float p)
+static void top_p_binned(smp_cands *c, float p, int min_keep)
 {
     smp_tok *d = c->data;
     float mx = -INFINITY;
@@ -471,19 +471,22 @@ static void top_p_binned(smp_cands *c, float p)
             swap_tok(&d[a + nb++], &d[i]);
 #undef BIN
     qsort(d + a, (size_t)nb, sizeof(smp_tok), cmp_tok);
-    c->n_sorted = a == 0 ? nb : 0;
+    int keep = a + nb > 0 ? a + nb : c->n;   /* if rounding leaves p unreached */
     for (int j = 0; j < nb; j++) {
         cum += d[a + j].p;
         if (cum >= p) {
-            c->n = a + j + 1;
-            if (c->n_sorted > c->n)
-                c->n_sorted = c->n;
-            return;
+            keep = a + j + 1;
+            break;
         }
     }
-    c->n = a + nb > 0 ? a + nb : c->n;   /* rounding left p unreached: keep through bstar */
-    if (c->n_sorted > c->n)
-        c->n_sorted = c->n;
+    if (keep < min_keep) {
+        /* the cumulative sum only grows: the first min_keep tokens satisfy both */
+        c->n_sorted = 0;
+        smp_top_k(c, min_keep, 0);
+        return;
+    }
+    c->n_sorted = a == 0 ? (nb < keep ? nb : keep) : 0;
+    c->n = keep;
 }
 
 #ifdef SMP_AVX2
@@ -580,8 +583,8 @@ void smp_top_p(smp_cands *c, float p, int min_keep)
     if (p >= 1.0f || c->n <= 0)
         return;
     smp_softmax(c);
-    if (c->n > 1024 && min_keep <= 1 && c->n_sorted < 64) {
-        top_p_binned(c, p);
+    if (c->n > 1024 && c->n_sorted < 64) {
+        top_p_binned(c, p, min_keep);
         return;
     }
     /* Grow the sorted prefix only as far as the cumulative sum needs. */

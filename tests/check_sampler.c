@@ -665,6 +665,35 @@ START_TEST(test_partial_selection_matches_sort)
         qsort(c.data, c.n, sizeof(smp_tok), cmp_desc);   /* the kept set, any order */
         for (int i = 0; i < c.n; i++)
             ck_assert_int_eq(c.data[i].id, ref[i].id);
+        /* min_keep wins over a tiny p: exactly the best 50 (bins at 5003 entries, the
+         * growing sorted prefix at 1000) */
+        for (int len = n; len >= 1000; len -= n - 1000) {
+            smp_cands m = cands_of(got, row, len);
+            smp_top_p(&m, 0.0001f, 50);
+            ck_assert_int_eq(m.n, 50);
+            qsort(m.data, m.n, sizeof(smp_tok), cmp_desc);
+            smp_tok *sub = malloc(len * sizeof(smp_tok));
+            for (int i = 0; i < len; i++)
+                sub[i] = (smp_tok){ i, row[i], 0 };
+            qsort(sub, len, sizeof(smp_tok), cmp_desc);
+            for (int i = 0; i < 50; i++)
+                ck_assert_int_eq(m.data[i].id, sub[i].id);
+            /* p 0.99 keeps the prefix of the sorted row (grown 64, 256, ... at 1000) */
+            m = cands_of(got, row, len);
+            smp_top_p(&m, 0.99f, 0);
+            double tot = 0, acc = 0;
+            for (int i = 0; i < len; i++)
+                tot += exp(sub[i].logit - sub[0].logit);
+            int need = 0;
+            while (acc < 0.99 * tot)
+                acc += exp(sub[need++].logit - sub[0].logit);
+            ck_assert_int_le(abs(m.n - need), 1);
+            ck_assert_int_gt(need, 64);
+            qsort(m.data, m.n, sizeof(smp_tok), cmp_desc);
+            for (int i = 0; i < m.n; i++)
+                ck_assert_int_eq(m.data[i].id, sub[i].id);
+            free(sub);
+        }
         /* the same straight from the row */
         int kd = smp_top_p_dense(row, n, 0.9f, got);
         ck_assert_int_le(abs(kd - want), 1);
