@@ -309,6 +309,48 @@ START_TEST(test_ten_megabytes)
 }
 END_TEST
 
+/* Long inputs use a word cache: the ids must equal those of the same text encoded
+ * line by line (short calls, no cache; the Llama-3 split never joins a newline to a
+ * following letter, so cutting there changes nothing). */
+START_TEST(test_bpe_cache_consistent)
+{
+    static const char *const lines[] = { "The quick brown fox don't jump.\n", "  12345 apples\n",
+        "caf\xc3\xa9 na\xc3\xafve \xe6\x97\xa5\xe6\x9c\xac\n", "x+=y; // \xf0\x9f\x99\x82\n",
+        "Hello, World! HELLO world's\n", "supercalifragilisticexpialidocious words\n" };
+    size_t cap = 96 * 1024, len = 0;
+    char *text = malloc(cap);
+    for (uint32_t seed = 7; len + 64 < cap;) {
+        seed = seed * 1103515245u + 12345u;
+        const char *l = lines[(seed >> 16) % 6];
+        memcpy(text + len, l, strlen(l));
+        len += strlen(l);
+    }
+    static const char *const names[] = { "llama-bpe", "qwen2" };
+    for (int k = 0; k < 2; k++) {
+        tok_vocab *v = load_ref(names[k]);
+        int32_t *all, *part;
+        size_t n_all = encode(v, text, len, false, false, &all), o = 0;
+        for (size_t a = 0; a < len;) {
+            size_t b = a;
+            while (b < len && text[b] != '\n')
+                b++;
+            b++; /* every line starts with a letter, a space or a digit after "\n" */
+            size_t n = encode(v, text + a, b - a, false, false, &part);
+            ck_assert(o + n <= n_all);
+            ck_assert_msg(memcmp(all + o, part, n * sizeof *part) == 0, "%s: line at %zu differs",
+                          names[k], a);
+            o += n;
+            free(part);
+            a = b;
+        }
+        ck_assert_uint_eq(o, n_all);
+        free(all);
+        tok_vocab_free(v);
+    }
+    free(text);
+}
+END_TEST
+
 /* SPM's per-word merging gives the same ids as merging the whole text at once. */
 START_TEST(test_spm_walls_equivalent)
 {
@@ -674,6 +716,7 @@ Suite *tok_suite(void)
     tcase_add_test(tc, test_hostile_input);
     tcase_add_test(tc, test_ten_megabytes);
     tcase_add_test(tc, test_spm_walls_equivalent);
+    tcase_add_test(tc, test_bpe_cache_consistent);
     tcase_add_test(tc, test_stream_utf8);
     tcase_add_test(tc, test_bad_metadata);
     tcase_add_test(tc, test_unicode_classes);
