@@ -9,7 +9,9 @@
  * Dequantizers reproduce ggml's dequantize_row_* bit for bit (same float operations
  * in the same order, no fused multiply-add). Quantizers follow ggml's reference
  * quantize_row_*_ref semantics so our files are comparable with llama-quantize's.
- * Ownership: no allocation; the table is static and read-only.
+ * The plain C kernels are the reference; F16C/AVX2 twins of the hot ones give the
+ * same bits and are picked per call from the CPU features read at start-up.
+ * Ownership: no allocation; the table is static and read-only. Owner: quant helper.
  */
 #include "quant.h"
 

@@ -10,7 +10,8 @@
  * then the min product is subtracted, never fused. Quantizers follow the semantics
  * of ggml's reference (non-imatrix) quantize_row_q*_K_ref: a weighted least-squares
  * search per sub-block, then 6-bit (or 4/8-bit) quantization of the scales, then the
- * quants re-derived from the rounded scales.
+ * quants re-derived from the rounded scales. AVX2 twins (dequantizers of Q4_K, Q5_K,
+ * Q6_K; the scale searches, 8 sub-blocks per vector) give the same bits.
  * Owner: quant helper. No allocation.
  */
 #include "quant.h"

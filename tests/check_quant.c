@@ -720,6 +720,7 @@ START_TEST(test_bad_length_aborts)
 {
     float x[64] = {0};
     uint8_t q[64];
+    if (!freopen("/dev/null", "w", stderr)) return; /* keep the expected message out of logs */
     qt_get(QT_Q4_0)->quant(x, q, 48);
 }
 END_TEST
