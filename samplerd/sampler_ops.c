@@ -643,11 +643,78 @@ static int cmp_key_asc(const void *pa, const void *pb)
     return (a->id > b->id) - (a->id < b->id);
 }
 
+/* typical-p over a big set without sorting it: as top_p_binned, with the bins on the
+ * key |surprise - entropy| and the cut where the cumulative probability first exceeds
+ * p; only the boundary bin is sorted. Surprise is (max - logit) + ln S, so no log per
+ * token. Needs c->data[*].p from smp_softmax. */
+enum { TYP_BINS = 4096 };
+#define TYP_RANGE 64.0f
+
+static void typical_binned(smp_cands *c, float p)
+{
+    smp_tok *d = c->data;
+    float mx = -INFINITY, inv = 0.0f;
+    for (int i = 0; i < c->n; i++)
+        if (d[i].logit > mx) {
+            mx = d[i].logit;
+            inv = d[i].p;   /* p of the max is exp(0) / S */
+        }
+    const float ln_s = -logf(inv);
+    double hd = 0;
+    for (int i = 0; i < c->n; i++)
+        if (d[i].p > 0)
+            hd += d[i].p * ((mx - d[i].logit) + ln_s);
+    const float h = (float)hd, scale = TYP_BINS / TYP_RANGE;
+    static _Thread_local float mass[TYP_BINS];
+    memset(mass, 0, sizeof mass);
+#define KEY(t) ((t).p > 0 ? fabsf((mx - (t).logit) + ln_s - h) : INFINITY)
+#define BIN(k) ((k) * scale < (float)(TYP_BINS - 1) ? (int)((k) * scale) : TYP_BINS - 1)
+    for (int i = 0; i < c->n; i++)
+        mass[BIN(KEY(d[i]))] += d[i].p;
+    float cum = 0.0f;
+    int bstar = TYP_BINS - 1;
+    for (int b = 0; b < TYP_BINS; b++) {
+        if (cum + mass[b] > p) {
+            bstar = b;
+            break;
+        }
+        cum += mass[b];
+    }
+    int a = 0, nb = 0;
+    for (int i = 0; i < c->n; i++)
+        if (BIN(KEY(d[i])) < bstar)
+            swap_tok(&d[a++], &d[i]);
+    for (int i = a; i < c->n; i++)
+        if (BIN(KEY(d[i])) == bstar)
+            swap_tok(&d[a + nb++], &d[i]);
+    /* sort the boundary bin by key (held in p for the sort), then restore p */
+    for (int j = a; j < a + nb; j++)
+        d[j].p = KEY(d[j]);
+#undef BIN
+#undef KEY
+    qsort(d + a, (size_t)nb, sizeof(smp_tok), cmp_key_asc);
+    c->n_sorted = 0;
+    int keep = a + nb;
+    for (int j = a; j < a + nb; j++) {
+        d[j].p = smp_expf(d[j].logit - mx) * inv;
+        cum += d[j].p;
+        if (cum > p) {
+            keep = j + 1;
+            break;
+        }
+    }
+    c->n = keep > 0 ? keep : 1;
+}
+
 void smp_typical(smp_cands *c, float p, int min_keep)
 {
     if (p >= 1.0f || c->n <= 0)
         return;
     smp_softmax(c);
+    if (c->n > 1024 && min_keep <= 1) {
+        typical_binned(c, p);
+        return;
+    }
     double h = 0;
     for (int i = 0; i < c->n; i++)
         if (c->data[i].p > 0)

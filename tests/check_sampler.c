@@ -694,6 +694,38 @@ START_TEST(test_partial_selection_matches_sort)
                 ck_assert_int_eq(m.data[i].id, sub[i].id);
             free(sub);
         }
+        /* typical-p by bins equals the reference: sort by |surprise - entropy| */
+        {
+            double z = 0, ent = 0;
+            for (int i = 0; i < n; i++)
+                z += exp(row[i] - mx);
+            for (int i = 0; i < n; i++) {
+                double q = exp(row[i] - mx) / z;
+                if (q > 0)
+                    ent -= q * log(q);
+            }
+            smp_tok *key = malloc(n * sizeof(smp_tok));
+            int nk = 0;
+            for (int i = 0; i < n; i++)
+                if (row[i] > -INFINITY) {
+                    double q = exp(row[i] - mx) / z;
+                    key[nk++] = (smp_tok){ i, (float)-fabs(-log(q) - ent), (float)q };
+                }
+            qsort(key, nk, sizeof(smp_tok), cmp_desc);   /* smallest distance first */
+            double tc = 0;
+            int tw = 0;
+            while (tw < nk && tc <= 0.6)
+                tc += key[tw++].p;
+            smp_cands t = cands_of(got, row, n);
+            smp_typical(&t, 0.6f, 0);
+            ck_assert_int_le(abs(t.n - tw), 1);
+            int common = 0;
+            for (int i = 0; i < tw; i++)
+                common += has_id(&t, key[i].id);
+            ck_assert_int_ge(common, tw - 1);
+            ck_assert_int_gt(tw, 20);
+            free(key);
+        }
         /* the same straight from the row */
         int kd = smp_top_p_dense(row, n, 0.9f, got);
         ck_assert_int_le(abs(kd - want), 1);
