@@ -107,6 +107,58 @@ START_TEST(test_render_templates)
     expect_render(CHAT_TMPL_VICUNA,
         "You are a helpful assistant\n\nUSER: Hello\nASSISTANT: Hi there</s>\nUSER: Who are you\n"
         "ASSISTANT:    I am an assistant   </s>\nUSER: Another question\nASSISTANT:");
+    expect_render(CHAT_TMPL_VICUNA_ORCA,
+        "SYSTEM: You are a helpful assistant\nUSER: Hello\nASSISTANT: Hi there</s>\nUSER: Who are you\n"
+        "ASSISTANT:    I am an assistant   </s>\nUSER: Another question\nASSISTANT:");
+    expect_render(CHAT_TMPL_OPENCHAT,
+        "You are a helpful assistant<|end_of_turn|>GPT4 Correct User: Hello<|end_of_turn|>GPT4 Correct "
+        "Assistant: Hi there<|end_of_turn|>GPT4 Correct User: Who are you<|end_of_turn|>GPT4 Correct "
+        "Assistant:    I am an assistant   <|end_of_turn|>GPT4 Correct User: Another question"
+        "<|end_of_turn|>GPT4 Correct Assistant:");
+    expect_render(CHAT_TMPL_FALCON3,
+        "<|system|>\nYou are a helpful assistant\n<|user|>\nHello\n<|assistant|>\nHi there\n<|user|>\n"
+        "Who are you\n<|assistant|>\n   I am an assistant   \n<|user|>\nAnother question\n<|assistant|>\n");
+    expect_render(CHAT_TMPL_MONARCH,
+        "system\nYou are a helpful assistant</s>\n<s>user\nHello</s>\n<s>assistant\nHi there</s>\n"
+        "<s>user\nWho are you</s>\n<s>assistant\n   I am an assistant   </s>\n<s>user\nAnother question"
+        "</s>\n<s>assistant\n");
+    expect_render(CHAT_TMPL_ORION,
+        "Human: You are a helpful assistant\n\nHello\n\nAssistant: </s>Hi there</s>Human: Who are you"
+        "\n\nAssistant: </s>   I am an assistant   </s>Human: Another question\n\nAssistant: </s>");
+    expect_render(CHAT_TMPL_CHATGLM3,
+        "[gMASK]sop<|system|>\n You are a helpful assistant<|user|>\n Hello<|assistant|>\n Hi there"
+        "<|user|>\n Who are you<|assistant|>\n    I am an assistant   <|user|>\n Another question"
+        "<|assistant|>");
+    expect_render(CHAT_TMPL_CHATGLM4,
+        "[gMASK]<sop><|system|>\nYou are a helpful assistant<|user|>\nHello<|assistant|>\nHi there"
+        "<|user|>\nWho are you<|assistant|>\n   I am an assistant   <|user|>\nAnother question"
+        "<|assistant|>\n");
+    expect_render(CHAT_TMPL_MINICPM,
+        "You are a helpful assistant<\xe7\x94\xa8\xe6\x88\xb7>Hello<AI>Hi there<\xe7\x94\xa8\xe6\x88"
+        "\xb7>Who are you<AI>I am an assistant<\xe7\x94\xa8\xe6\x88\xb7>Another question<AI>");
+    expect_render(CHAT_TMPL_EXAONE3,
+        "[|system|]You are a helpful assistant[|endofturn|]\n[|user|]Hello\n[|assistant|]Hi there"
+        "[|endofturn|]\n[|user|]Who are you\n[|assistant|]I am an assistant[|endofturn|]\n[|user|]"
+        "Another question\n[|assistant|]");
+    expect_render(CHAT_TMPL_GRANITE,
+        "<|start_of_role|>system<|end_of_role|>You are a helpful assistant<|end_of_text|>\n"
+        "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n<|start_of_role|>assistant"
+        "<|end_of_role|>Hi there<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>Who are you"
+        "<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>   I am an assistant   <|end_of_text|>\n"
+        "<|start_of_role|>user<|end_of_role|>Another question<|end_of_text|>\n<|start_of_role|>"
+        "assistant<|end_of_role|>\n");
+    expect_render(CHAT_TMPL_MEGREZ,
+        "<|role_start|>system<|role_end|>You are a helpful assistant<|turn_end|><|role_start|>user"
+        "<|role_end|>Hello<|turn_end|><|role_start|>assistant<|role_end|>Hi there<|turn_end|>"
+        "<|role_start|>user<|role_end|>Who are you<|turn_end|><|role_start|>assistant<|role_end|>"
+        "   I am an assistant   <|turn_end|><|role_start|>user<|role_end|>Another question<|turn_end|>"
+        "<|role_start|>assistant<|role_end|>");
+    expect_render(CHAT_TMPL_LLAMA4,
+        "<|header_start|>system<|header_end|>\n\nYou are a helpful assistant<|eot|><|header_start|>user"
+        "<|header_end|>\n\nHello<|eot|><|header_start|>assistant<|header_end|>\n\nHi there<|eot|>"
+        "<|header_start|>user<|header_end|>\n\nWho are you<|eot|><|header_start|>assistant"
+        "<|header_end|>\n\nI am an assistant<|eot|><|header_start|>user<|header_end|>\n\nAnother "
+        "question<|eot|><|header_start|>assistant<|header_end|>\n\n");
 }
 END_TEST
 
@@ -160,7 +212,13 @@ START_TEST(test_detect)
                      CHAT_TMPL_DEEPSEEK3);
     ck_assert_int_eq(chat_template_detect("chatml"), CHAT_TMPL_CHATML);
     ck_assert_int_eq(chat_template_detect("{{ messages }}"), CHAT_TMPL_UNKNOWN);
-    ck_assert_int_eq(chat_template_detect("<|user|><|assistant|></s>"), CHAT_TMPL_UNKNOWN);
+    ck_assert_int_eq(chat_template_detect("<|user|><|assistant|></s>"), CHAT_TMPL_FALCON3);
+    ck_assert_int_eq(chat_template_detect("<|user|><|assistant|>"), CHAT_TMPL_GLMEDGE);
+    ck_assert_int_eq(chat_template_detect("[gMASK]<sop>"), CHAT_TMPL_CHATGLM4);
+    ck_assert_int_eq(chat_template_detect("USER: ASSISTANT: SYSTEM: "), CHAT_TMPL_VICUNA_ORCA);
+    ck_assert_int_eq(chat_template_detect("<|header_start|><|header_end|>"), CHAT_TMPL_LLAMA4);
+    ck_assert_int_eq(chat_template_detect("[|system|][|assistant|][|endofturn|][|tool|]"),
+                     CHAT_TMPL_UNKNOWN); /* exaone4 is not rendered here */
     ck_assert_int_eq(chat_template_detect(NULL), CHAT_TMPL_UNKNOWN);
     for (int i = 0; i < CHAT_TMPL_COUNT; i++)
         ck_assert_int_eq(chat_template_by_name(chat_template_name((chat_tmpl)i)), i);

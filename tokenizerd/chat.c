@@ -21,6 +21,12 @@ static const char *const tmpl_names[CHAT_TMPL_COUNT] = {
     [CHAT_TMPL_PHI4] = "phi4", [CHAT_TMPL_DEEPSEEK] = "deepseek",
     [CHAT_TMPL_DEEPSEEK2] = "deepseek2", [CHAT_TMPL_DEEPSEEK3] = "deepseek3",
     [CHAT_TMPL_COMMAND_R] = "command-r", [CHAT_TMPL_VICUNA] = "vicuna",
+    [CHAT_TMPL_VICUNA_ORCA] = "vicuna-orca", [CHAT_TMPL_OPENCHAT] = "openchat",
+    [CHAT_TMPL_FALCON3] = "falcon3", [CHAT_TMPL_MONARCH] = "monarch", [CHAT_TMPL_ORION] = "orion",
+    [CHAT_TMPL_CHATGLM3] = "chatglm3", [CHAT_TMPL_CHATGLM4] = "chatglm4",
+    [CHAT_TMPL_GLMEDGE] = "glmedge", [CHAT_TMPL_MINICPM] = "minicpm",
+    [CHAT_TMPL_EXAONE3] = "exaone3", [CHAT_TMPL_GRANITE] = "granite",
+    [CHAT_TMPL_MEGREZ] = "megrez", [CHAT_TMPL_LLAMA4] = "llama4",
 };
 
 #define DS_USER      "<\xef\xbd\x9cUser\xef\xbd\x9c>"
@@ -62,7 +68,8 @@ static chat_tmpl detect_inst(const char *s)
 }
 
 /* The checks run in llama.cpp's order, so a template matches what llama.cpp picks;
- * families this module does not render come out as unknown instead of a wrong match. */
+ * families this module does not render (smolvlm, exaone4, rwkv-world, gigachat, yandex,
+ * bailing, hunyuan, kimi, ...) come out as unknown instead of a wrong match. */
 chat_tmpl chat_template_detect(const char *s)
 {
     if (!s)
@@ -77,31 +84,50 @@ chat_tmpl chat_template_detect(const char *s)
         return detect_inst(s);
     if (HAS("<|assistant|>") && HAS("<|end|>"))
         return CHAT_TMPL_PHI3;
-    if (HAS("[gMASK]<sop>") || (HAS("<|assistant|>") && HAS("<|user|>")) ||
-        (HAS("<|{{ item['role'] }}|>") && HAS("<|begin_of_image|>")))
-        return CHAT_TMPL_UNKNOWN; /* chatglm4, falcon3, glmedge */
+    if (HAS("[gMASK]<sop>"))
+        return CHAT_TMPL_CHATGLM4;
+    if (HAS("<|assistant|>") && HAS("<|user|>"))
+        return HAS("</s>") ? CHAT_TMPL_FALCON3 : CHAT_TMPL_GLMEDGE;
+    if (HAS("<|{{ item['role'] }}|>") && HAS("<|begin_of_image|>"))
+        return CHAT_TMPL_GLMEDGE;
     if (HAS("<|user|>") && HAS("<|endoftext|>"))
         return CHAT_TMPL_ZEPHYR;
     if (HAS("bos_token + message['role']"))
-        return CHAT_TMPL_UNKNOWN; /* monarch */
+        return CHAT_TMPL_MONARCH;
     if (HAS("<start_of_turn>"))
         return CHAT_TMPL_GEMMA;
-    if (HAS("'\\n\\nAssistant: ' + eos_token") || HAS("GPT4 Correct "))
-        return CHAT_TMPL_UNKNOWN; /* orion, openchat */
+    if (HAS("'\\n\\nAssistant: ' + eos_token"))
+        return CHAT_TMPL_ORION;
+    if (HAS("GPT4 Correct "))
+        return CHAT_TMPL_OPENCHAT;
     if (HAS("USER: ") && HAS("ASSISTANT: "))
-        return HAS("SYSTEM: ") ? CHAT_TMPL_UNKNOWN /* vicuna-orca */ : CHAT_TMPL_VICUNA;
+        return HAS("SYSTEM: ") ? CHAT_TMPL_VICUNA_ORCA : CHAT_TMPL_VICUNA;
     if (HAS("### Instruction:") && HAS("<|EOT|>"))
         return CHAT_TMPL_DEEPSEEK;
     if (HAS("<|START_OF_TURN_TOKEN|>") && HAS("<|USER_TOKEN|>"))
         return CHAT_TMPL_COMMAND_R;
     if (HAS("<|start_header_id|>") && HAS("<|end_header_id|>"))
         return CHAT_TMPL_LLAMA3;
-    if (HAS("[gMASK]sop") || HAS("<\xe7\x94\xa8\xe6\x88\xb7>"))
-        return CHAT_TMPL_UNKNOWN; /* chatglm3, minicpm */
+    if (HAS("[gMASK]sop"))
+        return CHAT_TMPL_CHATGLM3;
+    if (HAS("<\xe7\x94\xa8\xe6\x88\xb7>"))
+        return CHAT_TMPL_MINICPM;
     if (HAS("'Assistant: ' + message['content'] + eos_token"))
         return CHAT_TMPL_DEEPSEEK2;
     if (HAS(DS_ASSISTANT) && HAS(DS_USER) && HAS(DS_EOS))
         return CHAT_TMPL_DEEPSEEK3;
+    if (HAS("[|system|]") && HAS("[|assistant|]") && HAS("[|endofturn|]"))
+        return HAS("[|tool|]") ? CHAT_TMPL_UNKNOWN /* exaone4 */ : CHAT_TMPL_EXAONE3;
+    if (HAS("rwkv-world") || HAS("{{- 'User: ' + message['content']|trim + '\\n\\n' -}}"))
+        return CHAT_TMPL_UNKNOWN; /* rwkv-world */
+    if (HAS("<|start_of_role|>"))
+        return CHAT_TMPL_GRANITE;
+    if (HAS("message['role'] + additional_special_tokens[0]"))
+        return CHAT_TMPL_UNKNOWN; /* gigachat */
+    if (HAS("<|role_start|>"))
+        return CHAT_TMPL_MEGREZ;
+    if (HAS("<|header_start|>") && HAS("<|header_end|>"))
+        return CHAT_TMPL_LLAMA4;
     return CHAT_TMPL_UNKNOWN;
 #undef HAS
 }
@@ -271,6 +297,94 @@ static void render_gemma(const chat_msg *m, size_t n, bool gen, sbuf *b)
         put(b, "<start_of_turn>model\n");
 }
 
+static void render_other(chat_tmpl t, const chat_msg *m, size_t n, bool gen, sbuf *b)
+{
+    sbuf sys = { 0 };
+    if (t == CHAT_TMPL_CHATGLM3)
+        put(b, "[gMASK]sop");
+    if (t == CHAT_TMPL_CHATGLM4)
+        put(b, "[gMASK]<sop>");
+    for (size_t i = 0; i < n; i++) {
+        const char *r = m[i].role, *c = m[i].content;
+        bool is_sys = is_role(&m[i], "system"), user = is_role(&m[i], "user");
+        switch (t) {
+        case CHAT_TMPL_MONARCH:
+            put(b, i ? "<s>" : ""), put(b, r), put(b, "\n"), put_content(b, c), put(b, "</s>\n");
+            break;
+        case CHAT_TMPL_ORION: /* no system turn: folded into the next user turn */
+            if (is_sys) {
+                put(&sys, c);
+            } else if (user) {
+                put(b, "Human: ");
+                if (sys.n) {
+                    put_content(b, sys.s), put(b, "\n\n");
+                    sys.n = 0;
+                }
+                put_content(b, c), put(b, "\n\nAssistant: </s>");
+            } else {
+                put_content(b, c), put(b, "</s>");
+            }
+            break;
+        case CHAT_TMPL_OPENCHAT:
+            if (!is_sys) {
+                char cap[2] = { (char)toupper((unsigned char)r[0]), 0 };
+                put(b, "GPT4 Correct "), put(b, cap), put(b, r + 1), put(b, ": ");
+            }
+            put_content(b, c), put(b, "<|end_of_turn|>");
+            break;
+        case CHAT_TMPL_VICUNA_ORCA:
+            put(b, is_sys ? "SYSTEM: " : user ? "USER: " : "ASSISTANT: "), put_content(b, c);
+            put(b, is_sys || user ? "\n" : "</s>\n");
+            break;
+        case CHAT_TMPL_FALCON3:
+            put(b, "<|"), put(b, r), put(b, "|>\n"), put_content(b, c), put(b, "\n");
+            break;
+        case CHAT_TMPL_CHATGLM3:
+            put(b, "<|"), put(b, r), put(b, "|>\n "), put_content(b, c);
+            break;
+        case CHAT_TMPL_CHATGLM4: case CHAT_TMPL_GLMEDGE:
+            put(b, "<|"), put(b, r), put(b, "|>\n"), put_content(b, c);
+            break;
+        case CHAT_TMPL_MINICPM:
+            put(b, user ? "<\xe7\x94\xa8\xe6\x88\xb7>" : ""), put_content_trim(b, c);
+            put(b, user ? "<AI>" : "");
+            break;
+        case CHAT_TMPL_EXAONE3:
+            put(b, is_sys ? "[|system|]" : user ? "[|user|]" : "[|assistant|]");
+            put_content_trim(b, c), put(b, user ? "\n" : "[|endofturn|]\n");
+            break;
+        case CHAT_TMPL_GRANITE:
+            put(b, "<|start_of_role|>"), put(b, r), put(b, "<|end_of_role|>");
+            put_content(b, c), put(b, "<|end_of_text|>\n");
+            break;
+        case CHAT_TMPL_MEGREZ:
+            put(b, "<|role_start|>"), put(b, r), put(b, "<|role_end|>"), put_content(b, c);
+            put(b, "<|turn_end|>");
+            break;
+        case CHAT_TMPL_LLAMA4:
+            put(b, "<|header_start|>"), put(b, r), put(b, "<|header_end|>\n\n");
+            put_content_trim(b, c), put(b, "<|eot|>");
+            break;
+        default:
+            break;
+        }
+    }
+    b->oom |= sys.oom;
+    free(sys.s);
+    if (!gen)
+        return;
+    static const char *const prompt[CHAT_TMPL_COUNT] = {
+        [CHAT_TMPL_MONARCH] = "<s>assistant\n", [CHAT_TMPL_OPENCHAT] = "GPT4 Correct Assistant:",
+        [CHAT_TMPL_VICUNA_ORCA] = "ASSISTANT:", [CHAT_TMPL_FALCON3] = "<|assistant|>\n",
+        [CHAT_TMPL_CHATGLM3] = "<|assistant|>", [CHAT_TMPL_CHATGLM4] = "<|assistant|>\n",
+        [CHAT_TMPL_GLMEDGE] = "<|assistant|>", [CHAT_TMPL_EXAONE3] = "[|assistant|]",
+        [CHAT_TMPL_GRANITE] = "<|start_of_role|>assistant<|end_of_role|>\n",
+        [CHAT_TMPL_MEGREZ] = "<|role_start|>assistant<|role_end|>",
+        [CHAT_TMPL_LLAMA4] = "<|header_start|>assistant<|header_end|>\n\n",
+    };
+    put(b, prompt[t] ? prompt[t] : "");
+}
+
 /* Templates made of a fixed prefix and suffix per role. */
 static void render_simple(chat_tmpl t, const chat_msg *m, size_t n, bool gen, sbuf *b)
 {
@@ -335,9 +449,15 @@ static void render_simple(chat_tmpl t, const chat_msg *m, size_t n, bool gen, sb
 /* Templates that print the role verbatim accept any role; the others know three. */
 static bool role_ok(chat_tmpl t, const char *role)
 {
-    if (t == CHAT_TMPL_CHATML || t == CHAT_TMPL_PHI3 || t == CHAT_TMPL_PHI4 ||
-        t == CHAT_TMPL_ZEPHYR || t == CHAT_TMPL_LLAMA3)
-        return role[0] && !strpbrk(role, "<>|\n");
+    switch (t) {
+    case CHAT_TMPL_CHATML: case CHAT_TMPL_PHI3: case CHAT_TMPL_PHI4: case CHAT_TMPL_ZEPHYR:
+    case CHAT_TMPL_LLAMA3: case CHAT_TMPL_MONARCH: case CHAT_TMPL_OPENCHAT: case CHAT_TMPL_FALCON3:
+    case CHAT_TMPL_CHATGLM3: case CHAT_TMPL_CHATGLM4: case CHAT_TMPL_GLMEDGE:
+    case CHAT_TMPL_GRANITE: case CHAT_TMPL_MEGREZ: case CHAT_TMPL_LLAMA4:
+        return role[0] && !strpbrk(role, "<>|[]\n");
+    default:
+        break;
+    }
     return !strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant");
 }
 
@@ -385,6 +505,12 @@ int chat_render_spans(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_gene
         break;
     case CHAT_TMPL_GEMMA:
         render_gemma(msgs, n, add_generation_prompt, &b);
+        break;
+    case CHAT_TMPL_VICUNA_ORCA: case CHAT_TMPL_OPENCHAT: case CHAT_TMPL_FALCON3:
+    case CHAT_TMPL_MONARCH: case CHAT_TMPL_ORION: case CHAT_TMPL_CHATGLM3: case CHAT_TMPL_CHATGLM4:
+    case CHAT_TMPL_GLMEDGE: case CHAT_TMPL_MINICPM: case CHAT_TMPL_EXAONE3: case CHAT_TMPL_GRANITE:
+    case CHAT_TMPL_MEGREZ: case CHAT_TMPL_LLAMA4:
+        render_other(t, msgs, n, add_generation_prompt, &b);
         break;
     default:
         render_simple(t, msgs, n, add_generation_prompt, &b);
