@@ -7,6 +7,7 @@
  *   penalties default + repeat_penalty 1.1 over 64 tokens + DRY 0.8 over 1024 tokens
  *   no-top-k  top_k 0: top_p 0.95 + min_p 0.05 over the whole row
  *   n_probs   default + 10 log-probabilities of the raw row
+ *   mirostat  mirostat 2 (tau 5, eta 0.1) over the whole row
  * Reports the median and the minimum over batches, in thread CPU time (the machine is
  * shared, so wall time would count other processes' turns).
  *
@@ -119,6 +120,9 @@ int main(int argc, char **argv)
         smp_params np = def;
         np.n_probs = 10;
         run("n_probs", &np, rows, nv, NULL, 0, per_batch, batches);
+        smp_params mi = def;
+        mi.mirostat = 2;
+        run("mirostat", &mi, rows, nv, NULL, 0, per_batch, batches);
         for (int r = 0; r < N_ROWS; r++)
             free(rows[r]);
     }
