@@ -49,5 +49,17 @@ if "$LLM_BIN/llmc" status --run-dir "$other" 2>/dev/null; then rm -rf "$other"; 
 rm -rf "$other"
 grep -q "^error: the pipeline is not running .*pipeline.sh start" "$RUN/err.txt" || fail "not running: $(cat "$RUN/err.txt")"
 
+# one more worker at run time on the running segment
+"$LLM_BIN/engined" --attach --model "$MODEL" --run-dir "$RUN" --ctx 2048 2>"$RUN/attach.log" & E2E_PIDS+=($!)
+wait_until 20 '[ "$(status_field workers)" = 2 ]' || fail "engined --attach did not register: $(cat "$RUN/attach.log")"
+grep -q "attached segment .* (no reload)" "$RUN/attach.log" || fail "--attach did not attach the segment"
+grep -q "converted" "$RUN/attach.log" && fail "--attach converted the model"
+[ "$("$LLM_BIN/llmc" status --run-dir "$RUN" | grep -c "seg\|segment")" -ge 1 ] || fail "no segment in status"
+pids=()
+for i in 1 2 3 4; do llmc -n 32 --temp 0 "$(cat "$ref/prompt.txt")" >"$RUN/g$i.txt" & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p" || fail "a request with 2 workers failed"; done
+for i in 1 2 3 4; do cmp -s "$RUN/g$i.txt" "$ref/greedy_text.txt" || fail "request $i with 2 workers gave other text"; done
+echo "engined --attach added a worker: $(status_field workers) workers serve"
+
 [ "$(status_field active)" = 0 ] || fail "requests still active at the end"
 echo "PASS $E2E_NAME"
