@@ -545,6 +545,53 @@ static void leave_dense(chain *ch)
     }
 }
 
+/* Leaves the whole row through letter l's one-pass selection (top-k heap, top-p bins,
+ * min-p filter, greedy argmax). Returns false if l has none: the caller materializes. */
+static bool select_from_row(chain *ch, char l)
+{
+    const smp_params *p = ch->p;
+    smp_cands *c = &ch->c;
+    int n = ch->n_vocab;
+    switch (l) {
+    case 'k': {
+        if (p->top_k >= n)
+            return false;
+        int k = p->top_k > p->min_keep ? p->top_k : p->min_keep;
+        c->n = c->n_sorted = smp_top_k_dense(ch->row, n, k, c->data);
+        if (!ch->copied && cands_pinf(c))
+            c->n = c->n_sorted = smp_top_k_dense(row_rw(ch), n, k, c->data);
+        break;
+    }
+    case 'p':
+        c->n = smp_top_p_dense(row_rw(ch), n, p->top_p, c->data);
+        c->n_sorted = 0;
+        if (c->n < p->min_keep) {   /* the sum only grows: the best min_keep satisfy it */
+            materialize(ch->row, n, c);
+            smp_top_k(c, p->min_keep, 0);
+        }
+        break;
+    case 'm':
+        if (min_p_dense(ch->row, n, p->min_p, p->min_keep, c))
+            min_p_dense(row_rw(ch), n, p->min_p, p->min_keep, c);
+        break;
+    case 't': {
+        if (p->temperature > 0.0f || p->dynatemp_range > 0.0f)
+            return false;
+        int am = smp_argmax(ch->row, n);
+        if (am >= 0 && ch->row[am] == INFINITY && !ch->copied)
+            am = smp_argmax(row_rw(ch), n);
+        c->n = c->n_sorted = am >= 0;
+        if (am >= 0)
+            c->data[0] = (smp_tok){ am, ch->row[am], 1.0f };
+        break;
+    }
+    default:
+        return false;
+    }
+    ch->dense = false;
+    return true;
+}
+
 /* Runs one sampler letter; returns 0, or -1 on out-of-memory. */
 static int run_letter(chain *ch, char l, int i, const char *order)
 {
@@ -554,74 +601,31 @@ static int run_letter(chain *ch, char l, int i, const char *order)
         return 0;
     if (l != 'e' && l != 'd' && l != 't' && ch->dense && skippable_for_greedy(p, order, i))
         return 0;
-    switch (l) {
-    case 'e':
+    if (l == 'e') {
         if (ch->dense)
             penalties_dense(row_rw(ch), p, ch->hist, ch->n_hist, w);
         else
             smp_penalties(&ch->c, p, ch->hist, ch->n_hist, w);
         return 0;
-    case 'd': {
+    }
+    if (l == 'd') {
         int nd = dry_collect(w, p, ch->hist, ch->n_hist);
         int rc = dry_apply(w, p, nd, ch->dense && nd > 0 ? row_rw(ch) : NULL, &ch->c);
         ch->dry_skipped |= rc == 1;
         return rc < 0 ? -1 : 0;
     }
-    case 'k':
-        if (ch->dense && p->top_k < ch->n_vocab) {
-            int k = p->top_k > p->min_keep ? p->top_k : p->min_keep;
-            ch->c.n = ch->c.n_sorted = smp_top_k_dense(ch->row, ch->n_vocab, k, ch->c.data);
-            if (!ch->copied && cands_pinf(&ch->c))
-                ch->c.n = ch->c.n_sorted = smp_top_k_dense(row_rw(ch), ch->n_vocab, k, ch->c.data);
-            ch->dense = false;
-        } else {
-            smp_top_k(&ch->c, p->top_k, p->min_keep);
-        }
+    if (ch->dense && select_from_row(ch, l))
         return 0;
-    case 'p':
-        if (ch->dense) {
-            ch->c.n = smp_top_p_dense(row_rw(ch), ch->n_vocab, p->top_p, ch->c.data);
-            ch->c.n_sorted = 0;
-            ch->dense = false;
-            if (ch->c.n < p->min_keep) {   /* the sum only grows: the best min_keep do */
-                materialize(ch->row, ch->n_vocab, &ch->c);
-                smp_top_k(&ch->c, p->min_keep, 0);
-            }
-            return 0;
-        }
-        break;
-    case 'm':
-        if (ch->dense) {
-            if (min_p_dense(ch->row, ch->n_vocab, p->min_p, p->min_keep, &ch->c))
-                min_p_dense(row_rw(ch), ch->n_vocab, p->min_p, p->min_keep, &ch->c);
-            ch->dense = false;
-        } else {
-            smp_min_p(&ch->c, p->min_p, p->min_keep);
-        }
-        return 0;
-    case 't':
-        if (ch->dense && p->temperature <= 0.0f && p->dynatemp_range <= 0.0f) {
-            int am = smp_argmax(ch->row, ch->n_vocab);
-            if (am >= 0 && ch->row[am] == INFINITY && !ch->copied)
-                am = smp_argmax(row_rw(ch), ch->n_vocab);
-            ch->c.n = ch->c.n_sorted = am >= 0;
-            if (am >= 0)
-                ch->c.data[0] = (smp_tok){ am, ch->row[am], 1.0f };
-            ch->dense = false;
-            return 0;
-        }
-        leave_dense(ch);
-        smp_temperature(&ch->c, p->temperature, p->dynatemp_range, p->dynatemp_exponent);
-        return 0;
-    default:
-        break;
-    }
     leave_dense(ch);
+    smp_cands *c = &ch->c;
     switch (l) {
-    case 's': smp_top_n_sigma(&ch->c, p->top_n_sigma); break;
-    case 'y': smp_typical(&ch->c, p->typical_p, p->min_keep); break;
-    case 'p': smp_top_p(&ch->c, p->top_p, p->min_keep); break;
-    case 'x': smp_xtc(&ch->c, p->xtc_probability, p->xtc_threshold, p->min_keep, ch->u_xtc); break;
+    case 's': smp_top_n_sigma(c, p->top_n_sigma); break;
+    case 'k': smp_top_k(c, p->top_k, p->min_keep); break;
+    case 'y': smp_typical(c, p->typical_p, p->min_keep); break;
+    case 'p': smp_top_p(c, p->top_p, p->min_keep); break;
+    case 'm': smp_min_p(c, p->min_p, p->min_keep); break;
+    case 'x': smp_xtc(c, p->xtc_probability, p->xtc_threshold, p->min_keep, ch->u_xtc); break;
+    case 't': smp_temperature(c, p->temperature, p->dynatemp_range, p->dynatemp_exponent); break;
     default: LLM_ASSERT(!"unknown sampler letter");
     }
     return 0;
