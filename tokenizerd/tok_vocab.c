@@ -386,6 +386,12 @@ static bool build_specials(tok_vocab *v)
     return true;
 }
 
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
 /* The piece of one token with control tokens rendered (llama.cpp's piece cache). */
 static size_t make_piece(const tok_vocab *v, int32_t id, char *out)
 {
@@ -397,12 +403,12 @@ static size_t make_piece(const tok_vocab *v, int32_t id, char *out)
         return l;
     }
     if (ty == TOK_TYPE_BYTE && v->type == TOK_VOCAB_SPM) {
-        unsigned b = 0;
-        if (l == 6 && sscanf(t, "<0x%2X>", &b) == 1) {
-            out[0] = (char)b;
-            return 1;
-        }
-        return 0;
+        int hi = l == 6 && !memcmp(t, "<0x", 3) && t[5] == '>' ? hexval(t[3]) : -1;
+        int lo = hi >= 0 ? hexval(t[4]) : -1;
+        if (lo < 0)
+            return 0;
+        out[0] = (char)(hi << 4 | lo);
+        return 1;
     }
     if (ty != TOK_TYPE_NORMAL)
         return 0;
