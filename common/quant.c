@@ -232,6 +232,7 @@ AVX2_FN static inline void store16_i8(float *dst, __m128i v, __m256 d)
 
 AVX2_FN static void dequant_q8_0_avx2(const void *src, float *dst, int64_t n)
 {
+    LLM_ASSERT(n % QK8_0 == 0);
     const block_q8_0 *b = src;
     for (int64_t i = 0; i < n / QK8_0; i++, b++, dst += QK8_0) {
         const __m256 d = _mm256_set1_ps(f16_to_f32(b->d));
@@ -242,6 +243,7 @@ AVX2_FN static void dequant_q8_0_avx2(const void *src, float *dst, int64_t n)
 
 AVX2_FN static void dequant_q4_0_avx2(const void *src, float *dst, int64_t n)
 {
+    LLM_ASSERT(n % QK4_0 == 0);
     const block_q4_0 *b = src;
     const __m128i m4 = _mm_set1_epi8(0x0f), off = _mm_set1_epi8(8);
     for (int64_t i = 0; i < n / QK4_0; i++, b++, dst += QK4_0) {
@@ -261,6 +263,7 @@ AVX2_FN static inline void store8_u8_dm(float *dst, __m128i v, __m256 d, __m256 
 
 AVX2_FN static void dequant_q4_1_avx2(const void *src, float *dst, int64_t n)
 {
+    LLM_ASSERT(n % QK4_1 == 0);
     const block_q4_1 *b = src;
     const __m128i m4 = _mm_set1_epi8(0x0f);
     for (int64_t i = 0; i < n / QK4_1; i++, b++, dst += QK4_1) {
@@ -293,6 +296,7 @@ AVX2_FN static inline __m256i q5_values(const uint8_t *qs, const uint8_t *qh)
 
 AVX2_FN static void dequant_q5_0_avx2(const void *src, float *dst, int64_t n)
 {
+    LLM_ASSERT(n % QK5_0 == 0);
     const block_q5_0 *b = src;
     for (int64_t i = 0; i < n / QK5_0; i++, b++, dst += QK5_0) {
         const __m256 d = _mm256_set1_ps(f16_to_f32(b->d));
@@ -304,6 +308,7 @@ AVX2_FN static void dequant_q5_0_avx2(const void *src, float *dst, int64_t n)
 
 AVX2_FN static void dequant_q5_1_avx2(const void *src, float *dst, int64_t n)
 {
+    LLM_ASSERT(n % QK5_1 == 0);
     const block_q5_1 *b = src;
     for (int64_t i = 0; i < n / QK5_1; i++, b++, dst += QK5_1) {
         const __m256 d = _mm256_set1_ps(f16_to_f32(b->d)), m = _mm256_set1_ps(f16_to_f32(b->m));
@@ -370,7 +375,7 @@ static int trunc_clamp(float v, int top)
     return (int)v;
 }
 
-static void quant_q4_0(const float *src, void *dst, int64_t n)
+static void quant_q4_0_scalar(const float *src, void *dst, int64_t n)
 {
     block_q4_0 *b = dst;
     LLM_ASSERT(n % QK4_0 == 0);
@@ -472,7 +477,7 @@ static float block_absmax(const float *x, int n)
     return amax;
 }
 
-static void quant_q8_0(const float *src, void *dst, int64_t n)
+static void quant_q8_0_scalar(const float *src, void *dst, int64_t n)
 {
     block_q8_0 *b = dst;
     LLM_ASSERT(n % QK8_0 == 0);
@@ -500,6 +505,98 @@ static void quant_q8_1(const float *src, void *dst, int64_t n)
         b->s = f32_to_f16((float)sum * d);
     }
 }
+
+#if defined(__x86_64__)
+/* AVX2 twins of the Q8_0 and Q4_0 quantizers (what synthetic models are made of).
+ * Maxima are exact in any order; NaNs are skipped as fmaxf and the strict compare
+ * of the scalar code skip them; rounding reproduces roundf and the truncations. */
+
+/* max |x| over 32 values, NaNs ignored. */
+AVX2_FN static inline float absmax32(const float *x)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < 32; j += 8)
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+/* roundf(v) clamped to [-127, 127], NaN -> 0, for 8 lanes (as round_i8). */
+AVX2_FN static inline __m256i round_i8x8(__m256 v)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    /* |v| + (0.5 - 2^-25), truncated: half away from zero without double rounding */
+    const __m256 a = _mm256_add_ps(_mm256_andnot_ps(sign, v), _mm256_set1_ps(0.49999997f));
+    __m256 r = _mm256_min_ps(_mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), _mm256_set1_ps(127.0f));
+    r = _mm256_or_ps(r, _mm256_and_ps(v, sign));
+    r = _mm256_and_ps(r, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+    return _mm256_cvttps_epi32(r);
+}
+
+AVX2_FN static void quant_q8_0_avx2(const float *src, void *dst, int64_t n)
+{
+    LLM_ASSERT(n % QK8_0 == 0);
+    block_q8_0 *b = dst;
+    for (int64_t i = 0; i < n / QK8_0; i++, b++, src += QK8_0) {
+        const float d = absmax32(src) / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        b->d = f32_to_f16(d);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) q[k] = round_i8x8(_mm256_mul_ps(_mm256_loadu_ps(src + 8 * k), vid));
+        /* int32 -> int8 keeping order: packs interleave 128-bit lanes, permute back */
+        const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        const __m256i o = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)b->qs, o);
+    }
+}
+
+AVX2_FN static void quant_q4_0_avx2(const float *src, void *dst, int64_t n)
+{
+    LLM_ASSERT(n % QK4_0 == 0);
+    block_q4_0 *b = dst;
+    const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(15.0f), half = _mm256_set1_ps(8.5f);
+    for (int64_t i = 0; i < n / QK4_0; i++, b++, src += QK4_0) {
+        /* the first value of largest magnitude, sign kept (0 if all are zero) */
+        const float amax = absmax32(src);
+        float max = 0.0f;
+        for (int j = 0; amax > 0 && j < 32; j++)
+            if (fabsf(src[j]) == amax) {
+                max = src[j];
+                break;
+            }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        b->d = f32_to_f16(d);
+        int32_t q[32];
+        for (int k = 0; k < 4; k++) {
+            /* trunc_clamp: NaN and negatives -> 0, at most 15 */
+            __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(src + 8 * k), vid), half);
+            v = _mm256_min_ps(_mm256_max_ps(v, zero), top);
+            _mm256_storeu_si256((__m256i *)(q + 8 * k), _mm256_cvttps_epi32(v));
+        }
+        for (int j = 0; j < 16; j++) b->qs[j] = (uint8_t)(q[j] | q[j + 16] << 4);
+    }
+}
+#endif
+
+#if defined(__x86_64__)
+#define DISPATCH_QUANT_AVX2(name)                                              \
+    static void name(const float *src, void *dst, int64_t n)                   \
+    {                                                                          \
+        if (quant_simd() & QUANT_CPU_AVX2) name##_avx2(src, dst, n);           \
+        else name##_scalar(src, dst, n);                                       \
+    }
+#else
+#define DISPATCH_QUANT_AVX2(name)                                              \
+    static void name(const float *src, void *dst, int64_t n) { name##_scalar(src, dst, n); }
+#endif
+DISPATCH_QUANT_AVX2(quant_q4_0)
+DISPATCH_QUANT_AVX2(quant_q8_0)
 
 /* ---- packed data at any address ---------------------------------------------- */
 

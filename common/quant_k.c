@@ -206,6 +206,7 @@ AVX2_FN static inline void k_store32_dm(float *dst, __m256i v, float d, float m)
 
 AVX2_FN static void dequant_q4_K_avx2(const void *src, float *y, int64_t n)
 {
+    LLM_ASSERT(n % QK_K == 0);
     const block_q4_K *b = src;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t i = 0; i < n / QK_K; i++, b++) {
@@ -226,6 +227,7 @@ AVX2_FN static void dequant_q4_K_avx2(const void *src, float *y, int64_t n)
 
 AVX2_FN static void dequant_q5_K_avx2(const void *src, float *y, int64_t n)
 {
+    LLM_ASSERT(n % QK_K == 0);
     const block_q5_K *b = src;
     const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(16);
     for (int64_t i = 0; i < n / QK_K; i++, b++) {
@@ -262,6 +264,7 @@ AVX2_FN static inline void k_store32_s(float *dst, __m256i v, float ds0, float d
 
 AVX2_FN static void dequant_q6_K_avx2(const void *src, float *y, int64_t n)
 {
+    LLM_ASSERT(n % QK_K == 0);
     const block_q6_K *b = src;
     const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), off = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < n / QK_K; i++, b++) {

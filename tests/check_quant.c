@@ -660,10 +660,11 @@ static void fill_kind(float *x, int64_t n, int k, uint64_t seed)
     }
 }
 
-/* The vectorised quantizer searches give the reference's bytes on every kind. */
+/* The vectorised quantizers give the reference's bytes on every kind of data. */
 START_TEST(test_quant_twins_match_reference)
 {
-    static const uint32_t ktypes[] = {QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_K};
+    static const uint32_t ktypes[] = {QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_K,
+                                       QT_Q4_0, QT_Q8_0};
     const int kind = _i;
     const int64_t n = 4096;
     float *x = malloc(n * 4);
@@ -684,6 +685,24 @@ START_TEST(test_quant_twins_match_reference)
     free(x);
     free(a);
     free(b);
+}
+END_TEST
+
+/* Q8_0 rounds half away from zero (roundf), exactly at the edges, in both the
+ * reference and the vector quantizer. */
+START_TEST(test_q8_0_rounding_edges)
+{
+    float x[32] = {127.0f, 0.49999997f, 0.5f, -0.5f, 1.5f, 2.5f, -2.5f, -0.49999997f, 126.5f};
+    const int8_t want[9] = {127, 0, 1, -1, 2, 3, -3, 0, 127};
+    for (int simd = 1; simd >= 0; simd--) {
+        block_q8_0 b;
+        quant_set_simd(simd);
+        qt_get(QT_Q8_0)->quant(x, &b, 32);
+        ck_assert(f16_to_f32(b.d) == 1.0f);
+        for (int j = 0; j < 9; j++)
+            ck_assert_msg(b.qs[j] == want[j], "simd %d: x=%.9g -> %d, want %d", simd, x[j], b.qs[j], want[j]);
+    }
+    quant_set_simd(true);
 }
 END_TEST
 
@@ -793,6 +812,7 @@ Suite *quant_suite(void)
     tcase_add_loop_test(tc, test_round_trip_special, 0, N_CONVERTIBLE);
     tcase_add_loop_test(tc, test_hostile_values, 0, N_CONVERTIBLE);
     tcase_add_test(tc, test_plain_types_exact);
+    tcase_add_test(tc, test_q8_0_rounding_edges);
     tcase_add_test(tc, test_f16_all_values);
     tcase_add_loop_test(tc, test_simd_twins_match_scalar, 0, N_CONVERTIBLE);
     tcase_add_loop_test(tc, test_quant_twins_match_reference, 0, 8);
