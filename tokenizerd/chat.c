@@ -48,9 +48,12 @@ chat_tmpl chat_template_by_name(const char *name)
     return CHAT_TMPL_UNKNOWN;
 }
 
+/* Both detectors name the template source s. */
+#define HAS(x) (strstr(s, x) != NULL)
+
+/* The [INST] family: mistral v1/v3/v3-tekken/v7 and the llama2 variants. */
 static chat_tmpl detect_inst(const char *s)
 {
-#define HAS(x) (strstr(s, x) != NULL)
     if (HAS("[SYSTEM_PROMPT]"))
         return CHAT_TMPL_MISTRAL_V7;
     if (HAS("' [INST] ' + system_message") || HAS("[AVAILABLE_TOOLS]")) {
