@@ -184,20 +184,20 @@ static int expf_n_avx2(const float *x, float *out, int n)
     return i;
 }
 
+/* Adds exp(x[i] - shift) to acc[i % 4] in index order (the canonical sum, see
+ * smp_sum_exp); returns how many entries it did. */
 __attribute__((target("avx2")))
-static int sum_exp_avx2(const float *x, int n, float shift, double *sum)
+static int sum_exp_avx2(const float *x, int n, float shift, double acc[4])
 {
-    __m256d a = _mm256_setzero_pd(), b = _mm256_setzero_pd();
+    __m256d a = _mm256_loadu_pd(acc);
     __m256 sh = _mm256_set1_ps(shift);
     int i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh));
         a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-        b = _mm256_add_pd(b, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+        a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
     }
-    double t[4];
-    _mm256_storeu_pd(t, _mm256_add_pd(a, b));
-    *sum = (t[0] + t[1]) + (t[2] + t[3]);
+    _mm256_storeu_pd(acc, a);
     return i;
 }
 
@@ -250,30 +250,37 @@ void smp_expf_n(const float *x, float *out, int n)
         out[i] = smp_expf(x[i]);
 }
 
+/* The canonical order of every long sum here: entry i goes to accumulator i % 4 (in
+ * index order) up to the last multiple of 4, the four are added pairwise, and the tail
+ * follows one by one. Every SIMD level adds in exactly this order, so sums, and the
+ * tokens drawn from them, are the same bits on every x86-64 CPU. */
+static double acc_total(const double acc[4])
+{
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
 double smp_sum_exp(const float *x, int n, float shift)
 {
-    int i = 0;
-    double sum = 0;
+    int i = 0, n4 = n & ~3;
+    double acc[4] = { 0, 0, 0, 0 };
 #ifdef SMP_AVX2
-    if (have_avx2()) {
-        i = sum_exp_avx2(x, n, shift, &sum);
-        for (; i < n; i++)
-            sum += smp_expf(x[i] - shift);
-        return sum;
-    }
+    if (have_avx2())
+        i = sum_exp_avx2(x, n4, shift, acc);
 #endif
 #ifdef __SSE2__
-    __m128d a = _mm_setzero_pd(), b = _mm_setzero_pd();
+    __m128d a = _mm_loadu_pd(acc), b = _mm_loadu_pd(acc + 2);
     __m128 sh = _mm_set1_ps(shift);
-    for (; use_sse2() && i + 4 <= n; i += 4) {
+    for (; use_sse2() && i < n4; i += 4) {
         __m128 e = exp4(_mm_sub_ps(_mm_loadu_ps(x + i), sh));
         a = _mm_add_pd(a, _mm_cvtps_pd(e));
         b = _mm_add_pd(b, _mm_cvtps_pd(_mm_movehl_ps(e, e)));
     }
-    double t[2];
-    _mm_storeu_pd(t, _mm_add_pd(a, b));
-    sum = t[0] + t[1];
+    _mm_storeu_pd(acc, a);
+    _mm_storeu_pd(acc + 2, b);
 #endif
+    for (; i < n4; i++)
+        acc[i & 3] += smp_expf(x[i] - shift);
+    double sum = acc_total(acc);
     for (; i < n; i++)
         sum += smp_expf(x[i] - shift);
     return sum;
@@ -296,12 +303,12 @@ void smp_softmax(smp_cands *c)
             d[i].p = d[i].logit == mx ? 1.0f / (float)k : 0.0f;
         return;
     }
-    double sum = 0;
-    int i = 0;
+    int i = 0, n4 = c->n & ~3;
+    double acc[4] = { 0, 0, 0, 0 };   /* the canonical sum order, see smp_sum_exp */
 #ifdef __SSE2__
     __m128d a = _mm_setzero_pd(), b = _mm_setzero_pd();
     __m128 mv = _mm_set1_ps(mx);
-    for (; use_sse2() && i + 4 <= c->n; i += 4) {
+    for (; use_sse2() && i < n4; i += 4) {
         __m128 e = exp4(_mm_sub_ps(_mm_setr_ps(d[i].logit, d[i + 1].logit, d[i + 2].logit,
                                                d[i + 3].logit), mv));
         float t[4];
@@ -313,10 +320,14 @@ void smp_softmax(smp_cands *c)
         a = _mm_add_pd(a, _mm_cvtps_pd(e));
         b = _mm_add_pd(b, _mm_cvtps_pd(_mm_movehl_ps(e, e)));
     }
-    double t2[2];
-    _mm_storeu_pd(t2, _mm_add_pd(a, b));
-    sum = t2[0] + t2[1];
+    _mm_storeu_pd(acc, a);
+    _mm_storeu_pd(acc + 2, b);
 #endif
+    for (; i < n4; i++) {
+        d[i].p = smp_expf(d[i].logit - mx);
+        acc[i & 3] += d[i].p;
+    }
+    double sum = acc_total(acc);
     for (; i < c->n; i++) {
         d[i].p = smp_expf(d[i].logit - mx);
         sum += d[i].p;
@@ -536,8 +547,8 @@ int smp_top_p_dense(const float *x, int n, float p, smp_tok *out)
             lane[j][BIN(x[i + j])] += e[j];
     }
 #endif
-    for (; i < n; i++)
-        lane[0][BIN(x[i])] += smp_expf(x[i] - mx);
+    for (; i < n; i++)   /* lane i % 4 at every SIMD level: the same sums */
+        lane[i & 3][BIN(x[i])] += smp_expf(x[i] - mx);
     double total = 0;
     for (int b = 0; b < TOPP_BINS; b++) {
         lane[0][b] += lane[1][b] + lane[2][b] + lane[3][b];

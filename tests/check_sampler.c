@@ -1135,6 +1135,45 @@ START_TEST(test_mirostat_dense_matches)
 }
 END_TEST
 
+/* A samplerd on a CPU without AVX2 (or SSE) must give the same bits as one with it. */
+START_TEST(test_simd_levels_same_tokens)
+{
+    const int n = 20011;
+    float *row = malloc(n * sizeof(float));
+    smp_work *w = smp_work_new(n);
+    const char *cfg[][2] = { { "top_k", "40" }, { "top_k", "0" }, { "typical_p", "0.7" },
+                             { "mirostat", "1" }, { "mirostat", "2" }, { "n_probs", "5" } };
+    for (int k = 0; k < 6; k++) {
+        for (uint32_t s = 0; s < 6; s++) {
+            fill_normal(row, n, 300 + s, 3.0f);
+            smp_params p = smp_params_default();
+            p.seed = s;
+            p.top_k = 0;
+            ck_assert_int_eq(smp_param_set(&p, cfg[k][0], cfg[k][1], err, sizeof err), 0);
+            smp_result r[3];
+            smp_state st[3];
+            for (int level = 0; level <= 2; level++) {
+                int old = smp_simd_limit(level);
+                smp_state_init(&st[level], &p, 77);
+                st[level].step = s;
+                ck_assert_int_ge(smp_sample(&p, &st[level], row, n, NULL, 0, -1, &r[level], w), 0);
+                smp_simd_limit(old);
+            }
+            for (int level = 0; level < 2; level++) {
+                ck_assert_int_eq(r[level].token, r[2].token);
+                ck_assert_int_eq(r[level].n_candidates, r[2].n_candidates);
+                ck_assert(r[level].logprob == r[2].logprob);
+                ck_assert(st[level].mu == st[2].mu);
+                for (int i = 0; i < r[2].n_probs; i++)
+                    ck_assert(r[level].probs[i].logprob == r[2].probs[i].logprob);
+            }
+        }
+    }
+    smp_work_destroy(&w);
+    free(row);
+}
+END_TEST
+
 /* DRY through smp_sample: the token that would continue a repeat loses to its rival. */
 START_TEST(test_sample_dry_and_warning)
 {
@@ -1186,6 +1225,10 @@ START_TEST(test_expf)
         smp_expf_n(x, o2, N);
         ck_assert_msg(!memcmp(o, o2, sizeof o), "SIMD level %d: exp bits differ", level);
         ck_assert_double_eq_tol(smp_sum_exp(x, N, 3.0f), sum, 1e-9 * sum);
+        double s0 = smp_sum_exp(x, N, 3.0f);
+        smp_simd_limit(0);
+        ck_assert_msg(smp_sum_exp(x, N, 3.0f) == s0, "SIMD level %d: sum order differs", level);
+        smp_simd_limit(level);
         int kb = smp_top_p_dense(x, N, 0.8f, b);
         ck_assert_int_eq(kb, ka);
         for (int i = 0; i < kb; i++)
@@ -1193,7 +1236,7 @@ START_TEST(test_expf)
         smp_cands cb = cands_of(b + kb, x, 64);
         smp_softmax(&cb);
         for (int i = 0; i < 64; i++)
-            ck_assert_float_eq_tol(cb.data[i].p, ca.data[i].p, 1e-6 * ca.data[i].p + 1e-30);
+            ck_assert_msg(cb.data[i].p == ca.data[i].p, "SIMD level %d: softmax differs", level);
         smp_simd_limit(old);
     }
     ck_assert_float_eq(smp_expf(0), 1.0f);
@@ -1334,6 +1377,7 @@ Suite *sampler_suite(void)
     tcase_add_test(tc, test_chain_composition);
     tcase_add_test(tc, test_mirostat_state_carried);
     tcase_add_test(tc, test_mirostat_dense_matches);
+    tcase_add_test(tc, test_simd_levels_same_tokens);
     tcase_add_test(tc, test_sample_dry_and_warning);
     tcase_add_test(tc, test_sample_xtc);
     tcase_add_test(tc, test_hostile_inputs);
