@@ -105,14 +105,21 @@ static int byte_is_printable(unsigned b)
     return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
 }
 
-static uint32_t byte_cp[256];
+static uint32_t byte_cp[256];  /* byte -> alphabet codepoint */
+static uint8_t  cp_byte[68];   /* alphabet codepoint - 0x100 -> byte */
 static pthread_once_t byte_once = PTHREAD_ONCE_INIT;
 
 static void byte_fill(void)
 {
     unsigned n = 0;
-    for (unsigned b = 0; b < 256; b++)
-        byte_cp[b] = byte_is_printable(b) ? b : 0x100 + n++;
+    for (unsigned b = 0; b < 256; b++) {
+        if (byte_is_printable(b)) {
+            byte_cp[b] = b;
+        } else {
+            cp_byte[n] = (uint8_t)b;
+            byte_cp[b] = 0x100 + n++;
+        }
+    }
 }
 
 uint32_t uni_byte_to_cp(uint8_t b)
@@ -127,9 +134,6 @@ int uni_cp_to_byte(uint32_t cp)
         return byte_is_printable(cp) ? (int)cp : -1;
     if (cp >= 0x100 + 68)
         return -1;
-    unsigned n = cp - 0x100;
-    for (unsigned c = 0; c < 256; c++)
-        if (!byte_is_printable(c) && n-- == 0)
-            return (int)c;
-    return -1;
+    pthread_once(&byte_once, byte_fill);
+    return cp_byte[cp - 0x100];
 }
