@@ -44,7 +44,8 @@
  * Randomness: draw d of step s of session q with seed z is
  *   u = smp_rng_uniform(z, q, s, d)  in [0, 1)
  * a pure hash (splitmix64 rounds), so every process computes the same u. d = 0 is the
- * final draw, d = 1 XTC's coin.
+ * final draw, d = 1 XTC's coin. The arithmetic around it is the same bits at every SIMD
+ * level (one summation order, no FMA), so samplerds on different CPUs agree too.
  *
  * Ownership: smp_params and smp_state are plain values (copy them freely, no pointers
  * inside). smp_work is owned by its creator, used by one thread at a time, and holds
