@@ -171,9 +171,18 @@ void front_token(front *f, int wi, const proto_msg *m)
     }
     if (r->state != RQ_RUNNING || step != (uint64_t)r->n_gen) return; /* stale or repeated */
     int32_t t = (int32_t)proto_i64(m, "tok", -1);
-    if (t < 0 || t >= tok_n_vocab(f->vocab) || r->n_toks >= r->cap) {
+    if (t < 0 || t >= tok_n_vocab(f->vocab)) {
         fail(f, r, "engine worker sent a token out of range");
         return;
+    }
+    if (r->n_toks >= r->cap) {
+        int32_t *x = realloc(r->toks, (size_t)r->cap * 2 * sizeof *x);
+        if (!x) {
+            fail(f, r, "front door out of memory");
+            return;
+        }
+        r->toks = x;
+        r->cap *= 2;
     }
     r->toks[r->n_toks++] = t;
     r->n_gen++;
@@ -431,7 +440,7 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
         return;
     }
     if (n_predict < 0 || n_predict > (1 << 20)) n_predict = 1 << 20; /* until EOG or the context is full */
-    size_t cap = n_ids + (size_t)n_predict + 1;
+    size_t cap = n_ids + (n_predict < 1024 ? (size_t)n_predict : 1024) + 1; /* grows in front_token */
     free(r->toks);
     r->toks = malloc(cap * sizeof *r->toks);
     if (!r->toks) { free(ids); fail(f, r, "front door out of memory"); return; }
