@@ -72,8 +72,8 @@ bool           tok_add_eos(const tok_vocab *v);
 bool           tok_is_eog(const tok_vocab *v, int32_t id);
 /* True for control tokens (rendered as text only on request). */
 bool           tok_is_control(const tok_vocab *v, int32_t id);
-/* The stored text of a token (BPE: in the byte-mapped alphabet, SPM: with '▁'); NULL
- * for an id out of range. */
+/* The stored text of a token (BPE: in the byte-mapped alphabet, SPM: with '▁'), *len
+ * bytes, NOT NUL-terminated; NULL for an id out of range. */
 const char    *tok_text(const tok_vocab *v, int32_t id, size_t *len);
 tok_token_type tok_token_type_of(const tok_vocab *v, int32_t id);
 /* The id whose stored text is exactly text[0..len), or TOK_NULL. */
