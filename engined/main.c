@@ -6,6 +6,7 @@
  *   engined --model M.gguf --eval tokens.txt -n 32          # greedy ids, one a line
  *   engined --list-segments
  *   engined --remove-segment /llm-0123456789abcdef | --all
+ *   engined --verify-segment /llm-0123456789abcdef | --all
  *   engined --model M.gguf --workers 2                      # daemon (engd_serve)
  */
 #include <errno.h>
@@ -26,6 +27,7 @@ static void usage(FILE *f)
         "               [--precision int8|float] [--threads N] [--kv f16|f32] [--ctx N]\n"
         "       engined --list-segments\n"
         "       engined --remove-segment NAME | --all\n"
+        "       engined --verify-segment NAME | --all    (attach and check, as a worker)\n"
         "       engined --model FILE --workers N [--run-dir DIR]   (daemon, see README)\n"
         "\n"
         "  --eval FILE        token ids, one per line, evaluated in one prompt pass\n"
@@ -218,6 +220,36 @@ static int remove_segments(const char *what)
     return rc;
 }
 
+/* Attaches each named segment (or every one) as a worker would: header, directory and
+ * every tensor of the model checked. Prints one line per segment. */
+static int verify_segments(const char *what)
+{
+    char err[512];
+    seg_info infos[256];
+    int n = 1, rc = 0;
+    if (strcmp(what, "--all") == 0) {
+        n = seg_list(infos, 256, err, sizeof err);
+        if (n < 0) {
+            fprintf(stderr, "error: %s\n", err);
+            return 1;
+        }
+    } else {
+        snprintf(infos[0].name, sizeof infos[0].name, "%s%s", what[0] == '/' ? "" : "/", what);
+        infos[0].state = SEG_STATE_READY;
+    }
+    for (int i = 0; i < n && i < 256; i++) {
+        if (infos[i].state == 0) continue; /* not one of ours */
+        eng_model *m = eng_attach(infos[i].name, err, sizeof err);
+        if (m) printf("%s OK (%s)\n", infos[i].name, eng_config_of(m)->arch_name);
+        else {
+            printf("%s BAD: %s\n", infos[i].name, err);
+            rc = 1;
+        }
+        eng_close(m);
+    }
+    return rc;
+}
+
 /* Parses eval options; returns 0, or 2 on a usage error (message printed). */
 static int parse_eval(int argc, char **argv, eval_opts *o)
 {
@@ -266,6 +298,13 @@ int main(int argc, char **argv)
                 return 2;
             }
             return remove_segments(argv[i + 1]);
+        }
+        if (!strcmp(argv[i], "--verify-segment")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "error: --verify-segment needs a NAME or --all\n");
+                return 2;
+            }
+            return verify_segments(argv[i + 1]);
         }
         if (!strcmp(argv[i], "--eval")) eval = true;
     }

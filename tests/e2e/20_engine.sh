@@ -50,6 +50,8 @@ want=$(( $(grep -c . "$REF/unicode/tokens.txt") * 512 * 4 ))
 grep -q "READY .*$T/m.gguf" "$T/list" || bad "segment not listed: $(cat "$T/list")"
 seg=$(awk -v t="$T/m.gguf" '$NF == t && $1 !~ /f32$/ {print $1}' "$T/list" | head -1)
 [ -n "$seg" ] || bad "no int8 segment for the model in the list"
+"$E" --verify-segment "$seg" | grep -q "^$seg OK (llama)" || bad "--verify-segment $seg"
+"$E" --verify-segment /llm-0000000000000000 >/dev/null 2>&1 && bad "verify of a missing segment succeeded"
 "$E" --remove-segment "$seg" >/dev/null || bad "--remove-segment $seg failed"
 "$E" --list-segments | grep -q "^$seg " && bad "$seg still listed after removal"
 "$E" --remove-segment "$seg" 2>/dev/null && bad "removing twice should fail"
