@@ -232,10 +232,13 @@ static inline int use_sse2(void)
 __attribute__((unused)) static int have_avx2(void)
 {
 #ifdef SMP_AVX2
-    static int v = -1;
-    if (v < 0)
-        v = __builtin_cpu_supports("avx2") ? 1 : 0;
-    return v && simd_max >= 2;
+    static int v = -1;   /* every thread computes the same value: relaxed is enough */
+    int c = __atomic_load_n(&v, __ATOMIC_RELAXED);
+    if (c < 0) {
+        c = __builtin_cpu_supports("avx2") ? 1 : 0;
+        __atomic_store_n(&v, c, __ATOMIC_RELAXED);
+    }
+    return c && simd_max >= 2;
 #else
     return 0;
 #endif

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1174,6 +1175,55 @@ START_TEST(test_simd_levels_same_tokens)
 }
 END_TEST
 
+/* Threads with a work each share nothing: the same tokens as one thread alone. */
+typedef struct {
+    uint32_t cfg;
+    int32_t  tok[40];
+} thread_job;
+
+static void *sample_job(void *arg)
+{
+    thread_job *j = arg;
+    const int n = 8000;
+    float *row = malloc(n * sizeof(float));
+    smp_work *w = smp_work_new(n);
+    smp_params p = smp_params_default();
+    p.top_k = j->cfg % 2 ? 0 : 40;   /* the top-p bins (thread-local) or the heap */
+    p.typical_p = j->cfg % 3 ? 1.0f : 0.8f;
+    for (uint32_t i = 0; i < 40; i++) {
+        fill_normal(row, n, i, 3.0f);
+        p.seed = i;
+        smp_state st;
+        smp_state_init(&st, &p, j->cfg);
+        smp_result r;
+        j->tok[i] = smp_sample(&p, &st, row, n, NULL, 0, -1, &r, w);
+    }
+    smp_work_destroy(&w);
+    free(row);
+    return NULL;
+}
+
+START_TEST(test_threads_share_nothing)
+{
+    enum { T = 4 };
+    thread_job solo[T], par[T];
+    pthread_t th[T];
+    for (uint32_t t = 0; t < T; t++) {
+        solo[t].cfg = par[t].cfg = t;
+        sample_job(&solo[t]);
+    }
+    for (int t = 0; t < T; t++)
+        ck_assert_int_eq(pthread_create(&th[t], NULL, sample_job, &par[t]), 0);
+    for (int t = 0; t < T; t++)
+        pthread_join(th[t], NULL);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < 40; i++) {
+            ck_assert_int_ge(par[t].tok[i], 0);
+            ck_assert_int_eq(par[t].tok[i], solo[t].tok[i]);
+        }
+}
+END_TEST
+
 /* DRY through smp_sample: the token that would continue a repeat loses to its rival. */
 START_TEST(test_sample_dry_and_warning)
 {
@@ -1378,6 +1428,7 @@ Suite *sampler_suite(void)
     tcase_add_test(tc, test_mirostat_state_carried);
     tcase_add_test(tc, test_mirostat_dense_matches);
     tcase_add_test(tc, test_simd_levels_same_tokens);
+    tcase_add_test(tc, test_threads_share_nothing);
     tcase_add_test(tc, test_sample_dry_and_warning);
     tcase_add_test(tc, test_sample_xtc);
     tcase_add_test(tc, test_hostile_inputs);
