@@ -1,7 +1,11 @@
 /*
- * Tests for common/quant (suite "quant"): the traits table, bit-exact dequantization
- * against llama.cpp's reference tensors, closeness of every tiny-llama2 file to its
- * Q8_0 sibling, quantize -> dequantize round trips, and hostile inputs.
+ * Tests for common/quant (suite "quant"): the traits table; bit-exact dequantization
+ * against llama.cpp's reference tensors (through the SIMD twins and the scalar
+ * reference); closeness of every tiny-llama2 file to its Q8_0 sibling and of the
+ * F16 stories260K to its F32 original; requantizing llama-quantize's output gives
+ * back its blocks; quantize -> dequantize round trips; SIMD twins against the
+ * reference on random blocks and on 8 kinds of data; packed data at odd addresses;
+ * hostile values; golden hashes of every quantizer's output.
  *
  * Error measure throughout: relative RMS, ||got - want||_2 / ||want||_2.
  * Bounds are derived from the bits per weight b: a uniform quantizer with step
