@@ -167,12 +167,16 @@ static const pre_entry pre_table[] = {
     { "mpt", TOK_PRE_GPT2, true }, { "gpt-2", TOK_PRE_GPT2, true }, { "phi-2", TOK_PRE_GPT2, true },
     { "olmo", TOK_PRE_GPT2, true }, { "jais", TOK_PRE_GPT2, true },
     { "roberta-bpe", TOK_PRE_GPT2, true }, { "gigachat", TOK_PRE_GPT2, true },
+    { "jina-es", TOK_PRE_GPT2, true }, { "jina-de", TOK_PRE_GPT2, true },
+    { "jina-v1-en", TOK_PRE_GPT2, true }, { "jina-v2-es", TOK_PRE_GPT2, true },
+    { "jina-v2-de", TOK_PRE_GPT2, true }, { "jina-v2-code", TOK_PRE_GPT2, true },
+    { "chatglm-bpe", TOK_PRE_LLAMA3, true },
     { "starcoder", TOK_PRE_STARCODER, true }, { "refact", TOK_PRE_STARCODER, true },
     { "command-r", TOK_PRE_STARCODER, false }, { "smollm", TOK_PRE_STARCODER, false },
     { "codeshell", TOK_PRE_STARCODER, true }, { "exaone", TOK_PRE_STARCODER, true },
     { "minerva-7b", TOK_PRE_STARCODER, true },
     { "qwen2", TOK_PRE_QWEN2, false }, { "stablelm2", TOK_PRE_QWEN2, true },
-    { "megrez", TOK_PRE_QWEN2, true },
+    { "megrez", TOK_PRE_QWEN2, true }, { "deepseek-r1-qwen", TOK_PRE_QWEN2, false },
 };
 
 /* ---- loading ---- */
@@ -537,7 +541,9 @@ static int load_settings(tok_vocab *v, const gguf_ctx *g, char *err, size_t errl
     v->pre = pre_table[k].pre;
     v->clean_spaces = pre_table[k].clean_spaces;
     snprintf(v->pre_name, sizeof v->pre_name, "%s", pre);
-    if (v->pre == TOK_PRE_LLAMA3 && strcmp(pre, "dbrx") && strcmp(pre, "smaug-bpe"))
+    if (!strcmp(pre, "chatglm-bpe"))
+        v->bos = TOK_NULL; /* llama.cpp: the Llama-3 split, no BOS */
+    else if (v->pre == TOK_PRE_LLAMA3 && strcmp(pre, "dbrx") && strcmp(pre, "smaug-bpe"))
         v->ignore_merges = true, v->add_bos = true;
     return 0;
 }
