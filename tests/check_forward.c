@@ -315,6 +315,36 @@ START_TEST(test_threads_agree)
 }
 END_TEST
 
+/* A prompt longer than one prefill pass (512) is split into passes; the result equals
+ * two separate prefill calls, and truncate + re-prefill reproduces the same logits. */
+START_TEST(test_long_prompt_chunks)
+{
+    bool built;
+    char err[512];
+    eng_model *m = open_model("tiny-llama2-Q8_0.gguf", ENG_INT8, &built);
+    int V = eng_config_of(m)->n_vocab, n = 600;
+    int32_t *toks = malloc((size_t)n * sizeof *toks);
+    for (int i = 0; i < n; i++) toks[i] = i == 0 ? 1 : 100 + (i * 7919) % 31000;
+    float *a = malloc((size_t)V * sizeof(float)), *b = malloc((size_t)V * sizeof(float));
+    eng_session *s = eng_session_new(m, 640, ENG_KV_F32, err, sizeof err);
+    ck_assert_msg(eng_prefill(m, s, toks, n, a, false, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(eng_session_pos(s), n);
+    eng_session_reset(s);
+    ck_assert_int_eq(eng_prefill(m, s, toks, 300, NULL, false, err, sizeof err), 0);
+    ck_assert_int_eq(eng_prefill(m, s, toks + 300, n - 300, b, false, err, sizeof err), 0);
+    ck_assert_msg(rel_diff(b, a, V) < 1e-5, "split prefill differs by %.3g", rel_diff(b, a, V));
+    ck_assert_int_eq(eng_session_truncate(s, 590), 0);
+    ck_assert_int_eq(eng_session_truncate(s, 700), -1);
+    ck_assert_int_eq(eng_prefill(m, s, toks + 590, 10, b, false, err, sizeof err), 0);
+    ck_assert_msg(rel_diff(b, a, V) < 1e-5, "truncate + re-prefill differs by %.3g", rel_diff(b, a, V));
+    eng_session_free(s);
+    free(a);
+    free(b);
+    free(toks);
+    close_model(m, built);
+}
+END_TEST
+
 START_TEST(test_bad_input)
 {
     bool built;
@@ -479,6 +509,7 @@ Suite *forward_suite(void)
     tcase_add_test(tc, test_batched_decode_int8);
     tcase_add_test(tc, test_batched_decode_float);
     tcase_add_test(tc, test_threads_agree);
+    tcase_add_test(tc, test_long_prompt_chunks);
     tcase_add_test(tc, test_bad_input);
     tcase_add_test(tc, test_sliding_window_and_output);
     tcase_add_test(tc, test_rope_freqs_and_scaling);
