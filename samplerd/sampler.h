@@ -252,9 +252,10 @@ typedef struct {
     int32_t  n_sorted;
 } smp_cands;
 
-/* exp(x) within 2 ulp of expf (Cephes' polynomial), 0 below -87.3; the SSE2 path used
- * by the others gives the same bits. smp_expf_n: out[i] = smp_expf(x[i]).
- * smp_sum_exp: the sum over i of smp_expf(x[i] - shift), in double. */
+/* exp(x) within 2 ulp of expf (Cephes' polynomial), 0 below -87.3 and for NaN; the
+ * SSE2 and AVX2 paths give the same bits. smp_expf_n: out[i] = smp_expf(x[i]).
+ * smp_sum_exp: the sum over i of smp_expf(x[i] - shift), in double, added in one fixed
+ * order (entry i into lane i % 4, lanes pairwise, then the tail) at every SIMD level. */
 float smp_expf(float x);
 /* Caps the SIMD used by the exp-based loops: 0 scalar, 1 SSE2, 2 AVX2 (the default, each
  * used only if the CPU has it); returns the previous cap. All levels give the same
@@ -289,7 +290,8 @@ void smp_temperature(smp_cands *c, float t, float range, float exponent);
  * *mu and return the chosen index into c->data. */
 int smp_mirostat(smp_cands *c, int n_vocab, float tau, float eta, int m, float *mu, double u);
 int smp_mirostat_v2(smp_cands *c, float tau, float eta, float *mu, double u);
-/* Draws an index into c->data with probability p (recomputed) using u in [0, 1). */
+/* Draws an index into c->data with probability p (recomputed) using u in [0, 1): the
+ * first entry, in the array's current order, where the running sum of p passes u. */
 int smp_dist(smp_cands *c, double u);
 
 /* Repetition/frequency/presence penalties from the last repeat_last_n of history, and
