@@ -10,8 +10,8 @@
  * then the min product is subtracted, never fused. Quantizers follow the semantics
  * of ggml's reference (non-imatrix) quantize_row_q*_K_ref: a weighted least-squares
  * search per sub-block, then 6-bit (or 4/8-bit) quantization of the scales, then the
- * quants re-derived from the rounded scales. AVX2 twins (dequantizers of Q4_K, Q5_K,
- * Q6_K; the scale searches, 8 sub-blocks per vector) give the same bits.
+ * quants re-derived from the rounded scales. AVX2 twins (dequantizers of Q2_K..Q6_K;
+ * the scale searches, 8 sub-blocks per vector) give the same bits.
  * Owner: quant helper. No allocation.
  */
 #include "quant.h"
@@ -29,7 +29,6 @@
 
 #define GROUP_MAX_EPS 1e-15f
 
-
 /* Scale j (0..7) and min j of the 12-byte packed 6-bit table of Q4_K/Q5_K: entries
  * 0..3 sit in the low 6 bits of bytes 0..3 (scales) and 4..7 (mins); entries 4..7
  * keep their low 4 bits in bytes 8..11 and their top 2 bits in the top of 0..7. */
@@ -46,7 +45,7 @@ static void scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
 
 /* ---- dequantize ------------------------------------------------------------------- */
 
-void quant_dequant_q2_K(const void *src, float *y, int64_t n)
+static void dequant_q2_K_scalar(const void *src, float *y, int64_t n)
 {
     const block_q2_K *b = src;
     LLM_ASSERT(n % QK_K == 0);
@@ -79,7 +78,7 @@ static void q3_scales(const uint8_t *p, int *out)
     }
 }
 
-void quant_dequant_q3_K(const void *src, float *y, int64_t n)
+static void dequant_q3_K_scalar(const void *src, float *y, int64_t n)
 {
     const block_q3_K *b = src;
     LLM_ASSERT(n % QK_K == 0);
@@ -179,9 +178,8 @@ void quant_dequant_q8_K(const void *src, float *y, int64_t n)
         for (int j = 0; j < QK_K; j++) y[j] = b->d * (float)b->qs[j];
 }
 
-
 #if defined(__x86_64__)
-/* AVX2 twins of the Q4_K, Q5_K and Q6_K dequantizers: the per-sub-block float scale
+/* AVX2 twins of the K dequantizers: the per-sub-block float scale
  * and min are formed exactly as in the scalar code, then each value gets the
  * same multiply (and subtract) in vector lanes: bit-identical output. */
 #define AVX2_FN __attribute__((target("avx2")))
@@ -289,10 +287,61 @@ AVX2_FN static void dequant_q6_K_avx2(const void *src, float *y, int64_t n)
         }
     }
 }
-#endif
+
+/* 32 unsigned bytes as floats: d0 * q - m0 for bytes 0..15, d1 * q - m1 for 16..31. */
+AVX2_FN static inline void k_store32_dm2(float *dst, __m256i v, float d0, float m0, float d1, float m1)
+{
+    const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+    const __m256 vd0 = _mm256_set1_ps(d0), vm0 = _mm256_set1_ps(m0);
+    const __m256 vd1 = _mm256_set1_ps(d1), vm1 = _mm256_set1_ps(m1);
+    k_store8_dm(dst, lo, vd0, vm0);
+    k_store8_dm(dst + 8, _mm_srli_si128(lo, 8), vd0, vm0);
+    k_store8_dm(dst + 16, hi, vd1, vm1);
+    k_store8_dm(dst + 24, _mm_srli_si128(hi, 8), vd1, vm1);
+}
+
+AVX2_FN static void dequant_q2_K_avx2(const void *src, float *y, int64_t n)
+{
+    const block_q2_K *b = src;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < n / QK_K; i++, b++) {
+        const float d = f16_to_f32(b->d), dmin = f16_to_f32(b->dmin);
+        const uint8_t *sc = b->scales;
+        for (int half = 0; half < 2; half++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * half));
+            for (int shift = 0; shift < 8; shift += 2, sc += 2, y += 32) {
+                const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, shift), m3);
+                k_store32_dm2(y, v, d * (float)(sc[0] & 0x0f), dmin * (float)(sc[0] >> 4),
+                              d * (float)(sc[1] & 0x0f), dmin * (float)(sc[1] >> 4));
+            }
+        }
+    }
+}
+
+AVX2_FN static void dequant_q3_K_avx2(const void *src, float *y, int64_t n)
+{
+    const block_q3_K *b = src;
+    const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4), zero = _mm256_setzero_si256();
+    for (int64_t i = 0; i < n / QK_K; i++, b++) {
+        const float d = f16_to_f32(b->d);
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+        int sc[16], is = 0, bit = 0;
+        q3_scales(b->scales, sc);
+        for (int half = 0; half < 2; half++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * half));
+            for (int shift = 0; shift < 8; shift += 2, bit++, is += 2, y += 32) {
+                const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, shift), m3);
+                /* minus 4 where the high bit is clear */
+                const __m256i m = _mm256_set1_epi8((char)(1 << bit));
+                const __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(hm, m), zero);
+                const __m256i v = _mm256_sub_epi8(lo, _mm256_and_si256(clear, four));
+                k_store32_s(y, v, d * (float)sc[is], d * (float)sc[is + 1]);
+            }
+        }
+    }
+}
 
 /* The AVX2 twin where the CPU has it, else the scalar reference. */
-#if defined(__x86_64__)
 #define DISPATCH_AVX2(pub, name)                                               \
     void pub(const void *src, float *dst, int64_t n)                           \
     {                                                                          \
@@ -306,6 +355,8 @@ AVX2_FN static void dequant_q6_K_avx2(const void *src, float *y, int64_t n)
 DISPATCH_AVX2(quant_dequant_q4_K, dequant_q4_K)
 DISPATCH_AVX2(quant_dequant_q6_K, dequant_q6_K)
 DISPATCH_AVX2(quant_dequant_q5_K, dequant_q5_K)
+DISPATCH_AVX2(quant_dequant_q2_K, dequant_q2_K)
+DISPATCH_AVX2(quant_dequant_q3_K, dequant_q3_K)
 
 /* ---- quantize: sub-block searches ------------------------------------------------ */
 
