@@ -18,7 +18,7 @@
  * buffers are float-aligned.
  *
  * SIMD: every kernel's plain C code is the reference. On x86-64 with F16C/AVX2 the
- * hot dequantizers (F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), the Q4_0
+ * dequantizers (F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K), the Q4_0
  * and Q8_0 quantizers and the K-quant scale searches use vector twins that produce
  * the same bytes and floats bit for bit (tests compare them on every type).
  *
