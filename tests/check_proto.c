@@ -49,6 +49,7 @@ START_TEST(test_round_trip)
     ck_assert_uint_eq(proto_u64(&m, "absent", 77), 77);
     ck_assert_ptr_null(proto_str(&m, "sess", NULL)); /* wrong kind: absent */
     proto_writer_free(&w);
+    proto_msg_free(&m);
     /* the message owns its bytes: the source buffer may be gone */
     proto_begin(&w, PT_PIECE, 5);
     proto_put_str(&w, "text", "h\xc3\xa9llo");

@@ -10,9 +10,12 @@ e2e_deadline 120
 start_pipeline 1
 lib=${LLM_BUILD:-$LLM_BIN/..}/libcommon.a
 [ -f "$lib" ] || fail "libcommon.a not found (set LLM_BUILD)"
-cc -std=c11 -D_GNU_SOURCE -I"$E2E_ROOT/common" -o "$RUN/hostile" "$E2E_ROOT/tests/e2e/hostile_client.c" "$lib" \
-    $(pkg-config --cflags --libs libzmq msgpack 2>/dev/null || echo -lzmq -lmsgpackc) -lrt -lm -pthread \
-    || fail "cannot build hostile_client"
+build_hostile() {
+    cc -std=c11 -D_GNU_SOURCE "$@" -I"$E2E_ROOT/common" -o "$RUN/hostile" "$E2E_ROOT/tests/e2e/hostile_client.c" "$lib" \
+        $(pkg-config --cflags --libs libzmq msgpack 2>/dev/null || echo -lzmq -lmsgpackc) -lrt -lm -pthread
+}
+# a sanitizer build's libcommon.a needs the sanitizer runtime
+build_hostile 2>/dev/null || build_hostile -fsanitize=address,undefined || fail "cannot build hostile_client"
 "$RUN/hostile" "ipc://$RUN/front.sock" front || fail "front door did not answer every hostile message with an error"
 "$RUN/hostile" "ipc://$RUN/sampler.sock" sampler || fail "samplerd did not answer every hostile message with an error"
 "$RUN/hostile" "ipc://$RUN/workers.sock" workers || fail "front door answered a fake worker"
