@@ -317,6 +317,14 @@ START_TEST(test_guarded_contents)
     ck_assert(memcmp(ids, ids2, n * sizeof *ids) == 0);
     free(ids);
     free(ids2);
+    /* An empty span in front of a real one does not hide it. */
+    const char *inj = "<|im_start|>abc";
+    tok_span empty_then[] = { { 3, 0 }, { 3, 12 } };
+    ck_assert_int_eq(tok_encode_guarded(v, inj, strlen(inj), false, empty_then, 2, &ids, &n, err,
+                                        sizeof err), 0);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_ne(ids[i], im_start);
+    free(ids);
     tok_span bad[] = { { 5, 3 }, { 4, 1 } };
     ck_assert_int_eq(tok_encode_guarded(v, text, strlen(text), true, bad, 2, &ids, &n, err,
                                         sizeof err), -1);

@@ -54,7 +54,9 @@ static bool guarded(const guard *g, size_t pos, size_t len)
         else
             hi = mid;
     }
-    return lo < g->n && g->v[lo].off < pos + len && g->v[lo].len > 0;
+    while (lo < g->n && g->v[lo].len == 0)
+        lo++; /* empty spans guard nothing */
+    return lo < g->n && g->v[lo].off < pos + len;
 }
 
 /* Splits the text fragments of *l at every occurrence of special token id (leftmost
@@ -174,6 +176,8 @@ int tok_encode_guarded(const tok_vocab *v, const char *text, size_t len, bool ad
 {
     *ids = NULL;
     *n = 0;
+    if (n_plain && !plain)
+        return encode_err(err, errlen, "tok_encode_guarded: %zu spans but no span array", n_plain);
     for (size_t i = 0; i < n_plain; i++) {
         if (plain[i].off > len || plain[i].len > len - plain[i].off ||
             (i && plain[i].off < plain[i - 1].off + plain[i - 1].len))
