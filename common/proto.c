@@ -190,7 +190,7 @@ static int fail(char *err, size_t cap, const char *fmt, const char *a, const cha
 static const proto_field_spec proto_optional[] = {
     {"prompt", PK_STR}, {"msgs", PK_STRS}, {"chat", PK_BOOL}, {"sess", PK_U64},
     {"params", PK_PARAMS}, {"stop", PK_STRS}, {"echo", PK_BOOL}, {"ignore_eos", PK_BOOL},
-    {"st", PK_BIN}, {"eog", PK_INTS}, {NULL, 0}};
+    {"st", PK_BIN}, {"eog", PK_INTS}, {"bye", PK_BOOL}, {"full", PK_BOOL}, {"mu", PK_F64}, {NULL, 0}};
 
 int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t errcap)
 {

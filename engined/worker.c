@@ -88,10 +88,11 @@ static void send_front(worker *w, proto_writer *pw)
     proto_writer_free(pw);
 }
 
-static void send_hb(worker *w)
+static void send_hb(worker *w, int bye)
 {
     proto_writer pw;
     proto_begin(&pw, PT_WORKER_HB, 0);
+    if (bye) proto_put_bool(&pw, "bye", 1); /* shutting down: purge me now */
     proto_put_u64(&pw, "pid", (uint64_t)getpid());
     proto_put_str(&pw, "host", w->host);
     proto_put_str(&pw, "seg", eng_segment_name(w->m));
@@ -448,7 +449,7 @@ int engd_worker_run(const engd_opts *o)
         worker_free(&w);
         return 1;
     }
-    send_hb(&w);
+    send_hb(&w, 0);
     while (!dmn_stop) {
         int busy = 0;
         for (int i = 0; i < w.n_s; i++) busy |= w.s[i].state == WS_PREFILL || w.s[i].state == WS_DECODE;
@@ -459,13 +460,16 @@ int engd_worker_run(const engd_opts *o)
         compute(&w);
         int64_t now = net_now_ms();
         retry_samples(&w, now);
-        if (now - w.last_hb_ms >= NET_HB_MS) send_hb(&w);
+        if (now - w.last_hb_ms >= NET_HB_MS) send_hb(&w, 0);
         if (w.registered && now - w.last_front_ms > NET_HB_MS * NET_HB_LIVENESS) {
             log_warn("front door silent for %lld ms; waiting for it to come back", (long long)(now - w.last_front_ms));
             w.registered = 0;
         }
     }
-    log_info("shutting down (%d active sessions dropped)", n_active(&w));
+    log_info("shutting down (%d active sessions handed back to the front door)", n_active(&w));
+    send_hb(&w, 1);
+    int linger = 200; /* let the goodbye leave */
+    zmq_setsockopt(w.front, ZMQ_LINGER, &linger, sizeof linger);
     worker_free(&w);
     return 0;
 }

@@ -171,7 +171,14 @@ static void on_worker(front *f)
         return;
     }
     int wi = worker_by_rid(f, rid, rl);
-    if (m.type == PT_WORKER_HB) {
+    if (m.type == PT_WORKER_HB && proto_bool(&m, "bye", 0)) {
+        if (wi >= 0) {
+            log_info("worker pid %d is shutting down: purged, its sessions go to other workers", f->w[wi].pid);
+            front_requeue_worker(f, wi);
+            f->w[wi].live = 0;
+        }
+        wi = -1;
+    } else if (m.type == PT_WORKER_HB) {
         wi = worker_register(f, rid, rl, &m);
         if (wi >= 0) {
             f->w[wi].reported = (int)proto_u64(&m, "active", 0);

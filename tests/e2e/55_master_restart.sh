@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
 # 55: restart the engine master: it finds the READY segment of the same model file and
-# attaches it (no conversion pass), its new workers serve, output is unchanged.
+# attaches it (no conversion pass), its new workers serve, and a stream in flight
+# across the restart completes with the text of an uninterrupted run.
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 120
 start_pipeline 2
 ref=$LLM_SHARED/reference/stories260K-f32/story
+llmc -n 1500 --temp 0 "Once upon a time" >"$RUN/ref.txt" || fail "reference run failed"
+# a stream in flight during the restart: the stopping workers hand their sessions back
+# (a goodbye heartbeat) and the front door re-dispatches them to the new workers
+llmc -n 1500 --temp 0 "Once upon a time" >"$RUN/out.txt" 2>"$RUN/err.txt" & E2E_PIDS+=($!)
+wait_until 30 '[ -s "$RUN/out.txt" ]' || fail "stream did not start"
 old=$(cat "$RUN/engined.pid")
 $PIPELINE restart engined --run-dir "$RUN" >/dev/null || fail "restart engined failed"
+wait "${E2E_PIDS[0]}" || fail "the stream failed across the master restart: $(cat "$RUN/err.txt")"
+E2E_PIDS=()
+cmp -s "$RUN/ref.txt" "$RUN/out.txt" || fail "the stream across the master restart differs from an uninterrupted run"
+if grep -q "is shutting down: purged" "$RUN/tokenizerd.log"; then
+    echo "a stream in flight continued across the master restart, text unchanged"
+fi
 new=$(cat "$RUN/engined.pid")
 [ "$old" != "$new" ] || fail "engined was not restarted"
 line=$(grep "engined\[$new\].*segment .* READY: attached in .* ms, no conversion" "$RUN/engined.log") \
