@@ -573,6 +573,59 @@ START_TEST(test_bad_metadata)
     gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_T_FLOAT32, scores, 2);
     expect_load_error(w, "tokenizer.ggml.scores");
 
+    w = gguf_writer_new();
+    int32_t types[2] = { 1, 1 };
+    gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 3);
+    gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_T_INT32, types, 2);
+    expect_load_error(w, "tokenizer.ggml.token_type");
+    w = gguf_writer_new();
+    gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_writer_set_str(w, "tokenizer.ggml.pre", "gpt-2");
+    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 3);
+    gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 1);
+    gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true); /* default BOS 11 > n_vocab */
+    expect_load_error(w, "add_bos");
+    w = gguf_writer_new();
+    int64_t one = 1;
+    gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_writer_set_arr(w, "tokenizer.ggml.tokens", GGUF_T_INT64, &one, 1);
+    expect_load_error(w, "tokenizer.ggml.tokens");
+
+    /* Odd but harmless metadata loads: merges without a space, empty and single
+     * tokens, a special id out of range (ignored), token types out of range. */
+    {
+        static const char *const odd_toks[] = { "a", "", "ab", "<s>" };
+        static const char *const odd_merges[] = { "ab", " ", "", "a b", "a b" };
+        int32_t odd_types[4] = { 1, 99, -5, 3 };
+        w = gguf_writer_new();
+        gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+        gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2");
+        gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", odd_toks, 4);
+        gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_T_INT32, odd_types, 4);
+        gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", odd_merges, 5);
+        gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 4000000000u);
+        char e2[256];
+        size_t l2;
+        void *b2 = gguf_writer_write_mem(w, NULL, NULL, &l2, e2, sizeof e2);
+        gguf_writer_free(w);
+        gguf_ctx *g2 = gguf_parse(b2, l2, e2, sizeof e2);
+        ck_assert_msg(g2 != NULL, "%s", e2);
+        tok_vocab *v2 = tok_vocab_load(g2, e2, sizeof e2);
+        ck_assert_msg(v2 != NULL, "%s", e2);
+        ck_assert_int_eq(tok_find(v2, "[EMPTY_1]", 9), 1);
+        int32_t *x;
+        size_t nx = encode(v2, "aab<s>", 6, true, true, &x);
+        ck_assert_int_eq(nx, 3); /* a, ab, <s> (control, parsed) */
+        ck_assert_int_eq(x[0], 0);
+        ck_assert_int_eq(x[1], 2);
+        ck_assert_int_eq(x[2], 3);
+        free(x);
+        tok_vocab_free(v2);
+        gguf_close(g2);
+        free(b2);
+    }
+
     /* A missing pre-tokenizer means "default", and a tiny BPE vocabulary works. */
     char err[256];
     w = gguf_writer_new();
