@@ -24,6 +24,7 @@
 #include "logits_shm.h"
 #include "net.h"
 #include "proto.h"
+#include "sampler.h"
 #include "worker.h"
 
 #define SAMPLE_RETRY_MS 400
@@ -47,6 +48,7 @@ typedef struct {
     int          mu_set;
     int32_t      eog[16];
     int          n_eog;
+    int          n_hist;   /* history tokens samplerd needs (penalties, DRY) */
     uint64_t     req;      /* id of the pending sample request */
     int64_t      sent_ms;
 } wsess;
@@ -149,13 +151,30 @@ static void send_sample(worker *w, wsess *s)
     proto_put_u64(&pw, "nv", (uint64_t)w->n_vocab);
     proto_put_i64(&pw, "eos", w->eos);
     proto_put_raw(&pw, "params", s->params, s->params_len);
-    int nh = s->n_toks < HIST_MAX ? s->n_toks : HIST_MAX;
+    int nh = s->n_toks < s->n_hist ? s->n_toks : s->n_hist;
     proto_put_ints(&pw, "hist", s->toks + s->n_toks - nh, (size_t)nh);
     if (s->mu_set) proto_put_f64(&pw, "mu", s->mu);
     net_send(w->samp, NULL, 0, proto_data(&pw), proto_size(&pw));
     proto_writer_free(&pw);
     s->sent_ms = net_now_ms();
     s->state = WS_WAIT;
+}
+
+/* How many trailing tokens samplerd's penalties and DRY read for these parameters
+ * (the front door validated them); all of them, capped, when unsure. */
+static int params_history(const msgpack_object *o)
+{
+    smp_params p = smp_params_default();
+    char k[64], v[1024], err[160];
+    for (uint32_t i = 0; i < o->via.map.size; i++) {
+        const msgpack_object_str *ks = &o->via.map.ptr[i].key.via.str, *vs = &o->via.map.ptr[i].val.via.str;
+        if (ks->size >= sizeof k || vs->size >= sizeof v) return HIST_MAX;
+        memcpy(k, ks->ptr, ks->size); k[ks->size] = 0;
+        memcpy(v, vs->ptr, vs->size); v[vs->size] = 0;
+        if (smp_param_set(&p, k, v, err, sizeof err) != 0) return HIST_MAX;
+    }
+    int n = smp_history_needed(&p);
+    return n < 0 || n > HIST_MAX ? HIST_MAX : n;
 }
 
 /* PT_RUN: (re)start a session from the front door's tokens. */
@@ -216,6 +235,7 @@ static void on_run(worker *w, const proto_msg *pm)
     s->params_len = sb.size;
     s->mu_set = proto_field(pm, "mu") != NULL;
     s->mu = proto_f64(pm, "mu", 0);
+    s->n_hist = params_history(proto_field(pm, "params"));
     long ne = proto_ints(pm, "eog", s->eog, 16);
     s->n_eog = ne < 0 ? 0 : ne > 16 ? 16 : (int)ne;
     s->req = ++w->next_req;
