@@ -3,6 +3,7 @@
  * Sends malformed and unexpected messages to one endpoint and counts the error replies:
  *
  *   hostile_client ENDPOINT front|sampler|workers
+ *   hostile_client keygen          prints a CURVE key pair "PUBLIC SECRET" (z85)
  *
  * front/sampler: every message must get a PT_ERROR reply; workers: no reply expected
  * (a fake worker talking nonsense). Exit 0 when the expectations hold.
@@ -31,6 +32,12 @@ static void msg(proto_writer *w)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "keygen")) {
+        char pub[41], sec[41];
+        if (!zmq_has("curve") || zmq_curve_keypair(pub, sec) != 0) return 1;
+        printf("%s %s\n", pub, sec);
+        return 0;
+    }
     if (argc != 3) return 2;
     int front = !strcmp(argv[2], "front"), samp = !strcmp(argv[2], "sampler");
     void *ctx = zmq_ctx_new();
