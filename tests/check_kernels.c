@@ -236,6 +236,32 @@ START_TEST(test_q8_padding_is_zero)
 }
 END_TEST
 
+/* Hostile activations and weights (NaN, infinities, huge values) must not crash or
+ * hit undefined float->int conversions (UBSan runs this in make asan); finite blocks
+ * next to them still quantize exactly, and the tables agree when amax is finite. */
+START_TEST(test_quantize_hostile_values)
+{
+    enum { COLS = 96 };
+    float x[COLS];
+    for (int i = 0; i < COLS; i++) x[i] = frand(1.0f);
+    x[3] = NAN; x[40] = INFINITY; x[41] = -INFINITY; x[70] = 3e38f; x[71] = -3e38f;
+    unsigned char ref[3 * 34], got[3 * 34], w[3 * 34];
+    kern_ops_scalar.q8_quantize_x(x, 1, COLS, ref);
+    kern_q8_quantize_w(x, COLS, w);
+    const kern_q8_block *rb = (const kern_q8_block *)ref;
+    ck_assert_int_eq(f16_to_f32(rb[2].d) > 1e30f || isinf(f16_to_f32(rb[2].d)), 1); /* 3e38/127 overflows half */
+    for (int v = 0; v < N_SIMD; v++) {
+        const kern_ops *ops = kern_get(simd_names[v]);
+        if (!ops) continue;
+        ops->q8_quantize_x(x, 1, COLS, got);
+        /* block 2 holds only finite values (huge ones): bit-exact there */
+        ck_assert(memcmp(ref + 2 * 34, got + 2 * 34, 34) == 0);
+        float y[1];
+        ops->q8_matmul(w, COLS, got, 1, y, 1, 0, 1); /* garbage in, but no crash */
+    }
+}
+END_TEST
+
 /* "avx512vnni" promises llama.cpp's AVX2 float order: bit-identical to "avx2". */
 START_TEST(test_q8_avx512_same_bits_as_avx2)
 {
@@ -427,6 +453,7 @@ Suite *kernels_suite(void)
     tcase_add_test(tc, test_quantize_w_definition);
     tcase_add_test(tc, test_quantize_x_exact);
     tcase_add_test(tc, test_q8_padding_is_zero);
+    tcase_add_test(tc, test_quantize_hostile_values);
     suite_add_tcase(s, tc);
     tc = tcase_create("products");
     tcase_set_timeout(tc, 120);
