@@ -302,16 +302,17 @@ TGT void kern_avx2_f16_to_f32(const uint16_t *x, float *y, int64_t n)
     for (; i < n; i++) y[i] = half_to_float(x[i]);
 }
 
-/* Four weight rows against one token: x is loaded once per 8 columns. */
+/* Four weight rows against each token in turn: x is loaded once per 8 columns, and
+ * the four rows stay in L1 while all the tokens pass (W is read once per call). */
 #define F_MATMUL(NAME, WT, LOADW, CVTW)                                                     \
 TGT void NAME(const WT *w, int64_t cols, const float *x, int64_t n_tok,                     \
               float *y, int64_t ldy, int64_t r0, int64_t r1)                                \
 {                                                                                           \
-    for (int64_t t = 0; t < n_tok; t++) {                                                   \
-        const float *xt = x + t * cols;                                                     \
-        int64_t r = r0;                                                                     \
-        for (; r + 4 <= r1; r += 4) {                                                       \
-            const WT *w0 = w + r * cols, *w1 = w0 + cols, *w2 = w1 + cols, *w3 = w2 + cols; \
+    int64_t r = r0;                                                                         \
+    for (; r + 4 <= r1; r += 4) {                                                           \
+        const WT *w0 = w + r * cols, *w1 = w0 + cols, *w2 = w1 + cols, *w3 = w2 + cols;     \
+        for (int64_t t = 0; t < n_tok; t++) {                                               \
+            const float *xt = x + t * cols;                                                 \
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                     \
             int64_t i = 0;                                                                  \
             for (; i + 8 <= cols; i += 8) {                                                 \
@@ -329,8 +330,11 @@ TGT void NAME(const WT *w, int64_t cols, const float *x, int64_t n_tok,         
             float *yt = y + t * ldy + r;                                                    \
             yt[0] = s0; yt[1] = s1; yt[2] = s2; yt[3] = s3;                                 \
         }                                                                                   \
-        for (; r < r1; r++) {                                                               \
-            const WT *wr = w + r * cols;                                                    \
+    }                                                                                       \
+    for (; r < r1; r++) {                                                                   \
+        const WT *wr = w + r * cols;                                                        \
+        for (int64_t t = 0; t < n_tok; t++) {                                               \
+            const float *xt = x + t * cols;                                                 \
             __m256 a0 = _mm256_setzero_ps();                                                \
             int64_t i = 0;                                                                  \
             for (; i + 8 <= cols; i += 8) a0 = _mm256_fmadd_ps(LOADW(wr + i), _mm256_loadu_ps(xt + i), a0); \
