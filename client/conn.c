@@ -41,6 +41,8 @@ int lc_open(lc_conn *c, const char *endpoint, const char *run_dir, char *err, si
     }
     c->ctx = zmq_ctx_new();
     c->sock = c->ctx ? net_socket(c->ctx, ZMQ_DEALER) : NULL;
+    int unlimited = 0; /* never drop a piece because the terminal is slow */
+    if (c->sock) zmq_setsockopt(c->sock, ZMQ_RCVHWM, &unlimited, sizeof unlimited);
     char cerr[200] = "";
     if (!c->sock || net_curve(c->sock, c->endpoint, 0, cerr, sizeof cerr) != 0 || zmq_connect(c->sock, c->endpoint) != 0) {
         snprintf(err, errcap, "cannot connect to %s: %s", c->endpoint, cerr[0] ? cerr : zmq_strerror(zmq_errno()));

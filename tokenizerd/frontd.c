@@ -254,8 +254,11 @@ static int bind_sockets(front *f, const char *dir, const char *bind, const char 
     f->clients = net_socket(f->ctx, ZMQ_ROUTER);
     f->workers = net_socket(f->ctx, ZMQ_ROUTER);
     if (!f->clients || !f->workers) return -1;
-    int one = 1;
+    int one = 1, unlimited = 0;
     zmq_setsockopt(f->clients, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    /* a slow reader (llmc | less) must not lose pieces: no send limit towards clients;
+     * what is queued is bounded by the requests' lengths */
+    zmq_setsockopt(f->clients, ZMQ_SNDHWM, &unlimited, sizeof unlimited);
     if (net_curve(f->clients, ep, 1, err, sizeof err) != 0 || zmq_bind(f->clients, ep) != 0) {
         log_error("cannot serve clients on %s: %s", ep, err[0] ? err : zmq_strerror(zmq_errno()));
         return -1;
