@@ -3,6 +3,7 @@
 # master + workers, tokenizerd) in the background. Used by `make run` / `make stop`.
 #
 #   deploy/pipeline.sh start --model FILE [--workers N] [--run-dir DIR] [--ctx N] [--threads N] [--float]
+#                          (--threads: per worker, default cores / workers)
 #   deploy/pipeline.sh stop    [--run-dir DIR]
 #   deploy/pipeline.sh status  [--run-dir DIR]
 #   deploy/pipeline.sh restart tokenizerd|samplerd|engined|all [--run-dir DIR]
@@ -21,7 +22,7 @@ DAEMONS="samplerd engined tokenizerd"
 die() { echo "pipeline.sh: $*" >&2; exit 1; }
 
 usage() {
-    sed -n '4,8p' "${BASH_SOURCE[0]}" | sed 's/^# //'
+    sed -n '5,9p' "${BASH_SOURCE[0]}" | sed 's/^# //'
     exit "${1:-2}"
 }
 
@@ -30,7 +31,7 @@ shift
 component=""
 if [ "$cmd" = restart ]; then component=${1:-}; [ -n "$component" ] || usage; shift; fi
 
-MODEL="" WORKERS=${LLM_WORKERS_N:-1} RUN_DIR="" CTX=${LLM_CTX:-0} THREADS=${LLM_THREADS:-1} FLOAT=0
+MODEL="" WORKERS=${LLM_WORKERS_N:-1} RUN_DIR="" CTX=${LLM_CTX:-0} THREADS=${LLM_THREADS:-} FLOAT=0
 while [ $# -gt 0 ]; do
     case $1 in
         --model) MODEL=${2:?--model needs a file}; shift 2 ;;
@@ -43,6 +44,16 @@ while [ $# -gt 0 ]; do
         *) die "unknown option '$1' (pipeline.sh --help)" ;;
     esac
 done
+
+for v in WORKERS CTX; do
+    case ${!v} in ''|*[!0-9]*) die "--$(echo "$v" | tr 'A-Z' 'a-z') must be a whole number, got '${!v}'" ;; esac
+done
+[ "$WORKERS" -ge 1 ] || die "--workers must be at least 1"
+# threads per worker: the cores shared evenly between the workers unless told
+if [ -z "$THREADS" ]; then
+    THREADS=$(( $(nproc 2>/dev/null || echo 1) / WORKERS ))
+    [ "$THREADS" -ge 1 ] || THREADS=1
+fi
 
 if [ -z "$RUN_DIR" ]; then
     if [ -n "${LLM_RUN_DIR:-}" ]; then RUN_DIR=$LLM_RUN_DIR
