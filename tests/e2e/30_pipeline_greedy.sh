@@ -30,6 +30,9 @@ grep -q "prompt tokens: 2, generated tokens: 8, time to first token" "$RUN/stats
 # stop strings end the text before the stop string
 out=$(llmc -n 32 --temp 0 --stop "big" "$(cat "$ref/prompt.txt")") || fail "--stop run failed"
 [ "$out" = " play outside in the park. One day, she saw a " ] || fail "--stop gave '$out'"
+# a stop string spanning several tokens is held back until it is decided
+out=$(llmc -n 32 --temp 0 --stop "red ball. She" --stop "zebra" "$(cat "$ref/prompt.txt")") || fail "--stop run failed"
+[ "$out" = " play outside in the park. One day, she saw a big, " ] || fail "multi-token --stop gave '$out'"
 
 # seeded sampling is reproducible
 a=$(llmc -n 40 --temp 0.9 --seed 7 "Once upon a time") && b=$(llmc -n 40 --temp 0.9 --seed 7 "Once upon a time") \
