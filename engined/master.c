@@ -6,7 +6,7 @@
  * master on purpose: the next master reuses it in milliseconds.
  *
  *   engined --model stories.gguf --workers 2          # master + 2 workers
- *   engined --attach --model stories.gguf             # one more worker, foreground
+ *   engined --attach [--run-dir DIR]                  # one more worker, foreground
  *   engined --worker --segment /llm-0123456789abcdef  # what the master execs
  */
 #include <errno.h>
@@ -32,7 +32,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: engined --model FILE [--workers N] [options]   master: segment + N workers\n"
-            "       engined --attach (--model FILE | --segment NAME) [options]   one more worker\n"
+            "       engined --attach [--model FILE | --segment NAME] [options]   one more worker (default:\n"
+            "                     the segment of the master running in the run directory)\n"
             "       engined --worker --segment NAME [options]        (started by the master)\n"
             "options (environment in brackets):\n"
             "  --run-dir DIR       endpoints and pid files [LLM_RUN_DIR]\n"
@@ -94,6 +95,25 @@ int engd_serve(int argc, char **argv)
     if (r) return r == 1 ? 0 : 2;
     dmn_signals_install();
     log_init(o.worker ? "engined-worker" : "engined", LOG_INFO);
+    if (attach && !o.segment && !o.model) {
+        /* the running master wrote its segment's name into the run directory */
+        char dir[256], err[256], path[300];
+        static char name[64];
+        if (net_run_dir(o.run_dir, dir, sizeof dir, err, sizeof err) != 0) {
+            log_error("%s", err);
+            return 1;
+        }
+        snprintf(path, sizeof path, "%s/segment", dir);
+        FILE *f = fopen(path, "r");
+        int ok = f && fgets(name, sizeof name, f) != NULL;
+        if (f) fclose(f);
+        name[strcspn(name, "\n")] = 0;
+        if (!ok || strncmp(name, "/llm-", 5) != 0) {
+            log_error("--attach: no running master in %s (no %s); give --model FILE or --segment NAME", dir, path);
+            return 1;
+        }
+        o.segment = name;
+    }
     if (attach && !o.segment) {
         /* find the segment of the running master: eng_open attaches a READY one */
         char err[256];
@@ -224,8 +244,14 @@ int engd_master_run(const engd_opts *o, const char *self_exe)
     else
         log_info("segment %s READY: attached in %.1f ms, no conversion (%llu bytes)", info.name, info.ms,
                  (unsigned long long)info.seg_bytes);
-    char seg[64];
+    char seg[64], path[300];
     snprintf(seg, sizeof seg, "%s", info.name);
+    snprintf(path, sizeof path, "%s/segment", dir); /* for engined --attach */
+    FILE *sf = fopen(path, "w");
+    if (sf) {
+        fprintf(sf, "%s\n", seg);
+        fclose(sf);
+    }
     wslot ws[MAX_WORKERS] = {{0}};
     int n = o->n_workers;
     while (!dmn_stop) {

@@ -53,7 +53,7 @@ rm -rf "$other"
 grep -q "^error: the pipeline is not running .*pipeline.sh start" "$RUN/err.txt" || fail "not running: $(cat "$RUN/err.txt")"
 
 # one more worker at run time on the running segment
-"$LLM_BIN/engined" --attach --model "$MODEL" --run-dir "$RUN" --ctx 2048 2>"$RUN/attach.log" & E2E_PIDS+=($!)
+"$LLM_BIN/engined" --attach --run-dir "$RUN" --ctx 2048 2>"$RUN/attach.log" & E2E_PIDS+=($!)
 wait_until 20 '[ "$(status_field workers)" = 2 ]' || fail "engined --attach did not register: $(cat "$RUN/attach.log")"
 grep -q "attached segment .* (no reload)" "$RUN/attach.log" || fail "--attach did not attach the segment"
 grep -q "converted" "$RUN/attach.log" && fail "--attach converted the model"
