@@ -150,6 +150,7 @@ static void send_sample(worker *w, wsess *s)
     proto_put_u64(&pw, "slot", (uint64_t)i);
     proto_put_u64(&pw, "nv", (uint64_t)w->n_vocab);
     proto_put_i64(&pw, "eos", w->eos);
+    proto_put_str(&pw, "seg", eng_segment_name(w->m)); /* samplerd reads token texts there for DRY */
     proto_put_raw(&pw, "params", s->params, s->params_len);
     int nh = s->n_toks < s->n_hist ? s->n_toks : s->n_hist;
     proto_put_ints(&pw, "hist", s->toks + s->n_toks - nh, (size_t)nh);

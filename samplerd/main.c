@@ -19,11 +19,13 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "engine.h"
 #include "log.h"
 #include "logits_shm.h"
 #include "net.h"
 #include "proto.h"
 #include "sampler.h"
+#include "tok.h"
 
 #define RING_CACHE 32
 #define HIST_MAX 8192
@@ -39,6 +41,7 @@ typedef struct {
     ring_ent  rings[RING_CACHE];
     smp_work *work;
     int32_t  *hist;   /* (HIST_MAX) */
+    char      pieces_seg[64]; /* segment whose token texts smp_work holds (for DRY) */
     uint64_t  served, errors;
 } sampler_daemon;
 
@@ -79,6 +82,32 @@ static const lshm *ring_get(sampler_daemon *d, const char *name, char *err, size
     lru->ino = st.st_ino;
     lru->used_ms = now;
     return lru->ring;
+}
+
+static int write_piece(void *ctx, int32_t id, char *buf, size_t cap)
+{
+    return tok_piece((const tok_vocab *)ctx, id, false, buf, cap);
+}
+
+/* DRY needs token texts: load them once from the tokenizer tables in the worker's
+ * weight segment (named in the request). Failure only means DRY is skipped. */
+static void load_pieces(sampler_daemon *d, const proto_msg *m)
+{
+    char seg[64], err[256] = "";
+    if (proto_strcpy(m, "seg", seg, sizeof seg) != 0 || strcmp(seg, d->pieces_seg) == 0) return;
+    snprintf(d->pieces_seg, sizeof d->pieces_seg, "%s", seg); /* tried once per segment */
+    eng_model *em = eng_attach(seg, err, sizeof err);
+    size_t len = 0;
+    const void *blob = em ? eng_tokenizer_blob(em, &len) : NULL;
+    gguf_ctx *g = blob ? gguf_parse(blob, len, err, sizeof err) : NULL;
+    tok_vocab *v = g ? tok_vocab_load(g, err, sizeof err) : NULL;
+    if (v && smp_work_load_pieces(d->work, tok_n_vocab(v), write_piece, v) == 0)
+        log_info("token texts of %s loaded for DRY", seg);
+    else
+        log_warn("no token texts from segment %s (%s): DRY is skipped", seg, err[0] ? err : "load failed");
+    tok_vocab_free(v);
+    gguf_close(g);
+    eng_close(em);
 }
 
 static int params_from(const proto_msg *m, smp_params *p, int n_vocab, char *err, size_t errcap)
@@ -130,6 +159,7 @@ static void on_sample(sampler_daemon *d, const uint8_t *rid, size_t rl, const pr
         reply_error(d, rid, rl, m, err);
         return;
     }
+    if (p.dry_multiplier > 0.0f) load_pieces(d, m);
     long nh = proto_ints(m, "hist", d->hist, HIST_MAX);
     if (nh > HIST_MAX) nh = HIST_MAX; /* the oldest tokens were sent first: keep what fits */
     smp_state st;

@@ -13,7 +13,8 @@ client() {
         case $(( (k + n) % 4 )) in
             0) llmc -n 64 --temp 0 "Once upon a time" >/dev/null ;;
             1) llmc -n 48 --temp 0.8 --seed $((k * 100 + n)) --top-k 20 "The cat" >/dev/null ;;
-            2) llmc -n 40 --temp 1.0 --mirostat 2 --seed $n --stop "." "Lily went" >/dev/null ;;
+            2) llmc -n 40 --temp 1.0 --mirostat 2 --seed $n --stop "." "Lily went" >/dev/null &&
+               llmc -n 40 --temp 0.9 --dry-multiplier 0.8 --seed $n "Tom" >/dev/null ;;
             3) llmc -n 80 --temp 0.7 --min-p 0.1 --repeat-penalty 1.2 --json "One day" >/dev/null ;;
         esac
         rc=$?
