@@ -36,6 +36,7 @@ static void usage(FILE *f)
             "                     the segment of the master running in the run directory)\n"
             "       engined --worker --segment NAME [options]        (started by the master)\n"
             "options (environment in brackets):\n"
+            "  --model FILE        the GGUF model [LLM_MODEL]\n"
             "  --run-dir DIR       endpoints and pid files [LLM_RUN_DIR]\n"
             "  --workers N         workers the master keeps running (default 1) [LLM_WORKERS_N]\n"
             "  --threads N         threads per worker (default 1) [LLM_THREADS]\n"
@@ -51,6 +52,7 @@ static void usage(FILE *f)
 static int parse(int argc, char **argv, engd_opts *o, int *attach)
 {
     long v;
+    o->model = dmn_env("LLM_MODEL", NULL);
     const char *s = dmn_env("LLM_WORKERS_N", NULL);
     if (s && dmn_int("LLM_WORKERS_N", s, 1, MAX_WORKERS, &v) == 0) o->n_workers = (int)v;
     s = dmn_env("LLM_THREADS", NULL);
