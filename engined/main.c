@@ -313,13 +313,13 @@ int main(int argc, char **argv)
         int rc = parse_eval(argc, argv, &o);
         return rc ? rc : run_eval(&o);
     }
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
     if (!engd_serve) {
+        if (argc < 2) {
+            usage(stderr);
+            return 2;
+        }
         fprintf(stderr, "error: daemon mode not built\n");
         return 1;
     }
-    return engd_serve(argc, argv);
+    return engd_serve(argc, argv); /* no arguments too: the daemon may take LLM_MODEL */
 }
