@@ -26,7 +26,8 @@
  *
  * Ownership and threads: an eng_model is one process's handle on a segment (its
  * mapping, thread pool and scratch buffers). It is not reentrant: call the forward
- * functions from one thread at a time; they use the pool internally. Sessions
+ * functions from one thread at a time; they use the pool internally. eng_open and
+ * eng_attach are meant for a process's main thread (start-up), one call at a time. Sessions
  * belong to the model handle they were created from and must be freed before it.
  * Every pointer returned by an accessor lives until eng_close.
  */

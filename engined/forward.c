@@ -143,13 +143,15 @@ static int handle_loading(const char *name, int32_t pid, double t0, char *err, s
 /* After a build: points at segments left by older versions of the same file. */
 static void note_stale(const char *real_path, const char *name)
 {
-    static seg_info infos[64];
+    enum { MAX = 256 };
+    seg_info *infos = malloc(MAX * sizeof *infos);
     char err[256];
-    int n = seg_list(infos, 64, err, sizeof err);
-    for (int i = 0; i < n && i < 64; i++)
+    int n = infos ? seg_list(infos, MAX, err, sizeof err) : 0;
+    for (int i = 0; i < n && i < MAX; i++)
         if (strcmp(infos[i].src_path, real_path) == 0 && strncmp(infos[i].name, name, 21) != 0)
             log_warn("segment %s holds an older version of %s (not reused): remove it with "
                      "engined --remove-segment %s", infos[i].name, real_path, infos[i].name);
+    free(infos);
 }
 
 eng_model *eng_open(const char *gguf_path, eng_precision prec, eng_open_info *info,

@@ -56,17 +56,20 @@ int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], 
         if (fd >= 0) close(fd);
         return -1;
     }
-    static unsigned char head[65536];
-    ssize_t got = pread(fd, head, sizeof head, 0);
+    enum { HEAD = 65536 };
+    unsigned char *head = malloc(HEAD);
+    ssize_t got = head ? pread(fd, head, HEAD, 0) : -1;
     close(fd);
     if (got < 0) {
-        snprintf(err, errlen, "%s: read: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: read: %s", path, head ? strerror(errno) : "out of memory");
+        free(head);
         return -1;
     }
     snprintf(id->real_path, sizeof id->real_path, "%s", rp);
     id->size = (uint64_t)st.st_size;
     id->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
     id->head_hash = fnv1a(0xcbf29ce484222325ull, head, (size_t)got);
+    free(head);
     uint64_t h = fnv1a(0xcbf29ce484222325ull, rp, strlen(rp));
     h = fnv1a(h, &id->size, sizeof id->size);
     h = fnv1a(h, &id->mtime_ns, sizeof id->mtime_ns);
