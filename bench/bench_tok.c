@@ -33,7 +33,7 @@ static char *make_text(size_t len)
         "the ", "quick ", "brown ", "fox ", "jumps ", "over ", "lazy ", "dog", ". ", ", ",
         "Once ", "upon ", "a ", "time ", "there ", "was ", "little ", "girl ", "named ", "Lily",
         "don't ", "I'm ", "we've ", "12345 ", "3.14159 ", "2026-11-22 ", "\n", "\n\n", "    ",
-        "caf\xc3\xa9 ", "na\xc3\xafve ", "\xc3\x9c" "ber ", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e ",
+        "caf\xc3\xa9 ", "na\xc3\xafve ", "\xc3\x9c\x62\x65r ", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e ",
         "\xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82 ", "\xf0\x9f\x99\x82 ",
         "int main(void) { return 0; }\n", "x += y[i] * 2;\n", "(hello, world)! ", "\"quoted\" ",
     };

@@ -29,6 +29,12 @@ static const subcommand subcommands[] = {
     {"synth",    cmd_synth,    "synth --shape NAME --type TYPE --vocab-from V.gguf --seed N -o OUT.gguf"},
 };
 
+/* Options of every subcommand that talks to a pipeline, each followed by a value. */
+static int is_global_option(const char *arg)
+{
+    return strcmp(arg, "-e") == 0 || strcmp(arg, "--endpoint") == 0 || strcmp(arg, "--run-dir") == 0;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: llmc \"PROMPT\" [options]        complete a prompt, streamed\n");
@@ -43,13 +49,23 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++) {
-        if (strcmp(argv[1], subcommands[i].name) != 0) continue;
+    /* Options that pick the pipeline may come before the subcommand
+     * (llmc --run-dir D status); they are handed to it after its name. */
+    int first = 1;
+    while (first + 1 < argc && is_global_option(argv[first])) first += 2;
+    for (size_t i = 0; first < argc && i < sizeof subcommands / sizeof subcommands[0]; i++) {
+        if (strcmp(argv[first], subcommands[i].name) != 0) continue;
         if (!subcommands[i].fn) {
-            fprintf(stderr, "error: 'llmc %s' is not built into this binary\n", argv[1]);
+            fprintf(stderr, "error: 'llmc %s' is not built into this binary\n", argv[first]);
             return 1;
         }
-        return subcommands[i].fn(argc - 1, argv + 1);
+        char *sub_argv[argc + 1];
+        int n = 0;
+        sub_argv[n++] = argv[first];
+        for (int j = 1; j < argc; j++)
+            if (j != first) sub_argv[n++] = argv[j];
+        sub_argv[n] = NULL;
+        return subcommands[i].fn(n, sub_argv);
     }
     if (!cmd_generate) {
         usage(stderr);

@@ -331,8 +331,14 @@ static int pack_params(front *f, front_req *r, const proto_msg *m, char *err, si
 }
 
 /* The text to tokenize: the prompt, or the chat messages through the template. */
-static char *request_text(front *f, const proto_msg *m, bool chat, char *err, size_t errcap)
+/* The text to tokenize: the raw prompt, or the rendered chat. For a chat, *spans gets
+ * the byte ranges of the message contents (caller frees), so that control-token text a
+ * user typed is tokenized as text, not as <|im_start|> and friends. */
+static char *request_text(front *f, const proto_msg *m, bool chat, tok_span **spans, size_t *n_spans,
+                          char *err, size_t errcap)
 {
+    *spans = NULL;
+    *n_spans = 0;
     if (!chat) {
         size_t n;
         const char *p = proto_str(m, "prompt", &n);
@@ -360,7 +366,7 @@ static char *request_text(front *f, const proto_msg *m, bool chat, char *err, si
         for (size_t i = 0; i < nm * 2; i++)
             own[i] = strndup(o->via.array.ptr[i].via.str.ptr, o->via.array.ptr[i].via.str.size);
         for (size_t i = 0; i < nm; i++) cm[i] = (chat_msg){own[2 * i], own[2 * i + 1]};
-        if (chat_render(f->tmpl, cm, nm, true, &out, err, errcap) != 0) out = NULL;
+        if (chat_render_spans(f->tmpl, cm, nm, true, &out, spans, n_spans, err, errcap) != 0) out = NULL;
         for (size_t i = 0; i < nm * 2; i++) free(own[i]);
     }
     free(cm);
@@ -422,18 +428,24 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     r->mu_set = false;
     r->held_len = 0;
     char *text = NULL;
+    tok_span *spans = NULL;
+    size_t n_spans = 0;
     int32_t *ids = NULL;
     size_t n_ids = 0;
     int64_t n_predict = proto_i64(m, "n", -1);
     if (!r->det || pack_params(f, r, m, err, sizeof err) != 0 || set_stops(r, m, err, sizeof err) != 0 ||
-        !(text = request_text(f, m, chat, err, sizeof err)) ||
-        tok_encode(f->vocab, text, strlen(text), true, chat, &ids, &n_ids, err, sizeof err) != 0) {
+        !(text = request_text(f, m, chat, &spans, &n_spans, err, sizeof err)) ||
+        (chat ? tok_encode_guarded(f->vocab, text, strlen(text), true, spans, n_spans, &ids, &n_ids, err,
+                                   sizeof err)
+              : tok_encode(f->vocab, text, strlen(text), true, false, &ids, &n_ids, err, sizeof err)) != 0) {
         free(text);
+        free(spans);
         log_info("request %llu refused: %s", (unsigned long long)m->id, err);
         fail(f, r, err[0] ? err : "out of memory");
         return;
     }
     free(text);
+    free(spans);
     if (n_ids == 0) {
         free(ids);
         fail(f, r, "the prompt is empty after tokenization");
