@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# run.sh - every benchmark, one after the other (what `make bench` runs). Output goes to
+# the terminal and to bench/out/<name>.txt. Slow: the engine benchmark synthesises a
+# TinyLlama-1.1B-shaped Q8_0 model (1.17 GB, cached in $BENCH_DIR, default
+# /tmp/llm-bench). The machines are shared and noisy: read the figures as ratios taken
+# in the same run, not as absolutes.
+set -eu
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export LLM_SHARED=${LLM_SHARED:-$(cd ../shared && pwd)}
+mkdir -p bench/out
+run() { # name command...
+    local name=$1; shift
+    echo "== $name"
+    "$@" 2>&1 | tee "bench/out/$name.txt"
+    echo
+}
+run bw "$BUILD/bench/bench_bw" 1024 3
+run kernels "$BUILD/bench/bench_kernels"
+run engine env BUILD="$BUILD" bash bench/bench_engine.sh
+run tokenizer "$BUILD/bench/bench_tok"
+run sampler "$BUILD/bench/bench_sampler"
+run quant "$BUILD/bench/bench_quant"
