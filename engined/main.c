@@ -289,6 +289,12 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
+            if (engd_serve) { /* and the daemon's own options */
+                char *help_argv[] = {argv[0], "--help", NULL};
+                fputc('\n', stdout);
+                fflush(stdout);
+                engd_serve(2, help_argv);
+            }
             return 0;
         }
         if (!strcmp(argv[i], "--list-segments")) return list_segments();

@@ -46,7 +46,7 @@ static void usage(FILE *f)
             "  --float             keep f32 weights in the segment instead of INT8\n"
             "  --front EP          front door's worker endpoint (default ipc://RUN_DIR/workers.sock) [LLM_WORKERS]\n"
             "  --sampler EP        samplerd endpoint (default ipc://RUN_DIR/sampler.sock) [LLM_SAMPLER]\n"
-            "one-shot commands: engined --eval/--list-segments/--remove-segment (see engined --help in main)\n");
+            "one-shot commands: engined --eval/--list-segments/--remove-segment/--verify-segment (above)\n");
 }
 
 static int parse(int argc, char **argv, engd_opts *o, int *attach)
