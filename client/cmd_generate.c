@@ -11,6 +11,7 @@
  * smp_param_set before anything is sent. While streaming, llmc pings the front door
  * every second; the front door frees the session of a client that stops pinging.
  */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +60,8 @@ static void usage(FILE *f)
             "                        accepted as --name (e.g. --mirostat 2, --ignore-eos, --dry-multiplier 0.8)\n"
             "  --stop TEXT           stop before TEXT (repeatable)\n"
             "  --echo                print the prompt before the completion\n"
-            "  --json                one JSON object per piece, then one with counts and timings\n"
+            "  --json                one JSON object per piece, then one with counts and timings;\n"
+            "                        with --n-probs N (<= 100) each token's log-prob and top N in \"probs\"\n"
             "  --stats               prompt tokens, generated tokens, time to first token, tok/s on stderr\n"
             "  -e, --endpoint EP     front door endpoint (default ipc://RUN_DIR/front.sock) [LLM_FRONT]\n"
             "  --run-dir DIR         the pipeline's run directory [LLM_RUN_DIR]\n");
@@ -161,6 +163,56 @@ static int parse(int argc, char **argv, int first, gen_opts *o, int chat)
     return 0;
 }
 
+/* A log-prob as JSON: non-finite values (a banned token's -inf) become null. */
+static void json_logprob(const msgpack_object *o)
+{
+    double v = o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64 ? o->via.f64
+               : o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER                           ? (double)o->via.i64
+                                                                                      : (double)o->via.u64;
+    if (isfinite(v)) printf("%.9g", v);
+    else fputs("null", stdout);
+}
+
+static const msgpack_object *map_key(const msgpack_object *map, const char *key)
+{
+    size_t kl = strlen(key);
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr[i].key;
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == kl && memcmp(k->via.str.ptr, key, kl) == 0)
+            return &map->via.map.ptr[i].val;
+    }
+    return NULL;
+}
+
+/* A PIECE's "probs" (checked by proto_decode: entries {id, logprob, top?, text?}) as
+ * ,"probs":[{"id":..,"text":..,"logprob":..,"top":[{"id":..,"logprob":..},...]},...] */
+static void json_probs(const msgpack_object *probs)
+{
+    fputs(",\"probs\":[", stdout);
+    for (uint32_t i = 0; i < probs->via.array.size; i++) {
+        const msgpack_object *e = &probs->via.array.ptr[i], *text = map_key(e, "text"), *top = map_key(e, "top");
+        printf("%s{\"id\":", i ? "," : "");
+        lc_json_obj(stdout, map_key(e, "id"));
+        if (text) {
+            fputs(",\"text\":", stdout);
+            lc_json_str(stdout, text->via.str.ptr, text->via.str.size);
+        }
+        fputs(",\"logprob\":", stdout);
+        json_logprob(map_key(e, "logprob"));
+        fputs(",\"top\":[", stdout);
+        for (uint32_t j = 0; top && j < top->via.array.size; j++) {
+            const msgpack_object *pair = top->via.array.ptr[j].via.array.ptr;
+            printf("%s{\"id\":", j ? "," : "");
+            lc_json_obj(stdout, &pair[0]);
+            fputs(",\"logprob\":", stdout);
+            json_logprob(&pair[1]);
+            fputc('}', stdout);
+        }
+        fputs("]}", stdout);
+    }
+    fputc(']', stdout);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -231,7 +283,10 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
                 if (o->json) {
                     fputs("{\"text\":", stdout);
                     lc_json_str(stdout, p, n);
-                    printf(",\"tokens\":%llu}\n", (unsigned long long)n_gen);
+                    printf(",\"tokens\":%llu", (unsigned long long)n_gen);
+                    const msgpack_object *probs = proto_field(&m, "probs");
+                    if (probs) json_probs(probs);
+                    fputs("}\n", stdout);
                 } else {
                     fwrite(p, 1, n, stdout);
                 }

@@ -22,7 +22,9 @@ typedef struct {
  * (not checked here, read with defaults): GENERATE: prompt STR, msgs STRS (role, text,
  * role, text...), chat BOOL, sess U64 (continue a chat session), params PARAMS, stop
  * STRS, echo BOOL, ignore_eos BOOL. RUN/SAMPLE/TOKEN/SAMPLED: st BIN (carried sampler
- * state). RUN: eog INTS. */
+ * state). RUN: eog INTS. SAMPLED/TOKEN (when params n_probs > 0): logprob F64 (the
+ * chosen token's), top TOPS (the n_probs most probable). PIECE: probs PROBS (one entry
+ * per token the piece flushes). */
 static const proto_type_spec proto_schema[PT_TYPE_COUNT] = {
     [PT_GENERATE]     = {"GENERATE", {{"n", PK_I64}}},
     [PT_CANCEL]       = {"CANCEL", {{0}}},
@@ -142,16 +144,58 @@ static int is_int(const msgpack_object *o)
     return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER || o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER;
 }
 
+static int is_int32(const msgpack_object *e)
+{
+    return (e->type == MSGPACK_OBJECT_POSITIVE_INTEGER && e->via.u64 <= INT32_MAX) ||
+           (e->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && e->via.i64 >= INT32_MIN);
+}
+
+static int is_num(const msgpack_object *o)
+{
+    return is_int(o) || o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64;
+}
+
+/* [[id, logprob], ...] */
+static int tops_ok(const msgpack_object *o)
+{
+    if (o->type != MSGPACK_OBJECT_ARRAY) return 0;
+    for (uint32_t i = 0; i < o->via.array.size; i++) {
+        const msgpack_object *e = &o->via.array.ptr[i];
+        if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != 2 || !is_int32(&e->via.array.ptr[0]) ||
+            !is_num(&e->via.array.ptr[1]))
+            return 0;
+    }
+    return 1;
+}
+
+/* [{id, logprob, top?, text?}, ...]; other keys of an entry are ignored. */
+static int probs_ok(const msgpack_object *o)
+{
+    if (o->type != MSGPACK_OBJECT_ARRAY) return 0;
+    for (uint32_t i = 0; i < o->via.array.size; i++) {
+        const msgpack_object *e = &o->via.array.ptr[i];
+        if (e->type != MSGPACK_OBJECT_MAP) return 0;
+        const msgpack_object *id = map_get(&e->via.map, "id"), *lp = map_get(&e->via.map, "logprob"),
+                             *top = map_get(&e->via.map, "top"), *text = map_get(&e->via.map, "text");
+        if (!id || !is_int32(id) || !lp || !is_num(lp) || (top && !tops_ok(top)) ||
+            (text && text->type != MSGPACK_OBJECT_STR))
+            return 0;
+    }
+    return 1;
+}
+
 static int kind_ok(const msgpack_object *o, proto_kind k)
 {
     switch (k) {
     case PK_U64: return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER;
     case PK_I64: return is_int(o) && (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER || o->via.u64 <= INT64_MAX);
-    case PK_F64: return is_int(o) || o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64;
+    case PK_F64: return is_num(o);
     case PK_STR: return o->type == MSGPACK_OBJECT_STR;
     case PK_BIN: return o->type == MSGPACK_OBJECT_BIN;
     case PK_BOOL: return o->type == MSGPACK_OBJECT_BOOLEAN;
     case PK_ANY: return 1;
+    case PK_TOPS: return tops_ok(o);
+    case PK_PROBS: return probs_ok(o);
     case PK_INTS:
         if (o->type != MSGPACK_OBJECT_ARRAY) return 0;
         for (uint32_t i = 0; i < o->via.array.size; i++) {
@@ -178,7 +222,8 @@ static int kind_ok(const msgpack_object *o, proto_kind k)
 
 static const char *const kind_names[PK_KIND_COUNT] = {
     "unsigned integer", "integer", "number", "string", "binary", "array of int32",
-    "array of strings", "map of strings", "boolean", "value"};
+    "array of strings", "map of strings", "boolean", "value", "array of [id, logprob] pairs",
+    "array of {id, logprob, top, text} maps"};
 
 static int fail(char *err, size_t cap, const char *fmt, const char *a, const char *b)
 {
@@ -190,7 +235,8 @@ static int fail(char *err, size_t cap, const char *fmt, const char *a, const cha
 static const proto_field_spec proto_optional[] = {
     {"prompt", PK_STR}, {"msgs", PK_STRS}, {"chat", PK_BOOL}, {"sess", PK_U64},
     {"params", PK_PARAMS}, {"stop", PK_STRS}, {"echo", PK_BOOL}, {"ignore_eos", PK_BOOL},
-    {"st", PK_BIN}, {"eog", PK_INTS}, {"bye", PK_BOOL}, {"full", PK_BOOL}, {"mu", PK_F64}, {NULL, 0}};
+    {"st", PK_BIN}, {"eog", PK_INTS}, {"bye", PK_BOOL}, {"full", PK_BOOL}, {"mu", PK_F64},
+    {"logprob", PK_F64}, {"top", PK_TOPS}, {"probs", PK_PROBS}, {NULL, 0}};
 
 int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t errcap)
 {

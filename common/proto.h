@@ -75,6 +75,9 @@ typedef enum {
     PK_PARAMS,/* map string -> string (sampler parameters as llama.cpp names) */
     PK_BOOL,  /* boolean */
     PK_ANY,   /* anything (e.g. the worker list of a status reply) */
+    PK_TOPS,  /* array of [id, logprob] pairs: int32, number (top log-probabilities) */
+    PK_PROBS, /* array of maps {id int32, logprob number, top PK_TOPS, text string};
+               * id and logprob required, top and text optional (PIECE "probs") */
     PK_KIND_COUNT
 } proto_kind;
 

@@ -280,6 +280,13 @@ static void on_sampled(worker *w, const proto_msg *pm)
     s->mu_set = proto_field(pm, "mu") != NULL;
     s->mu = proto_f64(pm, "mu", 0);
     if (s->mu_set) proto_put_f64(&pw, "mu", s->mu);
+    const msgpack_object *lp = proto_field(pm, "logprob"), *top = proto_field(pm, "top");
+    if (lp) proto_put_obj(&pw, "logprob", lp); /* kinds checked by proto_decode */
+    if (top) { /* at most the sampler's maximum */
+        uint32_t k = top->via.array.size < SMP_MAX_PROBS ? top->via.array.size : SMP_MAX_PROBS;
+        proto_put_array_begin(&pw, "top", k);
+        for (uint32_t i = 0; i < k; i++) msgpack_pack_object(&pw.pk, top->via.array.ptr[i]);
+    }
     send_front(w, &pw);
     log_debug("session %llu step %u: token %d (slot %d, %d tokens)", (unsigned long long)s->sess, s->step, t,
               (int)(s - w->s), s->n_toks);

@@ -185,6 +185,16 @@ static void on_sample(sampler_daemon *d, const uint8_t *rid, size_t rl, const pr
     proto_put_u64(&w, "step", step);
     proto_put_i64(&w, "tok", tok);
     if (p.mirostat) proto_put_f64(&w, "mu", st.mu);
+    if (p.n_probs > 0) { /* the chosen token's log-prob and the n_probs best, most probable first */
+        int k = res.n_probs < 0 ? 0 : res.n_probs > SMP_MAX_PROBS ? SMP_MAX_PROBS : res.n_probs;
+        proto_put_f64(&w, "logprob", res.logprob);
+        proto_put_array_begin(&w, "top", (uint32_t)k);
+        for (int i = 0; i < k; i++) {
+            msgpack_pack_array(&w.pk, 2);
+            msgpack_pack_int32(&w.pk, res.probs[i].id);
+            msgpack_pack_double(&w.pk, res.probs[i].logprob);
+        }
+    }
     net_send(d->sock, rid, rl, proto_data(&w), proto_size(&w));
     proto_writer_free(&w);
     d->served++;

@@ -150,6 +150,119 @@ START_TEST(test_schema_errors)
 }
 END_TEST
 
+/* SAMPLED/TOKEN "logprob" + "top" and PIECE "probs" (params n_probs > 0). */
+static void begin_sampled(proto_writer *w)
+{
+    proto_begin(w, PT_SAMPLED, 3);
+    proto_put_u64(w, "sess", 1);
+    proto_put_u64(w, "step", 0);
+    proto_put_i64(w, "tok", 5);
+}
+
+static void begin_piece(proto_writer *w, uint32_t n)
+{
+    proto_begin(w, PT_PIECE, 3);
+    proto_put_str(w, "text", "hi");
+    proto_put_u64(w, "ntok", 1);
+    proto_put_array_begin(w, "probs", n);
+}
+
+static void pack_kv_str(msgpack_packer *pk, const char *k, const char *v)
+{
+    proto_pack_str(pk, k);
+    proto_pack_str(pk, v);
+}
+
+START_TEST(test_logprob_fields)
+{
+    char err[200];
+    proto_writer w;
+    proto_msg m;
+    /* valid: integer and float log-probs, an empty top list */
+    begin_sampled(&w);
+    proto_put_f64(&w, "logprob", -0.25);
+    proto_put_array_begin(&w, "top", 2);
+    msgpack_pack_array(&w.pk, 2); msgpack_pack_int32(&w.pk, 5); msgpack_pack_double(&w.pk, -0.25);
+    msgpack_pack_array(&w.pk, 2); msgpack_pack_int32(&w.pk, 9); msgpack_pack_int64(&w.pk, -3);
+    ck_assert_int_eq(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err), 0);
+    ck_assert_double_eq(proto_f64(&m, "logprob", 0), -0.25);
+    ck_assert_uint_eq(proto_field(&m, "top")->via.array.size, 2);
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+    begin_sampled(&w);
+    proto_put_array_begin(&w, "top", 0);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), 0);
+    /* bad tops: a pair of 3, an id beyond int32, a string log-prob, not an array */
+    begin_sampled(&w);
+    proto_put_array_begin(&w, "top", 1);
+    msgpack_pack_array(&w.pk, 3); msgpack_pack_int32(&w.pk, 5); msgpack_pack_double(&w.pk, -1); msgpack_pack_nil(&w.pk);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "SAMPLED: field 'top' must be"));
+    begin_sampled(&w);
+    proto_put_array_begin(&w, "top", 1);
+    msgpack_pack_array(&w.pk, 2); msgpack_pack_int64(&w.pk, (int64_t)1 << 40); msgpack_pack_double(&w.pk, -1);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    begin_sampled(&w);
+    proto_put_array_begin(&w, "top", 1);
+    msgpack_pack_array(&w.pk, 2); msgpack_pack_int32(&w.pk, 1); proto_pack_str(&w.pk, "-1");
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    begin_sampled(&w);
+    proto_put_u64(&w, "top", 3);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    begin_sampled(&w);
+    proto_put_str(&w, "logprob", "x");
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "'logprob' must be a number"));
+    /* PIECE probs: a full entry and a minimal one decode */
+    begin_piece(&w, 2);
+    msgpack_pack_map(&w.pk, 4);
+    proto_pack_str(&w.pk, "id"); msgpack_pack_int32(&w.pk, 7);
+    pack_kv_str(&w.pk, "text", "hi");
+    proto_pack_str(&w.pk, "logprob"); msgpack_pack_double(&w.pk, -0.5);
+    proto_pack_str(&w.pk, "top"); msgpack_pack_array(&w.pk, 1);
+    msgpack_pack_array(&w.pk, 2); msgpack_pack_int32(&w.pk, 7); msgpack_pack_double(&w.pk, -0.5);
+    msgpack_pack_map(&w.pk, 2);
+    proto_pack_str(&w.pk, "id"); msgpack_pack_int32(&w.pk, 8);
+    proto_pack_str(&w.pk, "logprob"); msgpack_pack_double(&w.pk, -1.5);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), 0);
+    /* bad entries: not a map, no logprob, no id, text not a string, a bad top */
+    begin_piece(&w, 1);
+    msgpack_pack_array(&w.pk, 0);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "PIECE: field 'probs' must be"));
+    begin_piece(&w, 1);
+    msgpack_pack_map(&w.pk, 1);
+    proto_pack_str(&w.pk, "id"); msgpack_pack_int32(&w.pk, 8);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    begin_piece(&w, 1);
+    msgpack_pack_map(&w.pk, 1);
+    proto_pack_str(&w.pk, "logprob"); msgpack_pack_double(&w.pk, -1.5);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    begin_piece(&w, 1);
+    msgpack_pack_map(&w.pk, 3);
+    proto_pack_str(&w.pk, "id"); msgpack_pack_int32(&w.pk, 8);
+    proto_pack_str(&w.pk, "logprob"); msgpack_pack_double(&w.pk, -1.5);
+    proto_pack_str(&w.pk, "text"); msgpack_pack_int32(&w.pk, 1);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    begin_piece(&w, 1);
+    msgpack_pack_map(&w.pk, 3);
+    proto_pack_str(&w.pk, "id"); msgpack_pack_int32(&w.pk, 8);
+    proto_pack_str(&w.pk, "logprob"); msgpack_pack_double(&w.pk, -1.5);
+    proto_pack_str(&w.pk, "top"); msgpack_pack_array(&w.pk, 1); msgpack_pack_int32(&w.pk, 8);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    /* truncated inside the nested lists: rejected before unpacking */
+    begin_piece(&w, 1);
+    msgpack_pack_map(&w.pk, 3);
+    proto_pack_str(&w.pk, "id"); msgpack_pack_int32(&w.pk, 8);
+    proto_pack_str(&w.pk, "logprob"); msgpack_pack_double(&w.pk, -1.5);
+    proto_pack_str(&w.pk, "top"); msgpack_pack_array(&w.pk, 1);
+    msgpack_pack_array(&w.pk, 2); msgpack_pack_int32(&w.pk, 7); msgpack_pack_double(&w.pk, -0.5);
+    for (size_t cut = 1; cut < 30; cut++)
+        ck_assert_int_eq(proto_decode(&m, proto_data(&w), proto_size(&w) - cut, err, sizeof err), -1);
+    proto_writer_free(&w);
+}
+END_TEST
+
 START_TEST(test_truncated_and_trailing)
 {
     proto_writer w;
@@ -336,6 +449,7 @@ Suite *proto_suite(void)
     TCase *tc = tcase_create("wire");
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_schema_errors);
+    tcase_add_test(tc, test_logprob_fields);
     tcase_add_test(tc, test_truncated_and_trailing);
     tcase_add_test(tc, test_hostile_headers);
     tcase_add_test(tc, test_random_bytes);

@@ -44,6 +44,15 @@ typedef struct {
     int64_t  since_ms;   /* registration time */
 } front_worker;
 
+#define FRONT_MAX_PENDING_PROBS 1024 /* per-token log-prob entries held before they are sent anyway */
+
+/* A packed log-prob entry waiting for its text to be sent: it goes with the piece after
+ * which out_bytes >= end; off is where the entry ends in front_req.probs. */
+typedef struct {
+    uint64_t end;
+    size_t   off;
+} front_prob_ref;
+
 typedef enum { RQ_QUEUED, RQ_RUNNING, RQ_HELD } rq_state; /* HELD: chat session between turns */
 
 /* One request (or a held chat session). Invariant: state == RQ_RUNNING => worker
@@ -70,6 +79,10 @@ typedef struct front_req {
     tok_stream *det;
     char     *held;            /* text withheld because it may begin a stop string */
     size_t    held_len, held_cap;
+    msgpack_sbuffer probs;     /* packed PIECE "probs" entries not sent yet (params n_probs > 0) */
+    front_prob_ref *pend;      /* (n_pend) one per entry in probs, oldest first */
+    int       n_pend, cap_pend;
+    uint64_t  in_bytes, out_bytes; /* text bytes of this generation detokenized / sent */
     int64_t   client_ms;       /* last message from the client */
     int64_t   queued_ms;
     int       moves;           /* times re-dispatched after a worker died */

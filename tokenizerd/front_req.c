@@ -10,6 +10,7 @@
 #include "front.h"
 #include "log.h"
 #include "sampler.h"
+#include "unicode.h"
 
 static front_req *find_sess(front *f, uint64_t sess)
 {
@@ -60,6 +61,8 @@ static void req_free(front *f, front_req *r)
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
     tok_stream_free(r->det);
     free(r->held);
+    msgpack_sbuffer_destroy(&r->probs);
+    free(r->pend);
     free(r);
 }
 
@@ -68,14 +71,78 @@ void front_req_free_all(front *f)
     while (f->reqs) req_free(f, f->reqs);
 }
 
-static void send_piece(front *f, front_req *r, const char *p, size_t n)
+static void drop_probs(front_req *r)
 {
-    if (!n) return;
+    r->n_pend = 0;
+    r->probs.size = 0;
+}
+
+/* Sends n bytes of text with the log-prob entries whose text they complete (all the
+ * pending entries when all is set); nothing when there is neither. */
+static void send_piece_ex(front *f, front_req *r, const char *p, size_t n, int all)
+{
+    r->out_bytes += n;
+    int k = 0;
+    while (k < r->n_pend && (all || r->pend[k].end <= r->out_bytes)) k++;
+    if (!n && !k) return;
     proto_writer w;
     proto_begin(&w, PT_PIECE, r->client_id);
-    proto_put_strn(&w, "text", p, n);
+    proto_put_strn(&w, "text", n ? p : "", n);
     proto_put_u64(&w, "ntok", (uint64_t)r->n_gen);
+    if (k) {
+        size_t bytes = r->pend[k - 1].off;
+        proto_put_array_begin(&w, "probs", (uint32_t)k);
+        msgpack_sbuffer_write(&w.buf, r->probs.data, bytes);
+        memmove(r->probs.data, r->probs.data + bytes, r->probs.size - bytes);
+        r->probs.size -= bytes;
+        for (int i = k; i < r->n_pend; i++)
+            r->pend[i - k] = (front_prob_ref){r->pend[i].end, r->pend[i].off - bytes};
+        r->n_pend -= k;
+    }
     front_send(f, r->rid, r->rid_len, &w);
+}
+
+static void send_piece(front *f, front_req *r, const char *p, size_t n)
+{
+    send_piece_ex(f, r, p, n, 0);
+}
+
+/* Queues the log-prob entry of token t from a PT_TOKEN (its "logprob" and "top", kinds
+ * checked by proto_decode) until the text up to byte end has been sent. The token's
+ * text is made valid UTF-8 (a partial character becomes U+FFFD). */
+static void add_probs(front *f, front_req *r, int32_t t, const proto_msg *m, uint64_t end)
+{
+    const msgpack_object *top = proto_field(m, "top");
+    if (r->n_pend >= r->cap_pend) {
+        int cap = r->cap_pend ? r->cap_pend * 2 : 16;
+        front_prob_ref *x = realloc(r->pend, (size_t)cap * sizeof *x);
+        if (!x) return;
+        r->pend = x;
+        r->cap_pend = cap;
+    }
+    char raw[256], text[sizeof raw * 3];
+    int len = tok_piece(f->vocab, t, false, raw, sizeof raw);
+    size_t rl = len < 0 ? 0 : (size_t)len > sizeof raw ? sizeof raw : (size_t)len, off = 0, tl = 0;
+    while (off < rl) tl += (size_t)uni_encode(uni_decode(raw, rl, &off), text + tl);
+    size_t before = r->probs.size;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &r->probs, msgpack_sbuffer_write);
+    int bad = msgpack_pack_map(&pk, top ? 4 : 3);
+    bad |= msgpack_pack_str(&pk, 2) | msgpack_pack_str_body(&pk, "id", 2) | msgpack_pack_int32(&pk, t);
+    bad |= msgpack_pack_str(&pk, 4) | msgpack_pack_str_body(&pk, "text", 4) | msgpack_pack_str(&pk, tl) |
+           msgpack_pack_str_body(&pk, text, tl);
+    bad |= msgpack_pack_str(&pk, 7) | msgpack_pack_str_body(&pk, "logprob", 7) |
+           msgpack_pack_double(&pk, proto_f64(m, "logprob", 0));
+    if (top) {
+        uint32_t k = top->via.array.size < SMP_MAX_PROBS ? top->via.array.size : SMP_MAX_PROBS;
+        bad |= msgpack_pack_str(&pk, 3) | msgpack_pack_str_body(&pk, "top", 3) | msgpack_pack_array(&pk, k);
+        for (uint32_t i = 0; i < k; i++) bad |= msgpack_pack_object(&pk, top->via.array.ptr[i]);
+    }
+    if (bad) { /* out of memory: this entry is lost, the others stay whole */
+        r->probs.size = before;
+        return;
+    }
+    r->pend[r->n_pend++] = (front_prob_ref){end, r->probs.size};
 }
 
 /* Ends the current generation: flushes text (unless a stop string cut it), sends DONE,
@@ -86,12 +153,13 @@ static void finish(front *f, front_req *r, const char *reason)
         size_t n;
         const char *p = tok_stream_flush(r->det, &n);
         send_piece(f, r, r->held, r->held_len);
-        send_piece(f, r, p, n);
+        send_piece_ex(f, r, p, n, 1); /* with every entry left */
     } else {
         size_t n;
         tok_stream_flush(r->det, &n);
     }
     r->held_len = 0;
+    drop_probs(r); /* a stop string swallowed the tokens of the rest */
     if (getenv("LLM_TRACE_TOKENS")) {
         char *buf = malloc((size_t)r->n_toks * 8 + 1), *q = buf;
         for (int i = 0; buf && i < r->n_toks; i++) q += sprintf(q, " %d", r->toks[i]);
@@ -188,13 +256,21 @@ void front_token(front *f, int wi, const proto_msg *m)
     r->n_gen++;
     r->mu_set = proto_field(m, "mu") != NULL;
     r->mu = proto_f64(m, "mu", 0);
+    /* samplerd's log-probs (params n_probs > 0): sent with the piece that carries the
+     * token's text; a token without text (end of generation, a partial character)
+     * goes with the next byte sent or the last piece */
+    int probs = proto_field(m, "logprob") != NULL;
     if (!r->ignore_eos && tok_is_eog(f->vocab, t)) {
+        if (probs) add_probs(f, r, t, m, r->in_bytes + 1);
         finish(f, r, "eog");
         return;
     }
     size_t n;
     const char *p = tok_stream_push(r->det, t, &n);
+    r->in_bytes += n;
+    if (probs) add_probs(f, r, t, m, n ? r->in_bytes : r->in_bytes + 1);
     if (emit_text(f, r, p, n)) return;
+    if (r->n_pend >= FRONT_MAX_PENDING_PROBS) send_piece_ex(f, r, NULL, 0, 1);
     if (r->n_gen >= r->n_predict) finish(f, r, "length");
 }
 
@@ -427,6 +503,8 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     r->gone = false;
     r->mu_set = false;
     r->held_len = 0;
+    drop_probs(r);
+    r->in_bytes = r->out_bytes = 0;
     char *text = NULL;
     tok_span *spans = NULL;
     size_t n_spans = 0;
