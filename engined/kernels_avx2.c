@@ -24,18 +24,7 @@
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define TGT_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
-/* Functions shared with kernels_avx512.c (which runs them unchanged). */
-void kern_avx2_q8_quantize_x(const float *x, int64_t n_rows, int64_t cols, void *dst);
-void kern_avx2_f32_matmul(const float *w, int64_t cols, const float *x, int64_t n_tok,
-                          float *y, int64_t ldy, int64_t r0, int64_t r1);
-void kern_avx2_f16_matmul(const uint16_t *w, int64_t cols, const float *x, int64_t n_tok,
-                          float *y, int64_t ldy, int64_t r0, int64_t r1);
-float kern_avx2_f32_dot(const float *a, const float *b, int64_t n);
-void kern_avx2_f32_axpy(float *y, float a, const float *x, int64_t n);
-float kern_avx2_f16_dot(const uint16_t *a, const float *b, int64_t n);
-void kern_avx2_f16_axpy(float *y, float a, const uint16_t *x, int64_t n);
-void kern_avx2_f32_to_f16(const float *x, uint16_t *y, int64_t n);
-void kern_avx2_f16_to_f32(const uint16_t *x, float *y, int64_t n);
+#include "kernels_x86.h"
 
 TGT_INLINE float hsum8(__m256 v)
 {
