@@ -64,16 +64,9 @@ int lc_recv(lc_conn *c, int timeout_ms, proto_msg *m)
     zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
     memset(m, 0, sizeof *m);
     if (zmq_poll(&it, 1, timeout_ms) <= 0) return 0;
-    zmq_msg_t zm;
-    int r = net_recv(c->sock, 0, NULL, NULL, &zm);
-    if (r <= 0) {
-        zmq_msg_close(&zm);
-        return r;
-    }
+    size_t nbytes;
     char err[200];
-    r = proto_decode(m, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err) == 0 ? 1 : -1;
-    zmq_msg_close(&zm);
-    return r;
+    return net_recv_msg(c->sock, 0, NULL, NULL, m, &nbytes, err, sizeof err);
 }
 
 void lc_close(lc_conn *c)

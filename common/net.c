@@ -168,6 +168,22 @@ int net_recv(void *sock, int is_router, uint8_t *rid, size_t *rid_len, zmq_msg_t
     return 1;
 }
 
+int net_recv_msg(void *sock, int is_router, uint8_t *rid, size_t *rid_len, proto_msg *m,
+                 size_t *nbytes, char *err, size_t errcap)
+{
+    zmq_msg_t zm;
+    memset(m, 0, sizeof *m);
+    *nbytes = 0;
+    if (net_recv(sock, is_router, rid, rid_len, &zm) <= 0) {
+        zmq_msg_close(&zm);
+        return 0;
+    }
+    *nbytes = zmq_msg_size(&zm);
+    int r = proto_decode(m, zmq_msg_data(&zm), *nbytes, err, errcap) == 0 ? 1 : -1;
+    zmq_msg_close(&zm);
+    return r;
+}
+
 int64_t net_now_ms(void)
 {
     struct timespec ts;

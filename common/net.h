@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include <zmq.h>
 
+#include "proto.h"
+
 #define NET_HB_MS        250   /* heartbeat interval, milliseconds */
 #define NET_HB_LIVENESS  4     /* beats missed before a peer is declared dead */
 #define NET_RECONNECT_MS 100   /* first reconnect interval; ZeroMQ backs off to NET_RECONNECT_MAX_MS */
@@ -59,6 +61,13 @@ int net_send(void *sock, const void *rid, size_t rid_len, const void *data, size
  * none was ready, -1 on error or a malformed frame sequence. */
 #define NET_RID_MAX 256
 int net_recv(void *sock, int is_router, uint8_t *rid, size_t *rid_len, zmq_msg_t *msg);
+
+/* net_recv, then proto_decode of the payload (the message keeps its own copy, so the
+ * ZeroMQ frame is released here). 1: *m holds a valid message (caller proto_msg_free);
+ * 0: nothing was ready, or the frames were malformed (*m is empty); -1: a payload of
+ * *nbytes bytes arrived that does not decode: err says why and *m is empty. */
+int net_recv_msg(void *sock, int is_router, uint8_t *rid, size_t *rid_len, proto_msg *m,
+                 size_t *nbytes, char *err, size_t errcap);
 
 /* Monotonic milliseconds. */
 int64_t net_now_ms(void);

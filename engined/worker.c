@@ -384,12 +384,12 @@ static void retry_samples(worker *w, int64_t now)
 static void drain(worker *w, void *sock, int from_front)
 {
     for (int k = 0; k < 256; k++) {
-        zmq_msg_t zm;
-        int r = net_recv(sock, 0, NULL, NULL, &zm);
-        if (r <= 0) { zmq_msg_close(&zm); return; }
         proto_msg pm;
+        size_t nbytes;
         char err[200];
-        if (proto_decode(&pm, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err) != 0) {
+        int r = net_recv_msg(sock, 0, NULL, NULL, &pm, &nbytes, err, sizeof err);
+        if (r == 0) return;
+        if (r < 0) {
             log_warn("dropped a bad message from %s: %s", from_front ? "the front door" : "samplerd", err);
         } else if (from_front) {
             on_front(w, &pm);
@@ -397,7 +397,6 @@ static void drain(worker *w, void *sock, int from_front)
             on_sampled(w, &pm);
         }
         proto_msg_free(&pm);
-        zmq_msg_close(&zm);
     }
 }
 

@@ -203,17 +203,13 @@ static void on_sample(sampler_daemon *d, const uint8_t *rid, size_t rl, const pr
 static void serve_one(sampler_daemon *d)
 {
     uint8_t rid[NET_RID_MAX];
-    size_t rl = 0;
-    zmq_msg_t zm;
-    int r = net_recv(d->sock, 1, rid, &rl, &zm);
-    if (r <= 0) {
-        zmq_msg_close(&zm);
-        return;
-    }
+    size_t rl = 0, nbytes;
     proto_msg m;
     char err[200];
-    if (proto_decode(&m, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err) != 0) {
-        log_warn("bad message (%zu bytes): %s", zmq_msg_size(&zm), err);
+    int r = net_recv_msg(d->sock, 1, rid, &rl, &m, &nbytes, err, sizeof err);
+    if (r == 0) return;
+    if (r < 0) {
+        log_warn("bad message (%zu bytes): %s", nbytes, err);
         reply_error(d, rid, rl, NULL, err);
     } else if (m.type == PT_SAMPLE) {
         on_sample(d, rid, rl, &m);
@@ -223,7 +219,6 @@ static void serve_one(sampler_daemon *d)
         reply_error(d, rid, rl, &m, err);
     }
     proto_msg_free(&m);
-    zmq_msg_close(&zm);
 }
 
 int main(int argc, char **argv)

@@ -89,17 +89,13 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
 static void on_client(front *f)
 {
     uint8_t rid[NET_RID_MAX];
-    size_t rl = 0;
-    zmq_msg_t zm;
-    int r = net_recv(f->clients, 1, rid, &rl, &zm);
-    if (r <= 0) {
-        zmq_msg_close(&zm);
-        return;
-    }
+    size_t rl = 0, nbytes;
     proto_msg m;
     char err[200];
-    if (proto_decode(&m, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err) != 0) {
-        log_warn("bad client message (%zu bytes): %s", zmq_msg_size(&zm), err);
+    int r = net_recv_msg(f->clients, 1, rid, &rl, &m, &nbytes, err, sizeof err);
+    if (r == 0) return;
+    if (r < 0) {
+        log_warn("bad client message (%zu bytes): %s", nbytes, err);
         front_send_error(f, rid, rl, 0, err);
     } else {
         switch (m.type) {
@@ -113,7 +109,6 @@ static void on_client(front *f)
         }
     }
     proto_msg_free(&m);
-    zmq_msg_close(&zm);
 }
 
 static int worker_by_rid(front *f, const uint8_t *rid, size_t rl)
@@ -156,18 +151,13 @@ static int worker_register(front *f, const uint8_t *rid, size_t rl, const proto_
 static void on_worker(front *f)
 {
     uint8_t rid[NET_RID_MAX];
-    size_t rl = 0;
-    zmq_msg_t zm;
-    int r = net_recv(f->workers, 1, rid, &rl, &zm);
-    if (r <= 0) {
-        zmq_msg_close(&zm);
-        return;
-    }
+    size_t rl = 0, nbytes;
     proto_msg m;
     char err[200];
-    if (proto_decode(&m, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err) != 0) {
-        log_warn("bad worker message (%zu bytes): %s", zmq_msg_size(&zm), err);
-        zmq_msg_close(&zm);
+    int r = net_recv_msg(f->workers, 1, rid, &rl, &m, &nbytes, err, sizeof err);
+    if (r == 0) return;
+    if (r < 0) {
+        log_warn("bad worker message (%zu bytes): %s", nbytes, err);
         return;
     }
     int wi = worker_by_rid(f, rid, rl);
@@ -191,7 +181,6 @@ static void on_worker(front *f)
         else if (m.type == PT_ERROR) front_worker_error(f, wi, &m);
     }
     proto_msg_free(&m);
-    zmq_msg_close(&zm);
 }
 
 static void heartbeat(front *f, int64_t now)
