@@ -22,57 +22,12 @@ typedef struct {
     int32_t rank, left, right, lsym, rsym;
 } bpe_bigram;
 
-typedef struct {
-    bpe_bigram *v;
-    size_t      n, cap;
-} bpe_heap;
-
 static inline int bigram_above(const bpe_bigram *a, const bpe_bigram *b)
 {
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
 }
 
-static bool heap_push(bpe_heap *h, bpe_bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        bpe_bigram *p = realloc(h->v, cap * sizeof *p);
-        if (!p)
-            return false;
-        h->v = p;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!bigram_above(&b, &h->v[parent]))
-            break;
-        h->v[i] = h->v[parent];
-        i = parent;
-    }
-    h->v[i] = b;
-    return true;
-}
-
-static bpe_bigram heap_pop(bpe_heap *h)
-{
-    bpe_bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && bigram_above(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!bigram_above(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n)
-        h->v[i] = last;
-    return top;
-}
+TOK_HEAP_DEFINE(bpe_heap, bpe_bigram, bigram_above, 64)
 
 /* Scratch space reused across the words of one call. */
 typedef struct {
@@ -90,7 +45,7 @@ static bool try_bigram(const tok_vocab *v, bpe_work *w, int32_t l, int32_t r)
     const tok_merge *m = tok_merge_find(v, w->sym[l].sym, w->sym[r].sym);
     if (!m)
         return true;
-    return heap_push(&w->heap, (bpe_bigram){ m->rank, l, r, w->sym[l].sym, w->sym[r].sym });
+    return bpe_heap_push(&w->heap, (bpe_bigram){ m->rank, l, r, w->sym[l].sym, w->sym[r].sym });
 }
 
 /* The word's bytes in the GPT-2 alphabet, in w->mapped; its length, or -1 on OOM. */
@@ -150,7 +105,7 @@ static bool bpe_word(const tok_vocab *v, bpe_work *w, const unsigned char *b, si
     for (size_t i = 1; ok && i < n; i++)
         ok = try_bigram(v, w, (int32_t)i - 1, (int32_t)i);
     while (ok && w->heap.n) {
-        bpe_bigram g = heap_pop(&w->heap);
+        bpe_bigram g = bpe_heap_pop(&w->heap);
         bpe_sym *l = &w->sym[g.left], *r = &w->sym[g.right];
         if (l->n == 0 || r->n == 0 || l->sym != g.lsym || r->sym != g.rsym || l->next != g.right)
             continue; /* stale */

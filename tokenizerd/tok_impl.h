@@ -105,4 +105,50 @@ static inline int32_t vocab_find(const tok_vocab *v, const char *s, size_t len)
     return sym < 0 ? TOK_NULL : v->sym_tok[sym];
 }
 
+/* A binary heap of T whose top is the element that ranks highest by
+ * ABOVE(const T *a, const T *b) (a ranks above b). Defines the struct HEAP
+ * { T *v; size_t n, cap; } (zero-initialised = empty; free(h.v) when done) and
+ *   static bool HEAP##_push(HEAP *h, T x)   false when out of memory
+ *   static T    HEAP##_pop(HEAP *h)         h->n must be > 0
+ * Used by the SPM and BPE merge loops, which differ only in what ranks first. */
+#define TOK_HEAP_DEFINE(HEAP, T, ABOVE, FIRST_CAP)                                         \
+    typedef struct {                                                                      \
+        T     *v;                                                                         \
+        size_t n, cap;                                                                    \
+    } HEAP;                                                                               \
+    static bool HEAP##_push(HEAP *h, T x)                                                 \
+    {                                                                                     \
+        if (h->n == h->cap) {                                                             \
+            size_t cap = h->cap ? h->cap * 2 : (FIRST_CAP);                               \
+            T *p = realloc(h->v, cap * sizeof *p);                                        \
+            if (!p) return false;                                                         \
+            h->v = p;                                                                     \
+            h->cap = cap;                                                                 \
+        }                                                                                 \
+        size_t i = h->n++;                                                                \
+        while (i > 0) {                                                                   \
+            size_t parent = (i - 1) / 2;                                                  \
+            if (!ABOVE(&x, &h->v[parent])) break;                                         \
+            h->v[i] = h->v[parent];                                                       \
+            i = parent;                                                                   \
+        }                                                                                 \
+        h->v[i] = x;                                                                      \
+        return true;                                                                      \
+    }                                                                                     \
+    static T HEAP##_pop(HEAP *h)                                                          \
+    {                                                                                     \
+        T top = h->v[0], last = h->v[--h->n];                                             \
+        size_t i = 0;                                                                     \
+        for (;;) {                                                                        \
+            size_t c = 2 * i + 1;                                                         \
+            if (c >= h->n) break;                                                         \
+            if (c + 1 < h->n && ABOVE(&h->v[c + 1], &h->v[c])) c++;                       \
+            if (!ABOVE(&h->v[c], &last)) break;                                           \
+            h->v[i] = h->v[c];                                                            \
+            i = c;                                                                        \
+        }                                                                                 \
+        if (h->n) h->v[i] = last;                                                         \
+        return top;                                                                       \
+    }
+
 #endif

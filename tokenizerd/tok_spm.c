@@ -22,58 +22,13 @@ typedef struct {
     uint32_t size;       /* bytes of the pair when it was queued (staleness check) */
 } spm_bigram;
 
-typedef struct {
-    spm_bigram *v;
-    size_t      n, cap;
-} spm_heap;
-
 /* a ranks above b: higher score, then the leftmost pair. */
 static inline int bigram_above(const spm_bigram *a, const spm_bigram *b)
 {
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static bool heap_push(spm_heap *h, spm_bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 256;
-        spm_bigram *p = realloc(h->v, cap * sizeof *p);
-        if (!p)
-            return false;
-        h->v = p;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!bigram_above(&b, &h->v[parent]))
-            break;
-        h->v[i] = h->v[parent];
-        i = parent;
-    }
-    h->v[i] = b;
-    return true;
-}
-
-static spm_bigram heap_pop(spm_heap *h)
-{
-    spm_bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && bigram_above(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!bigram_above(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n)
-        h->v[i] = last;
-    return top;
-}
+TOK_HEAP_DEFINE(spm_heap, spm_bigram, bigram_above, 256)
 
 static bool try_bigram(const tok_vocab *v, const char *s, const spm_sym *sym, int32_t l,
                        int32_t r, spm_heap *h)
@@ -84,7 +39,7 @@ static bool try_bigram(const tok_vocab *v, const char *s, const spm_sym *sym, in
     int32_t id = vocab_find(v, s + sym[l].start, size);
     if (id == TOK_NULL)
         return true;
-    return heap_push(h, (spm_bigram){ v->scores[id], l, r, size });
+    return spm_heap_push(h, (spm_bigram){ v->scores[id], l, r, size });
 }
 
 static bool emit_symbol(const tok_vocab *v, const char *s, const spm_sym *sym, tok_ids *out)
@@ -158,7 +113,7 @@ static bool spm_segment(const tok_vocab *v, const char *s, size_t a, size_t b, s
     for (int32_t i = 1; ok && i < ns; i++)
         ok = try_bigram(v, s, sym, i - 1, i, &w->heap);
     while (ok && w->heap.n) {
-        spm_bigram g = heap_pop(&w->heap);
+        spm_bigram g = spm_heap_pop(&w->heap);
         spm_sym *l = &sym[g.left], *r = &sym[g.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != g.size)
             continue; /* stale: one side has merged since */
