@@ -1,7 +1,9 @@
 /*
- * convert.c - GGUF tensors -> a weight segment: q8 rows for matrices (INT8 path) or
- * f32 copies (float path), f32 for norms, biases and rope factors; plus the
- * metadata-only GGUF image for the tokenizer. Owned by the engine.
+ * convert.c - GGUF tensors -> a weight segment: q8t tiles for matrices (INT8 path,
+ * kernels.h: Q8_0 rows are repacked as they are, other types are dequantized and
+ * requantized with ggml's Q8_0 rounding) or f32 copies (float path), f32 for norms,
+ * biases and rope factors; plus the metadata-only GGUF image for the tokenizer.
+ * Owned by the engine.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,8 +30,10 @@ static double mono_s(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Rows and stored row bytes of a GGUF tensor in the segment. 1-D tensors and every
- * tensor of the float path are f32; matrices of the INT8 path are q8 rows. */
+_Static_assert(SEG_TILE_ROWS == KERN_TILE, "segment.h and kernels.h disagree on the tile");
+
+/* Rows and stored bytes of a GGUF tensor in the segment. 1-D tensors and every tensor
+ * of the float path are f32 rows; matrices of the INT8 path are q8t tiles. */
 static void plan_tensor(const gguf_tensor *t, uint32_t precision, seg_tensor *e)
 {
     memset(e, 0, sizeof *e);
@@ -38,50 +42,68 @@ static void plan_tensor(const gguf_tensor *t, uint32_t precision, seg_tensor *e)
     e->ne[0] = t->ne[0];
     e->ne[1] = t->ne[1] * t->ne[2] * t->ne[3];
     bool matrix = t->n_dims >= 2 && e->ne[1] > 1;
-    e->type = (matrix && precision == 0) ? SEG_T_Q8W : SEG_T_F32;
-    e->row_bytes = e->type == SEG_T_Q8W ? kern_q8_row_bytes(e->ne[0]) : (uint64_t)e->ne[0] * sizeof(float);
-    e->nbytes = e->row_bytes * (uint64_t)e->ne[1];
+    e->type = (matrix && precision == 0) ? SEG_T_Q8T : SEG_T_F32;
+    e->row_bytes = e->type == SEG_T_Q8T ? kern_q8t_tile_bytes(e->ne[0]) : (uint64_t)e->ne[0] * sizeof(float);
+    e->nbytes = e->row_bytes * seg_stored_rows(e);
 }
 
-/* Rows [r0, r1) of a tensor that needs dequantizing (and requantizing to q8). */
+/* Tiles (or f32 rows) of one tensor, split across the pool. */
 typedef struct {
     const gguf_tensor *t;
     const seg_tensor  *e;
     const qt_traits   *tr;
     size_t             src_row;
     void              *dst;
-    float             *rows;   /* (n_threads, ne[0]) scratch */
+    char              *scratch; /* (n_threads, scratch_bytes) */
+    size_t             scratch_bytes;
 } cvt_job;
+
+/* Scratch per thread: one f32 row and a tile's worth of block_q8_0 rows. */
+static size_t cvt_scratch_bytes(int64_t max_cols)
+{
+    return (size_t)max_cols * sizeof(float) + KERN_TILE * kern_q8_row_bytes(max_cols);
+}
+
+/* Source row r as block_q8_0 (zero-padded past cols) at q8: a copy for Q8_0 rows of
+ * whole blocks, else dequantized and requantized with ggml's reference rounding. */
+static void source_q8_row(const cvt_job *j, int64_t r, float *row, void *q8)
+{
+    const char *src = (const char *)j->t->data + (size_t)r * j->src_row;
+    int64_t cols = j->t->ne[0];
+    if (j->t->type == QT_Q8_0 && cols % KERN_QK == 0) {
+        memcpy(q8, src, kern_q8_row_bytes(cols));
+        return;
+    }
+    j->tr->dequant(src, row, cols);
+    kern_q8_quantize_w(row, cols, q8);
+}
 
 static void cvt_part(void *arg, int ith, int nth)
 {
     const cvt_job *j = arg;
-    float *row = j->rows + (size_t)ith * j->e->ne[0];
-    int64_t r0, r1;
-    pool_range(j->e->ne[1], 1, ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        const char *src = (const char *)j->t->data + (size_t)r * j->src_row;
-        char *out = (char *)j->dst + (size_t)r * j->e->row_bytes;
+    float *row = (float *)(j->scratch + (size_t)ith * j->scratch_bytes);
+    char *q8 = (char *)(row + j->e->ne[0]);
+    size_t rb = kern_q8_row_bytes(j->e->ne[0]);
+    int64_t u0, u1;
+    pool_range((int64_t)seg_stored_rows(j->e), 1, ith, nth, &u0, &u1);
+    for (int64_t u = u0; u < u1; u++) {
+        char *out = (char *)j->dst + (size_t)u * j->e->row_bytes;
         if (j->e->type == SEG_T_F32) {
-            j->tr->dequant(src, (float *)out, j->t->ne[0]);
-        } else {
-            j->tr->dequant(src, row, j->t->ne[0]);
-            kern_q8_quantize_w(row, j->t->ne[0], out);
+            j->tr->dequant((const char *)j->t->data + (size_t)u * j->src_row, (float *)out, j->t->ne[0]);
+            continue;
         }
+        int64_t r0 = u * KERN_TILE, n = j->e->ne[1] - r0 < KERN_TILE ? j->e->ne[1] - r0 : KERN_TILE;
+        for (int64_t i = 0; i < n; i++) source_q8_row(j, r0 + i, row, q8 + (size_t)i * rb);
+        kern_q8t_pack(q8, (int)n, j->e->ne[0], out);
     }
 }
 
-/* Converts one tensor into dst, its rows split across the pool; rows is a scratch of
- * n_threads rows of the widest tensor. */
+/* Converts one tensor into dst, its tiles or rows split across the pool. */
 static int convert_tensor(const gguf_tensor *t, const seg_tensor *e, void *dst, pool_t *pool,
-                          float *rows, char *err, size_t errlen)
+                          char *scratch, size_t scratch_bytes, char *err, size_t errlen)
 {
     const qt_traits *tr = qt_get(t->type);
     size_t src_row = qt_row_size(t->type, t->ne[0]);
-    if (e->type == SEG_T_Q8W && t->type == QT_Q8_0 && t->ne[0] % KERN_QK == 0) {
-        memcpy(dst, t->data, e->nbytes); /* q8 rows are Q8_0 rows byte for byte */
-        return 0;
-    }
     if (t->type == QT_F32 && e->type == SEG_T_F32) {
         memcpy(dst, t->data, e->nbytes);
         return 0;
@@ -91,7 +113,7 @@ static int convert_tensor(const gguf_tensor *t, const seg_tensor *e, void *dst, 
                  t->name, qt_name(t->type));
         return -1;
     }
-    cvt_job j = { t, e, tr, src_row, dst, rows };
+    cvt_job j = { t, e, tr, src_row, dst, scratch, scratch_bytes };
     pool_run(pool, cvt_part, &j);
     return 0;
 }
@@ -130,7 +152,8 @@ static int fill_segment(const gguf_ctx *g, seg_map *sm, seg_tensor *dir, int64_t
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int nth = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
     pool_t *pool = pool_new(nth);
-    float *row = malloc((size_t)nth * (size_t)max_cols * sizeof(float));
+    size_t sb = cvt_scratch_bytes(max_cols);
+    char *row = malloc((size_t)nth * sb);
     if (!row || !pool) {
         snprintf(err, errlen, "out of memory for %d conversion threads", nth);
         free(row);
@@ -141,7 +164,7 @@ static int fill_segment(const gguf_ctx *g, seg_map *sm, seg_tensor *dir, int64_t
     uint64_t done_bytes = 0;
     for (int64_t i = 0; i < nt; i++) {
         const gguf_tensor *t = gguf_tensor_at(g, i);
-        if (convert_tensor(t, &dir[i], (char *)sm->base + dir[i].offset, pool, row, err, errlen) != 0) {
+        if (convert_tensor(t, &dir[i], (char *)sm->base + dir[i].offset, pool, row, sb, err, errlen) != 0) {
             free(row);
             pool_destroy(&pool);
             return -1;

@@ -44,7 +44,7 @@ struct eng_model {
     float *k, *v;     /* (cap_tok, n_head_kv*head_dim) */
     float *att;       /* (cap_tok, n_head*head_dim) attention output */
     float *gate, *up; /* (cap_tok, n_ff) */
-    void  *xq;        /* (cap_tok) q8 rows of max(n_embd, q_dim, n_ff) values */
+    void  *xq;        /* (cap_tok) xq rows of max(n_embd, q_dim, n_ff) values */
     float *rope;      /* (cap_tok, n_rot) cos/sin pairs */
     int    cap_ctx;   /* positions per thread in scores */
     float *scores;    /* (n_threads, att_scratch()) */
@@ -234,7 +234,7 @@ const void *eng_tokenizer_blob(const eng_model *m, size_t *len)
     return (const char *)m->seg.base + h->tok_offset;
 }
 
-static uint64_t mat_bytes(const mdl_mat *w) { return (uint64_t)w->rows * w->row_bytes; }
+static uint64_t mat_bytes(const mdl_mat *w) { return w->nbytes; }
 
 uint64_t eng_weight_bytes_per_token(const eng_model *m)
 {
@@ -336,7 +336,7 @@ static int reserve(eng_model *m, int n, int max_pos)
             grow((void **)&m->q, N * Q * 4) || grow((void **)&m->k, N * KV * 4) ||
             grow((void **)&m->v, N * KV * 4) || grow((void **)&m->att, N * Q * 4) ||
             grow((void **)&m->gate, N * F * 4) || grow((void **)&m->up, N * F * 4) ||
-            grow(&m->xq, N * kern_q8_row_bytes((int64_t)widest)) ||
+            grow(&m->xq, N * kern_xq_row_bytes((int64_t)widest)) ||
             grow((void **)&m->rope, N * (size_t)c->n_rot * 4))
             return -1;
         m->cap_tok = n;
@@ -418,7 +418,7 @@ typedef struct {
     const float *w;     /* RMS: norm weight */
     float       *y;     /* RMS: output rows; SWIGLU: gate rows, updated in place */
     const float *up;    /* SWIGLU: up rows */
-    void        *q;     /* QUANT: q8 rows */
+    void        *q;     /* QUANT: xq rows */
     int          dim;   /* values per row */
     float        eps;
     int64_t      n_rows;
@@ -435,7 +435,7 @@ static void rows_do(const rows_job *j, int64_t r0, int64_t r1)
     if (r0 >= r1) return;
     if (j->op == ROWS_RMS) rms_norm(j->x + r0 * d, j->w, j->y + r0 * d, (int)(r1 - r0), j->dim, j->eps);
     else if (j->op == ROWS_SWIGLU) swiglu_rows(j->y + r0 * d, j->up + r0 * d, (size_t)(r1 - r0) * d);
-    else kern_q8_quantize_x(j->x + r0 * d, r1 - r0, j->dim, (char *)j->q + (size_t)r0 * kern_q8_row_bytes(j->dim));
+    else kern_xq_quantize(j->x + r0 * d, r1 - r0, j->dim, (char *)j->q + (size_t)r0 * kern_xq_row_bytes(j->dim));
 }
 
 static void rows_part(void *arg, int ith, int nth)
@@ -467,7 +467,7 @@ typedef struct {
     float         *y[3];
     int64_t        ldy[3];
     int            nw;
-    const void    *xq;    /* q8 rows of X (q8 weights) */
+    const void    *xq;    /* xq rows of X (q8t weights) */
     const float   *x;     /* f32 rows of X (f32 weights) */
     int64_t        n_tok;
 } mm_job;
@@ -480,7 +480,7 @@ static void mm_part(void *arg, int ith, int nth)
         int64_t r0, r1;
         pool_range(w->rows, 16, ith, nth, &r0, &r1);
         if (r0 >= r1) continue;
-        if (w->q8) kern_q8_matmul(w->data, w->cols, j->xq, j->n_tok, j->y[i], j->ldy[i], r0, r1);
+        if (w->q8) kern_q8t_matmul(w->data, w->cols, j->xq, j->n_tok, j->y[i], j->ldy[i], r0, r1);
         else kern_f32_matmul(w->data, w->cols, j->x, j->n_tok, j->y[i], j->ldy[i], r0, r1);
     }
 }
@@ -667,9 +667,9 @@ static int forward(eng_model *m, eng_session *const *sess, const int *pos, const
     int E = c->n_embd;
     const mdl_mat *te = &m->w.tok_embd;
     for (int i = 0; i < n; i++) {
-        const void *row = (const char *)te->data + (size_t)tok[i] * te->row_bytes;
-        if (te->q8) kern_q8_dequantize(row, E, m->x + (size_t)i * E);
-        else memcpy(m->x + (size_t)i * E, row, (size_t)E * sizeof(float));
+        if (te->q8) kern_q8t_dequant_row(te->data, E, tok[i], m->x + (size_t)i * E);
+        else memcpy(m->x + (size_t)i * E, (const char *)te->data + (size_t)tok[i] * te->row_bytes,
+                    (size_t)E * sizeof(float));
         rope_table(c, m->w.rope_freqs, pos[i], m->rope + (size_t)i * c->n_rot);
     }
     for (int il = 0; il < c->n_layer; il++) {

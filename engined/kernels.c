@@ -1,9 +1,9 @@
 /*
- * kernels.c - the scalar reference kernels and the dispatch between instruction sets.
+ * kernels.c - the scalar reference kernels (the definition every SIMD table matches bit
+ * for bit), the q8t layout (packing, row dequantization), the blocking of a product into
+ * micro-kernel calls (shared by every table), and the dispatch between instruction sets.
  *
- * Every SIMD variant (kernels_avx2.c, kernels_avx512.c, kernels_neon.c) must agree with
- * the functions here: bit-exact for quantization, within float summation order for
- * the products (tests/check_kernels.c). Keep these plain: they are the definition.
+ * Keep the scalar functions plain: they are the definition (tests/check_kernels.c).
  */
 #include "kernels.h"
 
@@ -11,18 +11,55 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "f16.h"
 #include "log.h"
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
-#if defined(__aarch64__)
-#include <sys/auxv.h>
-#ifndef HWCAP_ASIMDDP
-#define HWCAP_ASIMDDP (1 << 20)
-#endif
-#endif
+/* ---- weight layout ---------------------------------------------------------------- */
+
+void kern_q8_quantize_w(const float *src, int64_t cols, void *dst)
+{
+    const qt_traits *q8 = qt_get(QT_Q8_0);
+    int64_t whole = cols / KERN_QK * KERN_QK;
+    if (whole) q8->quant(src, dst, whole);
+    if (whole < cols) {
+        float tail[KERN_QK] = {0};
+        memcpy(tail, src + whole, (size_t)(cols - whole) * sizeof(float));
+        q8->quant(tail, (block_q8_0 *)dst + whole / KERN_QK, KERN_QK);
+    }
+}
+
+void kern_q8t_pack(const void *q8_rows, int n, int64_t cols, void *tile)
+{
+    int64_t nb = (cols + KERN_QK - 1) / KERN_QK, nsb = kern_nsb(cols);
+    size_t rb = kern_q8_row_bytes(cols);
+    kern_q8t_sb *sb = tile;
+    memset(tile, 0, kern_q8t_tile_bytes(cols));
+    for (int64_t s = 0; s < nsb; s++)
+        memset(sb[s].q, 0x80, sizeof sb[s].q); /* value 0 */
+    for (int r = 0; r < n; r++) {
+        const block_q8_0 *row = (const block_q8_0 *)((const char *)q8_rows + (size_t)r * rb);
+        for (int64_t k = 0; k < nb; k++) {
+            kern_q8t_sb *s = &sb[k / KERN_SB_BLOCKS];
+            int b = (int)(k % KERN_SB_BLOCKS);
+            s->d[b][r] = row[k].d;
+            for (int j = 0; j < KERN_QK; j++) s->q[b][j / 4][r][j % 4] = (uint8_t)(row[k].qs[j] + 128);
+        }
+    }
+}
+
+void kern_q8t_dequant_row(const void *w, int64_t cols, int64_t r, float *dst)
+{
+    const kern_q8t_sb *sb = (const kern_q8t_sb *)((const char *)w + (size_t)(r / KERN_TILE) * kern_q8t_tile_bytes(cols));
+    int lane = (int)(r % KERN_TILE);
+    for (int64_t i = 0; i < cols; i++) {
+        const kern_q8t_sb *s = &sb[i / (KERN_QK * KERN_SB_BLOCKS)];
+        int b = (int)(i / KERN_QK % KERN_SB_BLOCKS), j = (int)(i % KERN_QK);
+        dst[i] = f16_to_f32(s->d[b][lane]) * (float)((int)s->q[b][j / 4][lane][j % 4] - 128);
+    }
+}
+
+/* ---- activations ------------------------------------------------------------------ */
 
 /* float -> int8 as the SIMD code does it: cvtps_epi32 gives INT32_MIN for NaN and
  * out-of-range values, and the saturating packs then clamp to [-128, 127]. */
@@ -35,74 +72,96 @@ static int8_t sat_i8(float v)
     return (int8_t)r;
 }
 
-void kern_q8_quantize_w(const float *src, int64_t cols, void *dst)
+/* llama.cpp's AVX2 quantize_row_q8_0 rounding: id = 127/amax, q = rint(x * id); the
+ * scale is stored as the float value of its half; the padding blocks are zero. */
+static void scalar_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
 {
-    kern_q8_block *b = dst;
-    int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
-    for (int64_t i = 0; i < nb; i++) {
-        float v[KERN_QK] = {0};
-        int64_t n = cols - i * KERN_QK < KERN_QK ? cols - i * KERN_QK : KERN_QK;
-        memcpy(v, src + i * KERN_QK, (size_t)n * sizeof(float));
-        float amax = 0.0f;
-        for (int j = 0; j < KERN_QK; j++) amax = fmaxf(amax, fabsf(v[j]));
-        /* ggml's quantize_row_q8_0_ref: d = amax/127, q = roundf(x / d) */
-        float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
-        b[i].d = f32_to_f16(d);
-        for (int j = 0; j < KERN_QK; j++) {
-            float x = v[j] * id;
-            b[i].qs[j] = isfinite(x) ? (int8_t)fmaxf(-128.0f, fminf(127.0f, roundf(x))) : 0;
-        }
-    }
-}
-
-void kern_q8_dequantize(const void *src, int64_t cols, float *dst)
-{
-    const kern_q8_block *b = src;
-    for (int64_t i = 0; i < cols; i++)
-        dst[i] = f16_to_f32(b[i / KERN_QK].d) * (float)b[i / KERN_QK].qs[i % KERN_QK];
-}
-
-/* llama.cpp's AVX2 quantize_row_q8_0 rounding: id = 127/amax, q = rint(x * id). */
-static void scalar_q8_quantize_x(const float *x, int64_t n_rows, int64_t cols, void *dst)
-{
-    int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
+    int64_t nb = (cols + KERN_QK - 1) / KERN_QK, nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
     for (int64_t r = 0; r < n_rows; r++) {
         const float *src = x + r * cols;
-        kern_q8_block *b = (kern_q8_block *)((char *)dst + (size_t)r * kern_q8_row_bytes(cols));
-        for (int64_t i = 0; i < nb; i++) {
+        int8_t *q = (int8_t *)dst + (size_t)r * kern_xq_row_bytes(cols);
+        float *d = (float *)(q + nbp * KERN_QK);
+        int32_t *c = (int32_t *)(d + nbp);
+        for (int64_t i = 0; i < nbp; i++) {
             float v[KERN_QK] = {0};
-            int64_t n = cols - i * KERN_QK < KERN_QK ? cols - i * KERN_QK : KERN_QK;
+            int64_t n = i >= nb ? 0 : cols - i * KERN_QK < KERN_QK ? cols - i * KERN_QK : KERN_QK;
             memcpy(v, src + i * KERN_QK, (size_t)n * sizeof(float));
             float amax = 0.0f;
             for (int j = 0; j < KERN_QK; j++) amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
             float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-            b[i].d = f32_to_f16(amax / 127.0f);
-            for (int j = 0; j < KERN_QK; j++) b[i].qs[j] = sat_i8(v[j] * id);
+            d[i] = f16_to_f32(f32_to_f16(amax / 127.0f));
+            int32_t sum = 0;
+            for (int j = 0; j < KERN_QK; j++) sum += q[i * KERN_QK + j] = sat_i8(v[j] * id);
+            c[i] = -128 * sum;
         }
     }
 }
 
-static float q8_dot_row(const kern_q8_block *w, const kern_q8_block *x, int64_t nb)
+/* ---- the product: the definition ---------------------------------------------------- */
+
+static void scalar_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
+                             size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
 {
-    float sum = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        int32_t s = 0;
-        for (int j = 0; j < KERN_QK; j++) s += (int32_t)w[i].qs[j] * (int32_t)x[i].qs[j];
-        sum += (float)s * (f16_to_f32(w[i].d) * f16_to_f32(x[i].d));
+    int64_t nbp = nsb * KERN_SB_BLOCKS;
+    (void)nr;
+    for (int i = lo; i < hi; i++) {
+        const kern_q8t_sb *sb = (const kern_q8t_sb *)(w + (size_t)(i / KERN_TILE) * tb);
+        int lane = i % KERN_TILE;
+        for (int t = 0; t < nt; t++) {
+            const int8_t *xqs = (const int8_t *)(xq + (size_t)t * xs);
+            const float *dx = (const float *)(xqs + nbp * KERN_QK);
+            float acc = 0.0f;
+            for (int64_t k = 0; k < nbp; k++) {
+                const kern_q8t_sb *s = &sb[k / KERN_SB_BLOCKS];
+                int b = (int)(k % KERN_SB_BLOCKS);
+                int32_t isum = 0;
+                for (int j = 0; j < KERN_QK; j++)
+                    isum += ((int32_t)s->q[b][j / 4][lane][j % 4] - 128) * xqs[k * KERN_QK + j];
+                acc = fmaf((float)isum, f16_to_f32(s->d[b][lane]) * dx[k], acc);
+            }
+            y[(int64_t)t * ldy + i] = acc;
+        }
     }
-    return sum;
 }
 
-static void scalar_q8_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
-                             float *y, int64_t ldy, int64_t r0, int64_t r1)
+/* ---- blocking, shared by every table ------------------------------------------------- */
+
+/* Weight bytes of a panel of tiles that stays in L2 while every token tile passes. */
+#define KERN_PANEL_BYTES (384 * 1024)
+
+void kern_q8t_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
+                     float *y, int64_t ldy, int64_t r0, int64_t r1)
 {
-    int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
-    const kern_q8_block *W = w, *X = xq;
-    for (int64_t t = 0; t < n_tok; t++)
-        for (int64_t r = r0; r < r1; r++)
-            y[t * ldy + r] = q8_dot_row(W + r * nb, X + t * nb, nb);
+    if (n_tok <= 0 || r0 >= r1) return;
+    const kern_ops *ops = kern_active;
+    int64_t nsb = kern_nsb(cols);
+    size_t tb = kern_q8t_tile_bytes(cols), xs = kern_xq_row_bytes(cols);
+    int64_t t0 = r0 / KERN_TILE, t1 = (r1 + KERN_TILE - 1) / KERN_TILE;
+    int64_t panel = (int64_t)(KERN_PANEL_BYTES / tb);
+    panel = panel < 4 ? 4 : panel / 4 * 4;
+    /* token chunks of nearly equal size, none above tmax */
+    int tmax = ops->q8t_tmax;
+    int64_t chunks = (n_tok + tmax - 1) / tmax;
+    int64_t csize = (n_tok + chunks - 1) / chunks;
+    const uint8_t *W = w, *X = xq;
+    for (int64_t p0 = t0; p0 < t1; p0 += panel) {
+        int64_t p1 = p0 + panel < t1 ? p0 + panel : t1;
+        for (int64_t k0 = 0; k0 < n_tok; k0 += csize) {
+            int nt = (int)(n_tok - k0 < csize ? n_tok - k0 : csize);
+            int nr = ops->q8t_rows[nt];
+            for (int64_t tile = p0; tile < p1; tile += nr) {
+                int n = (int)(p1 - tile < nr ? p1 - tile : nr);
+                int64_t base = tile * KERN_TILE;
+                int lo = (int)(r0 > base ? r0 - base : 0);
+                int hi = (int)(r1 - base < n * KERN_TILE ? r1 - base : n * KERN_TILE);
+                ops->q8t_block(W + (size_t)tile * tb, tb, n, nsb, X + (size_t)k0 * xs, xs, nt,
+                               y + k0 * ldy + base, ldy, lo, hi);
+            }
+        }
+    }
 }
+
+/* ---- float helpers ------------------------------------------------------------------ */
 
 static float scalar_f32_dot(const float *a, const float *b, int64_t n)
 {
@@ -146,20 +205,13 @@ static void scalar_f32_matmul(const float *w, int64_t cols, const float *x, int6
             y[t * ldy + r] = scalar_f32_dot(w + r * cols, x + t * cols, cols);
 }
 
-static void scalar_f16_matmul(const uint16_t *w, int64_t cols, const float *x, int64_t n_tok,
-                              float *y, int64_t ldy, int64_t r0, int64_t r1)
-{
-    for (int64_t t = 0; t < n_tok; t++)
-        for (int64_t r = r0; r < r1; r++)
-            y[t * ldy + r] = scalar_f16_dot(w + r * cols, x + t * cols, cols);
-}
-
 const kern_ops kern_ops_scalar = {
     .name = "scalar",
-    .q8_quantize_x = scalar_q8_quantize_x,
-    .q8_matmul = scalar_q8_matmul,
+    .xq_quantize = scalar_xq_quantize,
+    .q8t_block = scalar_q8t_block,
+    .q8t_tmax = KERN_MICRO_T,
+    .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
     .f32_matmul = scalar_f32_matmul,
-    .f16_matmul = scalar_f16_matmul,
     .f32_dot = scalar_f32_dot,
     .f32_axpy = scalar_f32_axpy,
     .f16_dot = scalar_f16_dot,
@@ -170,29 +222,25 @@ const kern_ops kern_ops_scalar = {
 
 const kern_ops *kern_active = &kern_ops_scalar;
 
-/* Variants in order of preference, each with the CPU test that allows it. */
-static int cpu_has(const char *name)
+/* ---- dispatch ------------------------------------------------------------------------- */
+
+/* The CPU features a table needs. */
+static int cpu_runs(const char *name)
 {
+    unsigned f = cpu_features();
+    unsigned avx2 = CPU_AVX2 | CPU_FMA | CPU_F16C;
     if (!strcmp(name, "scalar")) return 1;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    unsigned a, b, c, d; /* F16C: clang 14's __builtin_cpu_supports does not know it */
-    int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
-    if (!strcmp(name, "avx2")) return avx2;
-    if (!strcmp(name, "avx512vnni") || !strcmp(name, "avx512vnni-fast"))
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-#endif
-#if defined(__aarch64__)
-    if (!strcmp(name, "neon")) return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; /* sdot */
-#endif
+    if (!strcmp(name, "avx2")) return (f & avx2) == avx2;
+    if (!strcmp(name, "avxvnni")) return (f & (avx2 | CPU_AVXVNNI)) == (avx2 | CPU_AVXVNNI);
+    if (!strcmp(name, "avx512vnni")) return (f & (avx2 | CPU_AVX512VNNI)) == (avx2 | CPU_AVX512VNNI);
+    if (!strcmp(name, "neon")) return (f & CPU_NEON_DOT) != 0;
     return 0;
 }
 
+/* Every table compiled in, in order of preference. */
 static const kern_ops *const all_ops[] = {
 #if defined(__x86_64__)
-    &kern_ops_avx512vnni, &kern_ops_avx2, &kern_ops_avx512vnni_fast,
+    &kern_ops_avx512vnni, &kern_ops_avxvnni, &kern_ops_avx2,
 #endif
 #if defined(__aarch64__)
     &kern_ops_neon,
@@ -204,7 +252,7 @@ const kern_ops *kern_get(const char *name)
 {
     if (!name) return NULL;
     for (size_t i = 0; i < sizeof all_ops / sizeof all_ops[0]; i++)
-        if (!strcmp(all_ops[i]->name, name)) return cpu_has(name) ? all_ops[i] : NULL;
+        if (!strcmp(all_ops[i]->name, name)) return cpu_runs(name) ? all_ops[i] : NULL;
     return NULL;
 }
 
@@ -219,7 +267,7 @@ int kern_select(const char *name)
 void kern_init(void)
 {
     for (size_t i = 0; i < sizeof all_ops / sizeof all_ops[0]; i++)
-        if (cpu_has(all_ops[i]->name) && !strstr(all_ops[i]->name, "-fast")) {
+        if (cpu_runs(all_ops[i]->name)) {
             kern_active = all_ops[i];
             break;
         }

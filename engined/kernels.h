@@ -1,42 +1,46 @@
 /*
- * kernels.h - the engine's compute kernels: INT8 block matrix products and the small
- * float helpers attention needs, each with a scalar reference twin and SIMD variants
- * (AVX2, AVX-512 VNNI, NEON sdot) chosen once at start-up.
+ * kernels.h - the engine's compute kernels: INT8 matrix products over weights stored
+ * in row tiles ("q8t"), and the small float helpers, each with a scalar reference twin
+ * and SIMD variants (AVX2, AVX-VNNI, AVX-512 VNNI, NEON sdot) chosen once at start-up.
  *
- *   kern_init();                                    // once, before any thread runs
- *   size_t rb = kern_q8_row_bytes(cols);            // bytes of one q8 row
- *   kern_q8_quantize_w(w_f32, cols, w_q8);          // one weight row (load time)
- *   kern_q8_quantize_x(x, n_tok, cols, x_q8);       // activations, every forward
- *   kern_q8_matmul(w_q8, cols, x_q8, n_tok, y, ldy, r0, r1);   // y[t*ldy + r]
+ *   kern_init();                                       // once, before any thread runs
+ *   size_t mb = kern_q8t_bytes(rows, cols);            // a weight matrix in tiles
+ *   kern_q8t_pack(q8_rows, n, cols, tile);             // 16 block_q8_0 rows -> one tile
+ *   size_t xs = kern_xq_row_bytes(cols);               // one quantized activation row
+ *   kern_xq_quantize(x, n_tok, cols, xq);              // activations, every forward
+ *   kern_q8t_matmul(w, cols, xq, n_tok, y, ldy, r0, r1);   // y[t*ldy + r]
  *
- * Weight and activation format "q8": exactly ggml's block_q8_0 (an f16 scale d and 32
- * int8 values q, value = d * q), 34 bytes per 32 values. A row of `cols` values is
- * ceil(cols/32) blocks stored back to back; the columns past `cols` in the last block
- * are zero (so they add nothing to a dot product). Rows of a matrix are contiguous:
- * row r starts at r * kern_q8_row_bytes(cols). This is byte-identical to a Q8_0 GGUF
- * tensor whose row length is a multiple of 32, so those convert by copy.
+ * Weight layout "q8t" (built once by convert.c into the segment): the rows of a matrix
+ * go in tiles of KERN_TILE (16) rows; a tile is a run of superblocks, each holding two
+ * 32-value blocks of its 16 rows: first the 32 f16 scales (block-major), then for each
+ * block 8 groups of 64 bytes, group g holding values 4g..4g+3 of the 16 rows, row by
+ * row, each value stored as w + 128 (an unsigned byte). So one 64-byte vector is what
+ * a vpdpbusd (or a 4-lane sdot by element) multiplies against four values of one
+ * token for 16 rows at once, and the float work of a block is done once per 16 rows.
+ * Superblocks are 1088 = 17 x 64 bytes: every tile, superblock and vector is 64-byte
+ * aligned when the matrix is. Rows past the matrix (the last tile) and values past a
+ * row's length are zero (byte 0x80, scale 0). A later 4-bit layout can use the same
+ * tile/superblock shape with 16-byte groups.
  *
- * Matrix products compute, for rows r in [r0, r1) of the weight W (w_rows x cols) and
- * every token t of X (n_tok x cols), Y[t * ldy + r] = dot(W row r, X row t). The
- * caller splits [0, w_rows) across threads (see pool.h); each call touches only its
- * rows of Y. Up to 32 tokens (decode, or several sessions decoded together) the
- * product is memory-bound and reads W exactly once, as four long sequential streams;
- * beyond that it is a tiled GEMM (4 rows x 3 tokens on AVX2, 4 x 4 on AVX-512) over
- * row chunks that stay in L2 while every token tile passes over them. Each (row,
- * token) pair keeps llama.cpp's order: 8 float lanes of fma(d_w*d_x, int lanes), one
- * horizontal sum at the end.
+ * Activation layout "xq" (per forward pass, caller's scratch): per token a row of
+ * kern_xq_row_bytes(cols) bytes: the int8 values of every block (blocks padded to the
+ * tiles' even count), then each block's scale as a float, then -128 * (sum of its
+ * values) as an int32 (what lets vpdpbusd take the unsigned weights).
  *
- * Precision: the int32 block dots are exact, so SIMD results differ from the scalar
- * twin only by float summation order (tests use a relative tolerance of 1e-5 on each
- * output, against the sum of the absolute element products). kern_q8_quantize_x is bit-exact
- * across variants. The activation rounding follows llama.cpp's AVX2 Q8_0 quantizer
- * (scale 127/amax, round half to even); weight rounding follows ggml's reference
- * quantize_row_q8_0 (d = amax/127, round half away from zero).
+ * The product, and its order (the contract every table keeps bit for bit): for each
+ * output y[t][r] = one chain over the blocks k = 0, 1, ... of the row,
+ *     acc = fmaf((float)isum_k, d_w[r][k] * d_x[t][k], acc),   acc starting at +0,
+ * where isum_k is the exact int32 dot of block k and d_w * d_x is exact (two halves).
+ * Nothing else enters, so y[t][r] is a pure function of (weight row r, activation row
+ * t): the same bits whatever the number of tokens, the row range, the thread split or
+ * the kernel table (batch invariance; tests/check_kernels.c asserts it).
  *
- * Threading: every kernel is reentrant; kern_init/kern_select change a global
- * table and must not run concurrently with kernels.
- * Ownership: kernels never allocate; all buffers belong to the caller. (The
- * avx512vnni-fast prefill keeps ~350 KB of tables on the calling thread's stack.)
+ * Activation rounding follows llama.cpp's AVX2 Q8_0 quantizer (scale 127/amax, round
+ * half to even); weight rounding is ggml's reference quantize_row_q8_0 (common/quant.c).
+ *
+ * Threading: every kernel is reentrant; kern_init/kern_select change a global table and
+ * must not run concurrently with kernels. Ownership: kernels never allocate; all
+ * buffers belong to the caller.
  */
 #ifndef LLM_KERNELS_H
 #define LLM_KERNELS_H
@@ -44,25 +48,37 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KERN_QK 32 /* values per q8 block */
+#include "quant.h"
 
-/* One q8 block: ggml's block_q8_0. */
+#define KERN_QK 32          /* values per block */
+#define KERN_TILE 16        /* rows per tile */
+#define KERN_SB_BLOCKS 2    /* blocks per superblock */
+#define KERN_MICRO_T 16     /* most tokens one micro-kernel call takes */
+
+/* One superblock of a q8t tile. */
 typedef struct {
-    uint16_t d;            /* scale, IEEE half */
-    int8_t   qs[KERN_QK];  /* values, value = d * qs[i] */
-} kern_q8_block;
-_Static_assert(sizeof(kern_q8_block) == 34, "kern_q8_block must match ggml block_q8_0");
+    uint16_t d[KERN_SB_BLOCKS][KERN_TILE];                 /* scale of (block, row), f16 */
+    uint8_t  q[KERN_SB_BLOCKS][KERN_QK / 4][KERN_TILE][4]; /* w + 128: block, group, row, value */
+} kern_q8t_sb;
+_Static_assert(sizeof(kern_q8t_sb) == 1088 && sizeof(kern_q8t_sb) % 64 == 0,
+               "kern_q8t_sb is part of the segment layout (64-byte multiple)");
+
+/* A micro-kernel: rows [lo, hi) of nr consecutive tiles (tile_bytes apart, nr <= 4)
+ * times nt tokens (nt <= KERN_MICRO_T, xq rows xs bytes apart), over nsb superblocks:
+ * y[t * ldy + i] for i in [lo, hi) (i counts rows from the first tile's row 0). */
+typedef void (*kern_q8t_block_fn)(const uint8_t *w, size_t tile_bytes, int nr, int64_t nsb,
+                                  const uint8_t *xq, size_t xs, int nt, float *y, int64_t ldy,
+                                  int lo, int hi);
 
 /* The dispatch table: one per instruction set. */
 typedef struct {
-    const char *name; /* "scalar", "avx2", "avx512vnni", "neon" */
-    /* x (n_rows x cols f32, row stride cols) -> n_rows q8 rows */
-    void  (*q8_quantize_x)(const float *x, int64_t n_rows, int64_t cols, void *dst);
-    void  (*q8_matmul)(const void *w, int64_t cols, const void *xq, int64_t n_tok,
-                       float *y, int64_t ldy, int64_t r0, int64_t r1);
+    const char *name; /* "scalar", "avx2", "avxvnni", "avx512vnni", "neon" */
+    /* x (n_rows x cols f32, row stride cols) -> n_rows xq rows */
+    void  (*xq_quantize)(const float *x, int64_t n_rows, int64_t cols, void *dst);
+    kern_q8t_block_fn q8t_block;
+    int   q8t_tmax;                        /* tokens per micro call in a long product */
+    uint8_t q8t_rows[KERN_MICRO_T + 1];    /* tiles per micro call for nt tokens */
     void  (*f32_matmul)(const float *w, int64_t cols, const float *x, int64_t n_tok,
-                        float *y, int64_t ldy, int64_t r0, int64_t r1);
-    void  (*f16_matmul)(const uint16_t *w, int64_t cols, const float *x, int64_t n_tok,
                         float *y, int64_t ldy, int64_t r0, int64_t r1);
     float (*f32_dot)(const float *a, const float *b, int64_t n);
     void  (*f32_axpy)(float *y, float a, const float *x, int64_t n);
@@ -76,56 +92,68 @@ typedef struct {
  * kern_init(); read it through the wrappers below. */
 extern const kern_ops *kern_active;
 
-/* Picks the best table this CPU supports (AVX-512 VNNI > AVX2+FMA+F16C > scalar on
- * x86, NEON dotprod on aarch64), unless env LLM_KERNELS names one (an unknown or
- * unsupported name logs a warning and keeps the automatic choice). Idempotent.
- * "avx512vnni-fast" (faster prefill, not llama.cpp's float order) is never picked
- * automatically. "avx2" and "avx512vnni" give bit-identical q8 products, in the order
- * of llama.cpp's AVX2 kernels. */
+/* Picks the best table this CPU supports (x86: AVX-512 VNNI > AVX-VNNI > AVX2+FMA+F16C
+ * > scalar; aarch64: NEON dotprod), unless env LLM_KERNELS names one (an unknown or
+ * unsupported name logs a warning and keeps the automatic choice). Idempotent. Every
+ * table gives the same bits, so the choice changes only speed. */
 void kern_init(void);
 /* Switches to the named table; returns 0, or -1 (table unchanged) when the name is
  * unknown, not compiled in, or not supported by this CPU. */
 int kern_select(const char *name);
-/* The named table if it is compiled in and this CPU runs it, else NULL. For tests
- * that compare every variant with "scalar". */
+/* The named table if it is compiled in and this CPU runs it, else NULL. */
 const kern_ops *kern_get(const char *name);
 /* Name of the table in use ("scalar", "avx2", ...). */
 const char *kern_name(void);
 
-/* Values of a row rounded up to whole blocks. */
-static inline int64_t kern_q8_padded(int64_t cols) { return (cols + KERN_QK - 1) / KERN_QK * KERN_QK; }
-/* Bytes of one q8 row of `cols` values (cols >= 1). */
+/* ---- layouts ---- */
+
+/* Blocks of a row, padded to whole superblocks. */
+static inline int64_t kern_nsb(int64_t cols) { return (cols + KERN_QK * KERN_SB_BLOCKS - 1) / (KERN_QK * KERN_SB_BLOCKS); }
+/* Bytes of one tile of rows of `cols` values (cols >= 1). */
+static inline size_t kern_q8t_tile_bytes(int64_t cols) { return (size_t)kern_nsb(cols) * sizeof(kern_q8t_sb); }
+/* Bytes of a rows x cols matrix in tiles. */
+static inline size_t kern_q8t_bytes(int64_t rows, int64_t cols)
+{
+    return (size_t)((rows + KERN_TILE - 1) / KERN_TILE) * kern_q8t_tile_bytes(cols);
+}
+/* Bytes of one xq activation row (a multiple of 64). */
+static inline size_t kern_xq_row_bytes(int64_t cols)
+{
+    size_t nbp = (size_t)kern_nsb(cols) * KERN_SB_BLOCKS;
+    return (nbp * (KERN_QK + 8) + 63) / 64 * 64;
+}
+/* Bytes of one block_q8_0 row of `cols` values (the last block zero-padded). */
 static inline size_t kern_q8_row_bytes(int64_t cols)
 {
-    return (size_t)((cols + KERN_QK - 1) / KERN_QK) * sizeof(kern_q8_block);
+    return (size_t)((cols + KERN_QK - 1) / KERN_QK) * sizeof(block_q8_0);
 }
 
-/* Quantizes one weight row of `cols` floats into kern_q8_row_bytes(cols) bytes at dst,
- * with ggml's reference Q8_0 rounding; the padding values are 0. Scalar (load time). */
+/* Quantizes one weight row of `cols` floats into kern_q8_row_bytes(cols) bytes of
+ * block_q8_0 at dst with ggml's reference rounding; padding values are 0. Load time. */
 void kern_q8_quantize_w(const float *src, int64_t cols, void *dst);
-/* Dequantizes one q8 row back to `cols` floats (tests, the float path on Q8 data). */
-void kern_q8_dequantize(const void *src, int64_t cols, float *dst);
+/* Packs n <= KERN_TILE block_q8_0 rows of `cols` values (kern_q8_row_bytes apart) into
+ * one tile of kern_q8t_tile_bytes(cols) bytes; rows n..15 of the tile are zero. */
+void kern_q8t_pack(const void *q8_rows, int n, int64_t cols, void *tile);
+/* Dequantizes row r of a q8t matrix into `cols` floats (embedding lookup, tests). */
+void kern_q8t_dequant_row(const void *w, int64_t cols, int64_t r, float *dst);
 
-/* Quantizes n_rows activation rows (row stride cols floats) into n_rows q8 rows of
- * kern_q8_row_bytes(cols) bytes each, padding with zeros. */
-static inline void kern_q8_quantize_x(const float *x, int64_t n_rows, int64_t cols, void *dst)
-{ kern_active->q8_quantize_x(x, n_rows, cols, dst); }
+/* ---- products ---- */
 
-/* Y[t*ldy + r] = sum over blocks of d_w * d_x * (int dot of the block), for r in
- * [r0, r1), t in [0, n_tok); W and X are q8 rows of `cols` values (see above). */
-static inline void kern_q8_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
-                                  float *y, int64_t ldy, int64_t r0, int64_t r1)
-{ kern_active->q8_matmul(w, cols, xq, n_tok, y, ldy, r0, r1); }
+/* Quantizes n_rows activation rows (row stride cols floats) into n_rows xq rows. */
+static inline void kern_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
+{ kern_active->xq_quantize(x, n_rows, cols, dst); }
+
+/* y[t * ldy + r] = the product of weight row r (q8t matrix w) and xq row t, for r in
+ * [r0, r1) and t in [0, n_tok), in the order stated above. Tiles in L2-sized panels,
+ * tokens in register tiles; up to the table's q8t_tmax tokens each weight byte is read
+ * from memory once (decode and small batches stay memory-bound). */
+void kern_q8t_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
+                     float *y, int64_t ldy, int64_t r0, int64_t r1);
 
 /* Same over f32 weights (w_rows x cols, row stride cols) and f32 X (n_tok x cols). */
 static inline void kern_f32_matmul(const float *w, int64_t cols, const float *x, int64_t n_tok,
                                    float *y, int64_t ldy, int64_t r0, int64_t r1)
 { kern_active->f32_matmul(w, cols, x, n_tok, y, ldy, r0, r1); }
-
-/* Same over f16 weights (row stride cols halves) and f32 X, accumulating in f32. */
-static inline void kern_f16_matmul(const uint16_t *w, int64_t cols, const float *x, int64_t n_tok,
-                                   float *y, int64_t ldy, int64_t r0, int64_t r1)
-{ kern_active->f16_matmul(w, cols, x, n_tok, y, ldy, r0, r1); }
 
 /* Returns sum a[i]*b[i] over n floats. */
 static inline float kern_f32_dot(const float *a, const float *b, int64_t n)
@@ -155,8 +183,8 @@ static inline void kern_f16_to_f32(const uint16_t *x, float *y, int64_t n)
 extern const kern_ops kern_ops_scalar;
 #if defined(__x86_64__)
 extern const kern_ops kern_ops_avx2;
+extern const kern_ops kern_ops_avxvnni;
 extern const kern_ops kern_ops_avx512vnni;
-extern const kern_ops kern_ops_avx512vnni_fast;
 #endif
 #if defined(__aarch64__)
 extern const kern_ops kern_ops_neon;

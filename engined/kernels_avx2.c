@@ -1,16 +1,15 @@
 /*
- * kernels_avx2.c - AVX2 + FMA + F16C variants of the kernels in kernels.c.
+ * kernels_avx2.c - the 256-bit x86 tables: "avx2" (AVX2 + FMA + F16C) and "avxvnni"
+ * (the same plus AVX-VNNI's VEX vpdpbusd, e.g. Alder Lake), and the activation quantizer
+ * and float helpers every x86 table shares (kernels_x86.h).
  *
  * Compiled with per-function target attributes (the Makefile has no -march), and only
- * ever called after kernels.c checked the CPU. The q8 product uses the usual AVX2
- * int8 trick: maddubs multiplies unsigned by signed bytes, so it is fed |w| and x
- * with w's sign moved onto it; madd with ones then sums pairs of int16 into 8 int32
- * lanes, which are exact. Each (row, token) pair keeps 8 float lanes that gather
- * d_w * d_x * lanes block after block; they are summed once at the end.
- *
- * The GEMM reuses each weight block (loaded once, |w| computed once) across the RN
- * tokens of a tile and each activation block across the RM rows; rows are walked in
- * chunks that stay in L2 while every token tile passes over them.
+ * ever called after kernels.c checked the CPU. A q8t tile is walked as two halves of 8
+ * rows (one ymm of a 64-byte group each). Per block, the int32 dot of every (row, token)
+ * is exact: "avx2" takes w's sign onto x (maddubs of |w| and sign(x, w), madd with ones,
+ * both exact for |w|, |x| <= 127), "avxvnni" feeds the stored w + 128 to vpdpbusd
+ * starting from the token's -128 * sum(x). Then, as kernels.h's contract says, one
+ * cvt + mul + fma per block for 8 rows, bit-identical with the scalar twin.
  */
 #include "kernels.h"
 
@@ -23,6 +22,8 @@
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define TGT_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+#define TGT_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define TGT_VNNI_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c,avxvnni")))
 
 #include "kernels_x86.h"
 
@@ -36,28 +37,32 @@ TGT_INLINE float hsum8(__m256 v)
 
 TGT_INLINE float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
-/* The half at p, as a float in all 8 lanes. */
-TGT_INLINE __m256 bcast_half(const uint16_t *p)
+static inline int32_t load_i32(const void *p)
 {
-    return _mm256_cvtph_ps(_mm_set1_epi16((short)*p));
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
 }
 
-/* ---- activation quantization (bit-exact with scalar_q8_quantize_x) ---- */
+/* ---- activation quantization (bit-exact with scalar_xq_quantize) ---- */
 
-TGT void kern_avx2_q8_quantize_x(const float *x, int64_t n_rows, int64_t cols, void *dst)
+TGT void kern_x86_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
 {
-    int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
+    int64_t nb = (cols + KERN_QK - 1) / KERN_QK, nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
     const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     for (int64_t r = 0; r < n_rows; r++) {
         const float *src = x + r * cols;
-        kern_q8_block *b = (kern_q8_block *)((char *)dst + (size_t)r * kern_q8_row_bytes(cols));
-        for (int64_t i = 0; i < nb; i++) {
+        int8_t *q = (int8_t *)dst + (size_t)r * kern_xq_row_bytes(cols);
+        float *d = (float *)(q + nbp * KERN_QK);
+        int32_t *c = (int32_t *)(d + nbp);
+        for (int64_t i = 0; i < nbp; i++) {
             __m256 v[4];
             if ((i + 1) * KERN_QK <= cols) {
                 for (int j = 0; j < 4; j++) v[j] = _mm256_loadu_ps(src + i * KERN_QK + 8 * j);
             } else {
                 float tmp[KERN_QK] = {0};
-                memcpy(tmp, src + i * KERN_QK, (size_t)(cols - i * KERN_QK) * sizeof(float));
+                if (i < nb) memcpy(tmp, src + i * KERN_QK, (size_t)(cols - i * KERN_QK) * sizeof(float));
                 for (int j = 0; j < 4; j++) v[j] = _mm256_loadu_ps(tmp + 8 * j);
             }
             __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
@@ -66,164 +71,120 @@ TGT void kern_avx2_q8_quantize_x(const float *x, int64_t n_rows, int64_t cols, v
             m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
             m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
             float amax = _mm_cvtss_f32(m4);
-            b[i].d = f32_to_f16(amax / 127.0f);
+            d[i] = half_to_float(f32_to_f16(amax / 127.0f));
             const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-            __m256i q[4];
+            __m256i qi[4];
             for (int j = 0; j < 4; j++)
-                q[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], id),
-                                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+                qi[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], id),
+                                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
             /* packs work per 128-bit lane: undo the interleave with a permute */
-            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
             p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-            _mm256_storeu_si256((__m256i *)b[i].qs, p);
+            _mm256_storeu_si256((__m256i *)(q + i * KERN_QK), p);
+            /* sum of the stored bytes: maddubs(1, p) pairs them, madd sums pairs again */
+            __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, p), ones16);
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+            c[i] = -128 * _mm_cvtsi128_si32(s4);
         }
     }
 }
 
-/* ---- q8 x q8 products ---- */
+/* ---- q8t products ---- */
 
-/* 8 int32 lanes whose sum is the int dot of the 32 bytes of w and x; aw = |w|. */
-TGT_INLINE __m256i dot32(__m256i aw, __m256i w, __m256i x, __m256i ones)
+/* Lanes [lo, hi) of 8 as a maskstore mask. */
+TGT_INLINE __m256i lane_mask(int lo, int hi)
 {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), ones);
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_and_si256(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(lo - 1)),
+                            _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), idx));
 }
 
-/* An RM x RN tile: rows w[0..RM) (stride ws blocks), tokens x[0..RN) (stride xs).
- * Every loop is fully unrolled so that acc[][] lives in registers. A block's scale
- * is broadcast from memory and widened with vcvtph2ps (2 uops, no scalar detour). */
-#define Q8_TILE(RM, RN)                                                                    \
-TGT_INLINE void q8_tile_##RM##x##RN(const kern_q8_block *w, int64_t ws,                     \
-                                    const kern_q8_block *x, int64_t xs, int64_t nb,         \
-                                    float *y, int64_t ys, int64_t ldy)                      \
-{                                                                                           \
-    const __m256i ones = _mm256_set1_epi16(1);                                              \
-    __m256 acc[RM][RN];                                                                     \
-    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++)                                    \
-        _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) acc[r][t] = _mm256_setzero_ps(); \
-    for (int64_t k = 0; k < nb; k++) {                                                      \
-        __m256i xv[RN];                                                                     \
-        __m256 dx[RN];                                                                      \
-        _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) {                              \
-            xv[t] = _mm256_loadu_si256((const __m256i *)x[t * xs + k].qs);                  \
-            dx[t] = bcast_half(&x[t * xs + k].d);                                           \
-        }                                                                                   \
-        _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) {                              \
-            __m256i wv = _mm256_loadu_si256((const __m256i *)w[r * ws + k].qs);             \
-            __m256i aw = _mm256_sign_epi8(wv, wv);                                          \
-            __m256 dw = bcast_half(&w[r * ws + k].d);                                       \
-            _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) {                          \
-                __m256 p = _mm256_cvtepi32_ps(dot32(aw, wv, xv[t], ones));                  \
-                acc[r][t] = _mm256_fmadd_ps(p, _mm256_mul_ps(dw, dx[t]), acc[r][t]);        \
-            }                                                                               \
-        }                                                                                   \
-    }                                                                                       \
-    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++)                                    \
-        _Pragma("GCC unroll 8") for (int t = 0; t < RN; t++) y[t * ldy + r * ys] = hsum8(acc[r][t]); \
+/* One half-tile (8 rows, `half` 0 or 1) of a tile times T tokens. Per block and group
+ * the 8 rows' four values are one ymm; DOT adds its dot with one token's four values
+ * (broadcast) to that token's int32 lanes, which INIT started for the block. */
+#define YMICRO(NAME, T, ATTR, INIT, PREP, DOT)                                              \
+static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int half, const uint8_t *xq, size_t xs,  \
+                     float *y, int64_t ldy, __m256i mask)                                    \
+{                                                                                            \
+    const int64_t nbp = nsb * KERN_SB_BLOCKS;                                                \
+    const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8((char)0x80);          \
+    (void)ones; (void)bias;                                                                  \
+    __m256 acc[T];                                                                           \
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();      \
+    for (int64_t s = 0; s < nsb; s++) {                                                      \
+        const kern_q8t_sb *sb = (const kern_q8t_sb *)w + s;                                  \
+        _Pragma("GCC unroll 2") for (int b = 0; b < KERN_SB_BLOCKS; b++) {                  \
+            int64_t k = s * KERN_SB_BLOCKS + b;                                              \
+            __m256i is[T];                                                                   \
+            _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) is[t] = INIT;              \
+            _Pragma("GCC unroll 8") for (int g = 0; g < KERN_QK / 4; g++) {                 \
+                __m256i wv = _mm256_load_si256((const __m256i *)sb->q[b][g] + half);         \
+                PREP                                                                         \
+                _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) {                      \
+                    __m256i xb = _mm256_set1_epi32(load_i32(xq + t * xs + k * KERN_QK + 4 * g)); \
+                    is[t] = DOT;                                                             \
+                }                                                                            \
+            }                                                                                \
+            __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)sb->d[b] + half));   \
+            _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) {                          \
+                const float *dx = (const float *)(xq + t * xs + nbp * KERN_QK);              \
+                __m256 sc = _mm256_mul_ps(dw, _mm256_broadcast_ss(dx + k));                  \
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), sc, acc[t]);             \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; t++)                                    \
+        _mm256_maskstore_ps(y + t * ldy + 8 * half, mask, acc[t]);                           \
 }
 
-#ifndef Q8_RN_AVX2
-#define Q8_RN_AVX2 3
-#endif
-#define Q8_TILE_FN_(a, b) q8_tile_##a##x##b
-#define Q8_TILE_FN(a, b) Q8_TILE_FN_(a, b)
-#define Q8_TILE_X(a, b) Q8_TILE(a, b)
-Q8_TILE_X(4, Q8_RN_AVX2)
-Q8_TILE(4, 1)
-Q8_TILE_X(1, Q8_RN_AVX2)
-Q8_TILE(1, 1)
+/* AVX2: signed w = stored ^ 0x80, |w| once per group, sign(x, w) per token. */
+#define A2_INIT _mm256_setzero_si256()
+#define A2_PREP __m256i ws = _mm256_xor_si256(wv, bias), aw = _mm256_sign_epi8(ws, ws);
+#define A2_DOT _mm256_add_epi32(is[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xb, ws)), ones))
+/* AVX-VNNI: unsigned stored bytes times signed x, from -128 * sum(x). */
+#define VN_INIT _mm256_set1_epi32(((const int32_t *)(xq + t * xs + nbp * (KERN_QK + 4)))[k])
+#define VN_PREP
+#define VN_DOT _mm256_dpbusd_avx_epi32(is[t], wv, xb)
 
-#define Q8_RN Q8_RN_AVX2
-/* Rows per chunk: the chunk's weights stay in L2 while all tokens pass over it. */
-#define Q8_CHUNK_BYTES (128 * 1024)
-/* Up to this many tokens the product streams W once (q8_stream). */
-#define Q8_STREAM_TOKENS 32
+#define A2(T) YMICRO(a2_micro, T, TGT, A2_INIT, A2_PREP, A2_DOT)
+#define VN(T) YMICRO(vn_micro, T, TGT_VNNI, VN_INIT, VN_PREP, VN_DOT)
+A2(1) A2(2) A2(3) A2(4) A2(5)
+VN(1) VN(2) VN(3) VN(4) VN(5) VN(6)
 
-/* Decode: four rows against one token. |x| is taken once per block and shared by the
- * four rows, which only move x's sign onto their w (9 uops per row and block). */
-#define GEMV_ROWS(RM)                                                                      \
-TGT_INLINE void q8_gemv_##RM(const kern_q8_block *w, int64_t ws, const kern_q8_block *x,    \
-                             int64_t nb, float *y, int64_t ys)                              \
-{                                                                                           \
-    const __m256i ones = _mm256_set1_epi16(1);                                              \
-    __m256 acc[RM];                                                                         \
-    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) acc[r] = _mm256_setzero_ps();      \
-    for (int64_t k = 0; k < nb; k++) {                                                      \
-        __m256i xv = _mm256_loadu_si256((const __m256i *)x[k].qs);                          \
-        __m256i ax = _mm256_sign_epi8(xv, xv);                                              \
-        __m256 dx = bcast_half(&x[k].d);                                                    \
-        _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) {                              \
-            __m256i wv = _mm256_loadu_si256((const __m256i *)w[r * ws + k].qs);             \
-            __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xv)), ones); \
-            __m256 s = _mm256_mul_ps(bcast_half(&w[r * ws + k].d), dx);                     \
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), s, acc[r]);                     \
-        }                                                                                   \
-    }                                                                                       \
-    _Pragma("GCC unroll 8") for (int r = 0; r < RM; r++) y[r * ys] = hsum8(acc[r]);         \
-}
-GEMV_ROWS(4)
-GEMV_ROWS(1)
+typedef void (*ymicro_fn)(const uint8_t *, int64_t, int, const uint8_t *, size_t, float *, int64_t, __m256i);
+static const ymicro_fn a2_micros[] = { NULL, a2_micro_1, a2_micro_2, a2_micro_3, a2_micro_4, a2_micro_5 };
+static const ymicro_fn vn_micros[] = { NULL, vn_micro_1, vn_micro_2, vn_micro_3, vn_micro_4, vn_micro_5, vn_micro_6 };
 
-/* The four rows of a GEMV tile are a quarter of the range apart, so the weights are
- * read as four long sequential streams that the hardware prefetcher follows (four
- * adjacent rows would start three fresh 2-KiB streams every tile, which it does not). */
-static TGT void q8_gemv(const kern_q8_block *W, int64_t nb, const kern_q8_block *X,
-                        float *y, int64_t r0, int64_t r1)
+/* kern_q8t_block_fn over halves of tiles, tokens in chunks of the largest micro. */
+TGT_INLINE void ymm_block(const ymicro_fn *micros, int tmax, const uint8_t *w, size_t tb, int nr,
+                          int64_t nsb, const uint8_t *xq, size_t xs, int nt, float *y, int64_t ldy,
+                          int lo, int hi)
 {
-    int64_t q = (r1 - r0) / 4;
-    for (int64_t r = r0; r < r0 + q; r++) q8_gemv_4(W + r * nb, q * nb, X, nb, y + r, q);
-    for (int64_t r = r0 + 4 * q; r < r1; r++) q8_gemv_1(W + r * nb, nb, X, nb, y + r, 1);
-}
-
-/* Few tokens (decode, or a few sessions decoded together): memory-bound, so the rows
- * of each tile are a quarter of the range apart and W is read once as four long
- * sequential streams; every token tile reuses the four rows from L1. */
-static TGT void q8_stream(const kern_q8_block *W, int64_t nb, const kern_q8_block *X, int64_t n_tok,
-                          float *y, int64_t ldy, int64_t r0, int64_t r1)
-{
-    int64_t q = (r1 - r0) / 4;
-    for (int64_t r = r0; r < r1; r++) {
-        if (r == r0 + q) r = r0 + 4 * q; /* the rows left over after the four quarters */
-        if (r >= r1) break;
-        int64_t ws = r < r0 + q ? q * nb : 0, ys = r < r0 + q ? q : 0;
-        int64_t t = 0;
-        for (; t + Q8_RN <= n_tok; t += Q8_RN) {
-            if (ws) Q8_TILE_FN(4, Q8_RN)(W + r * nb, ws, X + t * nb, nb, nb, y + t * ldy + r, ys, ldy);
-            else Q8_TILE_FN(1, Q8_RN)(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
-        }
-        for (; t < n_tok; t++) {
-            if (ws) q8_tile_4x1(W + r * nb, ws, X + t * nb, nb, nb, y + t * ldy + r, ys, ldy);
-            else q8_tile_1x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
+    for (int i = 0; i < 2 * nr; i++) {
+        int a = lo - 8 * i, z = hi - 8 * i;
+        if (z <= 0 || a >= 8) continue;
+        __m256i mask = lane_mask(a, z);
+        const uint8_t *tile = w + (size_t)(i / 2) * tb;
+        float *yt = y + (i / 2) * KERN_TILE;
+        for (int t = 0; t < nt; t += tmax) {
+            int n = nt - t < tmax ? nt - t : tmax;
+            micros[n](tile, nsb, i % 2, xq + (size_t)t * xs, xs, yt + (int64_t)t * ldy, ldy, mask);
         }
     }
 }
 
-/* Many tokens (prefill): compute-bound. Rows go in chunks that stay in L2 while every
- * token tile passes over them; inside a chunk, tiles of 4 adjacent rows. */
-static TGT void avx2_q8_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
-                               float *y, int64_t ldy, int64_t r0, int64_t r1)
+static TGT void avx2_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
+                               size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
 {
-    const int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
-    const kern_q8_block *W = w, *X = xq;
-    if (n_tok == 1) { q8_gemv(W, nb, X, y, r0, r1); return; }
-    if (n_tok <= Q8_STREAM_TOKENS) { q8_stream(W, nb, X, n_tok, y, ldy, r0, r1); return; }
-    int64_t chunk = Q8_CHUNK_BYTES / (nb * (int64_t)sizeof(kern_q8_block));
-    chunk = chunk < 4 ? 4 : chunk / 4 * 4;
-    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
-        int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
-        int64_t t = 0;
-        for (; t + Q8_RN <= n_tok; t += Q8_RN) {
-            const kern_q8_block *xt = X + t * nb;
-            float *yt = y + t * ldy;
-            int64_t r = c0;
-            for (; r + 4 <= c1; r += 4) Q8_TILE_FN(4, Q8_RN)(W + r * nb, nb, xt, nb, nb, yt + r, 1, ldy);
-            for (; r < c1; r++) Q8_TILE_FN(1, Q8_RN)(W + r * nb, nb, xt, nb, nb, yt + r, 1, ldy);
-        }
-        for (; t < n_tok; t++) {
-            int64_t r = c0;
-            for (; r + 4 <= c1; r += 4) q8_tile_4x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
-            for (; r < c1; r++) q8_tile_1x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
-        }
-    }
+    ymm_block(a2_micros, 5, w, tb, nr, nsb, xq, xs, nt, y, ldy, lo, hi);
+}
+
+static TGT void avxvnni_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
+                                  size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
+{
+    ymm_block(vn_micros, 6, w, tb, nr, nsb, xq, xs, nt, y, ldy, lo, hi);
 }
 
 /* ---- float helpers ---- */
@@ -336,16 +297,30 @@ TGT void NAME(const WT *w, int64_t cols, const float *x, int64_t n_tok,         
 
 #define LOAD_F32(p) _mm256_loadu_ps(p)
 #define CVT_F32(v) (v)
-#define CVT_F16(v) half_to_float(v)
 F_MATMUL(kern_avx2_f32_matmul, float, LOAD_F32, CVT_F32)
-F_MATMUL(kern_avx2_f16_matmul, uint16_t, load_h8, CVT_F16)
 
 const kern_ops kern_ops_avx2 = {
     .name = "avx2",
-    .q8_quantize_x = kern_avx2_q8_quantize_x,
-    .q8_matmul = avx2_q8_matmul,
+    .xq_quantize = kern_x86_xq_quantize,
+    .q8t_block = avx2_q8t_block,
+    .q8t_tmax = 15,
+    .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
     .f32_matmul = kern_avx2_f32_matmul,
-    .f16_matmul = kern_avx2_f16_matmul,
+    .f32_dot = kern_avx2_f32_dot,
+    .f32_axpy = kern_avx2_f32_axpy,
+    .f16_dot = kern_avx2_f16_dot,
+    .f16_axpy = kern_avx2_f16_axpy,
+    .f32_to_f16 = kern_avx2_f32_to_f16,
+    .f16_to_f32 = kern_avx2_f16_to_f32,
+};
+
+const kern_ops kern_ops_avxvnni = {
+    .name = "avxvnni",
+    .xq_quantize = kern_x86_xq_quantize,
+    .q8t_block = avxvnni_q8t_block,
+    .q8t_tmax = 12,
+    .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
+    .f32_matmul = kern_avx2_f32_matmul,
     .f32_dot = kern_avx2_f32_dot,
     .f32_axpy = kern_avx2_f32_axpy,
     .f16_dot = kern_avx2_f16_dot,

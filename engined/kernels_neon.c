@@ -1,12 +1,15 @@
 /*
- * kernels_neon.c - the aarch64 NEON variant: q8 products with sdot (ARMv8.2 dotprod).
+ * kernels_neon.c - the aarch64 NEON variant: q8t products with sdot by element
+ * (ARMv8.2 dotprod).
  *
  * Whole file under __aarch64__: on x86 it compiles to nothing. kernels.c selects it
- * only when the kernel reports HWCAP_ASIMDDP. Tiles are 4 rows x 4 tokens; each q8
- * block is two 16-byte vectors, vdotq_s32 sums them by fours into int32 lanes (exact),
- * and every (row, token) pair keeps 4 float lanes scaled by d_w * d_x per block.
- * The float helpers are plain C loops here (the compiler vectorises them at -O2 with
- * NEON being baseline on aarch64); the quantizer is the scalar one's twin.
+ * only when the CPU reports dotprod (common/cpu.c). A 64-byte group of a q8t tile is
+ * four 16-byte vectors (rows 0-3, 4-7, 8-11, 12-15, four values each); the stored
+ * w + 128 is turned back into signed bytes (eor 0x80), and sdot by element multiplies
+ * it with four values of one token into four int32 lanes, exactly. Per block, the
+ * contract's cvt + mul + fma (kernels.h) on four float32x4 per token, bit-identical
+ * with the scalar twin. The float helpers are plain loops; the quantizer is the
+ * scalar one's twin.
  *
  * Not run on the development machine (x86-64); compile-checked with
  * clang --target=aarch64-linux-gnu -fsyntax-only.
@@ -28,17 +31,21 @@
 #endif
 #define TGT_INLINE static inline __attribute__((always_inline)) TGT
 
-/* acc + the dot of a and b by groups of four bytes. GCC's arm_neon.h declares vdotq_s32
- * for any function with +dotprod; clang 14 only when the whole file is built with it. */
-TGT_INLINE int32x4_t sdot(int32x4_t acc, int8x16_t a, int8x16_t b)
-{
+/* acc + in each lane i the dot of bytes 4i..4i+3 of a with bytes 4L..4L+3 of b. GCC's
+ * arm_neon.h declares vdotq_laneq_s32 for any function with +dotprod; clang 14 only
+ * when the whole file is built with it. */
 #if defined(__ARM_FEATURE_DOTPROD) || !defined(__clang__)
-    return vdotq_s32(acc, a, b);
+#define SDOT_LANE(acc, a, b, L) vdotq_laneq_s32(acc, a, b, L)
 #else
-    __asm__("sdot %0.4s, %1.16b, %2.16b" : "+w"(acc) : "w"(a), "w"(b));
-    return acc;
-#endif
+#define SDOT_LANE(acc, a, b, L) sdot_lane_##L(acc, a, b)
+#define SDOT_LANE_FN(L)                                                                    \
+TGT_INLINE int32x4_t sdot_lane_##L(int32x4_t acc, int8x16_t a, int8x16_t b)                \
+{                                                                                          \
+    __asm__("sdot %0.4s, %1.16b, %2.4b[" #L "]" : "+w"(acc) : "w"(a), "w"(b));             \
+    return acc;                                                                            \
 }
+SDOT_LANE_FN(0) SDOT_LANE_FN(1) SDOT_LANE_FN(2) SDOT_LANE_FN(3)
+#endif
 
 static int8_t sat_i8(float v)
 {
@@ -48,99 +55,96 @@ static int8_t sat_i8(float v)
 }
 
 /* Bit-exact twin of the scalar quantizer (vrndnq = round half to even). */
-static void neon_q8_quantize_x(const float *x, int64_t n_rows, int64_t cols, void *dst)
+static void neon_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
 {
-    int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
+    int64_t nb = (cols + KERN_QK - 1) / KERN_QK, nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
     for (int64_t r = 0; r < n_rows; r++) {
         const float *src = x + r * cols;
-        kern_q8_block *b = (kern_q8_block *)((char *)dst + (size_t)r * kern_q8_row_bytes(cols));
-        for (int64_t i = 0; i < nb; i++) {
+        int8_t *q = (int8_t *)dst + (size_t)r * kern_xq_row_bytes(cols);
+        float *d = (float *)(q + nbp * KERN_QK);
+        int32_t *c = (int32_t *)(d + nbp);
+        for (int64_t i = 0; i < nbp; i++) {
             float v[KERN_QK] = {0};
-            int64_t n = cols - i * KERN_QK < KERN_QK ? cols - i * KERN_QK : KERN_QK;
+            int64_t n = i >= nb ? 0 : cols - i * KERN_QK < KERN_QK ? cols - i * KERN_QK : KERN_QK;
             memcpy(v, src + i * KERN_QK, (size_t)n * sizeof(float));
             float32x4_t m = vdupq_n_f32(0.0f);
             for (int j = 0; j < KERN_QK; j += 4) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(v + j)));
             float amax = vmaxvq_f32(m);
             float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-            b[i].d = f32_to_f16(amax / 127.0f);
-            for (int j = 0; j < KERN_QK; j++) b[i].qs[j] = sat_i8(v[j] * id);
+            d[i] = f16_to_f32(f32_to_f16(amax / 127.0f));
+            int32_t sum = 0;
+            for (int j = 0; j < KERN_QK; j++) sum += q[i * KERN_QK + j] = sat_i8(v[j] * id);
+            c[i] = -128 * sum;
         }
     }
 }
 
-#define Q8_TILE(RM, RN)                                                                    \
-TGT_INLINE void q8_tile_##RM##x##RN(const kern_q8_block *w, int64_t ws,                     \
-                                    const kern_q8_block *x, int64_t xs, int64_t nb,         \
-                                    float *y, int64_t ys, int64_t ldy)                      \
+/* One tile times T tokens; each token's four int32x4 (16 rows) per block. */
+#define NMICRO(T)                                                                          \
+static TGT void nmicro_##T(const uint8_t *w, int64_t nsb, const uint8_t *xq, size_t xs,     \
+                           float *y, int64_t ldy, int lo, int hi)                           \
 {                                                                                           \
-    float32x4_t acc[RM][RN];                                                                \
-    for (int r = 0; r < RM; r++)                                                            \
-        for (int t = 0; t < RN; t++) acc[r][t] = vdupq_n_f32(0.0f);                         \
-    for (int64_t k = 0; k < nb; k++) {                                                      \
-        int8x16_t xl[RN], xh[RN];                                                           \
-        float dx[RN];                                                                       \
-        for (int t = 0; t < RN; t++) {                                                      \
-            xl[t] = vld1q_s8(x[t * xs + k].qs);                                             \
-            xh[t] = vld1q_s8(x[t * xs + k].qs + 16);                                        \
-            dx[t] = f16_to_f32(x[t * xs + k].d);                                            \
-        }                                                                                   \
-        for (int r = 0; r < RM; r++) {                                                      \
-            int8x16_t wl = vld1q_s8(w[r * ws + k].qs), wh = vld1q_s8(w[r * ws + k].qs + 16);\
-            float dw = f16_to_f32(w[r * ws + k].d);                                         \
-            for (int t = 0; t < RN; t++) {                                                  \
-                int32x4_t d = sdot(sdot(vdupq_n_s32(0), wl, xl[t]), wh, xh[t]);             \
-                acc[r][t] = vfmaq_n_f32(acc[r][t], vcvtq_f32_s32(d), dw * dx[t]);           \
+    const int64_t nbp = nsb * KERN_SB_BLOCKS;                                               \
+    const uint8x16_t bias = vdupq_n_u8(0x80);                                               \
+    float32x4_t acc[T][4];                                                                  \
+    for (int t = 0; t < T; t++)                                                             \
+        for (int j = 0; j < 4; j++) acc[t][j] = vdupq_n_f32(0.0f);                          \
+    for (int64_t s = 0; s < nsb; s++) {                                                     \
+        const kern_q8t_sb *sb = (const kern_q8t_sb *)w + s;                                 \
+        for (int b = 0; b < KERN_SB_BLOCKS; b++) {                                          \
+            int64_t k = s * KERN_SB_BLOCKS + b;                                             \
+            int32x4_t is[T][4];                                                             \
+            for (int t = 0; t < T; t++)                                                     \
+                for (int j = 0; j < 4; j++) is[t][j] = vdupq_n_s32(0);                      \
+            for (int gq = 0; gq < 2; gq++) {                                                \
+                int8x16_t xv[T];                                                            \
+                for (int t = 0; t < T; t++)                                                 \
+                    xv[t] = vld1q_s8((const int8_t *)xq + t * xs + k * KERN_QK + 16 * gq);  \
+                _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                       \
+                    int8x16_t wv[4];                                                        \
+                    for (int j = 0; j < 4; j++)                                             \
+                        wv[j] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(sb->q[b][4 * gq + g][4 * j]), bias)); \
+                    for (int t = 0; t < T; t++)                                             \
+                        for (int j = 0; j < 4; j++) {                                       \
+                            if (g == 0) is[t][j] = SDOT_LANE(is[t][j], wv[j], xv[t], 0);     \
+                            else if (g == 1) is[t][j] = SDOT_LANE(is[t][j], wv[j], xv[t], 1);\
+                            else if (g == 2) is[t][j] = SDOT_LANE(is[t][j], wv[j], xv[t], 2);\
+                            else is[t][j] = SDOT_LANE(is[t][j], wv[j], xv[t], 3);           \
+                        }                                                                   \
+                }                                                                           \
+            }                                                                               \
+            float32x4_t dw[4];                                                              \
+            for (int j = 0; j < 4; j++) dw[j] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(sb->d[b] + 4 * j))); \
+            for (int t = 0; t < T; t++) {                                                   \
+                float dx = ((const float *)(xq + t * xs + nbp * KERN_QK))[k];               \
+                for (int j = 0; j < 4; j++)                                                 \
+                    acc[t][j] = vfmaq_f32(acc[t][j], vcvtq_f32_s32(is[t][j]), vmulq_n_f32(dw[j], dx)); \
             }                                                                               \
         }                                                                                   \
     }                                                                                       \
-    for (int r = 0; r < RM; r++)                                                            \
-        for (int t = 0; t < RN; t++) y[t * ldy + r * ys] = vaddvq_f32(acc[r][t]);           \
+    for (int t = 0; t < T; t++) {                                                           \
+        float out[KERN_TILE];                                                               \
+        for (int j = 0; j < 4; j++) vst1q_f32(out + 4 * j, acc[t][j]);                      \
+        for (int i = lo; i < hi; i++) y[t * ldy + i] = out[i];                              \
+    }                                                                                       \
 }
+NMICRO(1) NMICRO(2) NMICRO(3)
 
-Q8_TILE(4, 4)
-Q8_TILE(4, 1)
-Q8_TILE(1, 4)
-Q8_TILE(1, 1)
-
-/* Same structure as kernels_avx2.c: up to 32 tokens, the rows of a tile are a quarter
- * of the range apart (four long sequential streams through W); beyond, row chunks that
- * stay in L2 while every token tile passes over them. */
-static TGT void neon_q8_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
-                               float *y, int64_t ldy, int64_t r0, int64_t r1)
+static TGT void neon_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
+                               size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
 {
-    const int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
-    const kern_q8_block *W = w, *X = xq;
-    if (n_tok <= 32) {
-        int64_t q = (r1 - r0) / 4;
-        for (int64_t r = r0; r < r1; r++) {
-            if (r == r0 + q) r = r0 + 4 * q;
-            if (r >= r1) break;
-            int quad = r < r0 + q;
-            int64_t t = 0;
-            for (; t + 4 <= n_tok; t += 4) {
-                if (quad) q8_tile_4x4(W + r * nb, q * nb, X + t * nb, nb, nb, y + t * ldy + r, q, ldy);
-                else q8_tile_1x4(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
-            }
-            for (; t < n_tok; t++) {
-                if (quad) q8_tile_4x1(W + r * nb, q * nb, X + t * nb, nb, nb, y + t * ldy + r, q, ldy);
-                else q8_tile_1x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
-            }
-        }
-        return;
-    }
-    int64_t chunk = (128 * 1024) / (nb * (int64_t)sizeof(kern_q8_block));
-    chunk = chunk < 4 ? 4 : chunk / 4 * 4;
-    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
-        int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1, t = 0;
-        for (; t + 4 <= n_tok; t += 4) {
-            int64_t r = c0;
-            for (; r + 4 <= c1; r += 4) q8_tile_4x4(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
-            for (; r < c1; r++) q8_tile_1x4(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
-        }
-        for (; t < n_tok; t++) {
-            int64_t r = c0;
-            for (; r + 4 <= c1; r += 4) q8_tile_4x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
-            for (; r < c1; r++) q8_tile_1x1(W + r * nb, nb, X + t * nb, nb, nb, y + t * ldy + r, 1, ldy);
+    for (int i = 0; i < nr; i++) {
+        int a = lo - KERN_TILE * i, z = hi - KERN_TILE * i;
+        if (z <= 0 || a >= KERN_TILE) continue;
+        a = a < 0 ? 0 : a;
+        z = z > KERN_TILE ? KERN_TILE : z;
+        for (int t = 0; t < nt; t += 3) {
+            int n = nt - t < 3 ? nt - t : 3;
+            const uint8_t *xt = xq + (size_t)t * xs;
+            float *yt = y + (int64_t)t * ldy + i * KERN_TILE;
+            if (n == 3) nmicro_3(w + (size_t)i * tb, nsb, xt, xs, yt, ldy, a, z);
+            else if (n == 2) nmicro_2(w + (size_t)i * tb, nsb, xt, xs, yt, ldy, a, z);
+            else nmicro_1(w + (size_t)i * tb, nsb, xt, xs, yt, ldy, a, z);
         }
     }
 }
@@ -198,19 +202,13 @@ static void neon_f32_matmul(const float *w, int64_t cols, const float *x, int64_
         for (int64_t r = r0; r < r1; r++) y[t * ldy + r] = neon_f32_dot(w + r * cols, x + t * cols, cols);
 }
 
-static void neon_f16_matmul(const uint16_t *w, int64_t cols, const float *x, int64_t n_tok,
-                            float *y, int64_t ldy, int64_t r0, int64_t r1)
-{
-    for (int64_t t = 0; t < n_tok; t++)
-        for (int64_t r = r0; r < r1; r++) y[t * ldy + r] = neon_f16_dot(w + r * cols, x + t * cols, cols);
-}
-
 const kern_ops kern_ops_neon = {
     .name = "neon",
-    .q8_quantize_x = neon_q8_quantize_x,
-    .q8_matmul = neon_q8_matmul,
+    .xq_quantize = neon_xq_quantize,
+    .q8t_block = neon_q8t_block,
+    .q8t_tmax = 12,
+    .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
     .f32_matmul = neon_f32_matmul,
-    .f16_matmul = neon_f16_matmul,
     .f32_dot = neon_f32_dot,
     .f32_axpy = neon_f32_axpy,
     .f16_dot = neon_f16_dot,

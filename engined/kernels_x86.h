@@ -1,16 +1,14 @@
 /*
- * kernels_x86.h - the AVX2 kernels that kernels_avx512.c's table reuses unchanged
- * (private to engined/kernels_*.c; callers go through kernels.h's dispatch table).
+ * kernels_x86.h - the 256-bit kernels every x86 table shares (defined in kernels_avx2.c;
+ * private to engined/kernels_*.c: callers go through kernels.h's dispatch table).
  */
 #ifndef LLM_KERNELS_X86_H
 #define LLM_KERNELS_X86_H
 
 #include <stdint.h>
 
-void kern_avx2_q8_quantize_x(const float *x, int64_t n_rows, int64_t cols, void *dst);
+void kern_x86_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst);
 void kern_avx2_f32_matmul(const float *w, int64_t cols, const float *x, int64_t n_tok,
-                          float *y, int64_t ldy, int64_t r0, int64_t r1);
-void kern_avx2_f16_matmul(const uint16_t *w, int64_t cols, const float *x, int64_t n_tok,
                           float *y, int64_t ldy, int64_t r0, int64_t r1);
 float kern_avx2_f32_dot(const float *a, const float *b, int64_t n);
 void kern_avx2_f32_axpy(float *y, float a, const float *x, int64_t n);

@@ -225,17 +225,18 @@ static int bind_mat(const seg_map *m, const char *name, int64_t cols, int64_t ro
                  name, (long long)t->ne[0], (long long)t->ne[1], (long long)cols, (long long)rows);
         return -1;
     }
-    size_t want = t->type == SEG_T_Q8W ? kern_q8_row_bytes(cols) : (size_t)cols * sizeof(float);
-    if (t->row_bytes != want) {
-        snprintf(err, errlen, "segment %s: tensor %s has %llu-byte rows, expected %zu", m->name, name,
-                 (unsigned long long)t->row_bytes, want);
+    size_t want = t->type == SEG_T_Q8T ? kern_q8t_tile_bytes(cols) : (size_t)cols * sizeof(float);
+    if (t->row_bytes != want || t->nbytes < t->row_bytes * seg_stored_rows(t)) {
+        snprintf(err, errlen, "segment %s: tensor %s has %llu-byte %s, expected %zu", m->name, name,
+                 (unsigned long long)t->row_bytes, t->type == SEG_T_Q8T ? "tiles" : "rows", want);
         return -1;
     }
     out->data = seg_data(m, t);
     out->rows = rows;
     out->cols = cols;
     out->row_bytes = t->row_bytes;
-    out->q8 = t->type == SEG_T_Q8W;
+    out->nbytes = t->row_bytes * seg_stored_rows(t);
+    out->q8 = t->type == SEG_T_Q8T;
     return 0;
 }
 

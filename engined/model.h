@@ -64,14 +64,15 @@ int mdl_arch_from_name(const char *name);
  * tensor is there with a consistent shape. 0, or -1 with a message naming the key. */
 int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t errlen);
 
-/* A weight matrix bound inside a segment: rows x cols, stored as q8 rows (INT8 path)
- * or f32 rows (float path), row r at data + r * row_bytes. */
+/* A weight matrix bound inside a segment: rows x cols, stored as q8t tiles of 16 rows
+ * (INT8 path, kernels.h) or f32 rows (float path, row r at data + r * row_bytes). */
 typedef struct {
     const void *data;
     int64_t     rows;      /* output features */
     int64_t     cols;      /* input features (row length) */
-    size_t      row_bytes;
-    int         q8;        /* 1: q8 rows (kernels.h), 0: f32 rows */
+    size_t      row_bytes; /* f32: bytes per row; q8t: bytes per tile */
+    uint64_t    nbytes;    /* bytes of the whole matrix */
+    int         q8;        /* 1: q8t tiles, 0: f32 rows */
 } mdl_mat;
 
 typedef struct {

@@ -148,10 +148,10 @@ static int check_layout(const void *base, size_t len, const char *name, char *er
     const seg_tensor *dir = (const seg_tensor *)((const char *)base + h->dir_offset);
     for (uint64_t i = 0; i < h->n_tensors; i++) {
         const seg_tensor *t = &dir[i];
-        if (memchr(t->name, 0, sizeof t->name) == NULL || t->type >= SEG_T_COUNT ||
+        if (memchr(t->name, 0, sizeof t->name) == NULL || !seg_type_valid(t->type) ||
             t->offset % SEG_ALIGN != 0 || t->offset > len || t->nbytes > len - t->offset ||
             t->ne[0] <= 0 || t->ne[1] <= 0 || t->row_bytes == 0 ||
-            (uint64_t)t->ne[1] > t->nbytes / t->row_bytes) {
+            seg_stored_rows(t) > t->nbytes / t->row_bytes) {
             snprintf(err, errlen, "segment %s: directory entry %llu is invalid", name, (unsigned long long)i);
             return -1;
         }

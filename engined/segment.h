@@ -29,15 +29,15 @@
 #include "model.h"
 
 #define SEG_MAGIC 0x31474553474d4c4cull /* "LLMGSEG1" little-endian */
-#define SEG_LAYOUT_VERSION 1u
+#define SEG_LAYOUT_VERSION 2u /* 2: q8t row tiles (kernels.h) replace q8 rows */
 #define SEG_NAME_MAX 64
 #define SEG_ALIGN 64
 #define SEG_HEADER_BYTES 8192
 
 typedef enum { SEG_STATE_LOADING = 1, SEG_STATE_READY = 2 } seg_state;
 
-/* Element type of a tensor in the segment. */
-typedef enum { SEG_T_F32 = 0, SEG_T_Q8W = 1, SEG_T_COUNT } seg_ttype;
+/* Element type of a tensor in the segment. 1 was version 1's q8 rows (no longer made). */
+typedef enum { SEG_T_F32 = 0, SEG_T_Q8T = 2, SEG_T_COUNT } seg_ttype;
 
 /* One directory entry. */
 typedef struct {
@@ -47,10 +47,21 @@ typedef struct {
     int64_t  ne[2];        /* ne[0] = row length (values), ne[1] = rows */
     uint64_t offset;       /* bytes from the segment start, multiple of SEG_ALIGN */
     uint64_t nbytes;       /* bytes of data */
-    uint64_t row_bytes;    /* bytes per stored row */
+    uint64_t row_bytes;    /* f32: bytes per row; q8t: bytes per tile of KERN_TILE rows */
     uint8_t  reserved[16];
 } seg_tensor;
 _Static_assert(sizeof(seg_tensor) == 128, "seg_tensor is part of the segment layout");
+
+/* Rows per q8t tile (KERN_TILE in kernels.h; convert.c asserts they agree). */
+#define SEG_TILE_ROWS 16
+
+/* Whether a directory entry's type is one this layout version makes. */
+static inline int seg_type_valid(uint32_t type) { return type == SEG_T_F32 || type == SEG_T_Q8T; }
+/* Units of row_bytes a tensor stores: its rows (f32) or its tiles (q8t). */
+static inline uint64_t seg_stored_rows(const seg_tensor *t)
+{
+    return t->type == SEG_T_Q8T ? ((uint64_t)t->ne[1] + SEG_TILE_ROWS - 1) / SEG_TILE_ROWS : (uint64_t)t->ne[1];
+}
 
 /* The segment header, at offset 0. */
 typedef struct {

@@ -20,6 +20,7 @@
 
 #include "engine.h"
 #include "gguf.h"
+#include "kernels.h"
 #include "segment.h"
 
 static const char *shared(void)
@@ -107,15 +108,21 @@ START_TEST(test_create_then_attach)
     const seg_tensor *q = seg_find(&sm, "blk.0.attn_q.weight"), *n = seg_find(&sm, "blk.0.attn_norm.weight");
     ck_assert_ptr_nonnull(q);
     ck_assert_ptr_nonnull(n);
-    ck_assert_uint_eq(q->type, SEG_T_Q8W);
+    ck_assert_uint_eq(q->type, SEG_T_Q8T);
     ck_assert_uint_eq(n->type, SEG_T_F32);
-    ck_assert_uint_eq(q->row_bytes, 8 * 34);
+    ck_assert_uint_eq(q->row_bytes, kern_q8t_tile_bytes(256)); /* a tile of 16 rows of 256 */
+    ck_assert_uint_eq(q->nbytes, 256 / 16 * q->row_bytes);
     const seg_tensor *dir = (const seg_tensor *)((const char *)sm.base + h->dir_offset);
     for (uint64_t i = 0; i < h->n_tensors; i++) ck_assert_uint_eq(dir[i].offset % SEG_ALIGN, 0);
-    /* a Q8_0 tensor is stored byte for byte */
+    /* a Q8_0 tensor is repacked value for value */
     gguf_ctx *g = gguf_open(path, err, sizeof err);
     const gguf_tensor *gt = gguf_find_tensor(g, "blk.0.attn_q.weight");
-    ck_assert_int_eq(memcmp(seg_data(&sm, q), gt->data, gt->nbytes), 0);
+    float want[256], got[256];
+    for (int64_t r = 0; r < 256; r += 37) {
+        qt_get(QT_Q8_0)->dequant((const char *)gt->data + r * 8 * sizeof(block_q8_0), want, 256);
+        kern_q8t_dequant_row(seg_data(&sm, q), 256, r, got);
+        ck_assert_int_eq(memcmp(want, got, sizeof got), 0);
+    }
     gguf_close(g);
     seg_unmap(&sm);
 

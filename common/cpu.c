@@ -1,0 +1,72 @@
+/*
+ * cpu.c - CPU feature detection, once per process (see cpu.h).
+ */
+#include "cpu.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#endif
+
+static unsigned features;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+#if defined(__x86_64__)
+static unsigned detect_x86(void)
+{
+    unsigned a, b, c, d, f = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX)) return 0;
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    if ((lo & 6) != 6) return 0; /* the OS saves neither XMM nor YMM state */
+    int fma = (c & bit_FMA) != 0, f16c = (c & bit_F16C) != 0;
+    if (f16c) f |= CPU_F16C;
+    if (fma) f |= CPU_FMA;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+    unsigned ebx7 = b, ecx7 = c;
+    if (ebx7 & bit_AVX2) f |= CPU_AVX2;
+    /* ZMM state: opmask, upper halves of ZMM0-15, ZMM16-31 (XCR0 bits 5..7) */
+    int zmm_os = (lo & 0xe0) == 0xe0;
+    unsigned need512 = bit_AVX512F | bit_AVX512BW | bit_AVX512VL | bit_AVX512DQ;
+    if (zmm_os && (ebx7 & need512) == need512) {
+        f |= CPU_AVX512;
+        if (ecx7 & bit_AVX512VNNI) f |= CPU_AVX512VNNI;
+    }
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4))) f |= CPU_AVXVNNI; /* EAX bit 4 */
+    return f;
+}
+#endif
+
+static void detect(void)
+{
+#if defined(__x86_64__)
+    features = detect_x86();
+#elif defined(__aarch64__)
+    features = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) ? CPU_NEON_DOT : 0;
+#endif
+}
+
+unsigned cpu_features(void)
+{
+    pthread_once(&once, detect);
+    return features;
+}
+
+const char *cpu_describe(unsigned f, char *buf, int len)
+{
+    static const char *const names[] = { "f16c", "avx2", "fma", "avx512", "avx512vnni", "avxvnni", "dotprod" };
+    int n = 0;
+    buf[0] = 0;
+    for (unsigned i = 0; i < sizeof names / sizeof names[0] && n < len; i++)
+        if (f & (1u << i)) n += snprintf(buf + n, (size_t)(len - n), "%s%s", n ? " " : "", names[i]);
+    return buf;
+}
