@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attn.h"
 #include "engine.h"
 #include "kernels.h"
 #include "kv.h"
@@ -47,7 +48,7 @@ struct eng_model {
     void  *xq;        /* (cap_tok) xq rows of max(n_embd, q_dim, n_ff) values */
     float *rope;      /* (cap_tok, n_rot) cos/sin pairs */
     int    cap_ctx;   /* positions per thread in scores */
-    float *scores;    /* (n_threads, att_scratch()) */
+    float *scores;    /* (n_threads, att_scratch_floats(cap_ctx - 1)) attention scratch */
     uint64_t progress; /* layers computed (atomic: read by a worker's I/O thread) */
 };
 
@@ -310,8 +311,6 @@ int eng_argmax(const float *logits, int n)
     return best;
 }
 
-static size_t att_scratch(const eng_model *m);
-
 /* ---- scratch ----------------------------------------------------------------------- */
 
 static int grow(void **p, size_t bytes)
@@ -344,7 +343,7 @@ static int reserve(eng_model *m, int n, int max_pos)
     if (max_pos + 1 > m->cap_ctx) {
         int nth = pool_threads(m->pool), old = m->cap_ctx;
         m->cap_ctx = max_pos + 1;
-        if (grow((void **)&m->scores, (size_t)nth * att_scratch(m) * 4)) {
+        if (grow((void **)&m->scores, (size_t)nth * att_scratch_floats(&m->cfg, max_pos) * 4)) {
             m->cap_ctx = old;
             return -1;
         }
@@ -424,10 +423,7 @@ typedef struct {
     int64_t      n_rows;
 } rows_job;
 
-static void swiglu_rows(float *g, const float *up, size_t n)
-{
-    for (size_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * up[i];
-}
+static void swiglu_rows(float *g, const float *up, size_t n) { kern_silu_mul(g, up, (int64_t)n); }
 
 static void rows_do(const rows_job *j, int64_t r0, int64_t r1)
 {
@@ -505,106 +501,6 @@ static void matmul(eng_model *m, const float *x, int n, int nw, const mdl_mat *c
     pool_run(m->pool, mm_part, &j);
 }
 
-/* ---- attention ----------------------------------------------------------------------- */
-
-typedef struct {
-    eng_model          *m;
-    eng_session *const *sess;
-    const int          *pos;
-    int                 n;
-    int                 layer;
-} att_job;
-
-/* Items attended together: a run of consecutive positions of one session (a prefill)
- * shares every key and value row it reads, so up to ATT_BLOCK items go through one
- * pass over those rows. */
-#define ATT_BLOCK 8
-
-/* Per-thread attention scratch: ATT_BLOCK x (n_head/n_head_kv) score rows of cap_ctx,
- * plus one f32 row of head_dim for a converted f16 key or value. */
-static size_t att_scratch(const eng_model *m)
-{
-    return (size_t)ATT_BLOCK * (size_t)(m->cfg.n_head / m->cfg.n_head_kv) * (size_t)m->cap_ctx +
-           (size_t)m->cfg.head_dim;
-}
-
-/* First visible position of an item at position p (sliding window). */
-static int att_lo(const mdl_config *c, int p)
-{
-    return c->sliding_window > 0 && p - c->sliding_window + 1 > 0 ? p - c->sliding_window + 1 : 0;
-}
-
-/* Items [i0, i1) of one session at consecutive positions, one kv head: every query head
- * of the group, softmax(q . K^T / sqrt(d)) V over each item's visible positions. Each
- * cached key and value row is read (and converted from f16) once for the whole run. */
-static void att_run(const att_job *j, int i0, int i1, int kvh, float *sc)
-{
-    const mdl_config *c = &j->m->cfg;
-    const kv_cache *kv = &j->sess[i0]->kv;
-    int D = c->head_dim, G = c->n_head / c->n_head_kv, cap = j->m->cap_ctx, nb = i1 - i0;
-    int lo0 = att_lo(c, j->pos[i0]), last = j->pos[i1 - 1];
-    size_t qstride = (size_t)c->n_head * D;
-    const float *q = j->m->q + (size_t)i0 * qstride + (size_t)kvh * G * D;
-    float *out = j->m->att + (size_t)i0 * qstride + (size_t)kvh * G * D;
-    float *row = sc + (size_t)ATT_BLOCK * G * cap, scale = 1.0f / sqrtf((float)D);
-    bool f16 = kv->type == ENG_KV_F16;
-    for (int t = lo0; t <= last; t++) {
-        const void *kr = (const char *)kv_k(kv, j->layer, t) + (size_t)kvh * D * kv->elt;
-        const float *k = kr;
-        if (f16) { kern_f16_to_f32(kr, row, D); k = row; }
-        for (int b = 0; b < nb; b++) {
-            int p = j->pos[i0 + b];
-            if (t > p || t < att_lo(c, p)) continue;
-            for (int g = 0; g < G; g++)
-                sc[((size_t)b * G + g) * cap + t] = kern_f32_dot(k, q + b * qstride + (size_t)g * D, D) * scale;
-        }
-    }
-    for (int b = 0; b < nb; b++) {
-        int p = j->pos[i0 + b], lo = att_lo(c, p);
-        for (int g = 0; g < G; g++) {
-            float *s = sc + ((size_t)b * G + g) * cap, mx = -INFINITY;
-            for (int t = lo; t <= p; t++) mx = s[t] > mx ? s[t] : mx;
-            double sum = 0;
-            for (int t = lo; t <= p; t++) {
-                s[t] = expf(s[t] - mx);
-                sum += s[t];
-            }
-            float inv = (float)(1.0 / sum);
-            for (int t = lo; t <= p; t++) s[t] *= inv;
-        }
-        memset(out + b * qstride, 0, (size_t)G * D * sizeof *out);
-    }
-    for (int t = lo0; t <= last; t++) {
-        const void *vr = (const char *)kv_v(kv, j->layer, t) + (size_t)kvh * D * kv->elt;
-        const float *v = vr;
-        if (f16) { kern_f16_to_f32(vr, row, D); v = row; }
-        for (int b = 0; b < nb; b++) {
-            int p = j->pos[i0 + b];
-            if (t > p || t < att_lo(c, p)) continue;
-            for (int g = 0; g < G; g++)
-                kern_f32_axpy(out + b * qstride + (size_t)g * D, sc[((size_t)b * G + g) * cap + t], v, D);
-        }
-    }
-}
-
-/* Work unit u: block u / n_head_kv of ATT_BLOCK items, kv head u % n_head_kv; the block
- * is cut into runs of one session at consecutive positions. */
-static void att_part(void *arg, int ith, int nth)
-{
-    const att_job *j = arg;
-    int HKV = j->m->cfg.n_head_kv, blocks = (j->n + ATT_BLOCK - 1) / ATT_BLOCK;
-    float *sc = j->m->scores + (size_t)ith * att_scratch(j->m);
-    for (int u = ith; u < blocks * HKV; u += nth) {
-        int b0 = u / HKV * ATT_BLOCK, b1 = b0 + ATT_BLOCK < j->n ? b0 + ATT_BLOCK : j->n;
-        for (int i = b0; i < b1;) {
-            int r = i + 1;
-            while (r < b1 && j->sess[r] == j->sess[i] && j->pos[r] == j->pos[r - 1] + 1) r++;
-            att_run(j, i, r, u % HKV, sc);
-            i = r;
-        }
-    }
-}
-
 /* ---- the pass -------------------------------------------------------------------------- */
 
 static void layer_forward(eng_model *m, int il, eng_session *const *sess, const int *pos, int n)
@@ -626,8 +522,8 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
         rope_apply(c, m->k + (size_t)i * KV, c->n_head_kv, tab);
         kv_store(&sess[i]->kv, il, pos[i], m->k + (size_t)i * KV, m->v + (size_t)i * KV);
     }
-    att_job aj = { m, sess, pos, n, il };
-    pool_run(m->pool, att_part, &aj);
+    att_pass ap = { c, il, sess, pos, n, m->q, m->att };
+    att_forward(m->pool, &ap, m->scores, att_scratch_floats(c, m->cap_ctx - 1));
 
     const mdl_mat *wo = &L->wo;
     float *o = m->xn; /* n x E, free again */

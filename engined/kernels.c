@@ -161,6 +161,87 @@ void kern_q8t_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
     }
 }
 
+/* ---- attention and element-wise pieces: the definitions ------------------------------- */
+
+/* kern_expf for x in [-87, 88]. */
+static float expf_core(float x)
+{
+    float n = nearbyintf(x * 1.44269504088896341f);
+    float r = fmaf(n, -0.693359375f, x);
+    r = fmaf(n, 2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    p = fmaf(p, r * r, r);
+    p = p + 1.0f;
+    int32_t e = ((int32_t)n + 127) << 23;
+    float s;
+    memcpy(&s, &e, 4);
+    return p * s;
+}
+
+float kern_expf(float x)
+{
+    if (x > 88.0f) return INFINITY;
+    if (!(x >= -87.0f)) return x != x ? x : 0.0f;
+    return expf_core(x);
+}
+
+static float key_at(const void *kt, int f16, int64_t i)
+{
+    return f16 ? f16_to_f32(((const uint16_t *)kt)[i]) : ((const float *)kt)[i];
+}
+
+static void scalar_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,
+                          int64_t ntiles, float scale, float *sc, int64_t lds)
+{
+    size_t elt = f16 ? 2 : 4;
+    for (int r = 0; r < nq; r++)
+        for (int64_t i = 0; i < ntiles; i++) {
+            const void *tile = (const char *)kt + (size_t)(i * kts) * elt;
+            for (int j = 0; j < KERN_TILE; j++) {
+                float a[2] = { 0.0f, 0.0f };
+                for (int k = 0; k < d; k++)
+                    a[k % 2] = fmaf(q[r * qs + k], key_at(tile, f16, (int64_t)k * KERN_TILE + j), a[k % 2]);
+                sc[r * lds + i * KERN_TILE + j] = (a[0] + a[1]) * scale;
+            }
+        }
+}
+
+static void scalar_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
+                          int64_t vs, int f16, int d, float *out, int64_t os)
+{
+    for (int r = 0; r < nq; r++)
+        for (int i = 0; i < d; i++) {
+            float acc = out[r * os + i];
+            for (int64_t t = a; t <= b; t++) acc = fmaf(p[r * lds + t], key_at(v, f16, t * vs + i), acc);
+            out[r * os + i] = acc;
+        }
+}
+
+static void scalar_softmax(float *s, int64_t n)
+{
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = s[i] > mx ? s[i] : mx;
+    double lane[16] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        s[i] = kern_expf(s[i] - mx);
+        lane[i % 16] += (double)s[i];
+    }
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) lane[j] += lane[j + w];
+    float inv = (float)(1.0 / lane[0]);
+    for (int64_t i = 0; i < n; i++) s[i] *= inv;
+}
+
+static void scalar_silu_mul(float *g, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + kern_expf(-g[i])) * up[i];
+}
+
 /* ---- float helpers ------------------------------------------------------------------ */
 
 static float scalar_f32_dot(const float *a, const float *b, int64_t n)
@@ -212,6 +293,10 @@ const kern_ops kern_ops_scalar = {
     .q8t_tmax = KERN_MICRO_T,
     .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
     .f32_matmul = scalar_f32_matmul,
+    .att_qk = scalar_att_qk,
+    .att_pv = scalar_att_pv,
+    .softmax = scalar_softmax,
+    .silu_mul = scalar_silu_mul,
     .f32_dot = scalar_f32_dot,
     .f32_axpy = scalar_f32_axpy,
     .f16_dot = scalar_f16_dot,

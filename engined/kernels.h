@@ -80,6 +80,13 @@ typedef struct {
     uint8_t q8t_rows[KERN_MICRO_T + 1];    /* tiles per micro call for nt tokens */
     void  (*f32_matmul)(const float *w, int64_t cols, const float *x, int64_t n_tok,
                         float *y, int64_t ldy, int64_t r0, int64_t r1);
+    /* attention and element-wise pieces (see the wrappers below) */
+    void  (*att_qk)(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,
+                    int64_t ntiles, float scale, float *sc, int64_t lds);
+    void  (*att_pv)(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
+                    int64_t vs, int f16, int d, float *out, int64_t os);
+    void  (*softmax)(float *s, int64_t n);
+    void  (*silu_mul)(float *g, const float *up, int64_t n);
     float (*f32_dot)(const float *a, const float *b, int64_t n);
     void  (*f32_axpy)(float *y, float a, const float *x, int64_t n);
     float (*f16_dot)(const uint16_t *a, const float *b, int64_t n);
@@ -154,6 +161,42 @@ void kern_q8t_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
 static inline void kern_f32_matmul(const float *w, int64_t cols, const float *x, int64_t n_tok,
                                    float *y, int64_t ldy, int64_t r0, int64_t r1)
 { kern_active->f32_matmul(w, cols, x, n_tok, y, ldy, r0, r1); }
+
+/* ---- attention, as matrix products (engined/attn.c) ----
+ *
+ * Keys are stored transposed in tiles of KERN_TILE positions (kv.h): element (dim d,
+ * position j of the tile) at d * 16 + j, f16 or f32. Each output has one order, the
+ * same whatever else is computed with it (batch invariance of the whole pass):
+ *   score(q, k) = (a_0 + a_1) * scale, a_0 and a_1 the fma chains of q[d] * k[d] over
+ *     the even and the odd d, each from +0 (two chains: more accurate than one, and twice
+ *     the parallelism);
+ *   softmax: max, e_i = kern_expf(s_i - max), their sum in double in 16 lanes (i mod
+ *     16) reduced as ((l_j + l_j+8) pairs, then + 4, + 2, + 1), p_i = e_i * (float)(1/sum);
+ *   out[d] = fma chain over the positions t in order of p_t * v_t[d], from +0.
+ * Scalar twins in kernels.c; every table gives the same bits. */
+
+/* sc[r * lds + j] = score(q_r, key j) for rows r < nq (q_r = q + r * qs, d floats) and
+ * the 16 * ntiles keys of ntiles key tiles, tile i at kt + i * kts elements. */
+static inline void kern_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts,
+                               int f16, int d, int64_t ntiles, float scale, float *sc, int64_t lds)
+{ kern_active->att_qk(q, qs, nq, kt, kts, f16, d, ntiles, scale, sc, lds); }
+
+/* Continues, for rows r < nq, the chain out[r * os + i] (i < d) over positions t = a..b
+ * (inclusive): fma(p[r * lds + t], v[t * vs + i], out); v rows f16 or f32. */
+static inline void kern_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
+                               int64_t vs, int f16, int d, float *out, int64_t os)
+{ kern_active->att_pv(p, lds, nq, a, b, v, vs, f16, d, out, os); }
+
+/* s[0..n) (n >= 1) -> its softmax, in place, in the order stated above. */
+static inline void kern_softmax(float *s, int64_t n) { kern_active->softmax(s, n); }
+
+/* g[i] = g[i] / (1 + kern_expf(-g[i])) * up[i] (SwiGLU), element by element. */
+static inline void kern_silu_mul(float *g, const float *up, int64_t n) { kern_active->silu_mul(g, up, n); }
+
+/* e^x for float x, as every table computes it: Cephes' degree-6 polynomial on
+ * x - n ln2 (n = rint(x log2 e), ln2 in two parts, every step an fmaf) times 2^n; 0
+ * below -87, +inf above 88, NaN stays NaN. Within 2 ulp of expf. */
+float kern_expf(float x);
 
 /* Returns sum a[i]*b[i] over n floats. */
 static inline float kern_f32_dot(const float *a, const float *b, int64_t n)

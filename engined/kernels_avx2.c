@@ -299,6 +299,203 @@ TGT void NAME(const WT *w, int64_t cols, const float *x, int64_t n_tok,         
 #define CVT_F32(v) (v)
 F_MATMUL(kern_avx2_f32_matmul, float, LOAD_F32, CVT_F32)
 
+
+/* ---- attention and element-wise pieces (kernels.h states the order) ---- */
+
+/* kern_expf on 8 lanes, step for step. */
+TGT_INLINE __m256 y_expf(__m256 x)
+{
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693359375f), xc);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    __m256 big = _mm256_cmp_ps(x, _mm256_set1_ps(88.0f), _CMP_GT_OQ);
+    __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    y = _mm256_and_ps(y, ok);                                  /* below -87 (or NaN): 0 */
+    y = _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), big);
+    return _mm256_blendv_ps(y, x, nan);
+}
+
+/* 8 values (floats or halves) from base[i]. */
+TGT_INLINE __m256 y_load(const void *base, int64_t i, int f16)
+{
+    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)));
+    return _mm256_loadu_ps((const float *)base + i);
+}
+
+/* R query rows x one key tile (two ymm of 8 keys), two chains over d (even, odd). */
+TGT_INLINE void y_qk_body(const float *q, int64_t qs, const void *kt, int f16, int d, float scale,
+                          float *sc, int64_t lds, const int R)
+{
+    __m256 acc[3][2][2];
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
+        acc[r][0][0] = acc[r][0][1] = acc[r][1][0] = acc[r][1][1] = _mm256_setzero_ps();
+    for (int k = 0; k < d; k++) {
+        const int c = k % 2;
+        __m256 k0 = y_load(kt, (int64_t)k * KERN_TILE, f16), k1 = y_load(kt, (int64_t)k * KERN_TILE + 8, f16);
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+            __m256 qb = _mm256_broadcast_ss(q + r * qs + k);
+            acc[r][0][c] = _mm256_fmadd_ps(qb, k0, acc[r][0][c]);
+            acc[r][1][c] = _mm256_fmadd_ps(qb, k1, acc[r][1][c]);
+        }
+    }
+    const __m256 vs = _mm256_set1_ps(scale);
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(sc + r * lds, _mm256_mul_ps(_mm256_add_ps(acc[r][0][0], acc[r][0][1]), vs));
+        _mm256_storeu_ps(sc + r * lds + 8, _mm256_mul_ps(_mm256_add_ps(acc[r][1][0], acc[r][1][1]), vs));
+    }
+}
+
+#define YQK_CASE(R) case R: y_qk_body(q, qs, kt, f16, d, scale, sc, lds, R); break;
+#define YQK_FN(NAME, F16)                                                                  \
+static TGT void NAME(const float *q, int64_t qs, int R, const void *kt, int d, float scale,  \
+                     float *sc, int64_t lds)                                                \
+{                                                                                           \
+    const int f16 = F16;                                                                    \
+    switch (R) { YQK_CASE(1) YQK_CASE(2) YQK_CASE(3) }                                      \
+}
+YQK_FN(y_qk_h, 1)
+YQK_FN(y_qk_f, 0)
+
+TGT void kern_avx2_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,
+                          int64_t ntiles, float scale, float *sc, int64_t lds)
+{
+    size_t elt = f16 ? 2 : 4;
+    for (int r0 = 0; r0 < nq; r0 += 3) {
+        int R = nq - r0 < 3 ? nq - r0 : 3;
+        for (int64_t i = 0; i < ntiles; i++) {
+            const void *t = (const char *)kt + (size_t)(i * kts) * elt;
+            if (f16) y_qk_h(q + r0 * qs, qs, R, t, d, scale, sc + r0 * lds + i * KERN_TILE, lds);
+            else y_qk_f(q + r0 * qs, qs, R, t, d, scale, sc + r0 * lds + i * KERN_TILE, lds);
+        }
+    }
+}
+
+/* R rows x 16 output dims (two ymm): chains over t. */
+TGT_INLINE void y_pv_body(const float *p, int64_t lds, int64_t a, int64_t b, const void *v, int64_t vs,
+                          int f16, float *out, int64_t os, const int R)
+{
+    __m256 acc[4][2];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        acc[r][0] = _mm256_loadu_ps(out + r * os);
+        acc[r][1] = _mm256_loadu_ps(out + r * os + 8);
+    }
+    for (int64_t t = a; t <= b; t++) {
+        __m256 v0 = y_load(v, t * vs, f16), v1 = y_load(v, t * vs + 8, f16);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+            __m256 pb = _mm256_broadcast_ss(p + r * lds + t);
+            acc[r][0] = _mm256_fmadd_ps(pb, v0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(pb, v1, acc[r][1]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(out + r * os, acc[r][0]);
+        _mm256_storeu_ps(out + r * os + 8, acc[r][1]);
+    }
+}
+
+#define YPV_CASE(R) case R: y_pv_body(p, lds, a, b, v, vs, f16, out, os, R); break;
+#define YPV_FN(NAME, F16)                                                                  \
+static TGT void NAME(const float *p, int64_t lds, int R, int64_t a, int64_t b, const void *v, \
+                     int64_t vs, float *out, int64_t os)                                    \
+{                                                                                           \
+    const int f16 = F16;                                                                    \
+    switch (R) { YPV_CASE(1) YPV_CASE(2) YPV_CASE(3) YPV_CASE(4) }                          \
+}
+YPV_FN(y_pv_h, 1)
+YPV_FN(y_pv_f, 0)
+
+TGT void kern_avx2_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
+                          int64_t vs, int f16, int d, float *out, int64_t os)
+{
+    if (a > b) return;
+    size_t elt = f16 ? 2 : 4;
+    int d16 = d / 16 * 16;
+    for (int d0 = 0; d0 < d16; d0 += 16) {
+        const void *vd = (const char *)v + (size_t)d0 * elt;
+        for (int r0 = 0; r0 < nq; r0 += 4) {
+            int R = nq - r0 < 4 ? nq - r0 : 4;
+            if (f16) y_pv_h(p + r0 * lds, lds, R, a, b, vd, vs, out + r0 * os + d0, os);
+            else y_pv_f(p + r0 * lds, lds, R, a, b, vd, vs, out + r0 * os + d0, os);
+        }
+    }
+    for (int r = 0; r < nq; r++) /* the last d % 16 dims: the same chains, one at a time */
+        for (int i = d16; i < d; i++) {
+            float acc = out[r * os + i];
+            for (int64_t t = a; t <= b; t++) {
+                float vt = f16 ? half_to_float(((const uint16_t *)v)[t * vs + i]) : ((const float *)v)[t * vs + i];
+                acc = __builtin_fmaf(p[r * lds + t], vt, acc);
+            }
+            out[r * os + i] = acc;
+        }
+}
+
+TGT void kern_avx2_softmax(float *s, int64_t n)
+{
+    __m256 m = _mm256_set1_ps(-__builtin_inff());
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(s + i), m);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float mx = _mm_cvtss_f32(m4);
+    for (; i < n; i++) mx = s[i] > mx ? s[i] : mx;
+    const __m256 vmx = _mm256_set1_ps(mx);
+    /* lanes i mod 16 in four double vectors: l[0..3], l[4..7], l[8..11], l[12..15] */
+    __m256d l0 = _mm256_setzero_pd(), l1 = l0, l2 = l0, l3 = l0;
+    for (i = 0; i < n; i += 16) {
+        float buf[16] = {0};
+        int64_t w = n - i < 16 ? n - i : 16;
+        memcpy(buf, s + i, (size_t)w * sizeof(float));
+        __m256 e0 = y_expf(_mm256_sub_ps(_mm256_loadu_ps(buf), vmx));
+        __m256 e1 = y_expf(_mm256_sub_ps(_mm256_loadu_ps(buf + 8), vmx));
+        _mm256_storeu_ps(buf, e0);
+        _mm256_storeu_ps(buf + 8, e1);
+        for (int64_t j = w; j < 16; j++) buf[j] = 0.0f;
+        memcpy(s + i, buf, (size_t)w * sizeof(float));
+        l0 = _mm256_add_pd(l0, _mm256_cvtps_pd(_mm_loadu_ps(buf)));
+        l1 = _mm256_add_pd(l1, _mm256_cvtps_pd(_mm_loadu_ps(buf + 4)));
+        l2 = _mm256_add_pd(l2, _mm256_cvtps_pd(_mm_loadu_ps(buf + 8)));
+        l3 = _mm256_add_pd(l3, _mm256_cvtps_pd(_mm_loadu_ps(buf + 12)));
+    }
+    __m256d a4 = _mm256_add_pd(_mm256_add_pd(l0, l2), _mm256_add_pd(l1, l3));
+    __m128d a2 = _mm_add_pd(_mm256_castpd256_pd128(a4), _mm256_extractf128_pd(a4, 1));
+    double sum = _mm_cvtsd_f64(_mm_add_sd(a2, _mm_unpackhi_pd(a2, a2)));
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(s + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), inv));
+    for (; i < n; i++) s[i] *= _mm256_cvtss_f32(inv);
+}
+
+TGT void kern_avx2_silu_mul(float *g, const float *up, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 e = y_expf(_mm256_xor_ps(x, _mm256_set1_ps(-0.0f)));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)),
+                                              _mm256_loadu_ps(up + i)));
+    }
+    if (i < n) {
+        float gb[8] = {0}, ub[8] = {0};
+        memcpy(gb, g + i, (size_t)(n - i) * sizeof(float));
+        memcpy(ub, up + i, (size_t)(n - i) * sizeof(float));
+        kern_avx2_silu_mul(gb, ub, 8);
+        memcpy(g + i, gb, (size_t)(n - i) * sizeof(float));
+    }
+}
+
 const kern_ops kern_ops_avx2 = {
     .name = "avx2",
     .xq_quantize = kern_x86_xq_quantize,
@@ -306,6 +503,10 @@ const kern_ops kern_ops_avx2 = {
     .q8t_tmax = 15,
     .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
     .f32_matmul = kern_avx2_f32_matmul,
+    .att_qk = kern_avx2_att_qk,
+    .att_pv = kern_avx2_att_pv,
+    .softmax = kern_avx2_softmax,
+    .silu_mul = kern_avx2_silu_mul,
     .f32_dot = kern_avx2_f32_dot,
     .f32_axpy = kern_avx2_f32_axpy,
     .f16_dot = kern_avx2_f16_dot,
@@ -321,6 +522,10 @@ const kern_ops kern_ops_avxvnni = {
     .q8t_tmax = 12,
     .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
     .f32_matmul = kern_avx2_f32_matmul,
+    .att_qk = kern_avx2_att_qk,
+    .att_pv = kern_avx2_att_pv,
+    .softmax = kern_avx2_softmax,
+    .silu_mul = kern_avx2_silu_mul,
     .f32_dot = kern_avx2_f32_dot,
     .f32_axpy = kern_avx2_f32_axpy,
     .f16_dot = kern_avx2_f16_dot,

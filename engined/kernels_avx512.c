@@ -82,6 +82,209 @@ static TGT void avx512_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t ns
     }
 }
 
+
+/* ---- attention and element-wise pieces (kernels.h states the order) ---- */
+
+#define TGT_INLINE static inline __attribute__((always_inline, target(TGT_STR)))
+
+/* kern_expf on 16 lanes, step for step. */
+TGT_INLINE __m512 z_expf(__m512 x)
+{
+    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), xc);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    __mmask16 big = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.0f), _CMP_GT_OQ);
+    __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    y = _mm512_mask_blend_ps(big, y, _mm512_set1_ps(__builtin_inff()));
+    y = _mm512_mask_blend_ps((__mmask16)~(ok | big), y, _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(nan, y, x);
+}
+
+/* A 16-key slice (row k of a key tile, or 16 values of a V row) as floats. */
+TGT_INLINE __m512 z_load(const void *base, int64_t i, int f16, __mmask16 m)
+{
+    if (f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)base + i));
+    return _mm512_maskz_loadu_ps(m, (const float *)base + i);
+}
+
+/* R query rows x NT key tiles: two chains over d (even, odd) per (row, key). */
+TGT_INLINE void z_qk_body(const float *q, int64_t qs, const void *kt, int64_t kts, int f16, int d,
+                          float scale, float *sc, int64_t lds, const int R, const int NT)
+{
+    __m512 acc[6][2][2];
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++) acc[r][j][0] = acc[r][j][1] = _mm512_setzero_ps();
+    int k = 0;
+    for (; k + 2 <= d; k += 2) {
+        _Pragma("GCC unroll 2") for (int c = 0; c < 2; c++) {
+            __m512 kv[2];
+            _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++)
+                kv[j] = z_load(kt, j * kts + (int64_t)(k + c) * KERN_TILE, f16, 0xffff);
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                __m512 qb = _mm512_set1_ps(q[r * qs + k + c]);
+                _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++)
+                    acc[r][j][c] = _mm512_fmadd_ps(qb, kv[j], acc[r][j][c]);
+            }
+        }
+    }
+    if (k < d) { /* odd d: the last term joins the even chain */
+        __m512 kv[2];
+        _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++) kv[j] = z_load(kt, j * kts + (int64_t)k * KERN_TILE, f16, 0xffff);
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            __m512 qb = _mm512_set1_ps(q[r * qs + k]);
+            _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++) acc[r][j][0] = _mm512_fmadd_ps(qb, kv[j], acc[r][j][0]);
+        }
+    }
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++)
+            _mm512_storeu_ps(sc + r * lds + j * KERN_TILE,
+                             _mm512_mul_ps(_mm512_add_ps(acc[r][j][0], acc[r][j][1]), _mm512_set1_ps(scale)));
+}
+
+#define QK_CASE(R)                                                                          \
+    case R: {                                                                               \
+        if (nt == 2) z_qk_body(q, qs, kt, kts, f16, d, scale, sc, lds, R, 2);               \
+        else z_qk_body(q, qs, kt, kts, f16, d, scale, sc, lds, R, 1);                       \
+        break;                                                                              \
+    }
+#define QK_FN(NAME, F16)                                                                   \
+static TGT void NAME(const float *q, int64_t qs, int R, const void *kt, int64_t kts, int d,  \
+                     float scale, float *sc, int64_t lds, int nt)                           \
+{                                                                                           \
+    const int f16 = F16;                                                                    \
+    switch (R) {                                                                            \
+    QK_CASE(1) QK_CASE(2) QK_CASE(3) QK_CASE(4) QK_CASE(5) QK_CASE(6)                       \
+    }                                                                                       \
+}
+QK_FN(z_qk_h, 1)
+QK_FN(z_qk_f, 0)
+
+static TGT void avx512_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,
+                              int64_t ntiles, float scale, float *sc, int64_t lds)
+{
+    size_t elt = f16 ? 2 : 4;
+    for (int r0 = 0; r0 < nq; r0 += 6) {
+        int R = nq - r0 < 6 ? nq - r0 : 6;
+        for (int64_t i = 0; i < ntiles; i += 2) {
+            int nt = ntiles - i < 2 ? 1 : 2;
+            const void *t = (const char *)kt + (size_t)(i * kts) * elt;
+            if (f16) z_qk_h(q + r0 * qs, qs, R, t, kts, d, scale, sc + r0 * lds + i * KERN_TILE, lds, nt);
+            else z_qk_f(q + r0 * qs, qs, R, t, kts, d, scale, sc + r0 * lds + i * KERN_TILE, lds, nt);
+        }
+    }
+}
+
+/* R rows x NV vectors of 16 output dims (the last one masked): chains over t. */
+TGT_INLINE void z_pv_body(const float *p, int64_t lds, int64_t a, int64_t b, const void *v, int64_t vs,
+                          int f16, float *out, int64_t os, __mmask16 last, const int R, const int NV)
+{
+    __m512 acc[6][4];
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++)
+            acc[r][c] = _mm512_maskz_loadu_ps(c == NV - 1 ? last : 0xffff, out + r * os + 16 * c);
+    for (int64_t t = a; t <= b; t++) {
+        __m512 vv[4];
+        _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++)
+            vv[c] = z_load(v, t * vs + 16 * c, f16, c == NV - 1 ? last : 0xffff);
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            __m512 pb = _mm512_set1_ps(p[r * lds + t]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) acc[r][c] = _mm512_fmadd_ps(pb, vv[c], acc[r][c]);
+        }
+    }
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++)
+            _mm512_mask_storeu_ps(out + r * os + 16 * c, c == NV - 1 ? last : 0xffff, acc[r][c]);
+}
+
+#define PV_NV(R, NV) z_pv_body(p, lds, a, b, v, vs, f16, out, os, last, R, NV)
+#define PV_CASE(R)                                                                          \
+    case R: {                                                                               \
+        if (nv == 4) PV_NV(R, 4);                                                           \
+        else if (nv == 3) PV_NV(R, 3);                                                      \
+        else if (nv == 2) PV_NV(R, 2);                                                      \
+        else PV_NV(R, 1);                                                                   \
+        break;                                                                              \
+    }
+#define PV_FN(NAME, F16)                                                                   \
+static TGT void NAME(const float *p, int64_t lds, int R, int64_t a, int64_t b, const void *v,  \
+                     int64_t vs, float *out, int64_t os, int nv, __mmask16 last)            \
+{                                                                                           \
+    const int f16 = F16;                                                                    \
+    switch (R) { PV_CASE(1) PV_CASE(2) PV_CASE(3) PV_CASE(4) PV_CASE(5) PV_CASE(6) }        \
+}
+PV_FN(z_pv_h, 1)
+PV_FN(z_pv_f, 0)
+
+static TGT void avx512_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
+                              int64_t vs, int f16, int d, float *out, int64_t os)
+{
+    if (a > b) return;
+    size_t elt = f16 ? 2 : 4;
+    for (int d0 = 0; d0 < d; d0 += 64) {
+        int w = d - d0 < 64 ? d - d0 : 64, nv = (w + 15) / 16;
+        __mmask16 last = (__mmask16)(w % 16 ? (1u << (w % 16)) - 1 : 0xffff);
+        const void *vd = (const char *)v + (size_t)d0 * elt;
+        for (int r0 = 0; r0 < nq; r0 += 6) {
+            int R = nq - r0 < 6 ? nq - r0 : 6;
+            if (f16) z_pv_h(p + r0 * lds, lds, R, a, b, vd, vs, out + r0 * os + d0, os, nv, last);
+            else z_pv_f(p + r0 * lds, lds, R, a, b, vd, vs, out + r0 * os + d0, os, nv, last);
+        }
+    }
+}
+
+static TGT void avx512_softmax(float *s, int64_t n)
+{
+    __m512 m = _mm512_set1_ps(-__builtin_inff());
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(s + i), m);
+    float mx = _mm512_reduce_max_ps(m);
+    for (; i < n; i++) mx = s[i] > mx ? s[i] : mx;
+    const __m512 vmx = _mm512_set1_ps(mx);
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+    for (i = 0; i < n; i += 16) {
+        __mmask16 k = (__mmask16)(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+        __m512 e = z_expf(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), vmx));
+        e = _mm512_maskz_mov_ps(k, e);
+        _mm512_mask_storeu_ps(s + i, k, e);
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    __m512d a8 = _mm512_add_pd(lo, hi);
+    __m256d a4 = _mm256_add_pd(_mm512_castpd512_pd256(a8), _mm512_extractf64x4_pd(a8, 1));
+    __m128d a2 = _mm_add_pd(_mm256_castpd256_pd128(a4), _mm256_extractf128_pd(a4, 1));
+    double sum = _mm_cvtsd_f64(_mm_add_sd(a2, _mm_unpackhi_pd(a2, a2)));
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
+    for (i = 0; i < n; i += 16) {
+        __mmask16 k = (__mmask16)(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(s + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + i), inv));
+    }
+}
+
+static TGT void avx512_silu_mul(float *g, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = (__mmask16)(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+        __m512 x = _mm512_maskz_loadu_ps(k, g + i);
+        __m512 e = z_expf(_mm512_xor_ps(x, _mm512_set1_ps(-0.0f)));
+        __m512 y = _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)),
+                                 _mm512_maskz_loadu_ps(k, up + i));
+        _mm512_mask_storeu_ps(g + i, k, y);
+    }
+}
+
 const kern_ops kern_ops_avx512vnni = {
     .name = "avx512vnni",
     .xq_quantize = kern_x86_xq_quantize,
@@ -89,6 +292,10 @@ const kern_ops kern_ops_avx512vnni = {
     .q8t_tmax = KERN_MICRO_T,
     .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
     .f32_matmul = kern_avx2_f32_matmul,
+    .att_qk = avx512_att_qk,
+    .att_pv = avx512_att_pv,
+    .softmax = avx512_softmax,
+    .silu_mul = avx512_silu_mul,
     .f32_dot = kern_avx2_f32_dot,
     .f32_axpy = kern_avx2_f32_axpy,
     .f16_dot = kern_avx2_f16_dot,

@@ -202,6 +202,23 @@ static void neon_f32_matmul(const float *w, int64_t cols, const float *x, int64_
         for (int64_t r = r0; r < r1; r++) y[t * ldy + r] = neon_f32_dot(w + r * cols, x + t * cols, cols);
 }
 
+/* Attention and element-wise pieces: the scalar definitions (fmaf is one instruction
+ * here); a NEON twin can come later. */
+static void neon_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,
+                        int64_t ntiles, float scale, float *sc, int64_t lds)
+{
+    kern_ops_scalar.att_qk(q, qs, nq, kt, kts, f16, d, ntiles, scale, sc, lds);
+}
+
+static void neon_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
+                        int64_t vs, int f16, int d, float *out, int64_t os)
+{
+    kern_ops_scalar.att_pv(p, lds, nq, a, b, v, vs, f16, d, out, os);
+}
+
+static void neon_softmax(float *s, int64_t n) { kern_ops_scalar.softmax(s, n); }
+static void neon_silu_mul(float *g, const float *up, int64_t n) { kern_ops_scalar.silu_mul(g, up, n); }
+
 const kern_ops kern_ops_neon = {
     .name = "neon",
     .xq_quantize = neon_xq_quantize,
@@ -209,6 +226,10 @@ const kern_ops kern_ops_neon = {
     .q8t_tmax = 12,
     .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
     .f32_matmul = neon_f32_matmul,
+    .att_qk = neon_att_qk,
+    .att_pv = neon_att_pv,
+    .softmax = neon_softmax,
+    .silu_mul = neon_silu_mul,
     .f32_dot = neon_f32_dot,
     .f32_axpy = neon_f32_axpy,
     .f16_dot = neon_f16_dot,

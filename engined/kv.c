@@ -24,8 +24,9 @@ int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type ty
     kv->kv_dim = kv_dim;
     kv->type = type;
     kv->elt = type == ENG_KV_F16 ? 2 : 4;
+    kv->n_tiles = (n_ctx + 15) / 16;
     size_t bytes = (size_t)n_layer * (size_t)n_ctx * (size_t)kv_dim * kv->elt;
-    kv->k = calloc(1, bytes);
+    kv->k = calloc(1, (size_t)n_layer * (size_t)kv->n_tiles * 16 * (size_t)kv_dim * kv->elt);
     kv->v = calloc(1, bytes);
     if (!kv->k || !kv->v) {
         snprintf(err, errlen, "KV cache: out of memory for 2 x %.1f MB", bytes / 1e6);
@@ -45,12 +46,18 @@ void kv_free(kv_cache *kv)
 void kv_store(kv_cache *kv, int layer, int pos, const float *k, const float *v)
 {
     LLM_ASSERT(layer >= 0 && layer < kv->n_layer && pos >= 0 && pos < kv->n_ctx);
-    void *kd = (void *)kv_k(kv, layer, pos), *vd = (void *)kv_v(kv, layer, pos);
+    char *kt = (char *)kv_ktile(kv, layer, pos / 16) + (size_t)(pos % 16) * kv->elt;
+    void *vd = (void *)kv_v(kv, layer, pos);
     if (kv->type == ENG_KV_F16) {
-        kern_f32_to_f16(k, kd, kv->kv_dim);
+        uint16_t h[256];
+        for (int64_t i0 = 0; i0 < kv->kv_dim; i0 += 256) {
+            int64_t n = kv->kv_dim - i0 < 256 ? kv->kv_dim - i0 : 256;
+            kern_f32_to_f16(k + i0, h, n);
+            for (int64_t i = 0; i < n; i++) ((uint16_t *)kt)[(i0 + i) * 16] = h[i];
+        }
         kern_f32_to_f16(v, vd, kv->kv_dim);
     } else {
-        memcpy(kd, k, (size_t)kv->kv_dim * sizeof(float));
+        for (int64_t i = 0; i < kv->kv_dim; i++) ((float *)kt)[i * 16] = k[i];
         memcpy(vd, v, (size_t)kv->kv_dim * sizeof(float));
     }
 }

@@ -527,6 +527,149 @@ START_TEST(test_f_matmul)
 }
 END_TEST
 
+
+/* kern_expf within 2 ulp of libm's expf on [-87, 88], and its edges. */
+START_TEST(test_expf)
+{
+    for (int i = 0; i <= 200000; i++) {
+        float x = -87.0f + 175.0f * (float)i / 200000.0f;
+        float got = kern_expf(x), want = expf(x);
+        float ulp = nextafterf(want, INFINITY) - want;
+        ck_assert_msg(fabsf(got - want) <= 2 * ulp, "kern_expf(%a) = %a, expf %a", x, got, want);
+    }
+    ck_assert_float_eq(kern_expf(0.0f), 1.0f);
+    ck_assert_float_eq(kern_expf(-88.0f), 0.0f);
+    ck_assert_float_eq(kern_expf(-INFINITY), 0.0f);
+    ck_assert(isinf(kern_expf(88.5f)) && isinf(kern_expf(INFINITY)));
+    ck_assert(isnan(kern_expf(NAN)));
+}
+END_TEST
+
+/* softmax and SwiGLU: every table bit-identical to the scalar twin (which uses
+ * kern_expf), the softmax within 1e-6 of a double-precision one. */
+START_TEST(test_softmax_silu)
+{
+    static const int64_t n_list[] = { 1, 2, 7, 15, 16, 17, 100, 2049 };
+    for (size_t c = 0; c < sizeof n_list / sizeof *n_list; c++) {
+        int64_t n = n_list[c];
+        float *s = malloc(n * 4), *ref = malloc(n * 4), *got = malloc(n * 4), *up = malloc(n * 4);
+        fill(s, n, 8.0f);
+        if (n > 3) { s[1] = -200.0f; s[2] = 95.0f; } /* one far below the max, one large */
+        fill(up, n, 1.0f);
+        memcpy(ref, s, n * 4);
+        kern_ops_scalar.softmax(ref, n);
+        double mx = -INFINITY, sum = 0, total = 0;
+        for (int64_t i = 0; i < n; i++) mx = s[i] > mx ? s[i] : mx;
+        for (int64_t i = 0; i < n; i++) sum += exp((double)s[i] - mx);
+        for (int64_t i = 0; i < n; i++) {
+            ck_assert_msg(fabs(ref[i] - exp((double)s[i] - mx) / sum) <= 1e-6, "softmax n %ld [%ld]", (long)n, (long)i);
+            total += ref[i];
+        }
+        ck_assert(fabs(total - 1.0) < 1e-5);
+        float *silu = malloc(n * 4);
+        memcpy(silu, s, n * 4);
+        if (n > 3) { silu[0] = 100.0f; silu[3] = -100.0f; } /* exp underflow, overflow */
+        float *silu_ref = malloc(n * 4);
+        memcpy(silu_ref, silu, n * 4);
+        kern_ops_scalar.silu_mul(silu_ref, up, n);
+        for (int v = 1; v < N_TABLES; v++) {
+            const kern_ops *ops = kern_get(all_names[v]);
+            if (!ops) continue;
+            memcpy(got, s, n * 4);
+            ops->softmax(got, n);
+            ck_assert_msg(memcmp(got, ref, n * 4) == 0, "%s softmax n %ld", ops->name, (long)n);
+            memcpy(got, silu, n * 4);
+            ops->silu_mul(got, up, n);
+            ck_assert_msg(memcmp(got, silu_ref, n * 4) == 0, "%s silu_mul n %ld", ops->name, (long)n);
+        }
+        free(silu); free(silu_ref);
+        free(s); free(ref); free(got); free(up);
+    }
+}
+END_TEST
+
+/* Scores and value sums on f16 and f32 caches: every table bit-identical to the scalar
+ * twin, which is within TOL of double sums; value chains continue from what out holds. */
+START_TEST(test_att_products)
+{
+    static const int dims[] = { 8, 31, 32, 64, 80, 128 };
+    for (size_t di = 0; di < sizeof dims / sizeof *dims; di++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            int d = dims[di], nq = 13, ntiles = 5, n = ntiles * 16, kvd = d + 16; /* head inside a wider row */
+            size_t elt = f16 ? 2 : 4;
+            float *q = malloc((size_t)nq * d * 4), *kf = malloc((size_t)n * d * 4), *vf = malloc((size_t)n * kvd * 4);
+            fill(q, (int64_t)nq * d, 1.0f);
+            fill(kf, (int64_t)n * d, 1.0f);
+            fill(vf, (int64_t)n * kvd, 1.0f);
+            /* key tiles: kv_dim rows of 16; this head's rows start at row 3 */
+            char *kt = calloc((size_t)ntiles * kvd * 16, elt), *v = malloc((size_t)n * kvd * elt);
+            for (int t = 0; t < n; t++)
+                for (int i = 0; i < d; i++) {
+                    size_t at = ((size_t)(t / 16) * kvd + 3 + i) * 16 + t % 16;
+                    if (f16) ((uint16_t *)kt)[at] = f32_to_f16(kf[t * d + i]);
+                    else ((float *)kt)[at] = kf[t * d + i];
+                }
+            for (int i = 0; i < n * kvd; i++) {
+                if (f16) ((uint16_t *)v)[i] = f32_to_f16(vf[i]);
+                else ((float *)v)[i] = vf[i];
+            }
+            float *sr = malloc((size_t)nq * n * 4), *sg = malloc((size_t)nq * n * 4);
+            float *orf = malloc((size_t)nq * d * 4), *og = malloc((size_t)nq * d * 4);
+            const void *kh = kt + (size_t)3 * 16 * elt;
+            kern_ops_scalar.att_qk(q, d, nq, kh, (int64_t)kvd * 16, f16, d, ntiles, 0.125f, sr, n);
+            for (int r = 0; r < nq; r++)
+                for (int t = 0; t < n; t++) {
+                    double s = 0, m = 0;
+                    for (int i = 0; i < d; i++) {
+                        size_t at = ((size_t)(t / 16) * kvd + 3 + i) * 16 + t % 16;
+                        double kk = f16 ? f16_to_f32(((uint16_t *)kt)[at]) : ((float *)kt)[at];
+                        s += q[r * d + i] * kk;
+                        m += fabs(q[r * d + i] * kk);
+                    }
+                    ck_assert(close_enough(sr[r * n + t], 0.125 * s, 0.125 * m));
+                }
+            /* probabilities from the scores; chains over t in [5, 70] after a first part */
+            for (int r = 0; r < nq; r++) kern_ops_scalar.softmax(sr + r * n, n);
+            fill(orf, (int64_t)nq * d, 0.5f);
+            memcpy(og, orf, (size_t)nq * d * 4);
+            const void *vh = v + (size_t)2 * elt;
+            kern_ops_scalar.att_pv(sr, n, nq, 5, 40, vh, kvd, f16, d, orf, d);
+            kern_ops_scalar.att_pv(sr, n, nq, 41, 70, vh, kvd, f16, d, orf, d);
+            for (int r = 0; r < nq; r++)
+                for (int i = 0; i < d; i++) {
+                    double s = og[r * d + i], m = fabs(og[r * d + i]);
+                    for (int t = 5; t <= 70; t++) {
+                        double vv = f16 ? f16_to_f32(((uint16_t *)v)[t * kvd + 2 + i]) : ((float *)v)[t * kvd + 2 + i];
+                        s += sr[r * n + t] * vv;
+                        m += fabs(sr[r * n + t] * vv);
+                    }
+                    ck_assert(close_enough(orf[r * d + i], s, m));
+                }
+            for (int vi = 1; vi < N_TABLES; vi++) {
+                const kern_ops *ops = kern_get(all_names[vi]);
+                if (!ops) continue;
+                for (int rows = 1; rows <= nq; rows += 4) {
+                    ops->att_qk(q, d, rows, kh, (int64_t)kvd * 16, f16, d, ntiles, 0.125f, sg, n);
+                    float *chk = malloc((size_t)rows * n * 4);
+                    kern_ops_scalar.att_qk(q, d, rows, kh, (int64_t)kvd * 16, f16, d, ntiles, 0.125f, chk, n);
+                    ck_assert_msg(memcmp(sg, chk, (size_t)rows * n * 4) == 0, "%s att_qk d %d f16 %d rows %d",
+                                  ops->name, d, f16, rows);
+                    free(chk);
+                }
+                memset(og, 0, (size_t)nq * d * 4);
+                float *o2 = calloc((size_t)nq * d, 4);
+                ops->att_pv(sr, n, nq, 5, 70, vh, kvd, f16, d, og, d);
+                kern_ops_scalar.att_pv(sr, n, nq, 5, 70, vh, kvd, f16, d, o2, d);
+                ck_assert_msg(memcmp(og, o2, (size_t)nq * d * 4) == 0, "%s att_pv d %d f16 %d", ops->name, d, f16);
+                ops->att_pv(sr, n, nq, 9, 8, vh, kvd, f16, d, og, d); /* empty range: nothing */
+                ck_assert(memcmp(og, o2, (size_t)nq * d * 4) == 0);
+                free(o2);
+            }
+            free(q); free(kf); free(vf); free(kt); free(v); free(sr); free(sg); free(orf); free(og);
+        }
+}
+END_TEST
+
 START_TEST(test_dispatch)
 {
     unsetenv("LLM_KERNELS");
@@ -580,6 +723,9 @@ Suite *kernels_suite(void)
     tc = tcase_create("float");
     tcase_add_test(tc, test_float_helpers);
     tcase_add_test(tc, test_f16_conversion_edges);
+    tcase_add_test(tc, test_expf);
+    tcase_add_test(tc, test_softmax_silu);
+    tcase_add_test(tc, test_att_products);
     tcase_add_test(tc, test_dispatch);
     suite_add_tcase(s, tc);
     return s;

@@ -1,0 +1,105 @@
+/*
+ * attn.c - one layer's attention for a pass's items, as matrix products (see attn.h).
+ * Owned by the engine.
+ */
+#include "attn.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "kv.h"
+
+/* First visible position of an item at position p (sliding window). */
+static int att_lo(const mdl_config *c, int p)
+{
+    return c->sliding_window > 0 && p - c->sliding_window + 1 > 0 ? p - c->sliding_window + 1 : 0;
+}
+
+/* Score columns of a unit: whole key tiles from the first one a row sees. */
+static size_t att_cols(int max_pos) { return ((size_t)max_pos / 16 + 2) * 16; }
+
+size_t att_scratch_floats(const mdl_config *c, int max_pos)
+{
+    size_t rows = (size_t)ATT_ITEMS * (size_t)(c->n_head / c->n_head_kv);
+    return rows * att_cols(max_pos) + 2 * rows * (size_t)c->head_dim;
+}
+
+typedef struct {
+    const att_pass *a;
+    float          *scratch;
+    size_t          per_thread;
+    atomic_int      next;     /* next unit to take */
+    int             units;
+} att_job;
+
+/* Items [i0, i1) of one session at consecutive positions, kv head h. */
+static void att_run(const att_pass *a, int i0, int i1, int h, float *scratch)
+{
+    const mdl_config *c = a->c;
+    const kv_cache *kv = &a->sess[i0]->kv;
+    const int D = c->head_dim, G = c->n_head / c->n_head_kv, nb = i1 - i0, rows = nb * G;
+    const size_t QS = (size_t)c->n_head * D, elt = kv->elt;
+    const int p0 = a->pos[i0], pl = a->pos[i1 - 1];
+    const int t0 = att_lo(c, p0) / 16 * 16, ntiles = (pl - t0) / 16 + 1;
+    const int64_t lds = (int64_t)ntiles * 16;
+    const int f16 = kv->type == ENG_KV_F16;
+    float *sc = scratch, *qb = sc + (size_t)rows * lds, *ob = qb + (size_t)rows * D;
+    for (int b = 0; b < nb; b++)
+        memcpy(qb + (size_t)b * G * D, a->q + (size_t)(i0 + b) * QS + (size_t)h * G * D, (size_t)G * D * sizeof(float));
+    const char *kt = (const char *)kv_ktile(kv, a->layer, t0 / 16) + (size_t)h * D * 16 * elt;
+    kern_att_qk(qb, D, rows, kt, kv->kv_dim * 16, f16, D, ntiles, 1.0f / sqrtf((float)D), sc, lds);
+    for (int b = 0; b < nb; b++) {
+        int lo = att_lo(c, p0 + b) - t0, hi = p0 + b - t0;
+        for (int g = 0; g < G; g++) kern_softmax(sc + (size_t)(b * G + g) * lds + lo, hi - lo + 1);
+    }
+    /* Each row's chain runs over its positions in order: the span every row sees goes
+     * through all rows at once, the positions before it (sliding window) and after it
+     * (later items) per item. */
+    memset(ob, 0, (size_t)rows * D * sizeof(float));
+    const char *v = (const char *)kv_v(kv, a->layer, t0) + (size_t)h * D * elt;
+    int A = att_lo(c, pl) - t0, B = p0 - t0;
+    for (int b = 0; b < nb; b++) {
+        int lo = att_lo(c, p0 + b) - t0, hi = p0 + b - t0;
+        float *pr = sc + (size_t)b * G * lds, *orow = ob + (size_t)b * G * D;
+        if (A > B) kern_att_pv(pr, lds, G, lo, hi, v, kv->kv_dim, f16, D, orow, D);
+        else kern_att_pv(pr, lds, G, lo, A - 1, v, kv->kv_dim, f16, D, orow, D);
+    }
+    if (A <= B) {
+        kern_att_pv(sc, lds, rows, A, B, v, kv->kv_dim, f16, D, ob, D);
+        for (int b = 1; b < nb; b++)
+            kern_att_pv(sc + (size_t)b * G * lds, lds, G, B + 1, p0 + b - t0, v, kv->kv_dim, f16, D,
+                        ob + (size_t)b * G * D, D);
+    }
+    for (int b = 0; b < nb; b++)
+        memcpy(a->out + (size_t)(i0 + b) * QS + (size_t)h * G * D, ob + (size_t)b * G * D, (size_t)G * D * sizeof(float));
+}
+
+/* Unit u: block u / n_head_kv of ATT_ITEMS items, kv head u % n_head_kv; the block is
+ * cut into runs of one session at consecutive positions. */
+static void att_part(void *arg, int ith, int nth)
+{
+    att_job *j = arg;
+    const att_pass *a = j->a;
+    int HKV = a->c->n_head_kv;
+    float *scratch = j->scratch + (size_t)ith * j->per_thread;
+    (void)nth;
+    for (int u; (u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->units;) {
+        int b0 = u / HKV * ATT_ITEMS, b1 = b0 + ATT_ITEMS < a->n ? b0 + ATT_ITEMS : a->n;
+        for (int i = b0; i < b1;) {
+            int r = i + 1;
+            while (r < b1 && a->sess[r] == a->sess[i] && a->pos[r] == a->pos[r - 1] + 1) r++;
+            att_run(a, i, r, u % HKV, scratch);
+            i = r;
+        }
+    }
+}
+
+void att_forward(pool_t *pool, const att_pass *a, float *scratch, size_t per_thread)
+{
+    att_job j = { .a = a, .scratch = scratch, .per_thread = per_thread,
+                  .units = (a->n + ATT_ITEMS - 1) / ATT_ITEMS * a->c->n_head_kv };
+    atomic_init(&j.next, 0);
+    pool_run(pool, att_part, &j);
+}
