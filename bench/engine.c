@@ -38,6 +38,7 @@ int main(int argc, char **argv)
         eng_close(m);
         return 1;
     }
+    eng_warm(m);
     int V = eng_config_of(m)->n_vocab;
     double gb = eng_weight_bytes_per_token(m) / 1e9;
     printf("| sessions | passes/s | aggregate tok/s | weights GB/s |\n|---|---|---|---|\n");

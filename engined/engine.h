@@ -64,6 +64,10 @@ eng_model *eng_open(const char *gguf_path, eng_precision prec, eng_open_info *in
                     char *err, size_t errlen);
 /* Maps an existing READY segment read-only by name (worker side). */
 eng_model *eng_attach(const char *seg_name, char *err, size_t errlen);
+/* Maps every page of the weights in now (MADV_POPULATE_READ, else one read per page),
+ * so that first-touch page faults do not land in the first forward pass: for timings,
+ * and for a worker that would rather pay them before its first request. */
+void eng_warm(const eng_model *m);
 /* Unmaps and frees the handle and its pool; accepts NULL. Sessions must be freed first. */
 void eng_close(eng_model *m);
 

@@ -1,26 +1,23 @@
 /*
- * forward.c - the engine handle (open/attach a segment), sessions, and the forward
- * pass shared by prefill and batched decode, on both paths (q8 or f32 weights).
- * Owned by the engine.
+ * forward.c - the engine handle (built around a mapped segment; open.c decides which),
+ * sessions, and the forward pass shared by prefill and batched decode, on both paths
+ * (q8t or f32 weights). Owned by the engine.
  *
  * One pass evaluates a batch of n items (session, token, position): prefill is n
  * consecutive positions of one session, decode is one position of each of n distinct
- * sessions. Matrices see the batch as n rows (GEMM for prefill, a pass over the
- * weights shared by every session for decode); attention runs per (item, head) on
- * each item's own cache, after every item's key and value have been stored.
+ * sessions. Matrices see the batch as n rows (one blocked product over the weights);
+ * attention (attn.c) runs per run of one session's items and kv head on that
+ * session's cache, after every item's key and value have been stored. Every row's
+ * numbers are independent of the rest of the batch (kernels.h, attn.h).
  */
-#include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "attn.h"
 #include "engine.h"
+#include "handle.h"
 #include "kernels.h"
 #include "kv.h"
 #include "log.h"
@@ -52,17 +49,9 @@ struct eng_model {
     uint64_t progress; /* layers computed (atomic: read by a worker's I/O thread) */
 };
 
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ---- handle ---------------------------------------------------------------------- */
 
-/* Builds the handle around a READY read-only mapping (taking ownership of it). */
-static eng_model *model_from_map(seg_map *sm, char *err, size_t errlen)
+eng_model *eng_handle_new(seg_map *sm, char *err, size_t errlen)
 {
     eng_model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -96,123 +85,6 @@ static eng_model *model_from_map(seg_map *sm, char *err, size_t errlen)
     return m;
 }
 
-eng_model *eng_attach(const char *seg_name, char *err, size_t errlen)
-{
-    seg_map sm;
-    int32_t pid = 0;
-    int rc = seg_attach(seg_name, &sm, &pid, err, errlen);
-    if (rc == 1) snprintf(err, errlen, "segment %s is still LOADING (loader pid %d)", seg_name, pid);
-    if (rc != 0) return NULL;
-    if (seg_hdr(&sm)->precision >= ENG_PRECISION_COUNT) {
-        snprintf(err, errlen, "segment %s: unknown precision %u", seg_name, seg_hdr(&sm)->precision);
-        seg_unmap(&sm);
-        return NULL;
-    }
-    return model_from_map(&sm, err, errlen);
-}
-
-/* A LOADING segment: wait for a live loader, or remove a dead loader's leftovers.
- * Returns 0 to retry, -1 with err. */
-static int handle_loading(const char *name, int32_t pid, double t0, char *err, size_t errlen)
-{
-    /* pid 0: being created right now; give its creator 2 s to write the header */
-    static double unknown_since;
-    if (pid == 0 && unknown_since == 0) unknown_since = mono_ms();
-    bool dead = pid < 0 || pid == getpid() || (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) ||
-                (pid == 0 && mono_ms() - unknown_since > 2000);
-    if (pid != 0 || dead) unknown_since = 0;
-    if (dead) {
-        log_warn("segment %s is LOADING but its loader (pid %d) is dead: rebuilding", name, pid);
-        if (shm_unlink(name) != 0 && errno != ENOENT) {
-            snprintf(err, errlen, "remove stale segment %s: %s", name, strerror(errno));
-            return -1;
-        }
-        return 0;
-    }
-    if (mono_ms() - t0 > 600e3) {
-        snprintf(err, errlen, "segment %s: loader pid %d has not finished in 10 minutes", name, pid);
-        return -1;
-    }
-    static double last_log;
-    if (mono_ms() - last_log > 5000) {
-        log_info("segment %s is being built by pid %d: waiting", name, pid);
-        last_log = mono_ms();
-    }
-    usleep(50 * 1000);
-    return 0;
-}
-
-/* After a build: points at segments left by older versions of the same file. */
-static void note_stale(const char *real_path, const char *name)
-{
-    enum { MAX = 256 };
-    seg_info *infos = malloc(MAX * sizeof *infos);
-    char err[256];
-    int n = infos ? seg_list(infos, MAX, err, sizeof err) : 0;
-    for (int i = 0; i < n && i < MAX; i++)
-        if (strcmp(infos[i].src_path, real_path) == 0 && strncmp(infos[i].name, name, 21) != 0)
-            log_warn("segment %s holds an older version of %s (not reused): remove it with "
-                     "engined --remove-segment %s", infos[i].name, real_path, infos[i].name);
-    free(infos);
-}
-
-eng_model *eng_open(const char *gguf_path, eng_precision prec, eng_open_info *info,
-                    char *err, size_t errlen)
-{
-    double t0 = mono_ms();
-    eng_open_info local;
-    if (!info) info = &local;
-    memset(info, 0, sizeof *info);
-    if (prec != ENG_INT8 && prec != ENG_FLOAT) {
-        snprintf(err, errlen, "invalid precision %d", (int)prec);
-        return NULL;
-    }
-    seg_ident id;
-    char name[SEG_NAME_MAX];
-    if (seg_name_for(gguf_path, prec, name, &id, err, errlen) != 0) return NULL;
-    snprintf(info->name, sizeof info->name, "%s", name);
-    for (int attempt = 0;; attempt++) {
-        seg_map sm;
-        int32_t pid = 0;
-        int rc = seg_attach(name, &sm, &pid, err, errlen);
-        if (rc == 0) {
-            const seg_header *h = seg_hdr(&sm);
-            if (strcmp(h->src_path, id.real_path) != 0 || h->src_size != id.size ||
-                h->src_mtime_ns != id.mtime_ns || h->src_hash != id.head_hash || h->precision != (uint32_t)prec) {
-                snprintf(err, errlen, "segment %s belongs to another file (%s): remove it with "
-                         "engined --remove-segment %s", name, h->src_path, name);
-                seg_unmap(&sm);
-                return NULL;
-            }
-            info->seg_bytes = sm.len;
-            eng_model *m = model_from_map(&sm, err, errlen);
-            if (!m) return NULL;
-            info->ms = mono_ms() - t0;
-            if (!info->converted) log_info("attached READY segment %s in %.2f ms", name, info->ms);
-            return m;
-        }
-        if (rc == 1) {
-            if (handle_loading(name, pid, t0, err, errlen) != 0) return NULL;
-            continue;
-        }
-        if (rc == -1) {
-            log_warn("%s: rebuilding it", err);
-            shm_unlink(name);
-        }
-        if (attempt > 1000) {
-            snprintf(err, errlen, "segment %s: gave up after repeated races", name);
-            return NULL;
-        }
-        rc = cvt_build(gguf_path, &id, name, prec, err, errlen);
-        if (rc < 0) return NULL;
-        if (rc == 0) {
-            info->converted = true;
-            log_info("built segment %s from %s in %.0f ms", name, id.real_path, mono_ms() - t0);
-            note_stale(id.real_path, name);
-        }
-    }
-}
-
 void eng_close(eng_model *m)
 {
     if (!m) return;
@@ -225,6 +97,7 @@ void eng_close(eng_model *m)
 }
 
 const mdl_config *eng_config_of(const eng_model *m) { return &m->cfg; }
+const seg_map *eng_handle_map(const eng_model *m) { return &m->seg; }
 const char *eng_segment_name(const eng_model *m) { return m->seg.name; }
 eng_precision eng_precision_of(const eng_model *m) { return m->prec; }
 

@@ -52,10 +52,11 @@ void kern_q8t_dequant_row(const void *w, int64_t cols, int64_t r, float *dst)
 {
     const kern_q8t_sb *sb = (const kern_q8t_sb *)((const char *)w + (size_t)(r / KERN_TILE) * kern_q8t_tile_bytes(cols));
     int lane = (int)(r % KERN_TILE);
-    for (int64_t i = 0; i < cols; i++) {
-        const kern_q8t_sb *s = &sb[i / (KERN_QK * KERN_SB_BLOCKS)];
-        int b = (int)(i / KERN_QK % KERN_SB_BLOCKS), j = (int)(i % KERN_QK);
-        dst[i] = f16_to_f32(s->d[b][lane]) * (float)((int)s->q[b][j / 4][lane][j % 4] - 128);
+    for (int64_t k = 0; k * KERN_QK < cols; k++) {
+        const kern_q8t_sb *s = &sb[k / KERN_SB_BLOCKS];
+        int b = (int)(k % KERN_SB_BLOCKS), n = cols - k * KERN_QK < KERN_QK ? (int)(cols - k * KERN_QK) : KERN_QK;
+        float d = f16_to_f32(s->d[b][lane]);
+        for (int j = 0; j < n; j++) dst[k * KERN_QK + j] = d * (float)((int)s->q[b][j / 4][lane][j % 4] - 128);
     }
 }
 
@@ -137,12 +138,12 @@ void kern_q8t_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
     int64_t nsb = kern_nsb(cols);
     size_t tb = kern_q8t_tile_bytes(cols), xs = kern_xq_row_bytes(cols);
     int64_t t0 = r0 / KERN_TILE, t1 = (r1 + KERN_TILE - 1) / KERN_TILE;
-    int64_t panel = (int64_t)(KERN_PANEL_BYTES / tb);
-    panel = panel < 4 ? 4 : panel / 4 * 4;
-    /* token chunks of nearly equal size, none above tmax */
+    /* token chunks of nearly equal size, none above tmax; panels of whole micro calls */
     int tmax = ops->q8t_tmax;
     int64_t chunks = (n_tok + tmax - 1) / tmax;
     int64_t csize = (n_tok + chunks - 1) / chunks;
+    int64_t nrow = ops->q8t_rows[csize], panel = (int64_t)(KERN_PANEL_BYTES / tb);
+    panel = panel < nrow ? nrow : panel / nrow * nrow;
     const uint8_t *W = w, *X = xq;
     for (int64_t p0 = t0; p0 < t1; p0 += panel) {
         int64_t p1 = p0 + panel < t1 ? p0 + panel : t1;

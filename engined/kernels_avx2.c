@@ -44,49 +44,57 @@ static inline int32_t load_i32(const void *p)
     return v;
 }
 
-/* ---- activation quantization (bit-exact with scalar_xq_quantize) ---- */
-
+/* ---- activation quantization (bit-exact with scalar_xq_quantize) ----
+ * Per 8 blocks: each block's amax, then the 8 scales and reciprocals in one vector,
+ * then each block scaled, rounded (MXCSR: to nearest even), saturated to int8 (packs)
+ * and summed (vpsadbw on the biased bytes). */
 TGT void kern_x86_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
 {
-    int64_t nb = (cols + KERN_QK - 1) / KERN_QK, nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
+    const int64_t nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     for (int64_t r = 0; r < n_rows; r++) {
         const float *src = x + r * cols;
         int8_t *q = (int8_t *)dst + (size_t)r * kern_xq_row_bytes(cols);
         float *d = (float *)(q + nbp * KERN_QK);
         int32_t *c = (int32_t *)(d + nbp);
-        for (int64_t i = 0; i < nbp; i++) {
-            __m256 v[4];
-            if ((i + 1) * KERN_QK <= cols) {
-                for (int j = 0; j < 4; j++) v[j] = _mm256_loadu_ps(src + i * KERN_QK + 8 * j);
-            } else {
-                float tmp[KERN_QK] = {0};
-                if (i < nb) memcpy(tmp, src + i * KERN_QK, (size_t)(cols - i * KERN_QK) * sizeof(float));
-                for (int j = 0; j < 4; j++) v[j] = _mm256_loadu_ps(tmp + 8 * j);
+        for (int64_t i0 = 0; i0 < nbp; i0 += 8) {
+            int m = nbp - i0 < 8 ? (int)(nbp - i0) : 8;
+            float blk[8][KERN_QK], am[8] = {0}, dv[8], id[8];
+            for (int j = 0; j < m; j++) {
+                int64_t o = (i0 + j) * KERN_QK, left = cols - o;
+                __m256 v[4];
+                if (left >= KERN_QK) {
+                    for (int h = 0; h < 4; h++) v[h] = _mm256_loadu_ps(src + o + 8 * h);
+                } else {
+                    float tmp[KERN_QK] = {0};
+                    if (left > 0) memcpy(tmp, src + o, (size_t)left * sizeof(float));
+                    for (int h = 0; h < 4; h++) v[h] = _mm256_loadu_ps(tmp + 8 * h);
+                }
+                for (int h = 0; h < 4; h++) _mm256_storeu_ps(blk[j] + 8 * h, v[h]);
+                __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                                          _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+                __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+                m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+                am[j] = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
             }
-            __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
-                                     _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
-            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-            m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-            float amax = _mm_cvtss_f32(m4);
-            d[i] = half_to_float(f32_to_f16(amax / 127.0f));
-            const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-            __m256i qi[4];
-            for (int j = 0; j < 4; j++)
-                qi[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], id),
-                                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-            /* packs work per 128-bit lane: undo the interleave with a permute */
-            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
-            p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-            _mm256_storeu_si256((__m256i *)(q + i * KERN_QK), p);
-            /* sum of the stored bytes: maddubs(1, p) pairs them, madd sums pairs again */
-            __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, p), ones16);
-            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-            c[i] = -128 * _mm_cvtsi128_si32(s4);
+            __m256 A = _mm256_loadu_ps(am);
+            _mm256_storeu_ps(dv, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_div_ps(A, _mm256_set1_ps(127.0f)),
+                                                                _MM_FROUND_TO_NEAREST_INT)));
+            __m256 nz = _mm256_cmp_ps(A, _mm256_setzero_ps(), _CMP_NEQ_UQ);
+            _mm256_storeu_ps(id, _mm256_and_ps(nz, _mm256_div_ps(_mm256_set1_ps(127.0f), A)));
+            memcpy(d + i0, dv, (size_t)m * sizeof(float));
+            for (int j = 0; j < m; j++) {
+                const __m256 s = _mm256_set1_ps(id[j]);
+                __m256i qi[4];
+                for (int h = 0; h < 4; h++) qi[h] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(blk[j] + 8 * h), s));
+                /* packs work per 128-bit lane: undo the interleave with a permute */
+                __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+                p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+                _mm256_storeu_si256((__m256i *)(q + (i0 + j) * KERN_QK), p);
+                __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(p, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
+                __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+                c[i0 + j] = -128 * ((int32_t)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - KERN_QK * 128);
+            }
         }
     }
 }

@@ -4,11 +4,10 @@
  * shared 256-bit ones (kernels_x86.h): memory-bound, nothing to gain.
  *
  * A 64-byte group of a tile is one zmm: values 4g..4g+3 of 16 rows, stored as w + 128
- * (unsigned), which vpdpbusd multiplies with one token's four signed values (an embedded
- * 32-bit broadcast from memory) into 16 int32 lanes, one per row. A block's eight groups
- * stay in registers while every token of the call passes: per (16 rows, token, block)
- * that is one broadcast of -128 * sum(x) to start from, 8 vpdpbusd, and the contract's
- * cvt + mul + fma (kernels.h), bit-identical with the scalar twin.
+ * (unsigned), which vpdpbusd multiplies with one token's four signed values (a 32-bit
+ * broadcast) into 16 int32 lanes, one per row. Per (16 rows, token, block) that is 8
+ * vpdpbusd from the token's -128 * sum(x), then the contract's cvt + mul + fma
+ * (kernels.h), bit-identical with the scalar twin.
  */
 #include "kernels.h"
 
@@ -29,59 +28,135 @@ static inline int32_t load_i32(const void *p)
     return v;
 }
 
-/* One tile (16 rows) times T tokens over nsb superblocks; lanes of mask stored. */
-#define ZMICRO(T)                                                                          \
-static TGT void zmicro_##T(const uint8_t *w, int64_t nsb, const uint8_t *xq, size_t xs,     \
-                           float *y, int64_t ldy, __mmask16 mask)                           \
+/* R tiles (16 rows each, tb bytes apart) times T tokens over nsb superblocks. Per block
+ * the R x T int32 accumulators start from each token's -128 * sum(x) and take the 8
+ * groups in turn: one load per tile and one broadcast per token feed R x T vpdpbusd
+ * (3 x 4 keeps 28 of the 32 registers busy and measured fastest of the shapes that
+ * fit). Lanes of mask[r] are stored for tile r. */
+#define ZMICRO(R, T)                                                                        \
+static TGT void zmicro_##R##x##T(const uint8_t *w, size_t tb, int64_t nsb, const uint8_t *xq, \
+                                 size_t xs, float *y, int64_t ldy, const __mmask16 *mask)   \
 {                                                                                           \
     const int64_t nbp = nsb * KERN_SB_BLOCKS;                                               \
     const size_t dxo = (size_t)nbp * KERN_QK, co = (size_t)nbp * (KERN_QK + 4);             \
-    __m512 acc[T];                                                                          \
-    _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();     \
+    __m512 acc[R][T];                                                                       \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                    \
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps(); \
     for (int64_t s = 0; s < nsb; s++) {                                                     \
-        const kern_q8t_sb *sb = (const kern_q8t_sb *)w + s;                                 \
         _Pragma("GCC unroll 2") for (int b = 0; b < KERN_SB_BLOCKS; b++) {                 \
             const int64_t k = s * KERN_SB_BLOCKS + b;                                       \
-            __m512i wv[8];                                                                  \
-            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++)                            \
-                wv[g] = _mm512_load_si512((const void *)sb->q[b][g]);                       \
-            const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sb->d[b])); \
-            _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) {                         \
-                const uint8_t *xr = xq + (size_t)t * xs;                                    \
-                __m512i is = _mm512_set1_epi32(((const int32_t *)(xr + co))[k]);            \
-                _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++)                        \
-                    is = _mm512_dpbusd_epi32(is, wv[g],                                     \
-                                             _mm512_set1_epi32(load_i32(xr + k * KERN_QK + 4 * g))); \
-                __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(((const float *)(xr + dxo))[k])); \
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sc, acc[t]);               \
+            __m512i is[R][T];                                                               \
+            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                          \
+                __m512i c = _mm512_set1_epi32(((const int32_t *)(xq + t * xs + co))[k]);    \
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) is[r][t] = c;          \
+            }                                                                               \
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {                          \
+                __m512i wv[R];                                                              \
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                        \
+                    wv[r] = _mm512_load_si512((const void *)((const kern_q8t_sb *)(w + r * tb) + s)->q[b][g]); \
+                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                      \
+                    __m512i xb = _mm512_set1_epi32(load_i32(xq + t * xs + k * KERN_QK + 4 * g)); \
+                    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                    \
+                        is[r][t] = _mm512_dpbusd_epi32(is[r][t], wv[r], xb);                \
+                }                                                                           \
+            }                                                                               \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                          \
+                const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(                        \
+                    (const __m256i *)((const kern_q8t_sb *)(w + r * tb) + s)->d[b]));       \
+                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                      \
+                    __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(((const float *)(xq + t * xs + dxo))[k])); \
+                    acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r][t]), sc, acc[r][t]); \
+                }                                                                           \
             }                                                                               \
         }                                                                                   \
     }                                                                                       \
-    _Pragma("GCC unroll 16") for (int t = 0; t < T; t++)                                   \
-        _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);                                   \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                    \
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                                \
+            _mm512_mask_storeu_ps(y + t * ldy + r * KERN_TILE, mask[r], acc[r][t]);         \
 }
-ZMICRO(1) ZMICRO(2) ZMICRO(3) ZMICRO(4) ZMICRO(5) ZMICRO(6) ZMICRO(7) ZMICRO(8)
-ZMICRO(9) ZMICRO(10) ZMICRO(11) ZMICRO(12) ZMICRO(13) ZMICRO(14) ZMICRO(15) ZMICRO(16)
+#define ZMICRO_R(R) ZMICRO(R, 1) ZMICRO(R, 2) ZMICRO(R, 3) ZMICRO(R, 4)
+ZMICRO_R(1) ZMICRO_R(2) ZMICRO_R(3)
 
-typedef void (*zmicro_fn)(const uint8_t *, int64_t, const uint8_t *, size_t, float *, int64_t, __mmask16);
-static const zmicro_fn zmicros[KERN_MICRO_T + 1] = {
-    NULL, zmicro_1, zmicro_2, zmicro_3, zmicro_4, zmicro_5, zmicro_6, zmicro_7, zmicro_8,
-    zmicro_9, zmicro_10, zmicro_11, zmicro_12, zmicro_13, zmicro_14, zmicro_15, zmicro_16,
+typedef void (*zmicro_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, size_t, float *, int64_t,
+                          const __mmask16 *);
+#define ZT 4 /* most tokens of a micro-kernel */
+static const zmicro_fn zmicros[3][ZT + 1] = {
+    { NULL, zmicro_1x1, zmicro_1x2, zmicro_1x3, zmicro_1x4 },
+    { NULL, zmicro_2x1, zmicro_2x2, zmicro_2x3, zmicro_2x4 },
+    { NULL, zmicro_3x1, zmicro_3x2, zmicro_3x3, zmicro_3x4 },
 };
 
 static TGT void avx512_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
                                  size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
 {
-    for (int i = 0; i < nr; i++) {
-        int a = lo - KERN_TILE * i, z = hi - KERN_TILE * i;
-        if (z <= 0 || a >= KERN_TILE) continue;
-        a = a < 0 ? 0 : a;
-        z = z > KERN_TILE ? KERN_TILE : z;
-        __mmask16 mask = (__mmask16)(((1u << z) - 1) & ~((1u << a) - 1));
-        zmicros[nt](w + (size_t)i * tb, nsb, xq, xs, y + i * KERN_TILE, ldy, mask);
+    for (int i = 0; i < nr; i += 3) {
+        int n = nr - i < 3 ? nr - i : 3;
+        __mmask16 mask[3];
+        for (int r = 0; r < n; r++) {
+            int a = lo - KERN_TILE * (i + r), z = hi - KERN_TILE * (i + r);
+            a = a < 0 ? 0 : a > KERN_TILE ? KERN_TILE : a;
+            z = z < 0 ? 0 : z > KERN_TILE ? KERN_TILE : z;
+            mask[r] = (__mmask16)(((1u << z) - 1) & ~((1u << a) - 1));
+        }
+        for (int t = 0; t < nt; t += ZT) {
+            int m = nt - t < ZT ? nt - t : ZT;
+            zmicros[n - 1][m](w + (size_t)i * tb, tb, nsb, xq + (size_t)t * xs, xs,
+                              y + (int64_t)t * ldy + i * KERN_TILE, ldy, mask);
+        }
     }
 }
 
+/* ---- activation quantization (bit-exact with scalar_xq_quantize) ----
+ * Per 16 blocks: each block's amax, then the 16 scales and reciprocals in one vector
+ * (one division for 16 blocks), then each block scaled, rounded (MXCSR: to nearest
+ * even), saturated to int8 (vpmovsdb) and summed (vpsadbw on the biased bytes). */
+static TGT void avx512_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
+{
+    const int64_t nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
+    const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *src = x + r * cols;
+        int8_t *q = (int8_t *)dst + (size_t)r * kern_xq_row_bytes(cols);
+        float *d = (float *)(q + nbp * KERN_QK);
+        int32_t *c = (int32_t *)(d + nbp);
+        for (int64_t i0 = 0; i0 < nbp; i0 += 16) {
+            int m = nbp - i0 < 16 ? (int)(nbp - i0) : 16;
+            __m512 v[16][2];
+            float am[16] = {0};
+            for (int j = 0; j < m; j++) {
+                int64_t o = (i0 + j) * KERN_QK, left = cols - o;
+                for (int h = 0; h < 2; h++) {
+                    int64_t l = left - 16 * h;
+                    __mmask16 k = (__mmask16)(l >= 16 ? 0xffff : l <= 0 ? 0 : (1u << l) - 1);
+                    v[j][h] = _mm512_maskz_loadu_ps(k, k ? src + o + 16 * h : src);
+                }
+                am[j] = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(v[j][0], absm), _mm512_and_ps(v[j][1], absm)));
+            }
+            __m512 A = _mm512_loadu_ps(am);
+            __m512 D = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_div_ps(A, _mm512_set1_ps(127.0f)), _MM_FROUND_TO_NEAREST_INT));
+            __mmask16 nz = _mm512_cmp_ps_mask(A, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+            __m512 ID = _mm512_maskz_div_ps(nz, _mm512_set1_ps(127.0f), A);
+            __mmask16 km = (__mmask16)(m == 16 ? 0xffff : (1u << m) - 1);
+            _mm512_mask_storeu_ps(d + i0, km, D);
+            float id[16];
+            _mm512_storeu_ps(id, ID);
+            __m512i sums = _mm512_setzero_si512();
+            for (int j = 0; j < m; j++) {
+                __m512 s = _mm512_set1_ps(id[j]);
+                __m128i b0 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v[j][0], s)));
+                __m128i b1 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v[j][1], s)));
+                __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1);
+                _mm256_storeu_si256((__m256i *)(q + (i0 + j) * KERN_QK), b);
+                /* sum of the 32 bytes: sad of the biased bytes (4 partial sums) */
+                __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(b, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
+                __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+                int32_t sum = (int32_t)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - KERN_QK * 128;
+                sums = _mm512_mask_set1_epi32(sums, (__mmask16)(1u << j), -128 * sum);
+            }
+            _mm512_mask_storeu_epi32(c + i0, km, sums);
+        }
+    }
+}
 
 /* ---- attention and element-wise pieces (kernels.h states the order) ---- */
 
@@ -287,10 +362,10 @@ static TGT void avx512_silu_mul(float *g, const float *up, int64_t n)
 
 const kern_ops kern_ops_avx512vnni = {
     .name = "avx512vnni",
-    .xq_quantize = kern_x86_xq_quantize,
+    .xq_quantize = avx512_xq_quantize,
     .q8t_block = avx512_q8t_block,
-    .q8t_tmax = KERN_MICRO_T,
-    .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
+    .q8t_tmax = ZT,
+    .q8t_rows = { 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3 },
     .f32_matmul = kern_avx2_f32_matmul,
     .att_qk = avx512_att_qk,
     .att_pv = avx512_att_pv,

@@ -156,6 +156,7 @@ static int run_eval(const eval_opts *o)
         if (!lg) snprintf(err, sizeof err, "out of memory for the logits");
         goto fail;
     }
+    eng_warm(m); /* page faults of the first touch are not prompt processing */
     double t0 = now_ms();
     if (eng_prefill(m, s, toks, n, lg, all, err, sizeof err) != 0) goto fail;
     double ms = now_ms() - t0;
