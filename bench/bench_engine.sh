@@ -1,68 +1,110 @@
 #!/bin/bash
-# bench_engine.sh - the engine's speed on a TinyLlama-1.1B-shaped Q8_0 model, next to
-# llama.cpp's figures in $LLM_SHARED/reference/PERF.md and the measured read bandwidth.
+# bench_engine.sh - the engine's speed on TinyLlama-1.1B-shaped Q8_0 and Q4_0 files, side
+# by side with llama.cpp and ik_llama.cpp on the same files in the same run.
 #
-#   bash bench/bench_engine.sh            # BUILD=build, model cached in $BENCH_DIR
+#   bash bench/bench_engine.sh                  # ours only
+#   LLAMA_BENCH=.../llama.cpp/build/bin/llama-bench \
+#   IK_LLAMA_BENCH=.../ik_llama.cpp/build/bin/llama-bench bash bench/bench_engine.sh
 #
-# Prompt processing: one 512-token prompt pass (engined --eval, logits of the last
-# row). Decode: 128 greedy one-token steps after a 1-token prompt. Each at 1 and 2
-# threads, best of $REPS runs. Decode GB/s = weight bytes read per token x tok/s.
-# The machine is shared and noisy: compare ratios taken in the same run.
+# Files: $BENCH_DIR/tinyllama-1.1b-{Q8_0,Q4_0}.gguf (default /tmp/llm-bench), made with
+# `llmc synth --seed 2001` when missing (../shared/BENCH.md). Prompt processing: one
+# 512-token prompt pass (engined --eval, weights mapped in first, as llama-bench's
+# warm-up does); decode: 128 greedy one-token steps after a 1-token prompt; ours best of
+# $REPS runs. Peers: `llama-bench -m FILE -p 512 -n 128 -r 3 -t T -fa 0` (mean of 3).
+# Threads $THREADS (default "1 2"). Then our pp2048 against our pp512 (Q8_0), and
+# batched decode of 1..16 sessions (bench/engine). The machine is shared and noisy:
+# compare ratios taken in the same run. Segments this run builds are removed at the end
+# (KEEP_SEGMENTS=1 keeps them).
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 BIN=${LLM_BIN:-$BUILD/bin}
 SH=${LLM_SHARED:-../shared}
 DIR=${BENCH_DIR:-/tmp/llm-bench}
-REPS=${REPS:-2}
-MODEL=$DIR/tinyllama-1.1b-Q8_0.gguf
+REPS=${REPS:-3}
+THREADS=${THREADS:-"1 2"}
+TYPES=${TYPES:-"Q8_0 Q4_0"}
 mkdir -p "$DIR"
 
-if [ ! -f "$MODEL" ]; then
-    echo "making $MODEL with llmc synth ..."
-    "$BIN/llmc" synth --shape tinyllama-1.1b --type Q8_0 \
-        --vocab-from "$SH/reference/tokenizer/ggml-vocab-llama-spm.gguf" --seed 1 -o "$MODEL"
-fi
-# 512 prompt tokens: BOS then a fixed spread of ordinary ids
 awk 'BEGIN { print 1; for (i = 1; i < 512; i++) print 100 + (i * 7919) % 31000 }' >"$DIR/p512.txt"
+awk 'BEGIN { print 1; for (i = 1; i < 2048; i++) print 100 + (i * 7919) % 31000 }' >"$DIR/p2048.txt"
 echo 1 >"$DIR/p1.txt"
 
-# build or attach the segment once, outside the timings
-"$BIN/engined" --model "$MODEL" --eval "$DIR/p1.txt" -n 2 --threads 2 >/dev/null 2>"$DIR/open.log"
-grep -E "built segment|attached READY" "$DIR/open.log" | sed 's/^[^ ]* //'
+built=()
+for ty in $TYPES; do
+    f=$DIR/tinyllama-1.1b-$ty.gguf
+    if [ ! -f "$f" ]; then
+        echo "making $f with llmc synth (seed 2001) ..."
+        "$BIN/llmc" synth --shape tinyllama-1.1b --type "$ty" \
+            --vocab-from "$SH/reference/tokenizer/ggml-vocab-llama-spm.gguf" --seed 2001 -o "$f"
+    fi
+    # build or attach the segment once, outside the timings
+    "$BIN/engined" --model "$f" --eval "$DIR/p1.txt" -n 2 --threads 2 >/dev/null 2>"$DIR/open.log"
+    grep -E "converted|built segment|attached READY" "$DIR/open.log" | sed 's/^[^ ]* //'
+    seg=$(sed -n 's/.*built segment \(\/llm-[0-9a-f-]*\) from.*/\1/p' "$DIR/open.log")
+    [ -n "$seg" ] && built+=("$seg")
+done
 
 best() { sort -g | tail -1; }
-pp() { # threads -> tok/s
+ours_pp() { # file threads prompt -> tok/s
     for r in $(seq "$REPS"); do
-        "$BIN/engined" --model "$MODEL" --eval "$DIR/p512.txt" -n 1 --threads "$1" 2>&1 >/dev/null |
-            sed -n 's/.*prefill: 512 tokens in .* ms (\([0-9.]*\) tok\/s).*/\1/p'
+        "$BIN/engined" --model "$1" --eval "$3" -n 1 --threads "$2" 2>&1 >/dev/null |
+            sed -n 's/.*prefill: [0-9]* tokens in .* ms (\([0-9.]*\) tok\/s).*/\1/p'
     done | best
 }
-tg() { # threads -> "tok/s GB/s"
+ours_tg() { # file threads -> tok/s
     for r in $(seq "$REPS"); do
-        "$BIN/engined" --model "$MODEL" --eval "$DIR/p1.txt" -n 129 --threads "$1" 2>&1 >/dev/null |
-            sed -n 's/.*decode: 128 tokens in .* ms (\([0-9.]*\) tok\/s, \([0-9.]*\) GB\/s.*/\1 \2/p'
-    done | sort -g | tail -1
+        "$BIN/engined" --model "$1" --eval "$DIR/p1.txt" -n 129 --threads "$2" 2>&1 >/dev/null |
+            sed -n 's/.*decode: 128 tokens in .* ms (\([0-9.]*\) tok\/s.*/\1/p'
+    done | best
+}
+# llama-bench -o csv -> "pp512 tg128" (avg tok/s), or "- -" without the binary
+peer() { # binary file threads
+    if [ -z "$1" ] || [ ! -x "$1" ]; then echo "- -"; return; fi
+    "$1" -m "$2" -p 512 -n 128 -r 3 -t "$3" -fa 0 -o csv 2>/dev/null | python3 -c '
+import csv, sys
+pp = tg = "-"
+for row in csv.DictReader(sys.stdin):
+    if row["n_prompt"] == "512" and row["n_gen"] == "0": pp = "%.1f" % float(row["avg_ts"])
+    if row["n_prompt"] == "0" and row["n_gen"] == "128": tg = "%.1f" % float(row["avg_ts"])
+print(pp, tg)'
 }
 
-BW=$("$BUILD/bench/bench_bw" 1024 3 2>/dev/null || true)
-bw1=$(echo "$BW" | sed -n 's/.*1 thread: \([0-9.]*\) GB.*/\1/p')
-bw2=$(echo "$BW" | sed -n 's/.*2 threads: \([0-9.]*\) GB.*/\1/p')
-declare -A LPP=([1]=23.7 [2]=47.3) LTG=([1]=10.1 [2]=17.2) BWT=([1]=${bw1:-0} [2]=${bw2:-0})
-
 echo
-echo "engine on tinyllama-1.1b Q8_0 ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg), kernels ${LLM_KERNELS:-auto})"
+echo "engine on tinyllama-1.1b ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg), kernels ${LLM_KERNELS:-auto})"
+echo "ratio = ours / the faster peer"
 echo
-echo "| threads | pp512 tok/s | llama.cpp | ratio | tg128 tok/s | llama.cpp | ratio | decode GB/s | read BW GB/s | % of BW |"
+echo "| file | threads | pp512 ours | llama.cpp | ik_llama.cpp | ratio | tg128 ours | llama.cpp | ik_llama.cpp | ratio |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-for t in 1 2; do
-    p=$(pp $t); read -r d g <<<"$(tg $t)"
-    awk -v t=$t -v p="$p" -v lp="${LPP[$t]}" -v d="$d" -v ld="${LTG[$t]}" -v g="$g" -v bw="${BWT[$t]}" 'BEGIN {
-        printf "| %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f | %.1f | %.1f | %.0f%% |\n",
-               t, p, lp, p / lp, d, ld, d / ld, g, bw, (bw > 0 ? 100 * g / bw : 0) }'
+declare -A PP512
+for ty in $TYPES; do
+    f=$DIR/tinyllama-1.1b-$ty.gguf
+    for t in $THREADS; do
+        p=$(ours_pp "$f" "$t" "$DIR/p512.txt"); g=$(ours_tg "$f" "$t")
+        PP512[$ty.$t]=$p
+        read -r lp lg <<<"$(peer "${LLAMA_BENCH:-}" "$f" "$t")"
+        read -r ip ig <<<"$(peer "${IK_LLAMA_BENCH:-}" "$f" "$t")"
+        awk -v ty="$ty" -v t="$t" -v p="$p" -v lp="$lp" -v ip="$ip" -v g="$g" -v lg="$lg" -v ig="$ig" '
+            function best(a, b) { return a == "-" ? b : b == "-" ? a : (a + 0 > b + 0 ? a : b) }
+            function ratio(x, y) { return y == "-" ? "-" : sprintf("%.2f", x / y) }
+            BEGIN { bp = best(lp, ip); bg = best(lg, ig)
+                    printf "| %s | %d | %.1f | %s | %s | %s | %.1f | %s | %s | %s |\n",
+                           ty, t, p, lp, ip, ratio(p, bp), g, lg, ig, ratio(g, bg) }'
+    done
 done
-echo
-echo "batched decode (one pass over the weights for B sessions), 2 threads:"
-"$BUILD/bench/engine" "$MODEL" 2 32
-echo
-echo "llama.cpp figures: $SH/reference/PERF.md (same model shape, measured on a machine of this kind)."
+if [[ " $TYPES " == *" Q8_0 "* ]]; then
+    echo
+    echo "| file | threads | pp2048 ours | pp512 ours | pp2048 / pp512 |"
+    echo "|---|---|---|---|---|"
+    for t in $THREADS; do
+        p2=$(ours_pp "$DIR/tinyllama-1.1b-Q8_0.gguf" "$t" "$DIR/p2048.txt")
+        awk -v t="$t" -v a="$p2" -v b="${PP512[Q8_0.$t]}" \
+            'BEGIN { printf "| Q8_0 | %d | %.1f | %.1f | %.2f |\n", t, a, b, a / b }'
+    done
+    echo
+    echo "batched decode (one pass over the weights for B sessions), Q8_0, 2 threads:"
+    "$BUILD/bench/engine" "$DIR/tinyllama-1.1b-Q8_0.gguf" 2 32
+fi
+if [ "${KEEP_SEGMENTS:-0}" != 1 ]; then
+    for s in "${built[@]}"; do "$BIN/engined" --remove-segment "$s" >/dev/null 2>&1 || true; done
+fi

@@ -1,6 +1,6 @@
 /*
  * bench/engine - batched multi-session decode: aggregate tokens/s when B sessions are
- * decoded together in one pass over the weights, for B = 1, 2, 4, 8.
+ * decoded together in one pass over the weights, for B = 1, 2, 4, 8, 16.
  *
  *   build/bench/engine MODEL.gguf [threads] [steps]      (defaults: 2 threads, 32 steps)
  *
@@ -42,9 +42,9 @@ int main(int argc, char **argv)
     int V = eng_config_of(m)->n_vocab;
     double gb = eng_weight_bytes_per_token(m) / 1e9;
     printf("| sessions | passes/s | aggregate tok/s | weights GB/s |\n|---|---|---|---|\n");
-    for (int B = 1; B <= 8; B *= 2) {
-        eng_session *s[8];
-        int32_t tok[8];
+    for (int B = 1; B <= 16; B *= 2) {
+        eng_session *s[16];
+        int32_t tok[16];
         float *lg = malloc((size_t)B * V * sizeof(float));
         for (int i = 0; i < B; i++) {
             int32_t prompt[4] = { 1, 100 + i, 200 + i, 300 + i };

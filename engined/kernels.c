@@ -101,8 +101,9 @@ static void scalar_xq_quantize(const float *x, int64_t n_rows, int64_t cols, voi
 /* ---- the product: the definition ---------------------------------------------------- */
 
 static void scalar_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
-                             size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
+                             size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
+    (void)stream;
     int64_t nbp = nsb * KERN_SB_BLOCKS;
     (void)nr;
     for (int i = lo; i < hi; i++) {
@@ -156,7 +157,7 @@ void kern_q8t_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
                 int lo = (int)(r0 > base ? r0 - base : 0);
                 int hi = (int)(r1 - base < n * KERN_TILE ? r1 - base : n * KERN_TILE);
                 ops->q8t_block(W + (size_t)tile * tb, tb, n, nsb, X + (size_t)k0 * xs, xs, nt,
-                               y + k0 * ldy + base, ldy, lo, hi);
+                               y + k0 * ldy + base, ldy, lo, hi, chunks == 1);
             }
         }
     }

@@ -63,12 +63,15 @@ typedef struct {
 _Static_assert(sizeof(kern_q8t_sb) == 1088 && sizeof(kern_q8t_sb) % 64 == 0,
                "kern_q8t_sb is part of the segment layout (64-byte multiple)");
 
-/* A micro-kernel: rows [lo, hi) of nr consecutive tiles (tile_bytes apart, nr <= 4)
- * times nt tokens (nt <= KERN_MICRO_T, xq rows xs bytes apart), over nsb superblocks:
- * y[t * ldy + i] for i in [lo, hi) (i counts rows from the first tile's row 0). */
+/* A block of the product: rows [lo, hi) of nr consecutive tiles (tile_bytes apart)
+ * times nt tokens (nt <= the table's q8t_tmax, xq rows xs bytes apart), over nsb
+ * superblocks: y[t * ldy + i] for i in [lo, hi) (i counts rows from the first tile's
+ * row 0). stream: the whole product is this one token chunk (decode, small batches),
+ * so the tiles come from memory once: read each once, prefetching; else the panel is
+ * reused from L2 by several chunks. */
 typedef void (*kern_q8t_block_fn)(const uint8_t *w, size_t tile_bytes, int nr, int64_t nsb,
                                   const uint8_t *xq, size_t xs, int nt, float *y, int64_t ldy,
-                                  int lo, int hi);
+                                  int lo, int hi, int stream);
 
 /* The dispatch table: one per instruction set. */
 typedef struct {

@@ -184,14 +184,16 @@ TGT_INLINE void ymm_block(const ymicro_fn *micros, int tmax, const uint8_t *w, s
 }
 
 static TGT void avx2_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
-                               size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
+                               size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
+    (void)stream;
     ymm_block(a2_micros, 5, w, tb, nr, nsb, xq, xs, nt, y, ldy, lo, hi);
 }
 
 static TGT void avxvnni_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
-                                  size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
+                                  size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
+    (void)stream;
     ymm_block(vn_micros, 6, w, tb, nr, nsb, xq, xs, nt, y, ldy, lo, hi);
 }
 

@@ -77,6 +77,53 @@ static TGT void zmicro_##R##x##T(const uint8_t *w, size_t tb, int64_t nsb, const
 #define ZMICRO_R(R) ZMICRO(R, 1) ZMICRO(R, 2) ZMICRO(R, 3) ZMICRO(R, 4)
 ZMICRO_R(1) ZMICRO_R(2) ZMICRO_R(3)
 
+/* One tile streamed from memory times T tokens (all of a decode step's): the block's
+ * eight groups stay in registers while every token passes, so each weight byte is read
+ * once; the tile is prefetched ZPF superblocks ahead. */
+#define ZPF 4
+#define ZSTREAM(T)                                                                          \
+static TGT void zstream_##T(const uint8_t *w, int64_t nsb, const uint8_t *xq, size_t xs,     \
+                            float *y, int64_t ldy, __mmask16 mask)                          \
+{                                                                                           \
+    const int64_t nbp = nsb * KERN_SB_BLOCKS;                                               \
+    const size_t dxo = (size_t)nbp * KERN_QK, co = (size_t)nbp * (KERN_QK + 4);             \
+    __m512 acc[T];                                                                          \
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();     \
+    for (int64_t s = 0; s < nsb; s++) {                                                     \
+        const kern_q8t_sb *sb = (const kern_q8t_sb *)w + s;                                 \
+        if (s + ZPF < nsb) {                                                                \
+            const char *pf = (const char *)(sb + ZPF);                                      \
+            _Pragma("GCC unroll 17") for (int l = 0; l < 17; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0); \
+        }                                                                                   \
+        _Pragma("GCC unroll 2") for (int b = 0; b < KERN_SB_BLOCKS; b++) {                 \
+            const int64_t k = s * KERN_SB_BLOCKS + b;                                       \
+            __m512i wv[8];                                                                  \
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++)                            \
+                wv[g] = _mm512_load_si512((const void *)sb->q[b][g]);                       \
+            const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sb->d[b])); \
+            _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) {                         \
+                const uint8_t *xr = xq + (size_t)t * xs;                                    \
+                __m512i is = _mm512_set1_epi32(((const int32_t *)(xr + co))[k]);            \
+                _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++)                        \
+                    is = _mm512_dpbusd_epi32(is, wv[g], _mm512_set1_epi32(load_i32(xr + k * KERN_QK + 4 * g))); \
+                __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(((const float *)(xr + dxo))[k])); \
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sc, acc[t]);               \
+            }                                                                               \
+        }                                                                                   \
+    }                                                                                       \
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; t++)                                   \
+        _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);                                   \
+}
+ZSTREAM(1) ZSTREAM(2) ZSTREAM(3) ZSTREAM(4) ZSTREAM(5) ZSTREAM(6) ZSTREAM(7) ZSTREAM(8)
+ZSTREAM(9) ZSTREAM(10) ZSTREAM(11) ZSTREAM(12) ZSTREAM(13) ZSTREAM(14) ZSTREAM(15) ZSTREAM(16)
+
+typedef void (*zstream_fn)(const uint8_t *, int64_t, const uint8_t *, size_t, float *, int64_t, __mmask16);
+#define ZS 16 /* most tokens of a streaming call */
+static const zstream_fn zstreams[ZS + 1] = {
+    NULL, zstream_1, zstream_2, zstream_3, zstream_4, zstream_5, zstream_6, zstream_7, zstream_8,
+    zstream_9, zstream_10, zstream_11, zstream_12, zstream_13, zstream_14, zstream_15, zstream_16,
+};
+
 typedef void (*zmicro_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, size_t, float *, int64_t,
                           const __mmask16 *);
 #define ZT 4 /* most tokens of a micro-kernel */
@@ -86,18 +133,28 @@ static const zmicro_fn zmicros[3][ZT + 1] = {
     { NULL, zmicro_3x1, zmicro_3x2, zmicro_3x3, zmicro_3x4 },
 };
 
-static TGT void avx512_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
-                                 size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
+/* Lanes [lo, hi) of tile i of a call as a store mask. */
+static inline __mmask16 tile_mask(int lo, int hi, int i)
 {
+    int a = lo - KERN_TILE * i, z = hi - KERN_TILE * i;
+    a = a < 0 ? 0 : a > KERN_TILE ? KERN_TILE : a;
+    z = z < 0 ? 0 : z > KERN_TILE ? KERN_TILE : z;
+    return (__mmask16)(((1u << z) - 1) & ~((1u << a) - 1));
+}
+
+/* Streaming calls: tile by tile with every token; from L2: 3 x 4 register tiles. */
+static TGT void avx512_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
+                                 size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
+{
+    if (stream) {
+        for (int i = 0; i < nr; i++)
+            zstreams[nt](w + (size_t)i * tb, nsb, xq, xs, y + i * KERN_TILE, ldy, tile_mask(lo, hi, i));
+        return;
+    }
     for (int i = 0; i < nr; i += 3) {
         int n = nr - i < 3 ? nr - i : 3;
         __mmask16 mask[3];
-        for (int r = 0; r < n; r++) {
-            int a = lo - KERN_TILE * (i + r), z = hi - KERN_TILE * (i + r);
-            a = a < 0 ? 0 : a > KERN_TILE ? KERN_TILE : a;
-            z = z < 0 ? 0 : z > KERN_TILE ? KERN_TILE : z;
-            mask[r] = (__mmask16)(((1u << z) - 1) & ~((1u << a) - 1));
-        }
+        for (int r = 0; r < n; r++) mask[r] = tile_mask(lo, hi, i + r);
         for (int t = 0; t < nt; t += ZT) {
             int m = nt - t < ZT ? nt - t : ZT;
             zmicros[n - 1][m](w + (size_t)i * tb, tb, nsb, xq + (size_t)t * xs, xs,
@@ -364,7 +421,7 @@ const kern_ops kern_ops_avx512vnni = {
     .name = "avx512vnni",
     .xq_quantize = avx512_xq_quantize,
     .q8t_block = avx512_q8t_block,
-    .q8t_tmax = ZT,
+    .q8t_tmax = ZS,
     .q8t_rows = { 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3 },
     .f32_matmul = kern_avx2_f32_matmul,
     .att_qk = avx512_att_qk,

@@ -131,8 +131,9 @@ static TGT void nmicro_##T(const uint8_t *w, int64_t nsb, const uint8_t *xq, siz
 NMICRO(1) NMICRO(2) NMICRO(3)
 
 static TGT void neon_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
-                               size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
+                               size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
+    (void)stream;
     for (int i = 0; i < nr; i++) {
         int a = lo - KERN_TILE * i, z = hi - KERN_TILE * i;
         if (z <= 0 || a >= KERN_TILE) continue;

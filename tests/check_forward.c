@@ -584,6 +584,79 @@ START_TEST(test_rope_freqs_and_scaling)
 }
 END_TEST
 
+
+/* One prompt's logits rows, bit for bit, four ways: one prefill pass; chunks of 3 and
+ * of 7; one eng_decode step per token, each step shared with two other sessions at
+ * other positions (so its rows sit among others' in every matrix and attention call).
+ * On model m with cache type kv; n tokens of toks. */
+static void check_decode_invariance(eng_model *m, const char *what, const int32_t *toks, int n, eng_kv_type kv)
+{
+    char err[512];
+    int V = eng_config_of(m)->n_vocab;
+    float *ref = malloc((size_t)n * V * sizeof(float)), *out = malloc((size_t)n * V * sizeof(float));
+    float *step = malloc(3 * (size_t)V * sizeof(float));
+    eng_session *s = eng_session_new(m, n + 8, kv, err, sizeof err);
+    ck_assert_msg(s && eng_prefill(m, s, toks, n, ref, true, err, sizeof err) == 0, "%s", err);
+    static const int chunks[] = { 3, 7 };
+    for (int c = 0; c < 2; c++) {
+        eng_session_reset(s);
+        for (int done = 0; done < n; done += chunks[c]) {
+            int k = n - done < chunks[c] ? n - done : chunks[c];
+            ck_assert_int_eq(eng_prefill(m, s, toks + done, k, out + (size_t)done * V, true, err, sizeof err), 0);
+        }
+        for (int t = 0; t < n; t++)
+            ck_assert_msg(memcmp(out + (size_t)t * V, ref + (size_t)t * V, (size_t)V * sizeof(float)) == 0,
+                          "%s: chunks of %d: row %d differs from the one-pass prefill", what, chunks[c], t);
+    }
+    eng_session *o1 = eng_session_new(m, n + 8, kv, err, sizeof err), *o2 = eng_session_new(m, n + 8, kv, err, sizeof err);
+    ck_assert_int_eq(eng_prefill(m, o1, toks, 5, NULL, false, err, sizeof err), 0); /* others ahead of s */
+    ck_assert_int_eq(eng_prefill(m, o2, toks + 1, 2, NULL, false, err, sizeof err), 0);
+    eng_session_reset(s);
+    for (int t = 0; t < n; t++) {
+        eng_session *batch[3] = { o1, s, o2 };
+        int32_t tk[3] = { toks[(t + 5) % n], toks[t], toks[(t + 3) % n] };
+        ck_assert_msg(eng_decode(m, batch, tk, 3, step, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(memcmp(step + V, ref + (size_t)t * V, (size_t)V * sizeof(float)) == 0,
+                      "%s: decode step %d in a batch of 3 differs from the one-pass prefill", what, t);
+    }
+    eng_session_free(o1);
+    eng_session_free(o2);
+    eng_session_free(s);
+    free(ref); free(out); free(step);
+}
+
+/* The same on the small real model (head_dim 8, FFN 172: ragged tiles and blocks) on
+ * both paths and cache types, and on a sliding window shorter than a chunk. */
+START_TEST(test_decode_invariance)
+{
+    int32_t toks[40];
+    for (int i = 0; i < 40; i++) toks[i] = i == 0 ? 1 : (int32_t)(3 + (i * 37) % 500);
+    for (int prec = 0; prec < 2; prec++) {
+        bool built;
+        eng_model *m = open_model("stories260K-f32.gguf", (eng_precision)prec, &built);
+        check_decode_invariance(m, prec ? "stories260K float, f16 cache" : "stories260K int8, f16 cache", toks, 40, ENG_KV_F16);
+        check_decode_invariance(m, prec ? "stories260K float, f32 cache" : "stories260K int8, f32 cache", toks, 40, ENG_KV_F32);
+        close_model(m, built);
+    }
+    bool built;
+    eng_model *m = open_model("tiny-llama2-Q8_0.gguf", ENG_INT8, &built);
+    check_decode_invariance(m, "tiny-llama2-Q8_0 int8, f32 cache", toks, 40, ENG_KV_F32);
+    close_model(m, built);
+    char path[256], err[512];
+    variant sw = { "mistral", 6, 0, 0, false };
+    snprintf(path, sizeof path, "/tmp/llm-fwdtest-%d-inv.gguf", (int)getpid());
+    write_variant(path, &sw);
+    for (int prec = 0; prec < 2; prec++) {
+        eng_open_info info;
+        m = eng_open(path, (eng_precision)prec, &info, err, sizeof err);
+        ck_assert_msg(m != NULL, "%s", err);
+        check_decode_invariance(m, "sliding window 6", toks, 40, ENG_KV_F16);
+        close_model(m, info.converted);
+    }
+    unlink(path);
+}
+END_TEST
+
 Suite *forward_suite(void)
 {
     Suite *s = suite_create("forward");
@@ -597,6 +670,7 @@ Suite *forward_suite(void)
     tcase_add_test(tc, test_batch_invariance_int8);
     tcase_add_test(tc, test_batch_invariance_float);
     tcase_add_test(tc, test_batch_invariance_qwen2);
+    tcase_add_test(tc, test_decode_invariance);
     tcase_add_test(tc, test_threads_agree);
     tcase_add_test(tc, test_long_prompt_chunks);
     tcase_add_test(tc, test_bad_input);
