@@ -20,37 +20,25 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cpu.h"
 #include "f16.h"
 #include "log.h"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
 /* ---- CPU features and the SIMD switch ------------------------------------------ */
 
-static int cpu_features; /* QUANT_CPU_* bits, set once before main() */
 static bool simd_on = true;
 
-#if defined(__x86_64__)
-/* CPUID: F16C/AVX2 present, and the OS saves the YMM registers. */
-__attribute__((constructor)) static void cpu_detect(void)
-{
-    unsigned a, b, c, d, lo, hi;
-    const unsigned need = bit_AVX | bit_OSXSAVE;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || (c & need) != need) return;
-    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & 6) != 6) return;
-    if (c & bit_F16C) cpu_features |= QUANT_CPU_F16C;
-    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2)) cpu_features |= QUANT_CPU_AVX2;
-}
-#endif
-
-/* The SIMD features the kernels may use now: the CPU's, unless switched off. */
+/* The SIMD features the kernels may use now: the CPU's (common/cpu.c, detected once),
+ * unless switched off. */
 int quant_simd(void)
 {
-    return simd_on ? cpu_features : 0;
+    if (!simd_on) return 0;
+    unsigned f = cpu_features();
+    return ((f & CPU_F16C) ? QUANT_CPU_F16C : 0) | ((f & CPU_AVX2) ? QUANT_CPU_AVX2 : 0);
 }
 
 /* Switches the SIMD twins off (scalar reference only) or back on. Not thread-safe:

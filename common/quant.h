@@ -155,7 +155,7 @@ void quant_quant_q5_K(const float *src, void *dst, int64_t n);
 void quant_quant_q6_K(const float *src, void *dst, int64_t n);
 void quant_quant_q8_K(const float *src, void *dst, int64_t n);
 
-/* Which twins run: chosen per call from the CPU's features (read once at start-up)
+/* Which twins run: chosen per call from the CPU features common/cpu.c detects once,
  * unless switched off. */
 #define QUANT_CPU_F16C 1
 #define QUANT_CPU_AVX2 2

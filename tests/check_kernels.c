@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "f16.h"
 #include "kernels.h"
 
@@ -690,6 +691,9 @@ START_TEST(test_dispatch)
     ck_assert_str_eq(kern_name(), best); /* a bad override keeps the automatic choice */
     unsetenv("LLM_KERNELS");
 #if defined(__x86_64__)
+    /* the one detection (common/cpu.c) agrees with the compiler's */
+    ck_assert_int_eq(!!(cpu_features() & CPU_AVX2), !!__builtin_cpu_supports("avx2"));
+    ck_assert_int_eq(!!(cpu_features() & CPU_AVX512VNNI), !!__builtin_cpu_supports("avx512vnni"));
     if (__builtin_cpu_supports("avx2")) ck_assert_ptr_nonnull(kern_get("avx2"));
     if (__builtin_cpu_supports("avx512vnni")) ck_assert_str_eq(best, "avx512vnni");
     ck_assert_ptr_null(kern_get("neon"));
