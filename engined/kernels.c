@@ -228,12 +228,12 @@ static void scalar_softmax(float *s, int64_t n)
 {
     float mx = -INFINITY;
     for (int64_t i = 0; i < n; i++) mx = s[i] > mx ? s[i] : mx;
-    double lane[16] = {0};
+    double lane[32] = {0};
     for (int64_t i = 0; i < n; i++) {
         s[i] = kern_expf(s[i] - mx);
-        lane[i % 16] += (double)s[i];
+        lane[i % 32] += (double)s[i];
     }
-    for (int w = 8; w >= 1; w /= 2)
+    for (int w = 16; w >= 1; w /= 2)
         for (int j = 0; j < w; j++) lane[j] += lane[j + w];
     float inv = (float)(1.0 / lane[0]);
     for (int64_t i = 0; i < n; i++) s[i] *= inv;

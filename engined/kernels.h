@@ -173,8 +173,8 @@ static inline void kern_f32_matmul(const float *w, int64_t cols, const float *x,
  *   score(q, k) = (a_0 + a_1) * scale, a_0 and a_1 the fma chains of q[d] * k[d] over
  *     the even and the odd d, each from +0 (two chains: more accurate than one, and twice
  *     the parallelism);
- *   softmax: max, e_i = kern_expf(s_i - max), their sum in double in 16 lanes (i mod
- *     16) reduced as ((l_j + l_j+8) pairs, then + 4, + 2, + 1), p_i = e_i * (float)(1/sum);
+ *   softmax: max, e_i = kern_expf(s_i - max), their sum in double in 32 lanes (i mod
+ *     32) reduced as l_j += l_j+16, then + 8, + 4, + 2, + 1, p_i = e_i * (float)(1/sum);
  *   out[d] = fma chain over the positions t in order of p_t * v_t[d], from +0.
  * Scalar twins in kernels.c; every table gives the same bits. */
 

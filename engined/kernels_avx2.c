@@ -352,13 +352,16 @@ TGT_INLINE void y_qk_body(const float *q, int64_t qs, const void *kt, int f16, i
     __m256 acc[3][2][2];
     _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
         acc[r][0][0] = acc[r][0][1] = acc[r][1][0] = acc[r][1][1] = _mm256_setzero_ps();
-    for (int k = 0; k < d; k++) {
-        const int c = k % 2;
-        __m256 k0 = y_load(kt, (int64_t)k * KERN_TILE, f16), k1 = y_load(kt, (int64_t)k * KERN_TILE + 8, f16);
-        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-            __m256 qb = _mm256_broadcast_ss(q + r * qs + k);
-            acc[r][0][c] = _mm256_fmadd_ps(qb, k0, acc[r][0][c]);
-            acc[r][1][c] = _mm256_fmadd_ps(qb, k1, acc[r][1][c]);
+    for (int k = 0; k < d; k += 2) {
+        _Pragma("GCC unroll 2") for (int c = 0; c < 2; c++) {
+            if (k + c >= d) break; /* odd d: the last term joins the even chain */
+            __m256 k0 = y_load(kt, (int64_t)(k + c) * KERN_TILE, f16);
+            __m256 k1 = y_load(kt, (int64_t)(k + c) * KERN_TILE + 8, f16);
+            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+                __m256 qb = _mm256_broadcast_ss(q + r * qs + k + c);
+                acc[r][0][c] = _mm256_fmadd_ps(qb, k0, acc[r][0][c]);
+                acc[r][1][c] = _mm256_fmadd_ps(qb, k1, acc[r][1][c]);
+            }
         }
     }
     const __m256 vs = _mm256_set1_ps(scale);
@@ -463,24 +466,27 @@ TGT void kern_avx2_softmax(float *s, int64_t n)
     float mx = _mm_cvtss_f32(m4);
     for (; i < n; i++) mx = s[i] > mx ? s[i] : mx;
     const __m256 vmx = _mm256_set1_ps(mx);
-    /* lanes i mod 16 in four double vectors: l[0..3], l[4..7], l[8..11], l[12..15] */
-    __m256d l0 = _mm256_setzero_pd(), l1 = l0, l2 = l0, l3 = l0;
-    for (i = 0; i < n; i += 16) {
-        float buf[16] = {0};
-        int64_t w = n - i < 16 ? n - i : 16;
-        memcpy(buf, s + i, (size_t)w * sizeof(float));
-        __m256 e0 = y_expf(_mm256_sub_ps(_mm256_loadu_ps(buf), vmx));
-        __m256 e1 = y_expf(_mm256_sub_ps(_mm256_loadu_ps(buf + 8), vmx));
-        _mm256_storeu_ps(buf, e0);
-        _mm256_storeu_ps(buf + 8, e1);
-        for (int64_t j = w; j < 16; j++) buf[j] = 0.0f;
-        memcpy(s + i, buf, (size_t)w * sizeof(float));
-        l0 = _mm256_add_pd(l0, _mm256_cvtps_pd(_mm_loadu_ps(buf)));
-        l1 = _mm256_add_pd(l1, _mm256_cvtps_pd(_mm_loadu_ps(buf + 4)));
-        l2 = _mm256_add_pd(l2, _mm256_cvtps_pd(_mm_loadu_ps(buf + 8)));
-        l3 = _mm256_add_pd(l3, _mm256_cvtps_pd(_mm_loadu_ps(buf + 12)));
+    /* lanes i mod 32 in eight double vectors: l[a] holds lanes 4a..4a+3 */
+    __m256d l[8];
+    for (int a = 0; a < 8; a++) l[a] = _mm256_setzero_pd();
+    for (i = 0; i < n; i += 32) {
+        float buf[32] = {0}, *e = s + i;
+        int64_t w = n - i < 32 ? n - i : 32;
+        if (w < 32) { /* the tail through a zero-padded buffer */
+            memcpy(buf, s + i, (size_t)w * sizeof(float));
+            e = buf;
+        }
+        for (int h = 0; h < 4; h++)
+            _mm256_storeu_ps(e + 8 * h, y_expf(_mm256_sub_ps(_mm256_loadu_ps(e + 8 * h), vmx)));
+        if (w < 32) {
+            for (int64_t j = w; j < 32; j++) buf[j] = 0.0f;
+            memcpy(s + i, buf, (size_t)w * sizeof(float));
+        }
+        for (int a = 0; a < 8; a++) l[a] = _mm256_add_pd(l[a], _mm256_cvtps_pd(_mm_loadu_ps(e + 4 * a)));
     }
-    __m256d a4 = _mm256_add_pd(_mm256_add_pd(l0, l2), _mm256_add_pd(l1, l3));
+    for (int a = 0; a < 4; a++) l[a] = _mm256_add_pd(l[a], l[a + 4]); /* + 16 */
+    for (int a = 0; a < 2; a++) l[a] = _mm256_add_pd(l[a], l[a + 2]); /* + 8 */
+    __m256d a4 = _mm256_add_pd(l[0], l[1]);                             /* + 4 */
     __m128d a2 = _mm_add_pd(_mm256_castpd256_pd128(a4), _mm256_extractf128_pd(a4, 1));
     double sum = _mm_cvtsd_f64(_mm_add_sd(a2, _mm_unpackhi_pd(a2, a2)));
     const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));

@@ -379,6 +379,39 @@ static TGT void avx512_att_pv(const float *p, int64_t lds, int nq, int64_t a, in
     }
 }
 
+/* kern_expf for lanes <= 0 or NaN (softmax): the overflow blend is not needed. */
+TGT_INLINE __m512 z_expf_nonpos(__m512 x)
+{
+    __m512 xc = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), xc);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    y = _mm512_maskz_mov_ps(ok, y);
+    return _mm512_mask_blend_ps(nan, y, x);
+}
+
+/* e = exp(s - mx) of 16 scores into s, its 16 lanes added in double to (lo, hi). */
+TGT_INLINE void z_soft16(float *s, __mmask16 k, __m512 vmx, __m512d *lo, __m512d *hi)
+{
+    __m512 e = _mm512_maskz_mov_ps(k, z_expf_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s), vmx)));
+    _mm512_mask_storeu_ps(s, k, e);
+    *lo = _mm512_add_pd(*lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    *hi = _mm512_add_pd(*hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+}
+
 static TGT void avx512_softmax(float *s, int64_t n)
 {
     __m512 m = _mm512_set1_ps(-__builtin_inff());
@@ -387,22 +420,23 @@ static TGT void avx512_softmax(float *s, int64_t n)
     float mx = _mm512_reduce_max_ps(m);
     for (; i < n; i++) mx = s[i] > mx ? s[i] : mx;
     const __m512 vmx = _mm512_set1_ps(mx);
-    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-    for (i = 0; i < n; i += 16) {
-        __mmask16 k = (__mmask16)(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
-        __m512 e = z_expf(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), vmx));
-        e = _mm512_maskz_mov_ps(k, e);
-        _mm512_mask_storeu_ps(s + i, k, e);
-        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    /* lanes i mod 32: (l0, h0) for even 16-blocks, (l1, h1) for odd ones */
+    __m512d l0 = _mm512_setzero_pd(), h0 = l0, l1 = l0, h1 = l0;
+    for (i = 0; i + 32 <= n; i += 32) {
+        z_soft16(s + i, 0xffff, vmx, &l0, &h0);
+        z_soft16(s + i + 16, 0xffff, vmx, &l1, &h1);
     }
-    __m512d a8 = _mm512_add_pd(lo, hi);
+    if (i < n) z_soft16(s + i, (__mmask16)(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1), vmx, &l0, &h0);
+    if (i + 16 < n) z_soft16(s + i + 16, (__mmask16)((1u << (n - i - 16)) - 1), vmx, &l1, &h1);
+    __m512d a16 = _mm512_add_pd(l0, l1), b16 = _mm512_add_pd(h0, h1); /* l[j] + l[j + 16] */
+    __m512d a8 = _mm512_add_pd(a16, b16);                                /* + 8 */
     __m256d a4 = _mm256_add_pd(_mm512_castpd512_pd256(a8), _mm512_extractf64x4_pd(a8, 1));
     __m128d a2 = _mm_add_pd(_mm256_castpd256_pd128(a4), _mm256_extractf128_pd(a4, 1));
     double sum = _mm_cvtsd_f64(_mm_add_sd(a2, _mm_unpackhi_pd(a2, a2)));
     const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
-    for (i = 0; i < n; i += 16) {
-        __mmask16 k = (__mmask16)(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+    for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_loadu_ps(s + i), inv));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
         _mm512_mask_storeu_ps(s + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + i), inv));
     }
 }

@@ -657,6 +657,40 @@ START_TEST(test_decode_invariance)
 }
 END_TEST
 
+/* Every kernel table this CPU runs gives the INT8 path's logits bit for bit (kernels.h:
+ * one order for every product), so the dispatcher's choice changes speed only. */
+START_TEST(test_tables_agree)
+{
+    static const char *const names[] = { "scalar", "avx2", "avxvnni", "avx512vnni", "neon" };
+    static const char *const files[] = { "tiny-llama2-Q8_0.gguf", "stories260K-f32.gguf" };
+    char err[512];
+    int32_t toks[24];
+    for (int i = 0; i < 24; i++) toks[i] = i == 0 ? 1 : (int32_t)(3 + (i * 41) % 500);
+    for (int f = 0; f < 2; f++) {
+        bool built;
+        eng_model *m = open_model(files[f], ENG_INT8, &built);
+        int V = eng_config_of(m)->n_vocab;
+        float *ref = malloc((size_t)24 * V * sizeof(float)), *got = malloc((size_t)24 * V * sizeof(float));
+        const kern_ops *dflt = kern_active;
+        for (int k = 0; k < 5; k++) {
+            if (!kern_get(names[k])) continue;
+            ck_assert_int_eq(kern_select(names[k]), 0);
+            eng_session *s = eng_session_new(m, 32, ENG_KV_F16, err, sizeof err);
+            ck_assert_int_eq(eng_prefill(m, s, toks, 20, k == 0 ? ref : got, true, err, sizeof err), 0);
+            ck_assert_int_eq(eng_decode(m, &s, toks + 20, 1, (k == 0 ? ref : got) + (size_t)20 * V, err, sizeof err), 0);
+            if (k > 0)
+                ck_assert_msg(memcmp(ref, got, (size_t)21 * V * sizeof(float)) == 0, "%s: table %s differs from scalar",
+                              files[f], names[k]);
+            eng_session_free(s);
+        }
+        kern_active = dflt;
+        free(ref);
+        free(got);
+        close_model(m, built);
+    }
+}
+END_TEST
+
 Suite *forward_suite(void)
 {
     Suite *s = suite_create("forward");
@@ -671,6 +705,7 @@ Suite *forward_suite(void)
     tcase_add_test(tc, test_batch_invariance_float);
     tcase_add_test(tc, test_batch_invariance_qwen2);
     tcase_add_test(tc, test_decode_invariance);
+    tcase_add_test(tc, test_tables_agree);
     tcase_add_test(tc, test_threads_agree);
     tcase_add_test(tc, test_long_prompt_chunks);
     tcase_add_test(tc, test_bad_input);
