@@ -43,7 +43,12 @@ void kern_q8t_pack(const void *q8_rows, int n, int64_t cols, void *tile)
             kern_q8t_sb *s = &sb[k / KERN_SB_BLOCKS];
             int b = (int)(k % KERN_SB_BLOCKS);
             s->d[b][r] = row[k].d;
-            for (int j = 0; j < KERN_QK; j++) s->q[b][j / 4][r][j % 4] = (uint8_t)(row[k].qs[j] + 128);
+            for (int g = 0; g < KERN_QK / 4; g++) { /* four values at once: w ^ 0x80 = w + 128 */
+                uint32_t v;
+                memcpy(&v, row[k].qs + 4 * g, 4);
+                v ^= 0x80808080u;
+                memcpy(s->q[b][g][r], &v, 4);
+            }
         }
     }
 }
