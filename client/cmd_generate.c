@@ -11,6 +11,7 @@
  * smp_param_set before anything is sent. While streaming, llmc pings the front door
  * every second; the front door frees the session of a client that stops pinging.
  */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,7 +33,7 @@
 #define LC_KEY_MAX 64    /* a chat session's key (the front door's is 32 hex digits) */
 
 typedef struct {
-    const char *prompt, *system, *endpoint, *run_dir;
+    const char *prompt, *system, *endpoint, *run_dir, *file;
     long        n_predict;
     int         json, stats, echo;
     const char *pk[MAX_PARAMS], *pv[MAX_PARAMS];
@@ -55,6 +56,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: llmc \"PROMPT\" [options]      complete PROMPT, streaming only the generated text\n"
             "       llmc chat [--system TEXT] [options]\n"
+            "  -f, --file FILE       read the prompt from FILE ('-': standard input)\n"
             "  -n, --n-predict N     tokens to generate (default -1: until end of text or full context)\n"
             "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S ...\n"
             "                        sampler parameters, llama.cpp names; every samplerd parameter is\n"
@@ -129,6 +131,7 @@ static int parse(int argc, char **argv, int first, gen_opts *o, int chat)
             }
         }
         else if ((strcmp(a, "-e") == 0 || strcmp(a, "--endpoint") == 0) && need) o->endpoint = argv[++i];
+        else if ((strcmp(a, "-f") == 0 || strcmp(a, "--file") == 0) && need && !chat) o->file = argv[++i];
         else if (strcmp(a, "--run-dir") == 0 && need) o->run_dir = argv[++i];
         else if (strcmp(a, "--system") == 0 && need && chat) o->system = argv[++i];
         else if (strcmp(a, "--stop") == 0 && need) {
@@ -157,7 +160,11 @@ static int parse(int argc, char **argv, int first, gen_opts *o, int chat)
             return 2;
         }
     }
-    if (!chat && !o->prompt) {
+    if (!chat && o->file && o->prompt) {
+        fprintf(stderr, "error: give the prompt as an argument or with --file, not both\n");
+        return 2;
+    }
+    if (!chat && !o->prompt && !o->file) {
         usage(stderr);
         return 2;
     }
@@ -361,15 +368,43 @@ static void install_sigint(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* Reads a whole prompt file ("-": stdin) into a NUL-terminated buffer; NULL with a
+ * message printed. */
+static char *read_prompt(const char *path)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "error: --file %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t n = 0, cap = 1 << 16;
+    char *b = malloc(cap);
+    for (size_t k; b && (k = fread(b + n, 1, cap - n - 1, f)) > 0;) {
+        n += k;
+        if (n + 1 == cap) {
+            char *x = cap > PROTO_MAX_MSG ? NULL : realloc(b, cap *= 2);
+            if (!x) { free(b); b = NULL; }
+            else b = x;
+        }
+    }
+    if (f != stdin) fclose(f);
+    if (!b) fprintf(stderr, "error: --file %s: too large (the limit is %u bytes)\n", path, PROTO_MAX_MSG);
+    else b[n] = 0;
+    return b;
+}
+
 int cmd_generate(int argc, char **argv)
 {
     gen_opts o;
     int r = parse(argc, argv, 1, &o, 0);
     if (r) return r == 1 ? 0 : r == 2 ? 2 : 1;
+    char *file_prompt = NULL;
+    if (o.file && !(o.prompt = file_prompt = read_prompt(o.file))) return 1;
     lc_conn c;
     char err[400];
     if (lc_open(&c, o.endpoint, o.run_dir, err, sizeof err) != 0) {
         fprintf(stderr, "error: %s\n", err);
+        free(file_prompt);
         return 1;
     }
     install_sigint();
@@ -378,6 +413,7 @@ int cmd_generate(int argc, char **argv)
     r = run_turn(&c, &o, NULL, 0, &sess, key, NULL, NULL);
     if (r == 0 && !o.json && isatty(1)) putchar('\n');
     lc_close(&c);
+    free(file_prompt);
     return r;
 }
 

@@ -3,6 +3,8 @@
 # master + workers, tokenizerd) in the background. Used by `make run` / `make stop`.
 #
 #   deploy/pipeline.sh start --model FILE [--workers N] [--run-dir DIR] [--ctx N] [--threads N] [--float]
+#                          [--max-sessions N] [--batch-tokens N] [--kv f16|f32]       (engined)
+#                          [--max-requests N] [--max-per-client N] [--stall-timeout MS] (tokenizerd)
 #                          (--threads: per worker, default cores / workers)
 #   deploy/pipeline.sh stop    [--run-dir DIR]
 #   deploy/pipeline.sh status  [--run-dir DIR]
@@ -22,7 +24,7 @@ DAEMONS="samplerd engined tokenizerd"
 die() { echo "pipeline.sh: $*" >&2; exit 1; }
 
 usage() {
-    sed -n '5,9p' "${BASH_SOURCE[0]}" | sed 's/^# //'
+    sed -n '5,11p' "${BASH_SOURCE[0]}" | sed 's/^# //'
     exit "${1:-2}"
 }
 
@@ -32,9 +34,16 @@ component=""
 if [ "$cmd" = restart ]; then component=${1:-}; [ -n "$component" ] || usage; shift; fi
 
 MODEL="" WORKERS=${LLM_WORKERS_N:-1} RUN_DIR="" CTX=${LLM_CTX:-0} THREADS=${LLM_THREADS:-} FLOAT=0
+MAX_SESSIONS="" BATCH_TOKENS="" KV="" MAX_REQUESTS="" MAX_PER_CLIENT="" STALL_TIMEOUT=""
 while [ $# -gt 0 ]; do
     case $1 in
         --model) MODEL=${2:?--model needs a file}; shift 2 ;;
+        --max-sessions) MAX_SESSIONS=${2:?}; shift 2 ;;
+        --batch-tokens) BATCH_TOKENS=${2:?}; shift 2 ;;
+        --kv) KV=${2:?}; shift 2 ;;
+        --max-requests) MAX_REQUESTS=${2:?}; shift 2 ;;
+        --max-per-client) MAX_PER_CLIENT=${2:?}; shift 2 ;;
+        --stall-timeout) STALL_TIMEOUT=${2:?}; shift 2 ;;
         --workers) WORKERS=${2:?}; shift 2 ;;
         --run-dir) RUN_DIR=${2:?}; shift 2 ;;
         --ctx) CTX=${2:?}; shift 2 ;;
@@ -48,6 +57,10 @@ done
 for v in WORKERS CTX; do
     case ${!v} in ''|*[!0-9]*) die "--$(echo "$v" | tr 'A-Z' 'a-z') must be a whole number, got '${!v}'" ;; esac
 done
+for v in MAX_SESSIONS BATCH_TOKENS MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT; do
+    case ${!v} in '') ;; *[!0-9]*|0*) die "--$(echo "$v" | tr 'A-Z_' 'a-z-') must be a positive whole number, got '${!v}'" ;; esac
+done
+case $KV in ''|f16|f32) ;; *) die "--kv must be f16 or f32, got '$KV'" ;; esac
 [ "$WORKERS" -ge 1 ] || die "--workers must be at least 1"
 # threads per worker: the cores shared evenly between the workers unless told
 if [ -z "$THREADS" ]; then
@@ -73,8 +86,14 @@ start_one() {
     case $d in
         samplerd) args=(--run-dir "$RUN_DIR") ;;
         engined) args=(--model "$MODEL" --workers "$WORKERS" --threads "$THREADS" --ctx "$CTX" --run-dir "$RUN_DIR")
-                 [ "$FLOAT" = 1 ] && args+=(--float) ;;
-        tokenizerd) args=(--model "$MODEL" --run-dir "$RUN_DIR") ;;
+                 [ "$FLOAT" = 1 ] && args+=(--float)
+                 [ -n "$MAX_SESSIONS" ] && args+=(--max-sessions "$MAX_SESSIONS")
+                 [ -n "$BATCH_TOKENS" ] && args+=(--batch-tokens "$BATCH_TOKENS")
+                 [ -n "$KV" ] && args+=(--kv "$KV") ;;
+        tokenizerd) args=(--model "$MODEL" --run-dir "$RUN_DIR")
+                 [ -n "$MAX_REQUESTS" ] && args+=(--max-requests "$MAX_REQUESTS")
+                 [ -n "$MAX_PER_CLIENT" ] && args+=(--max-per-client "$MAX_PER_CLIENT")
+                 [ -n "$STALL_TIMEOUT" ] && args+=(--stall-timeout "$STALL_TIMEOUT") ;;
     esac
     [ -x "$BIN/$d" ] || die "$BIN/$d not found: build first (make), or set LLM_BIN"
     nohup "$BIN/$d" "${args[@]}" >>"$RUN_DIR/$d.log" 2>&1 </dev/null &
@@ -121,8 +140,9 @@ case $cmd in
         [ -n "$MODEL" ] || die "start needs --model FILE"
         [ -r "$MODEL" ] || die "model $MODEL is not readable"
         MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
-        printf 'MODEL=%q\nWORKERS=%q\nCTX=%q\nTHREADS=%q\nFLOAT=%q\n' "$MODEL" "$WORKERS" "$CTX" "$THREADS" "$FLOAT" \
-            >"$RUN_DIR/pipeline.conf"
+        for v in MODEL WORKERS CTX THREADS FLOAT MAX_SESSIONS BATCH_TOKENS KV MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT; do
+            printf '%s=%q\n' "$v" "${!v}"
+        done >"$RUN_DIR/pipeline.conf"
         for d in $DAEMONS; do start_one "$d"; done
         wait_ready "$WORKERS" || exit 1
         echo "pipeline ready in $RUN_DIR ($WORKERS worker(s), model $(basename "$MODEL")); logs: $RUN_DIR/*.log"

@@ -1,6 +1,7 @@
 /* Tests for common/proto (wire protocol), common/net (run dir, sockets) and
  * common/logits_shm: round trips, schema validation, hostile bytes. Suite "proto". */
 #include <check.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -516,6 +517,19 @@ START_TEST(test_sockets_and_max_size)
     proto_msg_free(&m);
     zmq_msg_close(&zm);
     ck_assert_int_eq(net_recv(r, 1, rid, &rl, &zm), 0); /* nothing more */
+    zmq_msg_close(&zm);
+    /* a payload over the limit is never sent (the peer would drop the connection), and
+     * the connection keeps working */
+    size_t big = PROTO_MAX_MSG + 1;
+    char *blob = calloc(1, big);
+    errno = 0;
+    ck_assert_int_eq(net_send(d, NULL, 0, blob, big), -1);
+    ck_assert_int_eq(errno, EMSGSIZE);
+    ck_assert_int_eq(net_send(d, NULL, 0, blob, PROTO_MAX_MSG), 0); /* the limit itself passes */
+    free(blob);
+    ck_assert_int_eq(zmq_poll(&it, 1, 2000), 1);
+    ck_assert_int_eq(net_recv(r, 1, rid, &rl, &zm), 1);
+    ck_assert_uint_eq(zmq_msg_size(&zm), PROTO_MAX_MSG);
     zmq_msg_close(&zm);
     net_close(&r);
     net_close(&d);
