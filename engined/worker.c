@@ -10,7 +10,8 @@
  * dead worker continues exactly where it stopped.
  *
  * Each step is one eng_step pass over the weights: one token of every decoding session,
- * then prefill chunks of waiting sessions in arrival order, up to batch_tokens items. A
+ * then prefill chunks of waiting sessions in arrival order, up to batch_tokens items
+ * (prefill always gets PREFILL_MIN of them, so decoders cannot starve a newcomer). A
  * session whose evaluated tokens reach its last one gets its logits row into its ring
  * slot; all such rows of a step go to samplerd in one PT_SAMPLE, and the PT_SAMPLED rows
  * become PT_TOKEN messages to the front door. The engine's batch invariance makes the
@@ -37,6 +38,7 @@
 #define SAMPLE_RETRY_MS 400
 #define SAMPLE_WAIT_MS  20     /* a step waits this long for the last step's tokens */
 #define HIST_MAX 4096          /* history tokens sent to samplerd at most (penalties, DRY) */
+#define PREFILL_MIN 32         /* prefill tokens a step takes however many sessions decode */
 #define SAMPLE_BATCH_BYTES (PROTO_MAX_MSG / 2) /* a PT_SAMPLE is split beyond this */
 
 /* FREE: slot unused; READY: tokens [pos, n_toks) wait to be evaluated; WAIT: the logits
@@ -78,7 +80,7 @@ typedef struct {
     uint64_t    next_req, next_seq, epoch, steps;
     int64_t     last_front_ms;
     float      *logits;    /* (max_sessions, n_vocab) rows of one step */
-    eng_item   *items;     /* (batch_tokens + max_sessions) */
+    eng_item   *items;     /* (batch_tokens + PREFILL_MIN + max_sessions) */
     int         registered;
     long        stall_step; /* fault injection for tests: LLM_FAULT_STALL_STEP */
 } worker;
@@ -406,10 +408,15 @@ static int step(worker *w)
         for (int b = a; b > 0 && w->s[order[b]].seq < w->s[order[b - 1]].seq; b--) {
             int t = order[b]; order[b] = order[b - 1]; order[b - 1] = t;
         }
-    for (int k = 0; k < no && n < w->batch_tokens; k++) {
+    /* prefill gets what the decode tokens leave of the budget, but never less than
+     * PREFILL_MIN (or the whole budget if smaller): many decoders cannot starve a newcomer */
+    int room = w->batch_tokens - n, floor = w->batch_tokens < PREFILL_MIN ? w->batch_tokens : PREFILL_MIN;
+    if (room < floor) room = floor;
+    for (int k = 0; k < no && room > 0; k++) {
         wsess *s = &w->s[order[k]];
         int pos = eng_session_pos(s->es), take = s->n_toks - pos;
-        if (take > w->batch_tokens - n) take = w->batch_tokens - n;
+        if (take > room) take = room;
+        room -= take;
         for (int j = 0; j < take; j++) w->items[n++] = (eng_item){ s->es, s->toks[pos + j], false };
         if (pos + take == s->n_toks) {
             w->items[n - 1].logits = true;
@@ -552,7 +559,7 @@ int engd_worker_run(const engd_opts *o)
     w.stall_step = fs ? atol(fs) : 0;
     w.s = calloc((size_t)w.n_s, sizeof *w.s);
     w.logits = malloc((size_t)w.n_s * (size_t)w.n_vocab * sizeof(float));
-    w.items = malloc((size_t)(w.batch_tokens + w.n_s) * sizeof *w.items);
+    w.items = malloc((size_t)(w.batch_tokens + PREFILL_MIN + w.n_s) * sizeof *w.items);
     w.ring = lshm_create(getpid(), (uint32_t)w.n_s, (uint32_t)w.n_vocab, err, sizeof err);
     w.ctx = zmq_ctx_new();
     char host[64] = "";
