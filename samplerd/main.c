@@ -99,14 +99,7 @@ static void load_pieces(sampler_daemon *d, const proto_msg *m)
     if (proto_strcpy(m, "seg", seg, sizeof seg) != 0 || strcmp(seg, d->pieces_seg) == 0) return;
     snprintf(d->pieces_seg, sizeof d->pieces_seg, "%s", seg); /* tried once per segment */
     seg_map sm;
-    memset(&sm, 0, sizeof sm);
-    gguf_ctx *g = NULL;
-    if (seg_attach(seg, &sm, NULL, err, sizeof err) == 0) {
-        const seg_header *h = seg_hdr(&sm);
-        g = gguf_parse((const char *)sm.base + h->tok_offset, h->tok_bytes, err, sizeof err);
-    } else if (!err[0]) {
-        snprintf(err, sizeof err, "not READY");
-    }
+    gguf_ctx *g = seg_tokenizer_open(seg, &sm, err, sizeof err);
     tok_vocab *v = g ? tok_vocab_load(g, err, sizeof err) : NULL;
     if (v && smp_work_load_pieces(d->work, tok_n_vocab(v), write_piece, v) == 0)
         log_info("token texts of %s loaded for DRY", seg);

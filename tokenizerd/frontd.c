@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
-#include "engine.h"
+#include "segment.h"
 #include "front.h"
 #include "log.h"
 #include "tokd.h"
@@ -228,12 +228,9 @@ static tok_vocab *load_vocab(front *f, const char *model, const char *segment, c
 {
     char err[256];
     gguf_ctx *g = NULL;
-    eng_model *em = NULL;
+    seg_map sm = {0};
     if (segment) {
-        em = eng_attach(segment, err, sizeof err);
-        size_t len = 0;
-        const void *blob = em ? eng_tokenizer_blob(em, &len) : NULL;
-        g = blob ? gguf_parse(blob, len, err, sizeof err) : NULL;
+        g = seg_tokenizer_open(segment, &sm, err, sizeof err);
         snprintf(f->model, sizeof f->model, "%s", segment);
     } else {
         g = gguf_open(model, err, sizeof err);
@@ -248,7 +245,7 @@ static tok_vocab *load_vocab(front *f, const char *model, const char *segment, c
         if (tmpl_name && f->tmpl == CHAT_TMPL_UNKNOWN) log_warn("unknown --chat-template %s", tmpl_name);
     }
     gguf_close(g);
-    eng_close(em);
+    seg_unmap(&sm);
     return v;
 }
 
