@@ -29,6 +29,7 @@
 #define PING_MS    1000
 #define LOST_MS    8000  /* no answer to pings for this long: the front door is gone */
 #define ACCEPT_MS  10000 /* the front door must admit a request within this */
+#define LC_KEY_MAX 64    /* a chat session's key (the front door's is 32 hex digits) */
 
 typedef struct {
     const char *prompt, *system, *endpoint, *run_dir;
@@ -223,7 +224,7 @@ static double now_s(void)
 /* Sends one GENERATE and streams its answer. The generated text is appended to *out
  * when out is not NULL; *sess gets the session id. 0 on success, 1 on error. */
 static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int n_msgs, uint64_t *sess,
-                    char **out, size_t *out_len)
+                    char *key, char **out, size_t *out_len)
 {
     static uint64_t next_id = 0;
     uint64_t id = ((uint64_t)getpid() << 20) + ++next_id;
@@ -234,7 +235,10 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
         proto_put_bool(&w, "chat", 1);
         proto_put_array_begin(&w, "msgs", (uint32_t)n_msgs);
         for (int i = 0; i < n_msgs; i++) proto_pack_str(&w.pk, msgs[i]);
-        if (*sess) proto_put_u64(&w, "sess", *sess);
+        if (*sess) {
+            proto_put_u64(&w, "sess", *sess);
+            proto_put_str(&w, "key", key);
+        }
     } else {
         proto_put_str(&w, "prompt", o->prompt);
     }
@@ -253,7 +257,7 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
         return 1;
     }
     int accepted = 0, rc = 1;
-    uint64_t n_prompt = 0, n_gen = 0;
+    uint64_t n_prompt = 0, n_gen = 0, queue_pos = 0;
     int64_t last_rx = net_now_ms(), last_ping = last_rx;
     if (o->echo && !msgs && !o->json) {
         fputs(o->prompt, stdout);
@@ -275,6 +279,8 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
                 accepted = 1;
                 n_prompt = proto_u64(&m, "ntok", 0);
                 *sess = proto_u64(&m, "sess", 0);
+                proto_strcpy(&m, "key", key, LC_KEY_MAX);
+                queue_pos = proto_u64(&m, "pos", 0);
             } else if (m.type == PT_PIECE) {
                 size_t n;
                 const char *p = proto_str(&m, "text", &n);
@@ -302,16 +308,18 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
                 char reason[32];
                 proto_strcpy(&m, "reason", reason, sizeof reason);
                 double gen_s = t1 - t_first, tps = n_gen > 1 && gen_s > 0 ? (double)(n_gen - 1) / gen_s : 0;
+                uint64_t moves = proto_u64(&m, "moves", 0);
                 if (o->json)
                     printf("{\"done\":true,\"reason\":\"%s\",\"prompt_tokens\":%llu,\"tokens\":%llu,"
-                           "\"ttft_ms\":%.1f,\"total_ms\":%.1f,\"tokens_per_s\":%.2f}\n",
+                           "\"ttft_ms\":%.1f,\"total_ms\":%.1f,\"tokens_per_s\":%.2f,\"queue_pos\":%llu,"
+                           "\"moves\":%llu}\n",
                            reason, (unsigned long long)n_prompt, (unsigned long long)n_gen, (t_first - t0) * 1e3,
-                           (t1 - t0) * 1e3, tps);
+                           (t1 - t0) * 1e3, tps, (unsigned long long)queue_pos, (unsigned long long)moves);
                 if (o->stats)
                     fprintf(stderr, "\nprompt tokens: %llu, generated tokens: %llu, time to first token: %.1f ms, "
-                                    "%.2f tokens/s, total %.1f ms (%s)\n",
+                                    "%.2f tokens/s, total %.1f ms (%s; queued at position %llu, moved %llu times)\n",
                             (unsigned long long)n_prompt, (unsigned long long)n_gen, (t_first - t0) * 1e3, tps,
-                            (t1 - t0) * 1e3, reason);
+                            (t1 - t0) * 1e3, reason, (unsigned long long)queue_pos, (unsigned long long)moves);
                 rc = 0;
                 proto_msg_free(&m);
                 break;
@@ -366,7 +374,8 @@ int cmd_generate(int argc, char **argv)
     }
     install_sigint();
     uint64_t sess = 0;
-    r = run_turn(&c, &o, NULL, 0, &sess, NULL, NULL);
+    char key[LC_KEY_MAX] = "";
+    r = run_turn(&c, &o, NULL, 0, &sess, key, NULL, NULL);
     if (r == 0 && !o.json && isatty(1)) putchar('\n');
     lc_close(&c);
     return r;
@@ -388,7 +397,7 @@ int cmd_chat(int argc, char **argv)
     char **msgs = malloc((size_t)cap * sizeof *msgs);
     if (o.system) { msgs[n++] = strdup("system"); msgs[n++] = strdup(o.system); }
     uint64_t sess = 0;
-    char line[8192];
+    char key[LC_KEY_MAX] = "", line[8192];
     r = 0;
     for (;;) {
         if (tty) { fputs("> ", stdout); fflush(stdout); }
@@ -404,7 +413,7 @@ int cmd_chat(int argc, char **argv)
         msgs[n++] = strdup(line);
         char *reply = NULL;
         size_t len = 0;
-        r = run_turn(&c, &o, (const char *const *)msgs, n, &sess, &reply, &len);
+        r = run_turn(&c, &o, (const char *const *)msgs, n, &sess, key, &reply, &len);
         putchar('\n');
         fflush(stdout);
         msgs[n++] = strdup("assistant");
@@ -415,6 +424,7 @@ int cmd_chat(int argc, char **argv)
         proto_writer w;
         proto_begin(&w, PT_CANCEL, 0);
         proto_put_u64(&w, "sess", sess);
+        proto_put_str(&w, "key", key);
         lc_send(&c, &w);
     }
     for (int i = 0; i < n; i++) free(msgs[i]);
