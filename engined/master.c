@@ -7,7 +7,7 @@
  *
  *   engined --model stories.gguf --workers 2          # master + 2 workers
  *   engined --attach [--run-dir DIR]                  # one more worker, foreground
- *   engined --worker --segment /llm-0123456789abcdef  # what the master execs
+ *   engined --worker --segment /llm-1000-0123456789abcdef  # what the master execs
  */
 #include <errno.h>
 #include <signal.h>

@@ -4,7 +4,7 @@
  * front_req.c; the design is in front.h and docs/ARCHITECTURE.md.
  *
  *   tokenizerd --model stories.gguf [--run-dir DIR]
- *   tokenizerd --segment /llm-0123456789abcdef       # vocabulary from the engine segment
+ *   tokenizerd --segment /llm-1000-0123456789abcdef       # vocabulary from the engine segment
  */
 #include <errno.h>
 #include <stdio.h>
