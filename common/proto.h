@@ -61,6 +61,7 @@ typedef enum {
     PT_SAMPLE,       /* W->S  sample from logits in the worker's shm slot */
     PT_SAMPLED,      /* S->W  the token (and carried sampler state) */
     PT_PONG,         /* F->C  reply to PT_PING */
+    PT_REPORT,       /* W->F  a session the worker holds, for a new front door to adopt */
     PT_TYPE_COUNT
 } proto_type;
 
@@ -92,6 +93,7 @@ typedef struct {
     uint64_t         id;
     msgpack_unpacked up;   /* owns every object below */
     char            *bytes; /* the copy the objects point into */
+    size_t           len;   /* its size */
     const msgpack_object_map *map;
 } proto_msg;
 

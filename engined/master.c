@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -168,8 +169,12 @@ static pid_t spawn(const engd_opts *o, const char *self, const char *seg)
     if (o->sampler) { av[n++] = "--sampler"; av[n++] = o->sampler; }
     av[n] = NULL;
     fflush(stderr);
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid == 0) {
+        /* a master killed with -9 takes its workers along (SIGTERM: they say goodbye, so
+         * their sessions move at once); the next master starts fresh ones on the segment */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(0); /* it died before prctl */
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);

@@ -18,6 +18,12 @@
  * tokens independent of how sessions were grouped and chunked. A sample request
  * unanswered for SAMPLE_RETRY_MS is re-sent (samplerd may have restarted; the answer is
  * the same). Liveness is the I/O thread's business (worker_io.h).
+ *
+ * When the front door restarts (its heartbeat brings a new epoch), the sessions keep
+ * running: each is reported to the new instance (PT_REPORT: tokens, step, budget,
+ * sampler state, and the front door's own record of the request that came with the
+ * RUN), which adopts it; TOKENs sent meanwhile to the old epoch are ignored there, their
+ * tokens being in the report.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -59,6 +65,8 @@ typedef struct {
     uint64_t     budget;   /* tokens still to generate */
     uint8_t      sp[SMP_WIRE_MAX]; /* sampler parameters, wire form (parsed once at the front) */
     size_t       sp_len;
+    uint8_t     *fb;       /* the front door's record of the request (opaque; echoed in REPORT) */
+    size_t       fb_len;
     double       mu;
     int          mu_set;
     int32_t      eog[16];
@@ -133,6 +141,9 @@ static void sess_drop(wsess *s)
     s->sess = 0;
     s->n_toks = 0;
     s->sp_len = 0;
+    free(s->fb);
+    s->fb = NULL;
+    s->fb_len = 0;
     if (s->es) eng_session_reset(s->es);
 }
 
@@ -290,6 +301,25 @@ static void retry_samples(worker *w, int64_t now)
 
 /* ---- the front door's requests -------------------------------------------------------- */
 
+/* PT_REPORT: everything a new front door needs to adopt session s: its tokens, step,
+ * budget, sampler state and the front door's own record (fb). */
+static void send_report(worker *w, const wsess *s)
+{
+    proto_writer pw;
+    proto_begin(&pw, PT_REPORT, s->sess);
+    proto_put_u64(&pw, "sess", s->sess);
+    proto_put_ints(&pw, "toks", s->toks, (size_t)s->n_toks);
+    proto_put_u64(&pw, "step", s->step);
+    proto_put_u64(&pw, "budget", s->budget);
+    proto_put_bin(&pw, "sp", s->sp, s->sp_len);
+    proto_put_u64(&pw, "epoch", s->epoch);
+    if (s->fb_len) proto_put_bin(&pw, "fb", s->fb, s->fb_len);
+    if (s->mu_set) proto_put_f64(&pw, "mu", s->mu);
+    proto_put_ints(&pw, "eog", s->eog, (size_t)s->n_eog);
+    if (s->state == WS_IDLE) proto_put_bool(&pw, "idle", 1);
+    send_front(w, &pw);
+}
+
 /* PT_RUN: (re)start a session from the front door's tokens. */
 static void on_run(worker *w, const proto_msg *pm)
 {
@@ -346,6 +376,14 @@ static void on_run(worker *w, const proto_msg *pm)
     s->budget = proto_u64(pm, "budget", 0);
     memcpy(s->sp, sp->via.bin.ptr, sp->via.bin.size);
     s->sp_len = sp->via.bin.size;
+    const msgpack_object *fb = proto_field(pm, "fb");
+    free(s->fb);
+    s->fb = NULL;
+    s->fb_len = 0;
+    if (fb && fb->via.bin.size && (s->fb = malloc(fb->via.bin.size))) {
+        memcpy(s->fb, fb->via.bin.ptr, fb->via.bin.size);
+        s->fb_len = fb->via.bin.size;
+    }
     int nh = smp_history_needed(&p);
     s->n_hist = nh < 0 || nh > HIST_MAX ? HIST_MAX : nh;
     s->mu_set = proto_field(pm, "mu") != NULL;
@@ -364,10 +402,16 @@ static void on_front(worker *w, const proto_msg *pm)
     case PT_FRONT_HB: {
         uint64_t e = proto_u64(pm, "epoch", 0);
         if (e != w->epoch) {
-            /* a new front door: sessions of the old one are orphans */
-            for (int i = 0; i < w->n_s; i++)
-                if (w->s[i].state != WS_FREE && w->s[i].epoch != e) sess_drop(&w->s[i]);
-            if (w->epoch) log_info("front door restarted (epoch %llx); dropped its sessions", (unsigned long long)e);
+            /* a new front door: it adopts the sessions we hold (they keep running) */
+            int n = 0;
+            for (int i = 0; i < w->n_s; i++) {
+                wsess *s = &w->s[i];
+                if (s->state == WS_FREE) continue;
+                s->epoch = e;
+                send_report(w, s);
+                n++;
+            }
+            if (w->epoch) log_info("front door restarted (epoch %llx); reported %d sessions to it", (unsigned long long)e, n);
             w->epoch = e;
         }
         if (!w->registered) log_info("registered with the front door");
