@@ -369,6 +369,13 @@ proto_msg proto_view(const proto_msg *m, const msgpack_object *map)
     return v;
 }
 
+void proto_msg_move(proto_msg *dst, proto_msg *src)
+{
+    *dst = *src;
+    if (src->map == &src->up.data.via.map) dst->map = &dst->up.data.via.map;
+    memset(src, 0, sizeof *src);
+}
+
 const msgpack_object *proto_field(const proto_msg *m, const char *key)
 {
     return m->map ? map_get(m->map, key) : NULL;

@@ -102,6 +102,9 @@ typedef struct {
 int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t errcap);
 /* Frees a decoded message; accepts a zeroed or freed one. */
 void proto_msg_free(proto_msg *m);
+/* Moves a decoded message to dst (src is left empty). A proto_msg must never be copied
+ * by assignment: its map points into the struct itself. */
+void proto_msg_move(proto_msg *dst, proto_msg *src);
 /* The name of a type for logs ("GENERATE"), "?" when out of range. */
 const char *proto_type_name(int type);
 

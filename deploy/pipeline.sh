@@ -103,22 +103,22 @@ start_one() {
         echo $! >"$RUN_DIR/$d.pid"
         return 0
     fi
-    # the supervisor: restarts the daemon when it dies (50 ms later, backing off to 2 s
-    # when it keeps dying young); $d.pid always holds the daemon's current pid
+    # the supervisor: restarts the daemon when it dies (at once; backing off from 50 ms
+    # to 2 s when it keeps dying young); $d.pid always holds the daemon's current pid
     rm -f "$RUN_DIR/$d.stop" "$RUN_DIR/$d.pid"
     (
         trap '' HUP
         trap '[ -n "${child:-}" ] && kill -TERM "$child" 2>/dev/null; wait "$child" 2>/dev/null; exit 0' TERM INT
-        delay=50
+        delay=0
         while :; do
             "$BIN/$d" "${args[@]}" >>"$RUN_DIR/$d.log" 2>&1 </dev/null &
             child=$! born=$(date +%s%3N)
             echo "$child" >"$RUN_DIR/$d.pid"
             wait "$child"; st=$?
             [ -f "$RUN_DIR/$d.stop" ] && exit 0
-            if [ $(( $(date +%s%3N) - born )) -lt 1000 ]; then delay=$(( delay * 2 > 2000 ? 2000 : delay * 2 )); else delay=50; fi
+            if [ $(( $(date +%s%3N) - born )) -lt 1000 ]; then delay=$(( delay < 50 ? 50 : delay * 2 > 2000 ? 2000 : delay * 2 )); else delay=0; fi
             echo "$(date -u +%FT%T.%3NZ) pipeline.sh[$$] WARN $d (pid $child) ended with status $st; restarting it in $delay ms" >>"$RUN_DIR/$d.log"
-            sleep "$(printf '0.%03d' $((delay % 1000)))"; [ "$delay" -ge 1000 ] && sleep $((delay / 1000))
+            [ "$delay" -gt 0 ] && sleep "$((delay / 1000)).$(printf '%03d' $((delay % 1000)))"
         done
     ) </dev/null >/dev/null 2>&1 &
     echo $! >"$RUN_DIR/$d.sup"

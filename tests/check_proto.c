@@ -77,6 +77,18 @@ START_TEST(test_round_trip)
     ck_assert_str_eq(buf, "h\xc3\xa9");
     proto_msg_free(&m);
     proto_msg_free(&m); /* twice is fine */
+    /* a message moved elsewhere reads its own fields (its map pointed into the struct) */
+    make_run(&w, 3);
+    proto_msg *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    ck_assert_int_eq(proto_decode(a, proto_data(&w), proto_size(&w), err, sizeof err), 0);
+    proto_writer_free(&w);
+    proto_msg_move(b, a);
+    memset(a, 0x5A, sizeof *a);
+    free(a);
+    ck_assert_uint_eq(proto_u64(b, "sess", 0), 7);
+    ck_assert_int_eq(proto_ints(b, "toks", t, 16), 3);
+    proto_msg_free(b);
+    free(b);
 }
 END_TEST
 

@@ -136,6 +136,9 @@ typedef struct {
     int64_t      no_worker_ms; /* since when no worker is up (0: some is) */
     front_parked *parked;      /* (FRONT_MAX_PARKED) */
     int          n_parked;
+    int          fault_at;     /* test hook (front_fault_arm): die at this many tokens... */
+    int          fault_kind;   /* ...0 at once, 1 with text held for a stop string, 2 with
+                                * part of a character held back */
     int32_t      eog[16];
     int          n_eog;
     uint64_t     served, failed;
@@ -175,6 +178,12 @@ void front_adopt(front *f, int wi, const proto_msg *m);
 int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
 /* Handles parked resumes whose session is known now or whose grace period ended. */
 void front_unpark(front *f, int64_t now);
+
+/* Test hook: if RUN_DIR/fault-front-exit exists ("N [any|held|partial]"), it is read
+ * and removed, and this front door will _exit(137), as kill -9 would, once a session has
+ * generated N tokens (and, with held/partial, holds text back for a stop string or a
+ * partial character at that moment), logging what it held. */
+void front_fault_arm(front *f, const char *run_dir);
 
 /* front_sched.c */
 /* Dispatches queued requests in admission order, expires silent clients and idle chats,

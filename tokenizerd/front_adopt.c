@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "front.h"
 #include "log.h"
@@ -197,9 +198,33 @@ void front_unpark(front *f, int64_t now)
             i++;
             continue;
         }
-        front_parked cur = *p;
-        f->parked[i] = f->parked[--f->n_parked];
+        front_parked cur;
+        proto_msg_move(&cur.m, &p->m);
+        memcpy(cur.rid, p->rid, p->rid_len);
+        cur.rid_len = p->rid_len;
+        front_parked *last = &f->parked[--f->n_parked];
+        if (last != p) {
+            proto_msg_move(&p->m, &last->m);
+            memcpy(p->rid, last->rid, last->rid_len);
+            p->rid_len = last->rid_len;
+        }
         front_generate(f, cur.rid, cur.rid_len, &cur.m);
         proto_msg_free(&cur.m);
     }
+}
+
+void front_fault_arm(front *f, const char *run_dir)
+{
+    char path[512], kind[16] = "any";
+    snprintf(path, sizeof path, "%s/fault-front-exit", run_dir);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return;
+    int n = 0;
+    if (fscanf(fp, "%d %15s", &n, kind) >= 1 && n > 0) {
+        f->fault_at = n;
+        f->fault_kind = !strcmp(kind, "held") ? 1 : !strcmp(kind, "partial") ? 2 : 0;
+        log_warn("test hook armed: exiting at token %d (%s)", n, kind);
+    }
+    fclose(fp);
+    unlink(path);
 }

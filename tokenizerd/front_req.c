@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "front.h"
 #include "log.h"
@@ -306,7 +307,16 @@ void front_token(front *f, int wi, const proto_msg *m)
     r->n_gen++;
     r->mu_set = proto_field(m, "mu") != NULL;
     r->mu = proto_f64(m, "mu", 0);
-    if (r->attached) emit_token(f, r, t, m); /* else the text waits for its client's resume (a replay) */
+    if (!r->attached) return; /* the text waits for its client's resume (a replay) */
+    uint64_t sess_id = r->sess;
+    int finished = emit_token(f, r, t, m);
+    if (f->fault_at && !finished && r->n_gen >= f->fault_at &&
+        (f->fault_kind == 0 || (f->fault_kind == 1 && r->held_len) ||
+         (f->fault_kind == 2 && tok_stream_pending(r->det)))) {
+        log_warn("test hook: exiting at token %d of session %016llx, %zu bytes held for a stop string, %zu bytes of "
+                 "a partial character", r->n_gen, (unsigned long long)sess_id, r->held_len, tok_stream_pending(r->det));
+        _exit(137);
+    }
 }
 
 void front_worker_error(front *f, int wi, const proto_msg *m)

@@ -336,6 +336,7 @@ int tokd_serve(int argc, char **argv)
     f.lim = lim;
     f.no_worker_ms = f.start_ms;
     f.parked = calloc(FRONT_MAX_PARKED, sizeof *f.parked);
+    front_fault_arm(&f, dir);
     f.vocab = load_vocab(&f, model, segment, tmpl);
     f.ctx = zmq_ctx_new();
     int rc = 1;
