@@ -88,6 +88,8 @@ typedef struct {
     uint64_t    next_req, next_seq, epoch, steps;
     int64_t     last_front_ms;
     float      *logits;    /* (max_sessions, n_vocab) rows of one step */
+    int        *order;     /* (max_sessions) prefill sessions of a step, by arrival */
+    wsess     **lrow;      /* (max_sessions) sessions whose logits a step computes */
     eng_item   *items;     /* (batch_tokens + PREFILL_MIN + max_sessions) */
     int         registered;
     long        stall_step; /* fault injection for tests: LLM_FAULT_STALL_STEP */
@@ -435,8 +437,8 @@ static void on_front(worker *w, const proto_msg *pm)
  * Returns 1 if a step ran. */
 static int step(worker *w)
 {
-    int n = 0, nl = 0, order[w->n_s], no = 0;
-    wsess *lrow[w->n_s];
+    int n = 0, nl = 0, no = 0, *order = w->order;
+    wsess **lrow = w->lrow;
     for (int i = 0; i < w->n_s; i++) {
         wsess *s = &w->s[i];
         if (s->state != WS_READY) continue;
@@ -549,6 +551,8 @@ static void worker_free(worker *w)
     free(w->s);
     free(w->logits);
     free(w->items);
+    free(w->order);
+    free(w->lrow);
     lshm_destroy(&w->ring);
     net_close(&w->samp);
     if (w->ctx) zmq_ctx_term(w->ctx);
@@ -603,6 +607,8 @@ int engd_worker_run(const engd_opts *o)
     w.stall_step = fs ? atol(fs) : 0;
     w.s = calloc((size_t)w.n_s, sizeof *w.s);
     w.logits = malloc((size_t)w.n_s * (size_t)w.n_vocab * sizeof(float));
+    w.order = malloc((size_t)w.n_s * sizeof *w.order);
+    w.lrow = malloc((size_t)w.n_s * sizeof *w.lrow);
     w.items = malloc((size_t)(w.batch_tokens + PREFILL_MIN + w.n_s) * sizeof *w.items);
     w.ring = lshm_create(getpid(), (uint32_t)w.n_s, (uint32_t)w.n_vocab, err, sizeof err);
     w.ctx = zmq_ctx_new();
@@ -616,7 +622,7 @@ int engd_worker_run(const engd_opts *o)
     eng_session *probe = w.ctx ? eng_session_new(w.m, o->n_ctx, ENG_KV_F16, err, sizeof err) : NULL;
     w.n_ctx = probe ? eng_session_n_ctx(probe) : 0; /* what --ctx 0 resolves to */
     eng_session_free(probe);
-    if (!w.s || !w.logits || !w.items || !w.ring || !w.ctx || !w.n_ctx || connect_sockets(&w, dir, &front) != 0) {
+    if (!w.s || !w.logits || !w.items || !w.order || !w.lrow || !w.ring || !w.ctx || !w.n_ctx || connect_sockets(&w, dir, &front) != 0) {
         if (!w.ring) log_error("%s", err);
         net_close(&front);
         worker_free(&w);
