@@ -31,8 +31,9 @@
 
 #define NET_HB_MS        250   /* heartbeat interval, milliseconds */
 #define NET_HB_LIVENESS  4     /* beats missed before a peer is declared dead */
-#define NET_RECONNECT_MS 100   /* first reconnect interval; ZeroMQ backs off to NET_RECONNECT_MAX_MS */
-#define NET_RECONNECT_MAX_MS 2000
+#define NET_RECONNECT_MS 20    /* first reconnect interval; ZeroMQ backs off to NET_RECONNECT_MAX_MS
+                                * (short: a restarted daemon is found again within 100 ms) */
+#define NET_RECONNECT_MAX_MS 100
 
 typedef enum { NET_EP_FRONT, NET_EP_WORKERS, NET_EP_SAMPLER, NET_EP_COUNT } net_ep;
 
@@ -53,7 +54,9 @@ int net_curve(void *sock, const char *endpoint, int is_server, char *err, size_t
 void net_close(void **sock);
 
 /* Sends [routing id][payload] (routing NULL: just the payload); 0 or -1. Non-blocking:
- * a message that cannot be queued is dropped (the protocol's retries cover it). */
+ * a message that cannot be queued is dropped (the protocol's retries cover it). A
+ * payload over PROTO_MAX_MSG is never sent (the peer would drop the connection): -1,
+ * errno EMSGSIZE and an error log line; callers bound what they build. */
 int net_send(void *sock, const void *rid, size_t rid_len, const void *data, size_t len);
 /* Receives one message without blocking: for a ROUTER the first frame is copied into
  * rid (cap NET_RID_MAX) and its length into *rid_len. The payload is returned in *msg

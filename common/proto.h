@@ -37,7 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2
+#define PROTO_VERSION_STR "2"
 #define PROTO_MAX_MSG (4u << 20) /* bytes; ZMQ_MAXMSGSIZE on every socket (net.c) */
 
 /* Message types. Direction in the comment: C=llmc, F=tokenizerd (front door),
@@ -60,6 +61,7 @@ typedef enum {
     PT_SAMPLE,       /* W->S  sample from logits in the worker's shm slot */
     PT_SAMPLED,      /* S->W  the token (and carried sampler state) */
     PT_PONG,         /* F->C  reply to PT_PING */
+    PT_REPORT,       /* W->F  a session the worker holds, for a new front door to adopt */
     PT_TYPE_COUNT
 } proto_type;
 
@@ -78,6 +80,10 @@ typedef enum {
     PK_TOPS,  /* array of [id, logprob] pairs: int32, number (top log-probabilities) */
     PK_PROBS, /* array of maps {id int32, logprob number, top PK_TOPS, text string};
                * id and logprob required, top and text optional (PIECE "probs") */
+    PK_SAMPLE_ROWS,  /* array of maps, one row of a SAMPLE batch: sess, step, slot U64,
+                      * sp BIN, hist INTS required; mu F64 optional */
+    PK_SAMPLED_ROWS, /* array of maps, one answer of a SAMPLED batch: sess, step U64
+                      * required; tok I64 or err STR; mu, logprob F64, top TOPS optional */
     PK_KIND_COUNT
 } proto_kind;
 
@@ -87,6 +93,7 @@ typedef struct {
     uint64_t         id;
     msgpack_unpacked up;   /* owns every object below */
     char            *bytes; /* the copy the objects point into */
+    size_t           len;   /* its size */
     const msgpack_object_map *map;
 } proto_msg;
 
@@ -95,8 +102,15 @@ typedef struct {
 int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t errcap);
 /* Frees a decoded message; accepts a zeroed or freed one. */
 void proto_msg_free(proto_msg *m);
+/* Moves a decoded message to dst (src is left empty). A proto_msg must never be copied
+ * by assignment: its map points into the struct itself. */
+void proto_msg_move(proto_msg *dst, proto_msg *src);
 /* The name of a type for logs ("GENERATE"), "?" when out of range. */
 const char *proto_type_name(int type);
+
+/* A view of a nested map of m (a row of a batch, already validated by proto_decode) that
+ * the getters below accept; it borrows m's memory: never proto_msg_free it. */
+proto_msg proto_view(const proto_msg *m, const msgpack_object *map);
 
 /* Field getters: the value of key, or dflt when absent or of another kind. */
 const msgpack_object *proto_field(const proto_msg *m, const char *key);
