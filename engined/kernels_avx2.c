@@ -23,7 +23,6 @@
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define TGT_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 #define TGT_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
-#define TGT_VNNI_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c,avxvnni")))
 
 #include "kernels_x86.h"
 
@@ -109,9 +108,9 @@ TGT_INLINE __m256i lane_mask(int lo, int hi)
                             _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), idx));
 }
 
-/* One half-tile (8 rows, `half` 0 or 1) of a tile times T tokens. Per block and group
- * the 8 rows' four values are one ymm; DOT adds its dot with one token's four values
- * (broadcast) to that token's int32 lanes, which INIT started for the block. */
+/* AVX2: one half-tile (8 rows, `half` 0 or 1) of a tile times T tokens. Per block and
+ * group the 8 rows' four values are one ymm; DOT adds its dot with one token's four
+ * values (broadcast) to that token's int32 lanes, which INIT started for the block. */
 #define YMICRO(NAME, T, ATTR, INIT, PREP, DOT)                                              \
 static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int half, const uint8_t *xq, size_t xs,  \
                      float *y, int64_t ldy, __m256i mask)                                    \
@@ -151,19 +150,57 @@ static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int half, const uint8
 #define A2_INIT _mm256_setzero_si256()
 #define A2_PREP __m256i ws = _mm256_xor_si256(wv, bias), aw = _mm256_sign_epi8(ws, ws);
 #define A2_DOT _mm256_add_epi32(is[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xb, ws)), ones))
-/* AVX-VNNI: unsigned stored bytes times signed x, from -128 * sum(x). */
-#define VN_INIT _mm256_set1_epi32(((const int32_t *)(xq + t * xs + nbp * (KERN_QK + 4)))[k])
-#define VN_PREP
-#define VN_DOT _mm256_dpbusd_avx_epi32(is[t], wv, xb)
 
 #define A2(T) YMICRO(a2_micro, T, TGT, A2_INIT, A2_PREP, A2_DOT)
-#define VN(T) YMICRO(vn_micro, T, TGT_VNNI, VN_INIT, VN_PREP, VN_DOT)
 A2(1) A2(2) A2(3) A2(4) A2(5)
-VN(1) VN(2) VN(3) VN(4) VN(5) VN(6)
+
+/* AVX-VNNI: both halves of a tile times T tokens, so each token's broadcast feeds two
+ * vpdpbusd (2 x 3 x 2 accumulators + 2 weight vectors + the broadcast: 15 registers). */
+#define VN2(T)                                                                               \
+static TGT_VNNI void vn2_micro_##T(const uint8_t *w, int64_t nsb, const uint8_t *xq, size_t xs,   \
+                                   float *y, int64_t ldy, __m256i m0, __m256i m1)            \
+{                                                                                            \
+    const int64_t nbp = nsb * KERN_SB_BLOCKS;                                                \
+    __m256 acc[2][T];                                                                        \
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)                                     \
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps(); \
+    for (int64_t s = 0; s < nsb; s++) {                                                      \
+        const kern_q8t_sb *sb = (const kern_q8t_sb *)w + s;                                  \
+        _Pragma("GCC unroll 2") for (int b = 0; b < KERN_SB_BLOCKS; b++) {                  \
+            int64_t k = s * KERN_SB_BLOCKS + b;                                              \
+            __m256i is[2][T];                                                                \
+            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                             \
+                is[0][t] = is[1][t] = _mm256_set1_epi32(((const int32_t *)(xq + t * xs + nbp * (KERN_QK + 4)))[k]); \
+            _Pragma("GCC unroll 8") for (int g = 0; g < KERN_QK / 4; g++) {                 \
+                __m256i w0 = _mm256_load_si256((const __m256i *)sb->q[b][g]);                \
+                __m256i w1 = _mm256_load_si256((const __m256i *)sb->q[b][g] + 1);            \
+                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                       \
+                    __m256i xb = _mm256_set1_epi32(load_i32(xq + t * xs + k * KERN_QK + 4 * g)); \
+                    is[0][t] = _mm256_dpbusd_avx_epi32(is[0][t], w0, xb);                    \
+                    is[1][t] = _mm256_dpbusd_avx_epi32(is[1][t], w1, xb);                    \
+                }                                                                            \
+            }                                                                                \
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {                           \
+                __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)sb->d[b] + h));  \
+                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                       \
+                    const float *dx = (const float *)(xq + t * xs + nbp * KERN_QK);          \
+                    __m256 sc = _mm256_mul_ps(dw, _mm256_broadcast_ss(dx + k));              \
+                    acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[h][t]), sc, acc[h][t]); \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                                   \
+        _mm256_maskstore_ps(y + t * ldy, m0, acc[0][t]);                                     \
+        _mm256_maskstore_ps(y + t * ldy + 8, m1, acc[1][t]);                                 \
+    }                                                                                        \
+}
+VN2(1) VN2(2) VN2(3)
+typedef void (*vn2_fn)(const uint8_t *, int64_t, const uint8_t *, size_t, float *, int64_t, __m256i, __m256i);
+static const vn2_fn vn2_micros[] = { NULL, vn2_micro_1, vn2_micro_2, vn2_micro_3 };
 
 typedef void (*ymicro_fn)(const uint8_t *, int64_t, int, const uint8_t *, size_t, float *, int64_t, __m256i);
 static const ymicro_fn a2_micros[] = { NULL, a2_micro_1, a2_micro_2, a2_micro_3, a2_micro_4, a2_micro_5 };
-static const ymicro_fn vn_micros[] = { NULL, vn_micro_1, vn_micro_2, vn_micro_3, vn_micro_4, vn_micro_5, vn_micro_6 };
 
 /* kern_q8t_block_fn over halves of tiles, tokens in chunks of the largest micro. */
 TGT_INLINE void ymm_block(const ymicro_fn *micros, int tmax, const uint8_t *w, size_t tb, int nr,
@@ -194,7 +231,15 @@ static TGT void avxvnni_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t n
                                   size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
     (void)stream;
-    ymm_block(vn_micros, 6, w, tb, nr, nsb, xq, xs, nt, y, ldy, lo, hi);
+    for (int i = 0; i < nr; i++) {
+        __m256i m0 = lane_mask(lo - KERN_TILE * i, hi - KERN_TILE * i);
+        __m256i m1 = lane_mask(lo - KERN_TILE * i - 8, hi - KERN_TILE * i - 8);
+        for (int t = 0; t < nt; t += 3) {
+            int n = nt - t < 3 ? nt - t : 3;
+            vn2_micros[n](w + (size_t)i * tb, nsb, xq + (size_t)t * xs, xs, y + (int64_t)t * ldy + i * KERN_TILE,
+                          ldy, m0, m1);
+        }
+    }
 }
 
 /* ---- float helpers ---- */
