@@ -9,8 +9,9 @@
 # Files: $BENCH_DIR/tinyllama-1.1b-{Q8_0,Q4_0}.gguf (default /tmp/llm-bench), made with
 # `llmc synth --seed 2001` when missing (../shared/BENCH.md). Prompt processing: one
 # 512-token prompt pass (engined --eval, weights mapped in first, as llama-bench's
-# warm-up does); decode: 128 greedy one-token steps after a 1-token prompt; ours best of
-# $REPS runs. Peers: `llama-bench -m FILE -p 512 -n 128 -r 3 -t T -fa 0` (mean of 3).
+# warm-up does); decode: 128 greedy one-token steps after a 1-token prompt. Peers:
+# `llama-bench -m FILE -p 512 -n 128 -r 3 -t T -fa 0` (its mean of 3). $REPS rounds
+# (default 3) of ours and each peer back to back; each column is its best round.
 # Threads $THREADS (default "1 2"). Then our pp2048 against our pp512 (Q8_0), and
 # batched decode of 1..16 sessions (bench/engine). The machine is shared and noisy:
 # compare ratios taken in the same run. Segments this run builds are removed at the end
@@ -45,20 +46,16 @@ for ty in $TYPES; do
     [ -n "$seg" ] && built+=("$seg")
 done
 
-best() { sort -g | tail -1; }
-ours_pp() { # file threads prompt -> tok/s
-    for r in $(seq "$REPS"); do
-        "$BIN/engined" --model "$1" --eval "$3" -n 1 --threads "$2" 2>&1 >/dev/null |
-            sed -n 's/.*prefill: [0-9]* tokens in .* ms (\([0-9.]*\) tok\/s).*/\1/p'
-    done | best
+max() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "-" || a == "" ? b : b == "-" || b == "" ? a : (a + 0 > b + 0 ? a : b)) }'; }
+ours_pp() { # file threads prompt -> tok/s of one run
+    "$BIN/engined" --model "$1" --eval "$3" -n 1 --threads "$2" 2>&1 >/dev/null |
+        sed -n 's/.*prefill: [0-9]* tokens in .* ms (\([0-9.]*\) tok\/s).*/\1/p'
 }
-ours_tg() { # file threads -> tok/s
-    for r in $(seq "$REPS"); do
-        "$BIN/engined" --model "$1" --eval "$DIR/p1.txt" -n 129 --threads "$2" 2>&1 >/dev/null |
-            sed -n 's/.*decode: 128 tokens in .* ms (\([0-9.]*\) tok\/s.*/\1/p'
-    done | best
+ours_tg() { # file threads -> tok/s of one run
+    "$BIN/engined" --model "$1" --eval "$DIR/p1.txt" -n 129 --threads "$2" 2>&1 >/dev/null |
+        sed -n 's/.*decode: 128 tokens in .* ms (\([0-9.]*\) tok\/s.*/\1/p'
 }
-# llama-bench -o csv -> "pp512 tg128" (avg tok/s), or "- -" without the binary
+# llama-bench -o csv -> "pp512 tg128" (mean tok/s of its -r 3), or "- -" without the binary
 peer() { # binary file threads
     if [ -z "$1" ] || [ ! -x "$1" ]; then echo "- -"; return; fi
     "$1" -m "$2" -p 512 -n 128 -r 3 -t "$3" -fa 0 -o csv 2>/dev/null | python3 -c '
@@ -80,10 +77,14 @@ declare -A PP512
 for ty in $TYPES; do
     f=$DIR/tinyllama-1.1b-$ty.gguf
     for t in $THREADS; do
-        p=$(ours_pp "$f" "$t" "$DIR/p512.txt"); g=$(ours_tg "$f" "$t")
+        # $REPS rounds of ours, llama.cpp, ik_llama.cpp back to back; the best of each
+        p=- g=- lp=- lg=- ip=- ig=-
+        for r in $(seq "$REPS"); do
+            p=$(max "$p" "$(ours_pp "$f" "$t" "$DIR/p512.txt")"); g=$(max "$g" "$(ours_tg "$f" "$t")")
+            read -r a b <<<"$(peer "${LLAMA_BENCH:-}" "$f" "$t")"; lp=$(max "$lp" "$a"); lg=$(max "$lg" "$b")
+            read -r a b <<<"$(peer "${IK_LLAMA_BENCH:-}" "$f" "$t")"; ip=$(max "$ip" "$a"); ig=$(max "$ig" "$b")
+        done
         PP512[$ty.$t]=$p
-        read -r lp lg <<<"$(peer "${LLAMA_BENCH:-}" "$f" "$t")"
-        read -r ip ig <<<"$(peer "${IK_LLAMA_BENCH:-}" "$f" "$t")"
         awk -v ty="$ty" -v t="$t" -v p="$p" -v lp="$lp" -v ip="$ip" -v g="$g" -v lg="$lg" -v ig="$ig" '
             function best(a, b) { return a == "-" ? b : b == "-" ? a : (a + 0 > b + 0 ? a : b) }
             function ratio(x, y) { return y == "-" ? "-" : sprintf("%.2f", x / y) }
@@ -97,7 +98,8 @@ if [[ " $TYPES " == *" Q8_0 "* ]]; then
     echo "| file | threads | pp2048 ours | pp512 ours | pp2048 / pp512 |"
     echo "|---|---|---|---|---|"
     for t in $THREADS; do
-        p2=$(ours_pp "$DIR/tinyllama-1.1b-Q8_0.gguf" "$t" "$DIR/p2048.txt")
+        p2=-
+        for r in $(seq "$REPS"); do p2=$(max "$p2" "$(ours_pp "$DIR/tinyllama-1.1b-Q8_0.gguf" "$t" "$DIR/p2048.txt")"); done
         awk -v t="$t" -v a="$p2" -v b="${PP512[Q8_0.$t]}" \
             'BEGIN { printf "| Q8_0 | %d | %.1f | %.1f | %.2f |\n", t, a, b, a / b }'
     done

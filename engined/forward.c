@@ -11,6 +11,7 @@
  * numbers are independent of the rest of the batch (kernels.h, attn.h).
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,16 +340,22 @@ typedef struct {
     const void    *xq;    /* xq rows of X (q8t weights) */
     const float   *x;     /* f32 rows of X (f32 weights) */
     int64_t        n_tok;
+    int64_t        unit;      /* rows per work unit */
+    int            first[4];  /* first unit of matrix i; first[nw] = all units */
+    atomic_int     next;      /* next unit to take */
 } mm_job;
 
+/* Threads take units of rows as they free up (a preempted thread holds up one unit, not
+ * half the matrix); which thread computes a row never changes its bits. */
 static void mm_part(void *arg, int ith, int nth)
 {
-    const mm_job *j = arg;
-    for (int i = 0; i < j->nw; i++) {
+    mm_job *j = arg;
+    (void)ith; (void)nth;
+    for (int u; (u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->first[j->nw];) {
+        int i = 0;
+        while (u >= j->first[i + 1]) i++;
         const mdl_mat *w = j->w[i];
-        int64_t r0, r1;
-        pool_range(w->rows, 16, ith, nth, &r0, &r1);
-        if (r0 >= r1) continue;
+        int64_t r0 = (u - j->first[i]) * j->unit, r1 = r0 + j->unit < w->rows ? r0 + j->unit : w->rows;
         if (w->q8) kern_q8t_matmul(w->data, w->cols, j->xq, j->n_tok, j->y[i], j->ldy[i], r0, r1);
         else kern_f32_matmul(w->data, w->cols, j->x, j->n_tok, j->y[i], j->ldy[i], r0, r1);
     }
@@ -360,11 +367,14 @@ static void matmul(eng_model *m, const float *x, int n, int nw, const mdl_mat *c
                    float *const *y, const int64_t *ldy)
 {
     mm_job j = { .nw = nw, .x = x, .n_tok = n };
+    j.unit = w[0]->q8 ? kern_q8t_panel_rows(w[0]->cols, n) : 64;
+    atomic_init(&j.next, 0);
     for (int i = 0; i < nw; i++) {
         LLM_ASSERT(w[i]->cols == w[0]->cols && w[i]->q8 == w[0]->q8);
         j.w[i] = w[i];
         j.y[i] = y[i];
         j.ldy[i] = ldy ? ldy[i] : w[i]->rows;
+        j.first[i + 1] = j.first[i] + (int)((w[i]->rows + j.unit - 1) / j.unit);
     }
     if (w[0]->q8) {
         rows_job q = { .op = ROWS_QUANT, .x = x, .q = m->xq, .dim = (int)w[0]->cols };

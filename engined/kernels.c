@@ -136,6 +136,26 @@ static void scalar_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, c
 /* Weight bytes of a panel of tiles that stays in L2 while every token tile passes. */
 #define KERN_PANEL_BYTES (384 * 1024)
 
+/* Tiles per panel: what fits KERN_PANEL_BYTES, in whole micro-kernel calls. */
+static int64_t panel_tiles(const kern_ops *ops, size_t tb, int64_t csize)
+{
+    int64_t nrow = ops->q8t_rows[csize], panel = (int64_t)(KERN_PANEL_BYTES / tb);
+    return panel < nrow ? nrow : panel / nrow * nrow;
+}
+
+/* Token chunk size: chunks of nearly equal size, none above the table's tmax. */
+static int64_t chunk_size(const kern_ops *ops, int64_t n_tok)
+{
+    int64_t chunks = (n_tok + ops->q8t_tmax - 1) / ops->q8t_tmax;
+    return (n_tok + chunks - 1) / chunks;
+}
+
+int64_t kern_q8t_panel_rows(int64_t cols, int64_t n_tok)
+{
+    const kern_ops *ops = kern_active;
+    return panel_tiles(ops, kern_q8t_tile_bytes(cols), chunk_size(ops, n_tok < 1 ? 1 : n_tok)) * KERN_TILE;
+}
+
 void kern_q8t_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
                      float *y, int64_t ldy, int64_t r0, int64_t r1)
 {
@@ -144,12 +164,8 @@ void kern_q8t_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
     int64_t nsb = kern_nsb(cols);
     size_t tb = kern_q8t_tile_bytes(cols), xs = kern_xq_row_bytes(cols);
     int64_t t0 = r0 / KERN_TILE, t1 = (r1 + KERN_TILE - 1) / KERN_TILE;
-    /* token chunks of nearly equal size, none above tmax; panels of whole micro calls */
-    int tmax = ops->q8t_tmax;
-    int64_t chunks = (n_tok + tmax - 1) / tmax;
-    int64_t csize = (n_tok + chunks - 1) / chunks;
-    int64_t nrow = ops->q8t_rows[csize], panel = (int64_t)(KERN_PANEL_BYTES / tb);
-    panel = panel < nrow ? nrow : panel / nrow * nrow;
+    int64_t csize = chunk_size(ops, n_tok), chunks = (n_tok + csize - 1) / csize;
+    int64_t panel = panel_tiles(ops, tb, csize);
     const uint8_t *W = w, *X = xq;
     for (int64_t p0 = t0; p0 < t1; p0 += panel) {
         int64_t p1 = p0 + panel < t1 ? p0 + panel : t1;

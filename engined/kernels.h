@@ -160,6 +160,10 @@ static inline void kern_xq_quantize(const float *x, int64_t n_rows, int64_t cols
 void kern_q8t_matmul(const void *w, int64_t cols, const void *xq, int64_t n_tok,
                      float *y, int64_t ldy, int64_t r0, int64_t r1);
 
+/* Rows of one L2 panel of a q8t product of n_tok tokens (a multiple of KERN_TILE): the
+ * unit of work to hand to a thread (kern_q8t_matmul on [r0, r0 + panel rows)). */
+int64_t kern_q8t_panel_rows(int64_t cols, int64_t n_tok);
+
 /* Same over f32 weights (w_rows x cols, row stride cols) and f32 X (n_tok x cols). */
 static inline void kern_f32_matmul(const float *w, int64_t cols, const float *x, int64_t n_tok,
                                    float *y, int64_t ldy, int64_t r0, int64_t r1)

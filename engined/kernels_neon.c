@@ -12,7 +12,8 @@
  * scalar one's twin.
  *
  * Not run on the development machine (x86-64); compile-checked with
- * clang --target=aarch64-linux-gnu -fsyntax-only.
+ * clang --target=aarch64-linux-gnu -ffreestanding -fsyntax-only (with stub string.h and
+ * math.h where the aarch64 libc headers are missing).
  */
 #include "kernels.h"
 

@@ -8,7 +8,7 @@
  *   static void matmul_part(void *arg, int ith, int nth) {
  *       int64_t r0, r1;
  *       pool_range(rows, 4, ith, nth, &r0, &r1);   // this thread's rows, multiple of 4
- *       kern_q8_matmul(..., r0, r1);
+ *       kern_q8t_matmul(..., r0, r1);
  *   }
  *
  * pool_run calls fn(arg, 0, nth) on the calling thread and fn(arg, i, nth) for
