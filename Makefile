@@ -19,7 +19,7 @@ PKGS    := libzmq3-dev libmsgpack-dev check pkg-config python3 clang libclang-rt
 PC_LIBS := libzmq msgpack
 
 CSTD     := -std=c11 -D_GNU_SOURCE
-WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
+WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wvla -Wshadow
 OPT      ?= -O2 -g
 CFLAGS   += $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP -Icommon -Iengined -Itokenizerd -Isamplerd -Iclient
 PC_CFLAGS = $(shell pkg-config --cflags $(PC_LIBS) 2>/dev/null)

@@ -11,6 +11,7 @@
  * Each subcommand lives in its own client/cmd_*.c file.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmds.h"
@@ -59,13 +60,16 @@ int main(int argc, char **argv)
             fprintf(stderr, "error: 'llmc %s' is not built into this binary\n", argv[first]);
             return 1;
         }
-        char *sub_argv[argc + 1];
+        char **sub_argv = malloc((size_t)(argc + 1) * sizeof *sub_argv);
+        if (!sub_argv) return 1;
         int n = 0;
         sub_argv[n++] = argv[first];
         for (int j = 1; j < argc; j++)
             if (j != first) sub_argv[n++] = argv[j];
         sub_argv[n] = NULL;
-        return subcommands[i].fn(n, sub_argv);
+        int rc = subcommands[i].fn(n, sub_argv);
+        free(sub_argv);
+        return rc;
     }
     if (!cmd_generate) {
         usage(stderr);

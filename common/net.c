@@ -85,7 +85,11 @@ int net_curve(void *sock, const char *endpoint, int is_server, char *err, size_t
     if (strncmp(endpoint, "tcp://", 6) != 0) return 0;
     if (is_server) {
         const char *sec = getenv("LLM_CURVE_SECRET");
-        if (!sec) return 0;
+        if (!sec) {
+            log_warn("serving %s in plaintext: anyone who can reach it can read and send messages; "
+                     "set LLM_CURVE_SECRET (and the allow-lists) to use CURVE", endpoint);
+            return 0;
+        }
         int one = 1;
         if (!key_ok(sec) || zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
             zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 40) != 0) {
@@ -95,7 +99,11 @@ int net_curve(void *sock, const char *endpoint, int is_server, char *err, size_t
         return 0;
     }
     const char *srv = getenv("LLM_CURVE_SERVER");
-    if (!srv) return 0;
+    if (!srv) {
+        log_warn("connecting to %s in plaintext (set LLM_CURVE_SERVER to the server's public key for CURVE)",
+                 endpoint);
+        return 0;
+    }
     char pub[41], sec[41];
     const char *cp = getenv("LLM_CURVE_CLIENT_PUBLIC"), *cs = getenv("LLM_CURVE_CLIENT_SECRET");
     if (key_ok(cp) && key_ok(cs)) {

@@ -147,6 +147,29 @@ static const msgpack_object *map_get(const msgpack_object_map *map, const char *
     return NULL;
 }
 
+/* msgpack-c leaves the pointer of a zero-length str/bin NULL when nothing of variable
+ * length preceded it (a message whose first key is ""): every reader would then pass
+ * NULL to memcpy/memcmp/strndup with length 0, which is undefined. Point them at "". */
+static void fix_empty(msgpack_object *o, int depth)
+{
+    static const char empty[1] = "";
+    if (depth > 16) return; /* proto_wellformed bounds nesting far below this */
+    switch (o->type) {
+    case MSGPACK_OBJECT_STR: if (!o->via.str.ptr) o->via.str.ptr = empty; break;
+    case MSGPACK_OBJECT_BIN: if (!o->via.bin.ptr) o->via.bin.ptr = empty; break;
+    case MSGPACK_OBJECT_ARRAY:
+        for (uint32_t i = 0; i < o->via.array.size; i++) fix_empty(&o->via.array.ptr[i], depth + 1);
+        break;
+    case MSGPACK_OBJECT_MAP:
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            fix_empty(&o->via.map.ptr[i].key, depth + 1);
+            fix_empty(&o->via.map.ptr[i].val, depth + 1);
+        }
+        break;
+    default: break;
+    }
+}
+
 static int is_int(const msgpack_object *o)
 {
     return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER || o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER;
@@ -302,6 +325,7 @@ int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t e
         proto_msg_free(m);
         return fail(err, errcap, "msgpack could not unpack the message%s%s", "", "");
     }
+    fix_empty(&m->up.data, 0);
     const msgpack_object *root = &m->up.data;
     if (root->type != MSGPACK_OBJECT_MAP) {
         proto_msg_free(m);

@@ -17,6 +17,7 @@
 # and pipeline.conf (the start options, reused by restart). Two pipelines with two
 # run directories run side by side.
 set -u
+umask 077 # logs, pid files and the configuration are for their owner only
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BIN=${LLM_BIN:-$here/../build/bin}
@@ -75,7 +76,11 @@ if [ -z "$RUN_DIR" ]; then
     elif [ -n "${XDG_RUNTIME_DIR:-}" ]; then RUN_DIR=$XDG_RUNTIME_DIR/llm
     else RUN_DIR=/tmp/llm-$(id -u); fi
 fi
+# never through a symlink (chmod would change its target) nor in another user's directory
+[ -L "$RUN_DIR" ] && die "run directory $RUN_DIR is a symbolic link; give the real directory"
 mkdir -p -m 700 "$RUN_DIR" || die "cannot create run directory $RUN_DIR"
+[ -d "$RUN_DIR" ] && [ ! -L "$RUN_DIR" ] || die "run directory $RUN_DIR is not a directory"
+[ -O "$RUN_DIR" ] || die "run directory $RUN_DIR belongs to another user"
 chmod 700 "$RUN_DIR"
 export LLM_RUN_DIR=$RUN_DIR
 

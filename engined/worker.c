@@ -89,6 +89,8 @@ typedef struct {
     int64_t     last_front_ms;
     float      *logits;    /* (max_sessions, n_vocab) rows of one step */
     eng_item   *items;     /* (batch_tokens + PREFILL_MIN + max_sessions) */
+    int        *order;     /* (max_sessions) scratch of step(): prefill sessions by arrival */
+    wsess     **lrow;      /* (max_sessions) scratch of step(): sessions that get a logits row */
     int         registered;
     long        stall_step; /* fault injection for tests: LLM_FAULT_STALL_STEP */
 } worker;
@@ -435,8 +437,8 @@ static void on_front(worker *w, const proto_msg *pm)
  * Returns 1 if a step ran. */
 static int step(worker *w)
 {
-    int n = 0, nl = 0, order[w->n_s], no = 0;
-    wsess *lrow[w->n_s];
+    int n = 0, nl = 0, *order = w->order, no = 0;
+    wsess **lrow = w->lrow;
     for (int i = 0; i < w->n_s; i++) {
         wsess *s = &w->s[i];
         if (s->state != WS_READY) continue;
@@ -549,6 +551,8 @@ static void worker_free(worker *w)
     free(w->s);
     free(w->logits);
     free(w->items);
+    free(w->order);
+    free(w->lrow);
     lshm_destroy(&w->ring);
     net_close(&w->samp);
     if (w->ctx) zmq_ctx_term(w->ctx);
@@ -604,6 +608,8 @@ int engd_worker_run(const engd_opts *o)
     w.s = calloc((size_t)w.n_s, sizeof *w.s);
     w.logits = malloc((size_t)w.n_s * (size_t)w.n_vocab * sizeof(float));
     w.items = malloc((size_t)(w.batch_tokens + PREFILL_MIN + w.n_s) * sizeof *w.items);
+    w.order = malloc((size_t)w.n_s * sizeof *w.order);
+    w.lrow = malloc((size_t)w.n_s * sizeof *w.lrow);
     w.ring = lshm_create(getpid(), (uint32_t)w.n_s, (uint32_t)w.n_vocab, err, sizeof err);
     w.ctx = zmq_ctx_new();
     char host[64] = "";
@@ -616,7 +622,7 @@ int engd_worker_run(const engd_opts *o)
     eng_session *probe = w.ctx ? eng_session_new(w.m, o->n_ctx, ENG_KV_F16, err, sizeof err) : NULL;
     w.n_ctx = probe ? eng_session_n_ctx(probe) : 0; /* what --ctx 0 resolves to */
     eng_session_free(probe);
-    if (!w.s || !w.logits || !w.items || !w.ring || !w.ctx || !w.n_ctx || connect_sockets(&w, dir, &front) != 0) {
+    if (!w.s || !w.logits || !w.items || !w.order || !w.lrow || !w.ring || !w.ctx || !w.n_ctx || connect_sockets(&w, dir, &front) != 0) {
         if (!w.ring) log_error("%s", err);
         net_close(&front);
         worker_free(&w);

@@ -85,6 +85,24 @@ static const lshm *ring_get(sampler_daemon *d, const char *name, char *err, size
     return lru->ring;
 }
 
+/* Unmaps every cached ring whose name is gone from /dev/shm or now names another
+ * object: a dead worker's ring is unlinked by its master, and a mapping kept past that
+ * pins its memory (up to RING_CACHE rows of n_vocab floats each) for nothing. */
+static void ring_sweep(sampler_daemon *d)
+{
+    for (int i = 0; i < RING_CACHE; i++) {
+        ring_ent *e = &d->rings[i];
+        if (!e->ring) continue;
+        char path[128];
+        struct stat st;
+        snprintf(path, sizeof path, "/dev/shm%s", lshm_name(e->ring));
+        if (stat(path, &st) != 0 || st.st_ino != e->ino) {
+            log_debug("unmapping the logits ring %s (its worker is gone)", lshm_name(e->ring));
+            lshm_destroy(&e->ring);
+        }
+    }
+}
+
 static int write_piece(void *ctx, int32_t id, char *buf, size_t cap)
 {
     return tok_piece((const tok_vocab *)ctx, id, false, buf, cap);
@@ -256,9 +274,14 @@ int main(int argc, char **argv)
         return 1;
     }
     log_info("serving on %s", ep);
+    int64_t last_sweep = net_now_ms();
     while (!dmn_stop) {
         zmq_pollitem_t it = {d.sock, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 500) < 0 && zmq_errno() != EINTR) break;
+        if (net_now_ms() - last_sweep >= 1000) {
+            ring_sweep(&d);
+            last_sweep = net_now_ms();
+        }
         for (int k = 0; k < 64 && (it.revents & ZMQ_POLLIN); k++) {
             int ev = 0;
             size_t sz = sizeof ev;

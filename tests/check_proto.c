@@ -641,11 +641,44 @@ START_TEST(test_logits_ring_foreign)
 }
 END_TEST
 
+/* An empty string or bin that comes before anything else of variable length decodes
+ * with a NULL pointer in msgpack-c: proto_str must still give a usable pointer, or every
+ * memcpy(dst, p, 0) after it is undefined behaviour (issue 10.8). */
+START_TEST(test_empty_strings)
+{
+    /* {"": "", "v": 1, "t": PING, "id": 3}: the first key and its value are empty */
+    const uint8_t raw[] = {0x84, 0xa0, 0xa0, 0xa1, 'v', PROTO_VERSION, 0xa1, 't', PT_PING, 0xa2, 'i', 'd', 3};
+    proto_msg e;
+    char err0[200];
+    ck_assert_int_eq(proto_decode(&e, raw, sizeof raw, err0, sizeof err0), 0);
+    size_t en = 9;
+    ck_assert_ptr_nonnull(proto_str(&e, "", &en));
+    ck_assert_uint_eq(en, 0);
+    proto_msg_free(&e);
+    proto_writer w;
+    proto_begin(&w, PT_PIECE, 3);
+    proto_put_str(&w, "text", "");
+    proto_put_u64(&w, "ntok", 0);
+    proto_msg m;
+    char err[200], out[8] = "xx";
+    ck_assert_int_eq(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err), 0);
+    size_t n = 99;
+    const char *p = proto_str(&m, "text", &n);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(proto_strcpy(&m, "text", out, sizeof out), 0);
+    ck_assert_str_eq(out, "");
+    proto_writer_free(&w);
+    proto_msg_free(&m);
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
     TCase *tc = tcase_create("wire");
     tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_empty_strings);
     tcase_add_test(tc, test_schema_errors);
     tcase_add_test(tc, test_logprob_fields);
     tcase_add_test(tc, test_batch_rows);

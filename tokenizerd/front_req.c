@@ -377,7 +377,7 @@ void front_client_msg(front *f, const uint8_t *rid, size_t rl, const proto_msg *
     }
     if (!r) {
         front_send_error(f, rid, rl, m->id, FRONT_E_UNKNOWN,
-                         "this front door does not know the request (tokenizerd was restarted?); run it again");
+                         "this front door holds no such request: it ended, was cancelled or refused, or the front door restarted");
         return;
     }
     r->client_ms = net_now_ms();
