@@ -88,9 +88,9 @@ typedef struct {
     uint64_t    next_req, next_seq, epoch, steps;
     int64_t     last_front_ms;
     float      *logits;    /* (max_sessions, n_vocab) rows of one step */
+    int        *order;     /* (max_sessions) prefill sessions of a step, by arrival */
+    wsess     **lrow;      /* (max_sessions) sessions whose logits a step computes */
     eng_item   *items;     /* (batch_tokens + PREFILL_MIN + max_sessions) */
-    int        *order;     /* (max_sessions) scratch of step(): prefill sessions by arrival */
-    wsess     **lrow;      /* (max_sessions) scratch of step(): sessions that get a logits row */
     int         registered;
     long        stall_step; /* fault injection for tests: LLM_FAULT_STALL_STEP */
 } worker;
@@ -437,7 +437,7 @@ static void on_front(worker *w, const proto_msg *pm)
  * Returns 1 if a step ran. */
 static int step(worker *w)
 {
-    int n = 0, nl = 0, *order = w->order, no = 0;
+    int n = 0, nl = 0, no = 0, *order = w->order;
     wsess **lrow = w->lrow;
     for (int i = 0; i < w->n_s; i++) {
         wsess *s = &w->s[i];
@@ -607,9 +607,9 @@ int engd_worker_run(const engd_opts *o)
     w.stall_step = fs ? atol(fs) : 0;
     w.s = calloc((size_t)w.n_s, sizeof *w.s);
     w.logits = malloc((size_t)w.n_s * (size_t)w.n_vocab * sizeof(float));
-    w.items = malloc((size_t)(w.batch_tokens + PREFILL_MIN + w.n_s) * sizeof *w.items);
     w.order = malloc((size_t)w.n_s * sizeof *w.order);
     w.lrow = malloc((size_t)w.n_s * sizeof *w.lrow);
+    w.items = malloc((size_t)(w.batch_tokens + PREFILL_MIN + w.n_s) * sizeof *w.items);
     w.ring = lshm_create(getpid(), (uint32_t)w.n_s, (uint32_t)w.n_vocab, err, sizeof err);
     w.ctx = zmq_ctx_new();
     char host[64] = "";
