@@ -15,7 +15,7 @@ BUILD   ?= build
 MODEL   ?= ../shared/models/stories260K-f32.gguf
 SHARED  ?= ../shared
 CC      ?= cc
-PKGS    := libzmq3-dev libmsgpack-dev check pkg-config python3 clang libclang-rt-14-dev
+PKGS    := libzmq3-dev libmsgpack-dev check pkg-config python3 clang libclang-rt-14-dev runit
 PC_LIBS := libzmq msgpack
 
 CSTD     := -std=c11 -D_GNU_SOURCE
