@@ -3,7 +3,7 @@
 # master + workers, tokenizerd) in the background. Used by `make run` / `make stop`.
 #
 #   deploy/pipeline.sh start --model FILE [--workers N] [--run-dir DIR] [--ctx N] [--threads N] [--float]
-#                          [--max-sessions N] [--batch-tokens N] [--kv f16|f32]       (engined)
+#                          [--max-sessions N] [--batch-tokens N] [--idle-batch-tokens N] [--kv f16|f32] (engined)
 #                          [--max-requests N] [--max-per-client N] [--stall-timeout MS] (tokenizerd)
 #                          [--no-supervise] do not restart daemons that die (default: each runs
 #                          under runit's runsv, back within a second; --supervise is the default)
@@ -39,12 +39,13 @@ component=""
 if [ "$cmd" = restart ]; then component=${1:-}; [ -n "$component" ] || usage; shift; fi
 
 MODEL="" WORKERS=${LLM_WORKERS_N:-1} RUN_DIR="" CTX=${LLM_CTX:-0} THREADS=${LLM_THREADS:-} FLOAT=0
-MAX_SESSIONS="" BATCH_TOKENS="" KV="" MAX_REQUESTS="" MAX_PER_CLIENT="" STALL_TIMEOUT="" SUPERVISE=1
+MAX_SESSIONS="" BATCH_TOKENS="" IDLE_TOKENS="" KV="" MAX_REQUESTS="" MAX_PER_CLIENT="" STALL_TIMEOUT="" SUPERVISE=1
 while [ $# -gt 0 ]; do
     case $1 in
         --model) MODEL=${2:?--model needs a file}; shift 2 ;;
         --max-sessions) MAX_SESSIONS=${2:?}; shift 2 ;;
         --batch-tokens) BATCH_TOKENS=${2:?}; shift 2 ;;
+        --idle-batch-tokens) IDLE_TOKENS=${2:?}; shift 2 ;;
         --kv) KV=${2:?}; shift 2 ;;
         --max-requests) MAX_REQUESTS=${2:?}; shift 2 ;;
         --max-per-client) MAX_PER_CLIENT=${2:?}; shift 2 ;;
@@ -64,7 +65,7 @@ done
 for v in WORKERS CTX; do
     case ${!v} in ''|*[!0-9]*) die "--$(echo "$v" | tr 'A-Z' 'a-z') must be a whole number, got '${!v}'" ;; esac
 done
-for v in MAX_SESSIONS BATCH_TOKENS MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT; do
+for v in MAX_SESSIONS BATCH_TOKENS IDLE_TOKENS MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT; do
     case ${!v} in '') ;; *[!0-9]*|0*) die "--$(echo "$v" | tr 'A-Z_' 'a-z-') must be a positive whole number, got '${!v}'" ;; esac
 done
 case $KV in ''|f16|f32) ;; *) die "--kv must be f16 or f32, got '$KV'" ;; esac
@@ -103,6 +104,7 @@ start_one() {
                  [ "$FLOAT" = 1 ] && args+=(--float)
                  [ -n "$MAX_SESSIONS" ] && args+=(--max-sessions "$MAX_SESSIONS")
                  [ -n "$BATCH_TOKENS" ] && args+=(--batch-tokens "$BATCH_TOKENS")
+                 [ -n "$IDLE_TOKENS" ] && args+=(--idle-batch-tokens "$IDLE_TOKENS")
                  [ -n "$KV" ] && args+=(--kv "$KV") ;;
         tokenizerd) args=(--model "$MODEL" --run-dir "$RUN_DIR")
                  [ -n "$MAX_REQUESTS" ] && args+=(--max-requests "$MAX_REQUESTS")
@@ -220,7 +222,7 @@ case $cmd in
         [ -n "$MODEL" ] || die "start needs --model FILE"
         [ -r "$MODEL" ] || die "model $MODEL is not readable"
         MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
-        for v in MODEL WORKERS CTX THREADS FLOAT MAX_SESSIONS BATCH_TOKENS KV MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT SUPERVISE; do
+        for v in MODEL WORKERS CTX THREADS FLOAT MAX_SESSIONS BATCH_TOKENS IDLE_TOKENS KV MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT SUPERVISE; do
             printf '%s=%q\n' "$v" "${!v}"
         done >"$RUN_DIR/pipeline.conf"
         for d in $DAEMONS; do start_one "$d"; done

@@ -11,7 +11,8 @@
  *
  * Each step is one eng_step pass over the weights: one token of every decoding session,
  * then prefill chunks of waiting sessions in arrival order, up to batch_tokens items
- * (prefill always gets PREFILL_MIN of them, so decoders cannot starve a newcomer). A
+ * (prefill always gets PREFILL_MIN of them, so decoders cannot starve a newcomer; with
+ * no session decoding, nobody waits, and a step takes up to idle_tokens). A
  * session whose evaluated tokens reach its last one gets its logits row into its ring
  * slot; all such rows of a step go to samplerd in one PT_SAMPLE, and the PT_SAMPLED rows
  * become PT_TOKEN messages to the front door. The engine's batch invariance makes the
@@ -80,7 +81,7 @@ typedef struct {
 typedef struct {
     const engd_opts *o;
     eng_model  *m;
-    int         n_vocab, eos, n_ctx, batch_tokens;
+    int         n_vocab, eos, n_ctx, batch_tokens, idle_tokens;
     lshm       *ring;
     wsess      *s;         /* (max_sessions) one per ring slot */
     int         n_s;
@@ -91,7 +92,7 @@ typedef struct {
     float      *logits;    /* (max_sessions, n_vocab) rows of one step */
     int        *order;     /* (max_sessions) prefill sessions of a step, by arrival */
     wsess     **lrow;      /* (max_sessions) sessions whose logits a step computes */
-    eng_item   *items;     /* (batch_tokens + PREFILL_MIN + max_sessions) */
+    eng_item   *items;     /* (max(batch_tokens, idle_tokens) + PREFILL_MIN + max_sessions) */
     int         registered;
     long        stall_step; /* fault injection for tests: LLM_FAULT_STALL_STEP */
     int64_t     sampler_timeout_ms; /* a sample row unanswered this long fails its session
@@ -106,6 +107,7 @@ void engd_opts_default(engd_opts *o)
     o->threads = 1;
     o->max_sessions = 16;
     o->batch_tokens = ENGD_BATCH_TOKENS_DEFAULT;
+    o->idle_tokens = ENGD_IDLE_TOKENS_DEFAULT;
     o->precision = ENG_INT8;
 }
 
@@ -495,7 +497,10 @@ static int step(worker *w)
         }
     /* prefill gets what the decode tokens leave of the budget, but never less than
      * PREFILL_MIN (or the whole budget if smaller): many decoders cannot starve a newcomer */
-    int room = w->batch_tokens - n, floor = w->batch_tokens < PREFILL_MIN ? w->batch_tokens : PREFILL_MIN;
+    /* nobody decoding: nobody waits on this step, so it may take more (one pass over the
+     * weights serves every prompt that arrived together) */
+    int budget = n ? w->batch_tokens : w->idle_tokens;
+    int room = budget - n, floor = budget < PREFILL_MIN ? budget : PREFILL_MIN;
     if (room < floor) room = floor;
     for (int k = 0; k < no && room > 0; k++) {
         wsess *s = &w->s[order[k]];
@@ -642,6 +647,7 @@ int engd_worker_run(const engd_opts *o)
     w.eos = eng_config_of(w.m)->eos_id;
     w.n_s = o->max_sessions;
     w.batch_tokens = o->batch_tokens > 0 ? o->batch_tokens : ENGD_BATCH_TOKENS_DEFAULT;
+    w.idle_tokens = o->idle_tokens > 0 ? o->idle_tokens : ENGD_IDLE_TOKENS_DEFAULT;
     const char *fs = getenv("LLM_FAULT_STALL_STEP");
     w.stall_step = fs ? atol(fs) : 0;
     const char *st = getenv("LLM_SAMPLER_TIMEOUT_MS");
@@ -650,7 +656,8 @@ int engd_worker_run(const engd_opts *o)
     w.logits = malloc((size_t)w.n_s * (size_t)w.n_vocab * sizeof(float));
     w.order = malloc((size_t)w.n_s * sizeof *w.order);
     w.lrow = malloc((size_t)w.n_s * sizeof *w.lrow);
-    w.items = malloc((size_t)(w.batch_tokens + PREFILL_MIN + w.n_s) * sizeof *w.items);
+    w.items = malloc((size_t)((w.batch_tokens > w.idle_tokens ? w.batch_tokens : w.idle_tokens) + PREFILL_MIN + w.n_s) *
+                     sizeof *w.items);
     w.ring = lshm_create(getpid(), (uint32_t)w.n_s, (uint32_t)w.n_vocab, err, sizeof err);
     w.ctx = zmq_ctx_new();
     char host[64] = "";
@@ -675,7 +682,8 @@ int engd_worker_run(const engd_opts *o)
         worker_free(&w);
         return 1;
     }
-    log_info("serving up to %d sessions of %d positions, steps of up to %d tokens", w.n_s, w.n_ctx, w.batch_tokens);
+    log_info("serving up to %d sessions of %d positions, steps of up to %d tokens (%d when none decodes)", w.n_s,
+             w.n_ctx, w.batch_tokens, w.idle_tokens);
     while (!dmn_stop) {
         int64_t now = net_now_ms();
         zmq_pollitem_t it[2] = {{w.pipe, 0, ZMQ_POLLIN, 0}, {w.samp, 0, ZMQ_POLLIN, 0}};
