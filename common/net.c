@@ -185,12 +185,25 @@ int net_recv(void *sock, int is_router, uint8_t *rid, size_t *rid_len, zmq_msg_t
 int net_recv_msg(void *sock, int is_router, uint8_t *rid, size_t *rid_len, proto_msg *m,
                  size_t *nbytes, char *err, size_t errcap)
 {
+    return net_recv_msg_from(sock, is_router, rid, rid_len, m, nbytes, NULL, 0, err, errcap);
+}
+
+int net_recv_msg_from(void *sock, int is_router, uint8_t *rid, size_t *rid_len, proto_msg *m,
+                      size_t *nbytes, char *origin, size_t origincap, char *err, size_t errcap)
+{
     zmq_msg_t zm;
     memset(m, 0, sizeof *m);
     *nbytes = 0;
+    if (origin && origincap) origin[0] = 0;
     if (net_recv(sock, is_router, rid, rid_len, &zm) <= 0) {
         zmq_msg_close(&zm);
         return 0;
+    }
+    if (origin && origincap) { /* the ZAP handler's user id (the CURVE key), else the address */
+        const char *uid = zmq_msg_gets(&zm, "User-Id");
+        const char *addr = zmq_msg_gets(&zm, "Peer-Address");
+        if (uid && *uid) snprintf(origin, origincap, "key %s", uid);
+        else if (addr && *addr) snprintf(origin, origincap, "%s", addr);
     }
     *nbytes = zmq_msg_size(&zm);
     int r = proto_decode(m, zmq_msg_data(&zm), *nbytes, err, errcap) == 0 ? 1 : -1;

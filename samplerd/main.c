@@ -27,6 +27,7 @@
 #include "proto.h"
 #include "sampler.h"
 #include "tok.h"
+#include "zap.h"
 
 #define RING_CACHE 32
 #define HIST_MAX 8192
@@ -265,9 +266,13 @@ int main(int argc, char **argv)
     d.sock = net_socket(ctx, ZMQ_ROUTER);
     d.work = smp_work_new(32000);
     d.hist = malloc(HIST_MAX * sizeof *d.hist);
-    if (!d.sock || !d.work || !d.hist || net_curve(d.sock, ep, 1, err, sizeof err) != 0 || zmq_bind(d.sock, ep) != 0) {
+    zap *z = NULL; /* workers' keys on tcp+CURVE: LLM_CURVE_ALLOW_WORKERS */
+    if (!d.sock || !d.work || !d.hist || net_curve(d.sock, ep, 1, err, sizeof err) != 0 ||
+        zap_guard(&z, ctx, d.sock, ep, "sampler", "LLM_CURVE_ALLOW_WORKERS", err, sizeof err) != 0 ||
+        zmq_bind(d.sock, ep) != 0) {
         log_error("cannot serve %s: %s", ep, err[0] ? err : zmq_strerror(zmq_errno()));
         net_close(&d.sock);
+        zap_destroy(&z);
         zmq_ctx_term(ctx);
         smp_work_destroy(&d.work);
         free(d.hist);
@@ -294,6 +299,7 @@ int main(int argc, char **argv)
              (unsigned long long)d.errors);
     for (int i = 0; i < RING_CACHE; i++) lshm_destroy(&d.rings[i].ring);
     net_close(&d.sock);
+    zap_destroy(&z);
     zmq_ctx_term(ctx);
     smp_work_destroy(&d.work);
     free(d.hist);

@@ -340,7 +340,12 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
         front_finish(f, r, "context");
         return;
     }
-    char out[300];
+    char out[300], code[32] = "";
+    proto_strcpy(m, "code", code, sizeof code);
+    if (!strcmp(code, FRONT_E_NO_WORKER)) { /* a daemon behind the worker is down (samplerd) */
+        front_fail(f, r, FRONT_E_NO_WORKER, msg);
+        return;
+    }
     snprintf(out, sizeof out, "engine: %s", msg);
     front_fail(f, r, FRONT_E_INTERNAL, out);
 }
