@@ -35,21 +35,22 @@ struct zap {
     uint64_t   quiet;      /* refusals not logged since the last line */
 };
 
-/* Adds the keys of one text (keys separated by commas/whitespace; '#' to end of line is a
- * comment) to keys[*n]; -1 with err on a bad key. */
+/* Adds the keys of one text to keys[*n]: words separated by commas or whitespace (z85
+ * uses neither); a word starting with '#' that is not 40 characters long (a key may
+ * begin with '#') starts a comment to the end of the line. -1 with err on a bad key. */
 static int parse_text(const char *t, uint8_t (*keys)[32], int cap, int *n, char *err, size_t errcap)
 {
     while (*t) {
-        if (*t == '#') {
-            while (*t && *t != '\n') t++;
-            continue;
-        }
         if (isspace((unsigned char)*t) || *t == ',') {
             t++;
             continue;
         }
         size_t len = 0;
-        while (t[len] && !isspace((unsigned char)t[len]) && t[len] != ',' && t[len] != '#') len++;
+        while (t[len] && !isspace((unsigned char)t[len]) && t[len] != ',') len++;
+        if (*t == '#' && len != 40) {
+            while (*t && *t != '\n') t++;
+            continue;
+        }
         char k[41];
         if (len != 40) {
             snprintf(err, errcap, "'%.*s' is not a 40-character z85 CURVE public key", (int)(len > 48 ? 48 : len), t);
@@ -74,12 +75,16 @@ static int parse_text(const char *t, uint8_t (*keys)[32], int cap, int *n, char 
 int zap_parse_list(const char *list, uint8_t (*keys)[32], int cap, char *err, size_t errcap)
 {
     while (isspace((unsigned char)*list)) list++;
-    if (!strcmp(list, "*")) return -2;
+    size_t len = strlen(list);
+    while (len && isspace((unsigned char)list[len - 1])) len--;
+    if (len == 1 && *list == '*') return -2;
     int n = 0;
-    if (*list == '/' || *list == '.') { /* a file of keys */
-        FILE *f = fopen(list, "r");
+    if (len != 40 && len && !memchr(list, ',', len) && !memchr(list, ' ', len)) { /* one word: a file */
+        char path[1024];
+        snprintf(path, sizeof path, "%.*s", (int)len, list);
+        FILE *f = fopen(path, "r");
         if (!f) {
-            snprintf(err, errcap, "cannot read the key file %s: %s", list, strerror(errno));
+            snprintf(err, errcap, "cannot read the key file %s: %s", path, strerror(errno));
             return -1;
         }
         char line[512];

@@ -14,8 +14,9 @@
  * handshake and refuses the connection unless it answers 200. A server socket gets a
  * ZAP domain ("workers", "clients", "sampler") and its list comes from an environment
  * variable: z85 public keys (40 characters) separated by commas, spaces or newlines, or
- * the path of a file holding them (one per line, '#' starts a comment), or "*" for any
- * key (encryption only: logged as a warning). A CURVE server socket whose variable is
+ * the path of a file holding them (any other single word; a word starting with '#' that
+ * is not a key starts a comment to the end of the line), or "*" for any key (encryption
+ * only: logged as a warning). A CURVE server socket whose variable is
  * unset is refused at start (zap_guard fails): no silent open door.
  *
  * A refused handshake is logged (key and address) at most once a second; the user id of

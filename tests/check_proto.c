@@ -17,6 +17,7 @@
 #include "net.h"
 #include "proto.h"
 #include "sampler.h"
+#include "zap.h"
 
 static void make_run(proto_writer *w, uint32_t n_toks)
 {
@@ -673,6 +674,62 @@ START_TEST(test_empty_strings)
 }
 END_TEST
 
+/* Allow-lists of CURVE keys: inline (commas, spaces), from a file with comments, "*";
+ * a bad key or an empty list is an error naming it. */
+START_TEST(test_zap_lists)
+{
+    char pub[41], sec[41], pub2[41], err[200];
+    ck_assert_int_eq(zmq_curve_keypair(pub, sec), 0);
+    ck_assert_int_eq(zmq_curve_keypair(pub2, sec), 0);
+    static uint8_t keys[8][32];
+    char list[200];
+    snprintf(list, sizeof list, " %s,%s\n", pub, pub2);
+    ck_assert_int_eq(zap_parse_list(list, keys, 8, err, sizeof err), 2);
+    uint8_t k[32];
+    zmq_z85_decode(k, pub2);
+    ck_assert_int_eq(memcmp(keys[1], k, 32), 0);
+    ck_assert_int_eq(zap_parse_list("*", keys, 8, err, sizeof err), -2);
+    ck_assert_int_eq(zap_parse_list("tooshort, x", keys, 8, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "tooshort"));
+    ck_assert_int_eq(zap_parse_list("  ", keys, 8, err, sizeof err), -1);
+    char path[64] = "/tmp/llm-zap-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    dprintf(fd, "# the workers\n%s  # host a\n\n%s\n", pub, pub2);
+    close(fd);
+    ck_assert_int_eq(zap_parse_list(path, keys, 8, err, sizeof err), 2);
+    ck_assert_int_eq(zap_parse_list(path, keys, 1, err, sizeof err), -1); /* over the cap */
+    unlink(path);
+    ck_assert_int_eq(zap_parse_list("/nonexistent/keys", keys, 8, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent/keys"));
+}
+END_TEST
+
+/* A tcp:// server socket without CURVE is served, with a warning saying so (issue 10.8). */
+START_TEST(test_plaintext_warning)
+{
+    unsetenv("LLM_CURVE_SECRET");
+    char path[64] = "/tmp/llm-warn-XXXXXX", err[200] = "";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    int saved = dup(2);
+    dup2(fd, 2);
+    void *ctx = zmq_ctx_new(), *sock = net_socket(ctx, ZMQ_ROUTER);
+    int rc = net_curve(sock, "tcp://127.0.0.1:1", 1, err, sizeof err);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    net_close(&sock);
+    zmq_ctx_term(ctx);
+    ck_assert_int_eq(rc, 0);
+    char buf[512] = "";
+    ck_assert_int_ge(pread(fd, buf, sizeof buf - 1, 0), 1);
+    close(fd);
+    unlink(path);
+    ck_assert_msg(strstr(buf, "plaintext") && strstr(buf, "LLM_CURVE_SECRET"), "%s", buf);
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
@@ -693,6 +750,8 @@ Suite *proto_suite(void)
     tcase_add_test(tn, test_sockets_and_max_size);
     tcase_add_test(tn, test_logits_ring);
     tcase_add_test(tn, test_logits_ring_foreign);
+    tcase_add_test(tn, test_zap_lists);
+    tcase_add_test(tn, test_plaintext_warning);
     suite_add_tcase(s, tn);
     return s;
 }
