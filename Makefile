@@ -1,8 +1,11 @@
 # One hand-written GNU Makefile for the whole pipeline.
 #
 #   make            install missing Debian packages (make deps), build everything
-#   make test       build, then run every Check suite and the end-to-end tests
+#   make test       build, then run every Check suite, the end-to-end tests and each fuzz
+#                   harness for 30 s
 #   make asan       the Check suites again under AddressSanitizer + UBSan
+#   make tsan       the thread pool's suite under ThreadSanitizer
+#   make fuzz       every libFuzzer harness of tests/fuzz for FUZZ_SECONDS (default 120)
 #   make run        start the pipeline on $(MODEL) and stream a story through llmc
 #   make bench      the benchmarks under bench/ (slow: they synthesise a 1.1B model)
 #   make soak       10 minutes of load (60_soak) and 10 of chaos (90_chaos: kill -9 of
@@ -42,7 +45,7 @@ BINS := $(BUILD)/bin/llmc $(patsubst %/main.c,$(BUILD)/bin/%,$(wildcard engined/
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps build test unit e2e asan run stop bench soak clean
+.PHONY: all deps build test unit e2e asan tsan fuzz fuzz-bins run stop bench soak clean
 .DEFAULT_GOAL := all
 
 all: deps
@@ -115,6 +118,7 @@ TEST_ENV = CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} LLM_BIN=$(abspath $(BUI
 test: deps
 	@$(MAKE) --no-print-directory build
 	@$(MAKE) --no-print-directory unit e2e
+	@$(MAKE) --no-print-directory -j2 fuzz FUZZ_SECONDS=$${FUZZ_SECONDS:-30}
 
 unit:
 	$(TEST_ENV) $(BUILD)/tests/check_all
@@ -129,6 +133,56 @@ asan: deps
 	  build
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 CK_TIMEOUT_MULTIPLIER=5 \
 	  $(MAKE) --no-print-directory BUILD=build-asan unit
+
+# ThreadSanitizer over the futex thread pool and everything else that has threads in
+# the unit suites (the pool, the worker's I/O thread's ZAP peer): TSAN_SUITES.
+TSAN_SUITES ?= pool
+tsan: deps
+	@$(MAKE) --no-print-directory BUILD=build-tsan CC=clang \
+	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=thread" \
+	  $(build-tsan/tests/check_all)
+	@set -e; for s in $(TSAN_SUITES); do \
+	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" CK_RUN_SUITE=$$s CK_TIMEOUT_MULTIPLIER=10 \
+	  $(TEST_ENV) build-tsan/tests/check_all; done
+
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c) over the parsers that take bytes from
+# outside: GGUF + vocabulary, proto_decode, tok_encode on the real vocabularies, the chat
+# templates, the sampler parameters. Seeds are written from ../shared by fuzz_seeds into
+# build-fuzz/seeds/; what a run finds stays in build-fuzz/corpus/ for the next. Each
+# harness runs FUZZ_SECONDS (make test: 30 s each, two at a time); a crash fails the
+# target and leaves its input in build-fuzz/ (replay: build-fuzz/fuzz/fuzz_X FILE).
+FUZZ_SECONDS ?= 120
+FUZZ_BUILD   := build-fuzz
+FUZZ_OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+FUZZERS      := $(patsubst tests/fuzz/%.c,%,$(filter-out tests/fuzz/fuzz_seeds.c,$(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_MAXLEN_fuzz_vocab := 65536
+fuzz: deps
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" \
+	  $(addprefix $(FUZZ_BUILD)/,libcommon.a libtok.a libsampler.a libengine.a)
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" fuzz-bins
+	@rm -rf $(FUZZ_BUILD)/seeds
+	$(FUZZ_BUILD)/fuzz/fuzz_seeds $(abspath $(SHARED)) $(FUZZ_BUILD)/seeds
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) $(addprefix fuzz-run-,$(FUZZERS))
+	@grep -h "^fuzz_" $(FUZZ_BUILD)/*.summary
+
+fuzz-bins: $(addprefix $(BUILD)/fuzz/,$(FUZZERS) fuzz_seeds)
+$(BUILD)/fuzz/fuzz_seeds: tests/fuzz/fuzz_seeds.c $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PC_CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PC_CFLAGS) -fsanitize=fuzzer -o $@ $< $(LINK_LIBS) $(LDLIBS)
+
+fuzz-run-%:
+	@mkdir -p $(BUILD)/corpus/$*
+	@echo "fuzz: $* for $(FUZZ_SECONDS) s"
+	@cd $(BUILD) && LLM_SHARED=$(abspath $(SHARED)) UBSAN_OPTIONS=print_stacktrace=1 \
+	  ./fuzz/$* -max_total_time=$(FUZZ_SECONDS) -max_len=$(or $(FUZZ_MAXLEN_$*),8192) -timeout=20 \
+	  -rss_limit_mb=3072 -print_final_stats=1 corpus/$* seeds/$(subst fuzz_,,$*) >$*.log 2>&1 \
+	  || { tail -n 40 $*.log; echo "fuzz: $* FAILED (log: $(BUILD)/$*.log)"; exit 1; }
+	@cd $(BUILD) && echo "$* $$(grep -o 'Done [0-9]* runs in [0-9]* second' $*.log | head -n 1), \
+	  $$(grep -E '^#[0-9]+.*(DONE|cov:)' $*.log | tail -n 1 | grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*/[^ ]*'), \
+	  $$(ls corpus/$* | wc -l) inputs in corpus" >$*.summary
 
 run: all
 	LLM_BIN=$(abspath $(BUILD)/bin) bash deploy/pipeline.sh start --model $(MODEL)
