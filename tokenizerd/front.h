@@ -188,7 +188,12 @@ void front_adopt(front *f, int wi, const proto_msg *m);
  * session is unknown (the caller admits the request anew under the same id and key, its
  * text skipped up to rbytes), -1 when it was parked or refused (answered). */
 int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
-/* Handles parked resumes whose session is known now or whose grace period ended. */
+/* In the first FRONT_ADOPT_GRACE_MS after a start, keeps a copy of m (a resume or a
+ * chat's next turn of a session not reported yet) to be handled again by front_unpark:
+ * -1 (parked, or refused with an error when too many are); 0 when the grace is over. */
+int front_park(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
+/* Handles parked resumes and chat turns whose session is known now or whose grace
+ * period ended. */
 void front_unpark(front *f, int64_t now);
 
 /* Test hook: if RUN_DIR/fault-front-exit exists ("N [any|held|partial]"), it is read
