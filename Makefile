@@ -13,14 +13,17 @@ BUILD   ?= build
 MODEL   ?= ../shared/models/stories260K-f32.gguf
 SHARED  ?= ../shared
 CC      ?= cc
-PKGS    := libzmq3-dev libmsgpack-dev check pkg-config python3 clang libclang-rt-14-dev
+PKGS    := libzmq3-dev libmsgpack-dev check pkg-config python3 clang libclang-rt-14-dev \
+           libmicrohttpd-dev libjansson-dev curl
 PC_LIBS := libzmq msgpack
+GW_LIBS := libmicrohttpd jansson   # llmc serve (the HTTP gateway) and its tests only
 
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 OPT      ?= -O2 -g
 CFLAGS   += $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP -Icommon -Iengined -Itokenizerd -Isamplerd -Iclient
-PC_CFLAGS = $(shell pkg-config --cflags $(PC_LIBS) 2>/dev/null)
+PC_CFLAGS = $(shell pkg-config --cflags $(PC_LIBS) $(GW_LIBS) 2>/dev/null)
+GW_LDLIBS = $(shell pkg-config --libs $(GW_LIBS) 2>/dev/null)
 PC_LDLIBS = $(shell pkg-config --libs $(PC_LIBS) 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 LDLIBS   += $(PC_LDLIBS) -lrt -lm -pthread
@@ -57,6 +60,11 @@ deps:
 	  echo "make deps: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi; \
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  echo "make deps: installing nodejs npm (the HTTP gateway's tests run the openai npm package)"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm; \
 	fi
 
 $(BUILD)/obj/%.o: %.c
@@ -67,6 +75,8 @@ $(BUILD)/libcommon.a: $(call obj,$(COMMON_SRC))
 $(BUILD)/libengine.a: $(call obj,$(ENGINE_SRC))
 $(BUILD)/libtok.a: $(call obj,$(TOK_SRC))
 $(BUILD)/libsampler.a: $(call obj,$(SAMP_SRC))
+# llmc's modules as an archive too, so that the Check suites can test them
+$(BUILD)/libclient.a: $(call obj,$(filter-out client/main.c,$(CLIENT_SRC)))
 $(BUILD)/lib%.a:
 	@mkdir -p $(dir $@)
 	@rm -f $@
@@ -88,7 +98,7 @@ $(BUILD)/bin/%: $(BUILD)/obj/%/main.o $(LIBS)
 	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
 $(BUILD)/bin/llmc:
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS) $(GW_LDLIBS)
 
 # The Check runner: every tests/check_NAME.c defines Suite *NAME_suite(void);
 # the list of suites is generated, so adding a file adds a suite.
@@ -99,9 +109,10 @@ $(BUILD)/tests/suites.inc: $(TEST_SRC) Makefile
 $(BUILD)/obj/tests/runner.o: tests/runner.c $(BUILD)/tests/suites.inc
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PC_CFLAGS) -I$(BUILD)/tests -c $< -o $@
-$(BUILD)/tests/check_all: $(BUILD)/obj/tests/runner.o $(call obj,$(TEST_SRC)) $(LIBS)
+$(BUILD)/tests/check_all: $(BUILD)/obj/tests/runner.o $(call obj,$(TEST_SRC)) $(LIBS) $(BUILD)/libclient.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS) $(CHECK_LIBS)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(BUILD)/libclient.a $(LIBS) -Wl,--end-group \
+	  $(LDLIBS) $(GW_LDLIBS) $(CHECK_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
 	@mkdir -p $(dir $@)

@@ -3,7 +3,9 @@
 # master + workers, tokenizerd) in the background. Used by `make run` / `make stop`.
 #
 #   deploy/pipeline.sh start --model FILE [--workers N] [--run-dir DIR] [--ctx N] [--threads N] [--float]
-#                          (--threads: per worker, default cores / workers)
+#                          [--http PORT [--http-host HOST]] [--chat-template NAME]
+#                          (--threads: per worker, default cores / workers; --http: also the
+#                          OpenAI-compatible gateway `llmc serve`, API keys from $LLM_API_KEY)
 #   deploy/pipeline.sh stop    [--run-dir DIR]
 #   deploy/pipeline.sh status  [--run-dir DIR]
 #   deploy/pipeline.sh restart tokenizerd|samplerd|engined|all [--run-dir DIR]
@@ -22,7 +24,7 @@ DAEMONS="samplerd engined tokenizerd"
 die() { echo "pipeline.sh: $*" >&2; exit 1; }
 
 usage() {
-    sed -n '5,9p' "${BASH_SOURCE[0]}" | sed 's/^# //'
+    sed -n '5,12p' "${BASH_SOURCE[0]}" | sed 's/^# //'
     exit "${1:-2}"
 }
 
@@ -32,6 +34,7 @@ component=""
 if [ "$cmd" = restart ]; then component=${1:-}; [ -n "$component" ] || usage; shift; fi
 
 MODEL="" WORKERS=${LLM_WORKERS_N:-1} RUN_DIR="" CTX=${LLM_CTX:-0} THREADS=${LLM_THREADS:-} FLOAT=0
+HTTP=${LLM_HTTP_PORT:-} HTTP_HOST=${LLM_HTTP_HOST:-127.0.0.1} TEMPLATE=""
 while [ $# -gt 0 ]; do
     case $1 in
         --model) MODEL=${2:?--model needs a file}; shift 2 ;;
@@ -40,11 +43,15 @@ while [ $# -gt 0 ]; do
         --ctx) CTX=${2:?}; shift 2 ;;
         --threads) THREADS=${2:?}; shift 2 ;;
         --float) FLOAT=1; shift ;;
+        --http) HTTP=${2:?--http needs a port}; shift 2 ;;
+        --http-host) HTTP_HOST=${2:?}; shift 2 ;;
+        --chat-template) TEMPLATE=${2:?}; shift 2 ;;
         -h|--help) usage 0 ;;
         *) die "unknown option '$1' (pipeline.sh --help)" ;;
     esac
 done
 
+case $HTTP in *[!0-9]*) die "--http must be a port number, got '$HTTP'" ;; esac
 for v in WORKERS CTX; do
     case ${!v} in ''|*[!0-9]*) die "--$(echo "$v" | tr 'A-Z' 'a-z') must be a whole number, got '${!v}'" ;; esac
 done
@@ -74,10 +81,14 @@ start_one() {
         samplerd) args=(--run-dir "$RUN_DIR") ;;
         engined) args=(--model "$MODEL" --workers "$WORKERS" --threads "$THREADS" --ctx "$CTX" --run-dir "$RUN_DIR")
                  [ "$FLOAT" = 1 ] && args+=(--float) ;;
-        tokenizerd) args=(--model "$MODEL" --run-dir "$RUN_DIR") ;;
+        tokenizerd) args=(--model "$MODEL" --run-dir "$RUN_DIR")
+                    [ -n "$TEMPLATE" ] && args+=(--chat-template "$TEMPLATE") ;;
+        gateway) args=(serve --run-dir "$RUN_DIR" --host "$HTTP_HOST" --port "$HTTP") ;;
     esac
-    [ -x "$BIN/$d" ] || die "$BIN/$d not found: build first (make), or set LLM_BIN"
-    nohup "$BIN/$d" "${args[@]}" >>"$RUN_DIR/$d.log" 2>&1 </dev/null &
+    local exe=$d
+    [ "$d" = gateway ] && exe=llmc
+    [ -x "$BIN/$exe" ] || die "$BIN/$exe not found: build first (make), or set LLM_BIN"
+    nohup "$BIN/$exe" "${args[@]}" >>"$RUN_DIR/$d.log" 2>&1 </dev/null &
     echo $! >"$RUN_DIR/$d.pid"
 }
 
@@ -98,17 +109,22 @@ load_conf() {
     . "$RUN_DIR/pipeline.conf"
 }
 
-# Waits until the front door answers and reports the expected number of workers.
+# The daemons of this pipeline: the gateway too when it has an HTTP port.
+daemons() { echo "$DAEMONS${HTTP:+ gateway}"; }
+
+# Waits until the front door answers and reports the expected number of workers (and
+# the gateway answers /health).
 wait_ready() {
     local want=$1 i out n
     for i in $(seq 600); do
-        for d in $DAEMONS; do
+        for d in $(daemons); do
             alive "$d" || { echo "pipeline.sh: $d exited; last lines of $RUN_DIR/$d.log:" >&2
                             tail -n 5 "$RUN_DIR/$d.log" >&2; return 1; }
         done
         if out=$("$BIN/llmc" status --run-dir "$RUN_DIR" 2>/dev/null); then
             n=$(printf '%s\n' "$out" | sed -n 's/^workers: //p')
-            [ "${n:-0}" -ge "$want" ] && return 0
+            [ "${n:-0}" -ge "$want" ] && { [ -z "$HTTP" ] || curl -sf -o /dev/null "http://$HTTP_HOST:$HTTP/health"; } \
+                && return 0
         fi
         sleep 0.2
     done
@@ -121,19 +137,20 @@ case $cmd in
         [ -n "$MODEL" ] || die "start needs --model FILE"
         [ -r "$MODEL" ] || die "model $MODEL is not readable"
         MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
-        printf 'MODEL=%q\nWORKERS=%q\nCTX=%q\nTHREADS=%q\nFLOAT=%q\n' "$MODEL" "$WORKERS" "$CTX" "$THREADS" "$FLOAT" \
-            >"$RUN_DIR/pipeline.conf"
-        for d in $DAEMONS; do start_one "$d"; done
+        printf 'MODEL=%q\nWORKERS=%q\nCTX=%q\nTHREADS=%q\nFLOAT=%q\nHTTP=%q\nHTTP_HOST=%q\nTEMPLATE=%q\n' \
+            "$MODEL" "$WORKERS" "$CTX" "$THREADS" "$FLOAT" "$HTTP" "$HTTP_HOST" "$TEMPLATE" >"$RUN_DIR/pipeline.conf"
+        for d in $(daemons); do start_one "$d"; done
         wait_ready "$WORKERS" || exit 1
-        echo "pipeline ready in $RUN_DIR ($WORKERS worker(s), model $(basename "$MODEL")); logs: $RUN_DIR/*.log"
+        echo "pipeline ready in $RUN_DIR ($WORKERS worker(s), model $(basename "$MODEL"))${HTTP:+; OpenAI API on http://$HTTP_HOST:$HTTP/v1}; logs: $RUN_DIR/*.log"
         ;;
     stop)
-        for d in tokenizerd engined samplerd; do stop_one "$d"; done
+        for d in gateway tokenizerd engined samplerd; do stop_one "$d"; done
         echo "pipeline in $RUN_DIR stopped"
         ;;
     status)
         rc=0
-        for d in $DAEMONS; do
+        [ -f "$RUN_DIR/pipeline.conf" ] && load_conf
+        for d in $(daemons); do
             if alive "$d"; then echo "$d: running (pid $(pid_of "$d"))"; else echo "$d: not running"; rc=1; fi
         done
         "$BIN/llmc" status --run-dir "$RUN_DIR" || rc=1
@@ -142,10 +159,12 @@ case $cmd in
     restart)
         load_conf
         case $component in
-            all) for d in tokenizerd engined samplerd; do stop_one "$d"; done
-                 for d in $DAEMONS; do start_one "$d"; done ;;
+            all) for d in gateway tokenizerd engined samplerd; do stop_one "$d"; done
+                 for d in $(daemons); do start_one "$d"; done ;;
             samplerd|engined|tokenizerd) stop_one "$component"; start_one "$component" ;;
-            *) die "restart what? tokenizerd, samplerd, engined or all" ;;
+            gateway) [ -n "$HTTP" ] || die "this pipeline was started without --http"
+                     stop_one gateway; start_one gateway ;;
+            *) die "restart what? tokenizerd, samplerd, engined, gateway or all" ;;
         esac
         wait_ready "$WORKERS" || exit 1
         echo "$component restarted"
