@@ -118,6 +118,13 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
 
+# The HTTP gateway's end-to-end test drives it with the official openai npm package,
+# installed from the npm registry into the build directory (never committed).
+OPENAI_NPM := openai@6.49.0
+$(BUILD)/node/node_modules/openai/package.json:
+	@mkdir -p $(BUILD)/node
+	cd $(BUILD)/node && npm install --no-audit --no-fund --loglevel=error --prefix . $(OPENAI_NPM)
+
 # Tests find the binaries and the shared data through the environment.
 TEST_ENV = CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} LLM_BIN=$(abspath $(BUILD)/bin) LLM_SHARED=$(abspath $(SHARED)) LLM_BUILD=$(abspath $(BUILD))
 
@@ -128,7 +135,7 @@ test: deps
 unit:
 	$(TEST_ENV) $(BUILD)/tests/check_all
 
-e2e:
+e2e: $(BUILD)/node/node_modules/openai/package.json
 	@set -e; for t in $(sort $(wildcard tests/e2e/*.sh)); do \
 	  echo "== $$t"; $(TEST_ENV) bash $$t; done
 
