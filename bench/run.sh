@@ -21,3 +21,4 @@ run engine env BUILD="$BUILD" bash bench/bench_engine.sh
 run tokenizer "$BUILD/bench/bench_tok"
 run sampler "$BUILD/bench/bench_sampler"
 run quant "$BUILD/bench/bench_quant"
+run serve env BUILD="$BUILD" bash bench/bench_serve.sh 8
