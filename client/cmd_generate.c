@@ -11,6 +11,7 @@
  * smp_param_set before anything is sent. While streaming, llmc pings the front door
  * every second; the front door frees the session of a client that stops pinging.
  */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,9 +30,10 @@
 #define PING_MS    1000
 #define LOST_MS    8000  /* no answer to pings for this long: the front door is gone */
 #define ACCEPT_MS  10000 /* the front door must admit a request within this */
+#define LC_KEY_MAX 64    /* a chat session's key (the front door's is 32 hex digits) */
 
 typedef struct {
-    const char *prompt, *system, *endpoint, *run_dir;
+    const char *prompt, *system, *endpoint, *run_dir, *file;
     long        n_predict;
     int         json, stats, echo;
     const char *pk[MAX_PARAMS], *pv[MAX_PARAMS];
@@ -54,6 +56,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: llmc \"PROMPT\" [options]      complete PROMPT, streaming only the generated text\n"
             "       llmc chat [--system TEXT] [options]\n"
+            "  -f, --file FILE       read the prompt from FILE ('-': standard input)\n"
             "  -n, --n-predict N     tokens to generate (default -1: until end of text or full context)\n"
             "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S ...\n"
             "                        sampler parameters, llama.cpp names; every samplerd parameter is\n"
@@ -128,6 +131,7 @@ static int parse(int argc, char **argv, int first, gen_opts *o, int chat)
             }
         }
         else if ((strcmp(a, "-e") == 0 || strcmp(a, "--endpoint") == 0) && need) o->endpoint = argv[++i];
+        else if ((strcmp(a, "-f") == 0 || strcmp(a, "--file") == 0) && need && !chat) o->file = argv[++i];
         else if (strcmp(a, "--run-dir") == 0 && need) o->run_dir = argv[++i];
         else if (strcmp(a, "--system") == 0 && need && chat) o->system = argv[++i];
         else if (strcmp(a, "--stop") == 0 && need) {
@@ -156,7 +160,11 @@ static int parse(int argc, char **argv, int first, gen_opts *o, int chat)
             return 2;
         }
     }
-    if (!chat && !o->prompt) {
+    if (!chat && o->file && o->prompt) {
+        fprintf(stderr, "error: give the prompt as an argument or with --file, not both\n");
+        return 2;
+    }
+    if (!chat && !o->prompt && !o->file) {
         usage(stderr);
         return 2;
     }
@@ -223,7 +231,7 @@ static double now_s(void)
 /* Sends one GENERATE and streams its answer. The generated text is appended to *out
  * when out is not NULL; *sess gets the session id. 0 on success, 1 on error. */
 static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int n_msgs, uint64_t *sess,
-                    char **out, size_t *out_len)
+                    char *key, char **out, size_t *out_len)
 {
     static uint64_t next_id = 0;
     uint64_t id = ((uint64_t)getpid() << 20) + ++next_id;
@@ -234,7 +242,10 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
         proto_put_bool(&w, "chat", 1);
         proto_put_array_begin(&w, "msgs", (uint32_t)n_msgs);
         for (int i = 0; i < n_msgs; i++) proto_pack_str(&w.pk, msgs[i]);
-        if (*sess) proto_put_u64(&w, "sess", *sess);
+        if (*sess) {
+            proto_put_u64(&w, "sess", *sess);
+            proto_put_str(&w, "key", key);
+        }
     } else {
         proto_put_str(&w, "prompt", o->prompt);
     }
@@ -253,7 +264,7 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
         return 1;
     }
     int accepted = 0, rc = 1;
-    uint64_t n_prompt = 0, n_gen = 0;
+    uint64_t n_prompt = 0, n_gen = 0, queue_pos = 0;
     int64_t last_rx = net_now_ms(), last_ping = last_rx;
     if (o->echo && !msgs && !o->json) {
         fputs(o->prompt, stdout);
@@ -275,6 +286,8 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
                 accepted = 1;
                 n_prompt = proto_u64(&m, "ntok", 0);
                 *sess = proto_u64(&m, "sess", 0);
+                proto_strcpy(&m, "key", key, LC_KEY_MAX);
+                queue_pos = proto_u64(&m, "pos", 0);
             } else if (m.type == PT_PIECE) {
                 size_t n;
                 const char *p = proto_str(&m, "text", &n);
@@ -302,16 +315,18 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
                 char reason[32];
                 proto_strcpy(&m, "reason", reason, sizeof reason);
                 double gen_s = t1 - t_first, tps = n_gen > 1 && gen_s > 0 ? (double)(n_gen - 1) / gen_s : 0;
+                uint64_t moves = proto_u64(&m, "moves", 0);
                 if (o->json)
                     printf("{\"done\":true,\"reason\":\"%s\",\"prompt_tokens\":%llu,\"tokens\":%llu,"
-                           "\"ttft_ms\":%.1f,\"total_ms\":%.1f,\"tokens_per_s\":%.2f}\n",
+                           "\"ttft_ms\":%.1f,\"total_ms\":%.1f,\"tokens_per_s\":%.2f,\"queue_pos\":%llu,"
+                           "\"moves\":%llu}\n",
                            reason, (unsigned long long)n_prompt, (unsigned long long)n_gen, (t_first - t0) * 1e3,
-                           (t1 - t0) * 1e3, tps);
+                           (t1 - t0) * 1e3, tps, (unsigned long long)queue_pos, (unsigned long long)moves);
                 if (o->stats)
                     fprintf(stderr, "\nprompt tokens: %llu, generated tokens: %llu, time to first token: %.1f ms, "
-                                    "%.2f tokens/s, total %.1f ms (%s)\n",
+                                    "%.2f tokens/s, total %.1f ms (%s; queued at position %llu, moved %llu times)\n",
                             (unsigned long long)n_prompt, (unsigned long long)n_gen, (t_first - t0) * 1e3, tps,
-                            (t1 - t0) * 1e3, reason);
+                            (t1 - t0) * 1e3, reason, (unsigned long long)queue_pos, (unsigned long long)moves);
                 rc = 0;
                 proto_msg_free(&m);
                 break;
@@ -353,22 +368,52 @@ static void install_sigint(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* Reads a whole prompt file ("-": stdin) into a NUL-terminated buffer; NULL with a
+ * message printed. */
+static char *read_prompt(const char *path)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "error: --file %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t n = 0, cap = 1 << 16;
+    char *b = malloc(cap);
+    for (size_t k; b && (k = fread(b + n, 1, cap - n - 1, f)) > 0;) {
+        n += k;
+        if (n + 1 == cap) {
+            char *x = cap > PROTO_MAX_MSG ? NULL : realloc(b, cap *= 2);
+            if (!x) { free(b); b = NULL; }
+            else b = x;
+        }
+    }
+    if (f != stdin) fclose(f);
+    if (!b) fprintf(stderr, "error: --file %s: too large (the limit is %u bytes)\n", path, PROTO_MAX_MSG);
+    else b[n] = 0;
+    return b;
+}
+
 int cmd_generate(int argc, char **argv)
 {
     gen_opts o;
     int r = parse(argc, argv, 1, &o, 0);
     if (r) return r == 1 ? 0 : r == 2 ? 2 : 1;
+    char *file_prompt = NULL;
+    if (o.file && !(o.prompt = file_prompt = read_prompt(o.file))) return 1;
     lc_conn c;
     char err[400];
     if (lc_open(&c, o.endpoint, o.run_dir, err, sizeof err) != 0) {
         fprintf(stderr, "error: %s\n", err);
+        free(file_prompt);
         return 1;
     }
     install_sigint();
     uint64_t sess = 0;
-    r = run_turn(&c, &o, NULL, 0, &sess, NULL, NULL);
+    char key[LC_KEY_MAX] = "";
+    r = run_turn(&c, &o, NULL, 0, &sess, key, NULL, NULL);
     if (r == 0 && !o.json && isatty(1)) putchar('\n');
     lc_close(&c);
+    free(file_prompt);
     return r;
 }
 
@@ -388,7 +433,7 @@ int cmd_chat(int argc, char **argv)
     char **msgs = malloc((size_t)cap * sizeof *msgs);
     if (o.system) { msgs[n++] = strdup("system"); msgs[n++] = strdup(o.system); }
     uint64_t sess = 0;
-    char line[8192];
+    char key[LC_KEY_MAX] = "", line[8192];
     r = 0;
     for (;;) {
         if (tty) { fputs("> ", stdout); fflush(stdout); }
@@ -404,7 +449,7 @@ int cmd_chat(int argc, char **argv)
         msgs[n++] = strdup(line);
         char *reply = NULL;
         size_t len = 0;
-        r = run_turn(&c, &o, (const char *const *)msgs, n, &sess, &reply, &len);
+        r = run_turn(&c, &o, (const char *const *)msgs, n, &sess, key, &reply, &len);
         putchar('\n');
         fflush(stdout);
         msgs[n++] = strdup("assistant");
@@ -415,6 +460,7 @@ int cmd_chat(int argc, char **argv)
         proto_writer w;
         proto_begin(&w, PT_CANCEL, 0);
         proto_put_u64(&w, "sess", sess);
+        proto_put_str(&w, "key", key);
         lc_send(&c, &w);
     }
     for (int i = 0; i < n; i++) free(msgs[i]);

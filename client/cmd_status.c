@@ -29,8 +29,9 @@ static void print_text(const proto_msg *m)
     for (uint32_t i = 0; i < n; i++) {
         const msgpack_object *x = &w->via.array.ptr[i];
         if (x->type != MSGPACK_OBJECT_MAP) continue;
-        long long pid = -1, sess = -1;
+        long long pid = -1, sess = -1, busy = -1, ctx = -1;
         double up = 0;
+        int stalled = 0;
         char host[80] = "?";
         for (uint32_t k = 0; k < x->via.map.size; k++) {
             const msgpack_object_str *key = &x->via.map.ptr[k].key.via.str;
@@ -39,11 +40,27 @@ static void print_text(const proto_msg *m)
             int is_int = v->type == MSGPACK_OBJECT_POSITIVE_INTEGER || v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER;
             if (key->size == 3 && !memcmp(key->ptr, "pid", 3) && is_int) pid = v->via.i64;
             if (key->size == 8 && !memcmp(key->ptr, "sessions", 8) && is_int) sess = v->via.i64;
+            if (key->size == 4 && !memcmp(key->ptr, "busy", 4) && is_int) busy = v->via.i64;
+            if (key->size == 3 && !memcmp(key->ptr, "ctx", 3) && is_int) ctx = v->via.i64;
+            if (key->size == 7 && !memcmp(key->ptr, "stalled", 7) && v->type == MSGPACK_OBJECT_BOOLEAN)
+                stalled = v->via.boolean;
             if (key->size == 2 && !memcmp(key->ptr, "up", 2) && v->type == MSGPACK_OBJECT_FLOAT64) up = v->via.f64;
             if (key->size == 4 && !memcmp(key->ptr, "host", 4) && v->type == MSGPACK_OBJECT_STR)
                 snprintf(host, sizeof host, "%.*s", (int)v->via.str.size, v->via.str.ptr);
         }
-        printf("  worker pid %lld  host %s  sessions %lld  up %.1f s\n", pid, host, sess, up);
+        printf("  worker pid %lld  host %s  sessions %lld  busy %lld  ctx %lld  up %.1f s%s\n", pid, host, sess,
+               busy, ctx, up, stalled ? "  STALLED (no progress: its sessions were moved)" : "");
+    }
+    const msgpack_object *q = proto_field(m, "queue");
+    uint32_t nq = q && q->type == MSGPACK_OBJECT_ARRAY ? q->via.array.size : 0;
+    printf("queue: %llu waiting (first come, first served; limits: %llu requests, %llu per client)\n",
+           (unsigned long long)proto_u64(m, "queued", 0), (unsigned long long)proto_u64(m, "max_requests", 0),
+           (unsigned long long)proto_u64(m, "max_per_client", 0));
+    for (uint32_t i = 0; i < nq; i++) {
+        proto_msg e = proto_view(m, &q->via.array.ptr[i]);
+        printf("  %llu. session %016llx  %llu prompt tokens  waiting %.1f s\n", (unsigned long long)proto_u64(&e, "pos", 0),
+               (unsigned long long)proto_u64(&e, "sess", 0), (unsigned long long)proto_u64(&e, "ntok", 0),
+               proto_f64(&e, "wait", 0));
     }
 }
 

@@ -124,6 +124,12 @@ void net_close(void **sock)
 
 int net_send(void *sock, const void *rid, size_t rid_len, const void *data, size_t len)
 {
+    if (len > PROTO_MAX_MSG) {
+        /* the receiver would drop the connection (ZMQ_MAXMSGSIZE): a bug of the sender */
+        log_error("refusing to send a message of %zu bytes (the limit is %u)", len, PROTO_MAX_MSG);
+        errno = EMSGSIZE;
+        return -1;
+    }
     if (rid && zmq_send(sock, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) return -1;
     return zmq_send(sock, data, len, ZMQ_DONTWAIT) < 0 ? -1 : 0;
 }

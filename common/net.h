@@ -53,7 +53,9 @@ int net_curve(void *sock, const char *endpoint, int is_server, char *err, size_t
 void net_close(void **sock);
 
 /* Sends [routing id][payload] (routing NULL: just the payload); 0 or -1. Non-blocking:
- * a message that cannot be queued is dropped (the protocol's retries cover it). */
+ * a message that cannot be queued is dropped (the protocol's retries cover it). A
+ * payload over PROTO_MAX_MSG is never sent (the peer would drop the connection): -1,
+ * errno EMSGSIZE and an error log line; callers bound what they build. */
 int net_send(void *sock, const void *rid, size_t rid_len, const void *data, size_t len);
 /* Receives one message without blocking: for a ROUTER the first frame is copied into
  * rid (cap NET_RID_MAX) and its length into *rid_len. The payload is returned in *msg

@@ -19,12 +19,17 @@ typedef struct {
 } proto_type_spec;
 
 /* The protocol, one row per message type: required keys and their kinds. Optional keys
- * (not checked here, read with defaults): GENERATE: prompt STR, msgs STRS (role, text,
- * role, text...), chat BOOL, sess U64 (continue a chat session), params PARAMS, stop
- * STRS, echo BOOL, ignore_eos BOOL. RUN/SAMPLE/TOKEN/SAMPLED: st BIN (carried sampler
- * state). RUN: eog INTS. SAMPLED/TOKEN (when params n_probs > 0): logprob F64 (the
- * chosen token's), top TOPS (the n_probs most probable). PIECE: probs PROBS (one entry
- * per token the piece flushes). */
+ * (their kinds checked by proto_optional below, read with defaults): GENERATE: prompt
+ * STR, msgs STRS (role, text, role, text...), chat BOOL, sess U64 + key STR (continue a
+ * chat session), params PARAMS, stop STRS, echo BOOL, ignore_eos BOOL. PING/CANCEL: sess
+ * + key (a chat session between turns). ACCEPTED: key STR (the session's secret handle),
+ * pos U64 (place in the front door's queue, 0 = dispatched). ERROR: code STR
+ * (invalid_request, context_length_exceeded, queue_full, unavailable, internal),
+ * retry_ms U64. WORKER_HB: prog U64 (forward work done), busy U64 (sessions with compute
+ * pending), ctx U64 (positions per session), cap U64, bye BOOL. RUN: eog INTS, mu F64.
+ * SAMPLE: eos I64, seg STR. TOKEN (when n_probs > 0): logprob F64 (the chosen token's),
+ * top TOPS (the n_probs most probable). PIECE: probs PROBS (one entry per token the
+ * piece flushes). Rows of SAMPLE / SAMPLED: see PK_SAMPLE_ROWS / PK_SAMPLED_ROWS. */
 static const proto_type_spec proto_schema[PT_TYPE_COUNT] = {
     [PT_GENERATE]     = {"GENERATE", {{"n", PK_I64}}},
     [PT_CANCEL]       = {"CANCEL", {{0}}},
@@ -39,12 +44,11 @@ static const proto_type_spec proto_schema[PT_TYPE_COUNT] = {
                                        {"active", PK_U64}, {"wid", PK_U64}}},
     [PT_FRONT_HB]     = {"FRONT_HB", {{"epoch", PK_U64}}},
     [PT_RUN]          = {"RUN", {{"sess", PK_U64}, {"toks", PK_INTS}, {"step", PK_U64},
-                                 {"budget", PK_U64}, {"params", PK_PARAMS}, {"epoch", PK_U64}}},
+                                 {"budget", PK_U64}, {"sp", PK_BIN}, {"epoch", PK_U64}}},
     [PT_STOP]         = {"STOP", {{"sess", PK_U64}}},
     [PT_TOKEN]        = {"TOKEN", {{"sess", PK_U64}, {"step", PK_U64}, {"tok", PK_I64}, {"epoch", PK_U64}}},
-    [PT_SAMPLE]       = {"SAMPLE", {{"sess", PK_U64}, {"step", PK_U64}, {"shm", PK_STR}, {"slot", PK_U64},
-                                    {"nv", PK_U64}, {"params", PK_PARAMS}, {"hist", PK_INTS}}},
-    [PT_SAMPLED]      = {"SAMPLED", {{"sess", PK_U64}, {"step", PK_U64}, {"tok", PK_I64}}},
+    [PT_SAMPLE]       = {"SAMPLE", {{"shm", PK_STR}, {"nv", PK_U64}, {"rows", PK_SAMPLE_ROWS}}},
+    [PT_SAMPLED]      = {"SAMPLED", {{"rows", PK_SAMPLED_ROWS}}},
     [PT_PONG]         = {"PONG", {{0}}},
 };
 
@@ -184,6 +188,36 @@ static int probs_ok(const msgpack_object *o)
     return 1;
 }
 
+static int kind_ok(const msgpack_object *o, proto_kind k);
+
+/* The rows of a SAMPLE and a SAMPLED batch: required and optional keys. */
+static const proto_field_spec sample_row_req[] = {
+    {"sess", PK_U64}, {"step", PK_U64}, {"slot", PK_U64}, {"sp", PK_BIN}, {"hist", PK_INTS}, {NULL, 0}};
+static const proto_field_spec sample_row_opt[] = {{"mu", PK_F64}, {NULL, 0}};
+static const proto_field_spec sampled_row_req[] = {{"sess", PK_U64}, {"step", PK_U64}, {NULL, 0}};
+static const proto_field_spec sampled_row_opt[] = {
+    {"tok", PK_I64}, {"err", PK_STR}, {"mu", PK_F64}, {"logprob", PK_F64}, {"top", PK_TOPS}, {NULL, 0}};
+
+/* An array of maps, each with every required key (of its kind) and optional keys of
+ * their kinds; other keys are ignored. */
+static int rows_ok(const msgpack_object *o, const proto_field_spec *req, const proto_field_spec *opt)
+{
+    if (o->type != MSGPACK_OBJECT_ARRAY) return 0;
+    for (uint32_t i = 0; i < o->via.array.size; i++) {
+        const msgpack_object *e = &o->via.array.ptr[i];
+        if (e->type != MSGPACK_OBJECT_MAP) return 0;
+        for (int k = 0; req[k].key; k++) {
+            const msgpack_object *f = map_get(&e->via.map, req[k].key);
+            if (!f || !kind_ok(f, req[k].kind)) return 0;
+        }
+        for (int k = 0; opt[k].key; k++) {
+            const msgpack_object *f = map_get(&e->via.map, opt[k].key);
+            if (f && !kind_ok(f, opt[k].kind)) return 0;
+        }
+    }
+    return 1;
+}
+
 static int kind_ok(const msgpack_object *o, proto_kind k)
 {
     switch (k) {
@@ -196,6 +230,8 @@ static int kind_ok(const msgpack_object *o, proto_kind k)
     case PK_ANY: return 1;
     case PK_TOPS: return tops_ok(o);
     case PK_PROBS: return probs_ok(o);
+    case PK_SAMPLE_ROWS: return rows_ok(o, sample_row_req, sample_row_opt);
+    case PK_SAMPLED_ROWS: return rows_ok(o, sampled_row_req, sampled_row_opt);
     case PK_INTS:
         if (o->type != MSGPACK_OBJECT_ARRAY) return 0;
         for (uint32_t i = 0; i < o->via.array.size; i++) {
@@ -223,7 +259,8 @@ static int kind_ok(const msgpack_object *o, proto_kind k)
 static const char *const kind_names[PK_KIND_COUNT] = {
     "unsigned integer", "integer", "number", "string", "binary", "array of int32",
     "array of strings", "map of strings", "boolean", "value", "array of [id, logprob] pairs",
-    "array of {id, logprob, top, text} maps"};
+    "array of {id, logprob, top, text} maps", "array of sample rows {sess, step, slot, sp, hist, mu?}",
+    "array of sampled rows {sess, step, tok | err, mu?, logprob?, top?}"};
 
 static int fail(char *err, size_t cap, const char *fmt, const char *a, const char *b)
 {
@@ -236,7 +273,9 @@ static const proto_field_spec proto_optional[] = {
     {"prompt", PK_STR}, {"msgs", PK_STRS}, {"chat", PK_BOOL}, {"sess", PK_U64},
     {"params", PK_PARAMS}, {"stop", PK_STRS}, {"echo", PK_BOOL}, {"ignore_eos", PK_BOOL},
     {"st", PK_BIN}, {"eog", PK_INTS}, {"bye", PK_BOOL}, {"full", PK_BOOL}, {"mu", PK_F64},
-    {"logprob", PK_F64}, {"top", PK_TOPS}, {"probs", PK_PROBS}, {NULL, 0}};
+    {"logprob", PK_F64}, {"top", PK_TOPS}, {"probs", PK_PROBS}, {"key", PK_STR}, {"pos", PK_U64},
+    {"code", PK_STR}, {"retry_ms", PK_U64}, {"prog", PK_U64}, {"busy", PK_U64}, {"ctx", PK_U64},
+    {"cap", PK_U64}, {"eos", PK_I64}, {"seg", PK_STR}, {NULL, 0}};
 
 int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t errcap)
 {
@@ -271,7 +310,7 @@ int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t e
     if (v->via.u64 != PROTO_VERSION) {
         snprintf(num, sizeof num, "%llu", (unsigned long long)v->via.u64);
         proto_msg_free(m);
-        return fail(err, errcap, "protocol version %s, this daemon speaks %s", num, "1");
+        return fail(err, errcap, "protocol version %s, this daemon speaks %s", num, PROTO_VERSION_STR);
     }
     if (!id || id->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
         proto_msg_free(m);
@@ -312,6 +351,16 @@ void proto_msg_free(proto_msg *m)
     if (m->up.zone) msgpack_unpacked_destroy(&m->up);
     free(m->bytes);
     memset(m, 0, sizeof *m);
+}
+
+proto_msg proto_view(const proto_msg *m, const msgpack_object *map)
+{
+    proto_msg v;
+    memset(&v, 0, sizeof v);
+    v.type = m->type;
+    v.id = m->id;
+    v.map = map && map->type == MSGPACK_OBJECT_MAP ? &map->via.map : NULL;
+    return v;
 }
 
 const msgpack_object *proto_field(const proto_msg *m, const char *key)

@@ -37,7 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2
+#define PROTO_VERSION_STR "2"
 #define PROTO_MAX_MSG (4u << 20) /* bytes; ZMQ_MAXMSGSIZE on every socket (net.c) */
 
 /* Message types. Direction in the comment: C=llmc, F=tokenizerd (front door),
@@ -78,6 +79,10 @@ typedef enum {
     PK_TOPS,  /* array of [id, logprob] pairs: int32, number (top log-probabilities) */
     PK_PROBS, /* array of maps {id int32, logprob number, top PK_TOPS, text string};
                * id and logprob required, top and text optional (PIECE "probs") */
+    PK_SAMPLE_ROWS,  /* array of maps, one row of a SAMPLE batch: sess, step, slot U64,
+                      * sp BIN, hist INTS required; mu F64 optional */
+    PK_SAMPLED_ROWS, /* array of maps, one answer of a SAMPLED batch: sess, step U64
+                      * required; tok I64 or err STR; mu, logprob F64, top TOPS optional */
     PK_KIND_COUNT
 } proto_kind;
 
@@ -97,6 +102,10 @@ int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t e
 void proto_msg_free(proto_msg *m);
 /* The name of a type for logs ("GENERATE"), "?" when out of range. */
 const char *proto_type_name(int type);
+
+/* A view of a nested map of m (a row of a batch, already validated by proto_decode) that
+ * the getters below accept; it borrows m's memory: never proto_msg_free it. */
+proto_msg proto_view(const proto_msg *m, const msgpack_object *map);
 
 /* Field getters: the value of key, or dflt when absent or of another kind. */
 const msgpack_object *proto_field(const proto_msg *m, const char *key);

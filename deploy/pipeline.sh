@@ -3,12 +3,14 @@
 # master + workers, tokenizerd) in the background. Used by `make run` / `make stop`.
 #
 #   deploy/pipeline.sh start --model FILE [--workers N] [--run-dir DIR] [--ctx N] [--threads N] [--float]
-#                          [--http PORT [--http-host HOST]] [--chat-template NAME]
+#                          [--max-sessions N] [--batch-tokens N] [--kv f16|f32]       (engined)
+#                          [--max-requests N] [--max-per-client N] [--stall-timeout MS] (tokenizerd)
+#                          [--http PORT [--http-host HOST]] [--chat-template NAME]         (gateway, tokenizerd)
 #                          (--threads: per worker, default cores / workers; --http: also the
 #                          OpenAI-compatible gateway `llmc serve`, API keys from $LLM_API_KEY)
 #   deploy/pipeline.sh stop    [--run-dir DIR]
 #   deploy/pipeline.sh status  [--run-dir DIR]
-#   deploy/pipeline.sh restart tokenizerd|samplerd|engined|all [--run-dir DIR]
+#   deploy/pipeline.sh restart tokenizerd|samplerd|engined|gateway|all [--run-dir DIR]
 #
 # Binaries come from $LLM_BIN (default: build/bin next to this script's repository).
 # The run directory (--run-dir, else $LLM_RUN_DIR, else $XDG_RUNTIME_DIR/llm, else
@@ -24,7 +26,7 @@ DAEMONS="samplerd engined tokenizerd"
 die() { echo "pipeline.sh: $*" >&2; exit 1; }
 
 usage() {
-    sed -n '5,12p' "${BASH_SOURCE[0]}" | sed 's/^# //'
+    sed -n '5,13p' "${BASH_SOURCE[0]}" | sed 's/^# //'
     exit "${1:-2}"
 }
 
@@ -34,10 +36,17 @@ component=""
 if [ "$cmd" = restart ]; then component=${1:-}; [ -n "$component" ] || usage; shift; fi
 
 MODEL="" WORKERS=${LLM_WORKERS_N:-1} RUN_DIR="" CTX=${LLM_CTX:-0} THREADS=${LLM_THREADS:-} FLOAT=0
+MAX_SESSIONS="" BATCH_TOKENS="" KV="" MAX_REQUESTS="" MAX_PER_CLIENT="" STALL_TIMEOUT=""
 HTTP=${LLM_HTTP_PORT:-} HTTP_HOST=${LLM_HTTP_HOST:-127.0.0.1} TEMPLATE=""
 while [ $# -gt 0 ]; do
     case $1 in
         --model) MODEL=${2:?--model needs a file}; shift 2 ;;
+        --max-sessions) MAX_SESSIONS=${2:?}; shift 2 ;;
+        --batch-tokens) BATCH_TOKENS=${2:?}; shift 2 ;;
+        --kv) KV=${2:?}; shift 2 ;;
+        --max-requests) MAX_REQUESTS=${2:?}; shift 2 ;;
+        --max-per-client) MAX_PER_CLIENT=${2:?}; shift 2 ;;
+        --stall-timeout) STALL_TIMEOUT=${2:?}; shift 2 ;;
         --workers) WORKERS=${2:?}; shift 2 ;;
         --run-dir) RUN_DIR=${2:?}; shift 2 ;;
         --ctx) CTX=${2:?}; shift 2 ;;
@@ -55,6 +64,10 @@ case $HTTP in *[!0-9]*) die "--http must be a port number, got '$HTTP'" ;; esac
 for v in WORKERS CTX; do
     case ${!v} in ''|*[!0-9]*) die "--$(echo "$v" | tr 'A-Z' 'a-z') must be a whole number, got '${!v}'" ;; esac
 done
+for v in MAX_SESSIONS BATCH_TOKENS MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT; do
+    case ${!v} in '') ;; *[!0-9]*|0*) die "--$(echo "$v" | tr 'A-Z_' 'a-z-') must be a positive whole number, got '${!v}'" ;; esac
+done
+case $KV in ''|f16|f32) ;; *) die "--kv must be f16 or f32, got '$KV'" ;; esac
 [ "$WORKERS" -ge 1 ] || die "--workers must be at least 1"
 # threads per worker: the cores shared evenly between the workers unless told
 if [ -z "$THREADS" ]; then
@@ -80,9 +93,15 @@ start_one() {
     case $d in
         samplerd) args=(--run-dir "$RUN_DIR") ;;
         engined) args=(--model "$MODEL" --workers "$WORKERS" --threads "$THREADS" --ctx "$CTX" --run-dir "$RUN_DIR")
-                 [ "$FLOAT" = 1 ] && args+=(--float) ;;
+                 [ "$FLOAT" = 1 ] && args+=(--float)
+                 [ -n "$MAX_SESSIONS" ] && args+=(--max-sessions "$MAX_SESSIONS")
+                 [ -n "$BATCH_TOKENS" ] && args+=(--batch-tokens "$BATCH_TOKENS")
+                 [ -n "$KV" ] && args+=(--kv "$KV") ;;
         tokenizerd) args=(--model "$MODEL" --run-dir "$RUN_DIR")
-                    [ -n "$TEMPLATE" ] && args+=(--chat-template "$TEMPLATE") ;;
+                 [ -n "$MAX_REQUESTS" ] && args+=(--max-requests "$MAX_REQUESTS")
+                 [ -n "$MAX_PER_CLIENT" ] && args+=(--max-per-client "$MAX_PER_CLIENT")
+                 [ -n "$STALL_TIMEOUT" ] && args+=(--stall-timeout "$STALL_TIMEOUT")
+                 [ -n "$TEMPLATE" ] && args+=(--chat-template "$TEMPLATE") ;;
         gateway) args=(serve --run-dir "$RUN_DIR" --host "$HTTP_HOST" --port "$HTTP") ;;
     esac
     local exe=$d
@@ -137,8 +156,9 @@ case $cmd in
         [ -n "$MODEL" ] || die "start needs --model FILE"
         [ -r "$MODEL" ] || die "model $MODEL is not readable"
         MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
-        printf 'MODEL=%q\nWORKERS=%q\nCTX=%q\nTHREADS=%q\nFLOAT=%q\nHTTP=%q\nHTTP_HOST=%q\nTEMPLATE=%q\n' \
-            "$MODEL" "$WORKERS" "$CTX" "$THREADS" "$FLOAT" "$HTTP" "$HTTP_HOST" "$TEMPLATE" >"$RUN_DIR/pipeline.conf"
+        for v in MODEL WORKERS CTX THREADS FLOAT MAX_SESSIONS BATCH_TOKENS KV MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT HTTP HTTP_HOST TEMPLATE; do
+            printf '%s=%q\n' "$v" "${!v}"
+        done >"$RUN_DIR/pipeline.conf"
         for d in $(daemons); do start_one "$d"; done
         wait_ready "$WORKERS" || exit 1
         echo "pipeline ready in $RUN_DIR ($WORKERS worker(s), model $(basename "$MODEL"))${HTTP:+; OpenAI API on http://$HTTP_HOST:$HTTP/v1}; logs: $RUN_DIR/*.log"

@@ -106,6 +106,29 @@ int eng_prefill(eng_model *m, eng_session *s, const int32_t *tokens, int n,
 int eng_decode(eng_model *m, eng_session *const *sessions, const int32_t *tokens, int n,
                float *logits, char *err, size_t errlen);
 
+/* One item of a mixed step: the next token of a session. */
+typedef struct {
+    eng_session *s;
+    int32_t      tok;
+    bool         logits;  /* true: this item's logits row is wanted */
+} eng_item;
+
+/* Evaluates n items in one pass over the weights: any mix of several sessions' prefill
+ * chunks and single decode tokens (continuous batching). A session's items must be
+ * given in order; they go at its next positions. logits gets one n_vocab row per item
+ * whose logits flag is set, in item order (NULL when none is set). Every session then
+ * advances by its item count. The rows are bit-identical to those the same tokens give
+ * through any other split into steps (prefill at once, in chunks, one by one, alone or
+ * batched with other sessions). 0, or -1 with err (bad token, a full cache, more than
+ * ENG_MAX_STEP items); on error no session moves. */
+#define ENG_MAX_STEP 4096
+int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *err, size_t errlen);
+
+/* A counter of the forward work done by this handle (one unit per layer of a pass),
+ * readable from any thread while another computes: a worker's liveness reports it, so
+ * a long pass is seen to make progress. */
+uint64_t eng_progress(const eng_model *m);
+
 /* Index of the largest value, ties to the lowest index (greedy sampling). */
 int eng_argmax(const float *logits, int n);
 

@@ -48,6 +48,7 @@ struct eng_model {
     float *rope;      /* (cap_tok, n_rot) cos/sin pairs */
     int    cap_ctx;   /* positions per thread in scores */
     float *scores;    /* (n_threads, att_scratch()) */
+    uint64_t progress; /* layers computed (atomic: read by a worker's I/O thread) */
 };
 
 static double mono_ms(void)
@@ -644,10 +645,10 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
     for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
 }
 
-/* Runs n items through the model; rows [first_logit, n) of the final states become
- * logits rows (logits may be NULL). Positions must have been checked by the caller. */
+/* Runs n items through the model; the final states of items lrows[0..nl) become logits
+ * rows 0..nl (logits may be NULL). Positions must have been checked by the caller. */
 static int forward(eng_model *m, eng_session *const *sess, const int *pos, const int32_t *tok,
-                   int n, float *logits, int first_logit, char *err, size_t errlen)
+                   int n, float *logits, const int *lrows, int nl, char *err, size_t errlen)
 {
     const mdl_config *c = &m->cfg;
     int max_pos = 0;
@@ -671,10 +672,13 @@ static int forward(eng_model *m, eng_session *const *sess, const int *pos, const
         else memcpy(m->x + (size_t)i * E, row, (size_t)E * sizeof(float));
         rope_table(c, m->w.rope_freqs, pos[i], m->rope + (size_t)i * c->n_rot);
     }
-    for (int il = 0; il < c->n_layer; il++) layer_forward(m, il, sess, pos, n);
-    if (!logits || first_logit >= n) return 0;
-    int nl = n - first_logit;
-    rms_norm(m->x + (size_t)first_logit * E, m->w.output_norm, m->xn, nl, E, c->rms_eps);
+    for (int il = 0; il < c->n_layer; il++) {
+        layer_forward(m, il, sess, pos, n);
+        __atomic_fetch_add(&m->progress, 1, __ATOMIC_RELAXED);
+    }
+    if (!logits || nl <= 0) return 0;
+    for (int j = 0; j < nl; j++)
+        rms_norm(m->x + (size_t)lrows[j] * E, m->w.output_norm, m->xn + (size_t)j * E, 1, E, c->rms_eps);
     const mdl_mat *out = &m->w.output;
     matmul(m, m->xn, nl, 1, &out, &logits, NULL);
     return 0;
@@ -697,9 +701,9 @@ int eng_prefill(eng_model *m, eng_session *s, const int32_t *tokens, int n,
     }
     int chunk = n < ENG_MAX_BATCH ? n : ENG_MAX_BATCH;
     eng_session **sess = malloc((size_t)chunk * sizeof *sess);
-    int *pos = malloc((size_t)chunk * sizeof *pos);
-    if (!sess || !pos) {
-        free(sess); free(pos);
+    int *pos = malloc((size_t)chunk * sizeof *pos), *lrows = malloc((size_t)chunk * sizeof *lrows);
+    if (!sess || !pos || !lrows) {
+        free(sess); free(pos); free(lrows);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -710,15 +714,17 @@ int eng_prefill(eng_model *m, eng_session *s, const int32_t *tokens, int n,
         for (int i = 0; i < k; i++) {
             sess[i] = s;
             pos[i] = s->pos + i;
+            lrows[i] = all_logits ? i : k - 1;
         }
         bool last = done + k == n;
         float *lg = !logits ? NULL : all_logits ? logits + (size_t)done * V : last ? logits : NULL;
-        rc = forward(m, sess, pos, tokens + done, k, lg, all_logits ? 0 : k - 1, err, errlen);
+        rc = forward(m, sess, pos, tokens + done, k, lg, lrows, all_logits ? k : 1, err, errlen);
         if (rc == 0) s->pos += k;
     }
     if (rc != 0) s->pos = start;
     free(sess);
     free(pos);
+    free(lrows);
     return rc;
 }
 
@@ -729,7 +735,7 @@ int eng_decode(eng_model *m, eng_session *const *sessions, const int32_t *tokens
         snprintf(err, errlen, "decode: invalid batch of %d sessions", n);
         return -1;
     }
-    int pos[ENG_MAX_BATCH];
+    int pos[ENG_MAX_BATCH], lrows[ENG_MAX_BATCH];
     for (int i = 0; i < n; i++) {
         eng_session *s = sessions[i];
         if (!s || s->model != m) {
@@ -747,8 +753,67 @@ int eng_decode(eng_model *m, eng_session *const *sessions, const int32_t *tokens
             }
         }
         pos[i] = s->pos;
+        lrows[i] = i;
     }
-    if (forward(m, sessions, pos, tokens, n, logits, 0, err, errlen) != 0) return -1;
+    if (forward(m, sessions, pos, tokens, n, logits, lrows, n, err, errlen) != 0) return -1;
     for (int i = 0; i < n; i++) sessions[i]->pos++;
     return 0;
 }
+
+/* Per distinct session of a step: its items so far. */
+typedef struct {
+    eng_session *s;
+    int          count;
+} step_sess;
+
+int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *err, size_t errlen)
+{
+    if (n <= 0 || n > ENG_MAX_STEP || !items) {
+        snprintf(err, errlen, "step: invalid batch of %d items (1..%d)", n, ENG_MAX_STEP);
+        return -1;
+    }
+    eng_session **sess = malloc((size_t)n * sizeof *sess);
+    int *pos = malloc((size_t)n * sizeof *pos), *lrows = malloc((size_t)n * sizeof *lrows);
+    int32_t *tok = malloc((size_t)n * sizeof *tok);
+    step_sess *ss = malloc((size_t)n * sizeof *ss);
+    int rc = -1, nss = 0, nl = 0;
+    if (!sess || !pos || !lrows || !tok || !ss) {
+        snprintf(err, errlen, "out of memory for a step of %d items", n);
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        eng_session *s = items[i].s;
+        if (!s || s->model != m) {
+            snprintf(err, errlen, "step: item %d has an invalid session or one of another model", i);
+            goto out;
+        }
+        int k = 0; /* few distinct sessions per step: a linear search is cheapest */
+        while (k < nss && ss[k].s != s) k++;
+        if (k == nss) ss[nss++] = (step_sess){s, 0};
+        pos[i] = s->pos + ss[k].count++;
+        if (pos[i] >= s->kv.n_ctx) {
+            snprintf(err, errlen, "step: item %d goes past the context of its session (%d positions)", i,
+                     s->kv.n_ctx);
+            goto out;
+        }
+        sess[i] = s;
+        tok[i] = items[i].tok;
+        if (items[i].logits) lrows[nl++] = i;
+    }
+    if (nl && !logits) {
+        snprintf(err, errlen, "step: logits are wanted but no buffer was given");
+        goto out;
+    }
+    rc = forward(m, sess, pos, tok, n, logits, lrows, nl, err, errlen);
+    if (rc == 0)
+        for (int k = 0; k < nss; k++) ss[k].s->pos += ss[k].count;
+out:
+    free(sess);
+    free(pos);
+    free(lrows);
+    free(tok);
+    free(ss);
+    return rc;
+}
+
+uint64_t eng_progress(const eng_model *m) { return __atomic_load_n(&m->progress, __ATOMIC_RELAXED); }

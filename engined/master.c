@@ -42,11 +42,14 @@ static void usage(FILE *f)
             "  --threads N         threads per worker (default 1) [LLM_THREADS]\n"
             "  --ctx N             context per session (default: the model's, capped at 4096)\n"
             "  --max-sessions N    sessions per worker (default 16)\n"
+            "  --batch-tokens N    most tokens a worker evaluates per step: one per decoding\n"
+            "                      session plus prefill chunks (default %d)\n"
             "  --kv f16|f32        KV cache type (default f32)\n"
             "  --float             keep f32 weights in the segment instead of INT8\n"
             "  --front EP          front door's worker endpoint (default ipc://RUN_DIR/workers.sock) [LLM_WORKERS]\n"
             "  --sampler EP        samplerd endpoint (default ipc://RUN_DIR/sampler.sock) [LLM_SAMPLER]\n"
-            "one-shot commands: engined --eval/--list-segments/--remove-segment/--verify-segment (above)\n");
+            "one-shot commands: engined --eval/--list-segments/--remove-segment/--verify-segment (above)\n",
+            ENGD_BATCH_TOKENS_DEFAULT);
 }
 
 static int parse(int argc, char **argv, engd_opts *o, int *attach)
@@ -69,6 +72,7 @@ static int parse(int argc, char **argv, engd_opts *o, int *attach)
         else if (OPT("--workers")) { if (r > 0 && dmn_int("--workers", val, 1, MAX_WORKERS, &v) == 0) o->n_workers = (int)v; else r = -1; }
         else if (OPT("--threads")) { if (r > 0 && dmn_int("--threads", val, 1, 256, &v) == 0) o->threads = (int)v; else r = -1; }
         else if (OPT("--ctx")) { if (r > 0 && dmn_int("--ctx", val, 0, 1 << 20, &v) == 0) o->n_ctx = (int)v; else r = -1; }
+        else if (OPT("--batch-tokens")) { if (r > 0 && dmn_int("--batch-tokens", val, 1, 4096, &v) == 0) o->batch_tokens = (int)v; else r = -1; }
         else if (OPT("--max-sessions")) { if (r > 0 && dmn_int("--max-sessions", val, 1, 256, &v) == 0) o->max_sessions = (int)v; else r = -1; }
         else if (OPT("--kv")) {
             if (r > 0 && (strcmp(val, "f16") == 0 || strcmp(val, "f32") == 0)) o->kv_f16 = val[1] == '1';
@@ -144,10 +148,11 @@ typedef struct {
 
 static pid_t spawn(const engd_opts *o, const char *self, const char *seg)
 {
-    char th[16], ctx[16], ms[16];
+    char th[16], ctx[16], ms[16], bt[16];
     snprintf(th, sizeof th, "%d", o->threads);
     snprintf(ctx, sizeof ctx, "%d", o->n_ctx);
     snprintf(ms, sizeof ms, "%d", o->max_sessions);
+    snprintf(bt, sizeof bt, "%d", o->batch_tokens);
     const char *av[32];
     int n = 0;
     av[n++] = "engined";
@@ -156,6 +161,7 @@ static pid_t spawn(const engd_opts *o, const char *self, const char *seg)
     av[n++] = "--threads"; av[n++] = th;
     av[n++] = "--ctx"; av[n++] = ctx;
     av[n++] = "--max-sessions"; av[n++] = ms;
+    av[n++] = "--batch-tokens"; av[n++] = bt;
     av[n++] = "--kv"; av[n++] = o->kv_f16 ? "f16" : "f32";
     if (o->run_dir) { av[n++] = "--run-dir"; av[n++] = o->run_dir; }
     if (o->front) { av[n++] = "--front"; av[n++] = o->front; }

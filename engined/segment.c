@@ -4,6 +4,8 @@
  */
 #include "segment.h"
 
+#include "gguf.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -287,4 +289,24 @@ const seg_tensor *seg_find(const seg_map *m, const char *name)
     for (uint64_t i = 0; i < h->n_tensors; i++)
         if (strcmp(dir[i].name, name) == 0) return &dir[i];
     return NULL;
+}
+
+struct gguf_ctx *seg_tokenizer_open(const char *name, seg_map *m, char *err, size_t errlen)
+{
+    int32_t pid = 0;
+    memset(m, 0, sizeof *m);
+    int rc = seg_attach(name, m, &pid, err, errlen);
+    if (rc != 0) {
+        if (rc == 1) snprintf(err, errlen, "segment %s is still LOADING (loader pid %d)", name, pid);
+        else if (rc == -2) snprintf(err, errlen, "segment %s does not exist", name);
+        return NULL;
+    }
+    const seg_header *h = seg_hdr(m);
+    gguf_ctx *g = NULL;
+    if (h->tok_offset > m->len || h->tok_bytes > m->len - h->tok_offset)
+        snprintf(err, errlen, "segment %s: tokenizer blob outside the segment", name);
+    else
+        g = gguf_parse((const char *)m->base + h->tok_offset, h->tok_bytes, err, errlen);
+    if (!g) seg_unmap(m);
+    return g;
 }

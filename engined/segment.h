@@ -142,6 +142,12 @@ int seg_list(seg_info *infos, int max, char *err, size_t errlen);
 int cvt_build(const char *gguf_path, const seg_ident *id, const char *name, uint32_t precision,
               char *err, size_t errlen);
 
+/* Maps READY segment name read-only into *m and parses its tokenizer blob (every
+ * key/value of the model file): what tokenizerd and samplerd need, without binding
+ * weights or starting threads. The context points into the mapping: gguf_close it,
+ * then seg_unmap(m). NULL with err (m is then unmapped). */
+struct gguf_ctx *seg_tokenizer_open(const char *name, seg_map *m, char *err, size_t errlen);
+
 /* Pointer to a directory entry by name, NULL when absent. */
 const seg_tensor *seg_find(const seg_map *m, const char *name);
 /* Data of a directory entry. */

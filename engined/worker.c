@@ -1,16 +1,23 @@
 /*
- * worker.c - one engine worker: sessions on a read-only weight segment, driven by the
- * front door, sampled by samplerd through the shared-memory logits ring.
+ * worker.c - one engine worker: a continuous-batching scheduler over the sessions the
+ * front door gives it, on a read-only weight segment, sampled by samplerd through the
+ * shared-memory logits ring.
  *
  * Per session the worker keeps every token (prompt + generated) and the KV cache of
- * all but the newest. A PT_RUN (re)starts a session from the tokens the front door
- * sends: the cached prefix that matches is kept, the rest is prefilled, and step
- * (tokens generated so far) keys samplerd's RNG, so a session moved here from a dead
- * worker continues exactly where it stopped. Each loop turn prefills new sessions,
- * decodes every session waiting for its next token in one eng_decode pass, and sends
- * one PT_SAMPLE per session; PT_SAMPLED replies become PT_TOKEN messages to the front.
- * A sample request unanswered for SAMPLE_RETRY_MS is re-sent unchanged (samplerd may
- * have restarted; the answer is the same).
+ * those already evaluated. A PT_RUN (re)starts a session from the tokens the front door
+ * sends: the cached prefix that matches is kept, the rest waits to be evaluated, and
+ * step (tokens generated so far) keys samplerd's RNG, so a session moved here from a
+ * dead worker continues exactly where it stopped.
+ *
+ * Each step is one eng_step pass over the weights: one token of every decoding session,
+ * then prefill chunks of waiting sessions in arrival order, up to batch_tokens items
+ * (prefill always gets PREFILL_MIN of them, so decoders cannot starve a newcomer). A
+ * session whose evaluated tokens reach its last one gets its logits row into its ring
+ * slot; all such rows of a step go to samplerd in one PT_SAMPLE, and the PT_SAMPLED rows
+ * become PT_TOKEN messages to the front door. The engine's batch invariance makes the
+ * tokens independent of how sessions were grouped and chunked. A sample request
+ * unanswered for SAMPLE_RETRY_MS is re-sent (samplerd may have restarted; the answer is
+ * the same). Liveness is the I/O thread's business (worker_io.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -26,46 +33,56 @@
 #include "proto.h"
 #include "sampler.h"
 #include "worker.h"
+#include "worker_io.h"
 
 #define SAMPLE_RETRY_MS 400
-#define HIST_MAX 4096 /* history tokens sent to samplerd at most (penalties, DRY) */
+#define SAMPLE_WAIT_MS  20     /* a step waits this long for the last step's tokens */
+#define HIST_MAX 4096          /* history tokens sent to samplerd at most (penalties, DRY) */
+#define PREFILL_MIN 32         /* prefill tokens a step takes however many sessions decode */
+#define SAMPLE_BATCH_BYTES (PROTO_MAX_MSG / 2) /* a PT_SAMPLE is split beyond this */
 
-typedef enum { WS_FREE, WS_PREFILL, WS_DECODE, WS_WAIT, WS_IDLE } ws_state;
+/* FREE: slot unused; READY: tokens [pos, n_toks) wait to be evaluated; WAIT: the logits
+ * of the last token are in the ring slot, a sample request is out; IDLE: budget spent,
+ * end of generation or an error (the front door decides what comes next). */
+typedef enum { WS_FREE, WS_READY, WS_WAIT, WS_IDLE } ws_state;
 
-/* Invariants: state != WS_FREE => es != NULL, n_toks >= 1, eng_session_pos(es) < n_toks
- * except in WS_IDLE after budget/EOG; WS_WAIT => the slot holds the logits of step. */
+/* Invariants: state != WS_FREE => es != NULL and n_toks >= 1; READY => pos < n_toks;
+ * WAIT => pos == n_toks and the slot holds the logits of the token at step. */
 typedef struct {
     ws_state     state;
     uint64_t     sess, epoch;
+    uint64_t     seq;      /* arrival order of its last RUN: prefill is first come, first served */
     eng_session *es;
-    int32_t     *toks;     /* (n_toks) every token of the session */
+    int32_t     *toks;     /* (cap_toks) every token of the session */
     int          n_toks, cap_toks;
     uint32_t     step;     /* index of the next token to sample */
     uint64_t     budget;   /* tokens still to generate */
-    uint8_t     *params;   /* packed msgpack map forwarded to samplerd */
-    size_t       params_len;
+    uint8_t      sp[SMP_WIRE_MAX]; /* sampler parameters, wire form (parsed once at the front) */
+    size_t       sp_len;
     double       mu;
     int          mu_set;
     int32_t      eog[16];
     int          n_eog;
     int          n_hist;   /* history tokens samplerd needs (penalties, DRY) */
-    uint64_t     req;      /* id of the pending sample request */
+    uint64_t     req;      /* id of the sample batch this session's row went in */
     int64_t      sent_ms;
 } wsess;
 
 typedef struct {
     const engd_opts *o;
     eng_model  *m;
-    int         n_vocab, eos;
+    int         n_vocab, eos, n_ctx, batch_tokens;
     lshm       *ring;
     wsess      *s;         /* (max_sessions) one per ring slot */
     int         n_s;
-    void       *ctx, *front, *samp;
-    uint64_t    wid, next_req, epoch;
-    int64_t     last_front_ms, last_hb_ms;
-    char        host[64];
-    float      *batch_logits; /* (max_sessions, n_vocab) */
+    void       *ctx, *pipe, *samp;
+    wio         io;
+    uint64_t    next_req, next_seq, epoch, steps;
+    int64_t     last_front_ms;
+    float      *logits;    /* (max_sessions, n_vocab) rows of one step */
+    eng_item   *items;     /* (batch_tokens + PREFILL_MIN + max_sessions) */
     int         registered;
+    long        stall_step; /* fault injection for tests: LLM_FAULT_STALL_STEP */
 } worker;
 
 void engd_opts_default(engd_opts *o)
@@ -74,35 +91,24 @@ void engd_opts_default(engd_opts *o)
     o->n_workers = 1;
     o->threads = 1;
     o->max_sessions = 16;
+    o->batch_tokens = ENGD_BATCH_TOKENS_DEFAULT;
     o->precision = ENG_INT8;
 }
 
-static int n_active(const worker *w)
+static void publish_load(worker *w)
 {
-    int n = 0;
-    for (int i = 0; i < w->n_s; i++) n += w->s[i].state != WS_FREE;
-    return n;
+    int active = 0, busy = 0;
+    for (int i = 0; i < w->n_s; i++) {
+        active += w->s[i].state != WS_FREE;
+        busy += w->s[i].state == WS_READY;
+    }
+    wio_set_load(&w->io, active, busy);
 }
 
 static void send_front(worker *w, proto_writer *pw)
 {
-    net_send(w->front, NULL, 0, proto_data(pw), proto_size(pw));
+    net_send(w->pipe, NULL, 0, proto_data(pw), proto_size(pw));
     proto_writer_free(pw);
-}
-
-static void send_hb(worker *w, int bye)
-{
-    proto_writer pw;
-    proto_begin(&pw, PT_WORKER_HB, 0);
-    if (bye) proto_put_bool(&pw, "bye", 1); /* shutting down: purge me now */
-    proto_put_u64(&pw, "pid", (uint64_t)getpid());
-    proto_put_str(&pw, "host", w->host);
-    proto_put_str(&pw, "seg", eng_segment_name(w->m));
-    proto_put_u64(&pw, "active", (uint64_t)n_active(w));
-    proto_put_u64(&pw, "cap", (uint64_t)w->n_s);
-    proto_put_u64(&pw, "wid", w->wid);
-    send_front(w, &pw);
-    w->last_hb_ms = net_now_ms();
 }
 
 static void send_sess_error_full(worker *w, uint64_t sess, uint64_t epoch, const char *msg, int full)
@@ -126,9 +132,7 @@ static void sess_drop(wsess *s)
     s->state = WS_FREE;
     s->sess = 0;
     s->n_toks = 0;
-    free(s->params);
-    s->params = NULL;
-    s->params_len = 0;
+    s->sp_len = 0;
     if (s->es) eng_session_reset(s->es);
 }
 
@@ -139,110 +143,63 @@ static wsess *sess_find(worker *w, uint64_t sess)
     return NULL;
 }
 
-static void send_sample(worker *w, wsess *s)
+/* ---- sampling ---------------------------------------------------------------------- */
+
+/* A sample batch being built: rows go in one PT_SAMPLE until it grows past
+ * SAMPLE_BATCH_BYTES (then it is sent and another begins). */
+typedef struct {
+    msgpack_sbuffer rows;
+    msgpack_packer  pk;
+    uint32_t        n;
+    uint64_t        id;
+} sbatch;
+
+static void sbatch_begin(worker *w, sbatch *b)
 {
-    int i = (int)(s - w->s);
-    proto_writer pw;
-    proto_begin(&pw, PT_SAMPLE, s->req);
-    proto_put_u64(&pw, "sess", s->sess);
-    proto_put_u64(&pw, "step", s->step);
-    proto_put_str(&pw, "shm", lshm_name(w->ring));
-    proto_put_u64(&pw, "slot", (uint64_t)i);
-    proto_put_u64(&pw, "nv", (uint64_t)w->n_vocab);
-    proto_put_i64(&pw, "eos", w->eos);
-    proto_put_str(&pw, "seg", eng_segment_name(w->m)); /* samplerd reads token texts there for DRY */
-    proto_put_raw(&pw, "params", s->params, s->params_len);
+    msgpack_sbuffer_init(&b->rows);
+    msgpack_packer_init(&b->pk, &b->rows, msgpack_sbuffer_write);
+    b->n = 0;
+    b->id = ++w->next_req;
+}
+
+static void sbatch_flush(worker *w, sbatch *b)
+{
+    if (b->n) {
+        proto_writer pw;
+        proto_begin(&pw, PT_SAMPLE, b->id);
+        proto_put_str(&pw, "shm", lshm_name(w->ring));
+        proto_put_u64(&pw, "nv", (uint64_t)w->n_vocab);
+        proto_put_i64(&pw, "eos", w->eos);
+        proto_put_str(&pw, "seg", eng_segment_name(w->m)); /* samplerd reads token texts there for DRY */
+        proto_put_array_begin(&pw, "rows", b->n);
+        msgpack_sbuffer_write(&pw.buf, b->rows.data, b->rows.size);
+        net_send(w->samp, NULL, 0, proto_data(&pw), proto_size(&pw));
+        proto_writer_free(&pw);
+    }
+    msgpack_sbuffer_destroy(&b->rows);
+}
+
+/* Adds session s's row (its logits are in its slot) to the batch. */
+static void sbatch_add(worker *w, sbatch *b, wsess *s)
+{
+    if (b->rows.size > SAMPLE_BATCH_BYTES) {
+        sbatch_flush(w, b);
+        sbatch_begin(w, b);
+    }
+    msgpack_packer *pk = &b->pk;
     int nh = s->n_toks < s->n_hist ? s->n_toks : s->n_hist;
-    proto_put_ints(&pw, "hist", s->toks + s->n_toks - nh, (size_t)nh);
-    if (s->mu_set) proto_put_f64(&pw, "mu", s->mu);
-    net_send(w->samp, NULL, 0, proto_data(&pw), proto_size(&pw));
-    proto_writer_free(&pw);
+    msgpack_pack_map(pk, 5 + (s->mu_set ? 1 : 0));
+    proto_pack_str(pk, "sess"); msgpack_pack_uint64(pk, s->sess);
+    proto_pack_str(pk, "step"); msgpack_pack_uint64(pk, s->step);
+    proto_pack_str(pk, "slot"); msgpack_pack_uint64(pk, (uint64_t)(s - w->s));
+    proto_pack_str(pk, "sp"); msgpack_pack_bin(pk, s->sp_len); msgpack_pack_bin_body(pk, s->sp, s->sp_len);
+    proto_pack_str(pk, "hist"); msgpack_pack_array(pk, (size_t)nh);
+    for (int i = s->n_toks - nh; i < s->n_toks; i++) msgpack_pack_int32(pk, s->toks[i]);
+    if (s->mu_set) { proto_pack_str(pk, "mu"); msgpack_pack_double(pk, s->mu); }
+    b->n++;
+    s->req = b->id;
     s->sent_ms = net_now_ms();
     s->state = WS_WAIT;
-}
-
-/* How many trailing tokens samplerd's penalties and DRY read for these parameters
- * (the front door validated them); all of them, capped, when unsure. */
-static int params_history(const msgpack_object *o)
-{
-    smp_params p = smp_params_default();
-    char k[64], v[1024], err[160];
-    for (uint32_t i = 0; i < o->via.map.size; i++) {
-        const msgpack_object_str *ks = &o->via.map.ptr[i].key.via.str, *vs = &o->via.map.ptr[i].val.via.str;
-        if (ks->size >= sizeof k || vs->size >= sizeof v) return HIST_MAX;
-        memcpy(k, ks->ptr, ks->size); k[ks->size] = 0;
-        memcpy(v, vs->ptr, vs->size); v[vs->size] = 0;
-        if (smp_param_set(&p, k, v, err, sizeof err) != 0) return HIST_MAX;
-    }
-    int n = smp_history_needed(&p);
-    return n < 0 || n > HIST_MAX ? HIST_MAX : n;
-}
-
-/* PT_RUN: (re)start a session from the front door's tokens. */
-static void on_run(worker *w, const proto_msg *pm)
-{
-    uint64_t sess = proto_u64(pm, "sess", 0), epoch = proto_u64(pm, "epoch", 0);
-    const msgpack_object *toks = proto_field(pm, "toks");
-    uint32_t n = toks->via.array.size;
-    wsess *s = sess_find(w, sess);
-    if (!s)
-        for (int i = 0; i < w->n_s && !s; i++)
-            if (w->s[i].state == WS_FREE) s = &w->s[i];
-    if (!s) {
-        send_sess_error(w, sess, epoch, "worker is full (all sessions busy)");
-        return;
-    }
-    char err[256];
-    if (!s->es && !(s->es = eng_session_new(w->m, w->o->n_ctx, w->o->kv_f16 ? ENG_KV_F16 : ENG_KV_F32, err, sizeof err))) {
-        send_sess_error(w, sess, epoch, err);
-        return;
-    }
-    if (n == 0 || n >= (uint32_t)eng_session_n_ctx(s->es)) {
-        snprintf(err, sizeof err, "session needs %u tokens; the context holds %d", n, eng_session_n_ctx(s->es));
-        send_sess_error(w, sess, epoch, err);
-        if (s->state == WS_FREE) sess_drop(s);
-        return;
-    }
-    int cap = eng_session_n_ctx(s->es) + 1; /* the session can never hold more tokens */
-    if (s->cap_toks < cap) {
-        int32_t *t = realloc(s->toks, (size_t)cap * sizeof *t);
-        if (!t) { send_sess_error(w, sess, epoch, "worker out of memory"); return; }
-        s->toks = t;
-        s->cap_toks = cap;
-    }
-    int32_t *nt = malloc((size_t)n * sizeof *nt);
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_object(&pk, *proto_field(pm, "params"));
-    if (!nt) { msgpack_sbuffer_destroy(&sb); return; }
-    proto_ints(pm, "toks", nt, n);
-    /* keep the cached prefix that matches; at least one token must be evaluated */
-    int pos = s->state == WS_FREE ? 0 : eng_session_pos(s->es), p = 0;
-    while (p < pos && p < (int)n && s->toks[p] == nt[p]) p++;
-    if (p >= (int)n) p = (int)n - 1;
-    if (p == 0) eng_session_reset(s->es);
-    else eng_session_truncate(s->es, p);
-    memcpy(s->toks, nt, (size_t)n * sizeof *nt);
-    free(nt);
-    s->n_toks = (int)n;
-    s->sess = sess;
-    s->epoch = epoch;
-    s->step = (uint32_t)proto_u64(pm, "step", 0);
-    s->budget = proto_u64(pm, "budget", 0);
-    free(s->params);
-    s->params = (uint8_t *)sb.data; /* ownership moves from the sbuffer */
-    s->params_len = sb.size;
-    s->mu_set = proto_field(pm, "mu") != NULL;
-    s->mu = proto_f64(pm, "mu", 0);
-    s->n_hist = params_history(proto_field(pm, "params"));
-    long ne = proto_ints(pm, "eog", s->eog, 16);
-    s->n_eog = ne < 0 ? 0 : ne > 16 ? 16 : (int)ne;
-    s->req = ++w->next_req;
-    s->state = s->budget ? WS_PREFILL : WS_IDLE;
-    log_debug("session %llu: run %u tokens (cached %d), step %u, budget %llu", (unsigned long long)sess, n, p,
-              s->step, (unsigned long long)s->budget);
 }
 
 static int is_eog(const wsess *s, int32_t t)
@@ -252,35 +209,34 @@ static int is_eog(const wsess *s, int32_t t)
     return 0;
 }
 
-/* PT_SAMPLED or PT_ERROR from samplerd. */
-static void on_sampled(worker *w, const proto_msg *pm)
+/* One row of a PT_SAMPLED: the token of session sess at step, or samplerd's error. */
+static void on_sampled_row(worker *w, uint64_t id, const proto_msg *row)
 {
-    wsess *s = sess_find(w, proto_u64(pm, "sess", 0));
-    if (!s || s->state != WS_WAIT || pm->id != s->req || proto_u64(pm, "step", UINT64_MAX) != s->step)
+    wsess *s = sess_find(w, proto_u64(row, "sess", 0));
+    if (!s || s->state != WS_WAIT || s->req != id || proto_u64(row, "step", UINT64_MAX) != s->step)
         return; /* a stale or duplicate answer */
-    if (pm->type == PT_ERROR) {
-        char msg[200];
-        proto_strcpy(pm, "msg", msg, sizeof msg);
-        send_sess_error(w, s->sess, s->epoch, msg);
+    char msg[200];
+    if (proto_strcpy(row, "err", msg, sizeof msg) == 0 || !proto_field(row, "tok")) {
+        send_sess_error(w, s->sess, s->epoch, msg[0] ? msg : "samplerd sent no token");
         s->state = WS_IDLE;
         return;
     }
-    int32_t t = (int32_t)proto_i64(pm, "tok", -1);
+    int32_t t = (int32_t)proto_i64(row, "tok", -1);
     if (t < 0 || t >= w->n_vocab) {
         send_sess_error(w, s->sess, s->epoch, "samplerd returned a token out of range");
         s->state = WS_IDLE;
         return;
     }
     proto_writer pw;
-    proto_begin(&pw, PT_TOKEN, pm->id);
+    proto_begin(&pw, PT_TOKEN, id);
     proto_put_u64(&pw, "sess", s->sess);
     proto_put_u64(&pw, "step", s->step);
     proto_put_i64(&pw, "tok", t);
     proto_put_u64(&pw, "epoch", s->epoch);
-    s->mu_set = proto_field(pm, "mu") != NULL;
-    s->mu = proto_f64(pm, "mu", 0);
+    s->mu_set = proto_field(row, "mu") != NULL;
+    s->mu = proto_f64(row, "mu", 0);
     if (s->mu_set) proto_put_f64(&pw, "mu", s->mu);
-    const msgpack_object *lp = proto_field(pm, "logprob"), *top = proto_field(pm, "top");
+    const msgpack_object *lp = proto_field(row, "logprob"), *top = proto_field(row, "top");
     if (lp) proto_put_obj(&pw, "logprob", lp); /* kinds checked by proto_decode */
     if (top) { /* at most the sampler's maximum */
         uint32_t k = top->via.array.size < SMP_MAX_PROBS ? top->via.array.size : SMP_MAX_PROBS;
@@ -288,16 +244,117 @@ static void on_sampled(worker *w, const proto_msg *pm)
         for (uint32_t i = 0; i < k; i++) msgpack_pack_object(&pw.pk, top->via.array.ptr[i]);
     }
     send_front(w, &pw);
-    log_debug("session %llu step %u: token %d (slot %d, %d tokens)", (unsigned long long)s->sess, s->step, t,
-              (int)(s - w->s), s->n_toks);
     s->toks[s->n_toks++] = t;
     s->step++;
     s->budget--;
-    s->req = ++w->next_req;
-    int full = s->n_toks >= eng_session_n_ctx(s->es) || s->n_toks >= s->cap_toks;
-    s->state = s->budget == 0 || is_eog(s, t) || full ? WS_IDLE : WS_DECODE;
+    int full = s->n_toks >= w->n_ctx || s->n_toks >= s->cap_toks;
+    s->state = s->budget == 0 || is_eog(s, t) || full ? WS_IDLE : WS_READY;
     if (full && s->budget && !is_eog(s, t))
         send_sess_error_full(w, s->sess, s->epoch, "the session's context is full", 1);
+}
+
+static void on_sampler(worker *w, const proto_msg *pm)
+{
+    if (pm->type == PT_SAMPLED) {
+        const msgpack_object *rows = proto_field(pm, "rows");
+        for (uint32_t i = 0; i < rows->via.array.size; i++) {
+            proto_msg row = proto_view(pm, &rows->via.array.ptr[i]);
+            on_sampled_row(w, pm->id, &row);
+        }
+    } else if (pm->type == PT_ERROR) { /* the whole batch failed (e.g. the ring) */
+        char msg[200];
+        proto_strcpy(pm, "msg", msg, sizeof msg);
+        for (int i = 0; i < w->n_s; i++) {
+            wsess *s = &w->s[i];
+            if (s->state != WS_WAIT || s->req != pm->id) continue;
+            send_sess_error(w, s->sess, s->epoch, msg);
+            s->state = WS_IDLE;
+        }
+    }
+}
+
+static void retry_samples(worker *w, int64_t now)
+{
+    sbatch b;
+    int any = 0;
+    for (int i = 0; i < w->n_s; i++) {
+        wsess *s = &w->s[i];
+        if (s->state != WS_WAIT || now - s->sent_ms < SAMPLE_RETRY_MS) continue;
+        if (!any++) sbatch_begin(w, &b);
+        log_warn("session %llu step %u: samplerd did not answer in %d ms; asking again",
+                 (unsigned long long)s->sess, s->step, SAMPLE_RETRY_MS);
+        sbatch_add(w, &b, s);
+    }
+    if (any) sbatch_flush(w, &b);
+}
+
+/* ---- the front door's requests -------------------------------------------------------- */
+
+/* PT_RUN: (re)start a session from the front door's tokens. */
+static void on_run(worker *w, const proto_msg *pm)
+{
+    uint64_t sess = proto_u64(pm, "sess", 0), epoch = proto_u64(pm, "epoch", 0);
+    const msgpack_object *toks = proto_field(pm, "toks"), *sp = proto_field(pm, "sp");
+    uint32_t n = toks->via.array.size;
+    char err[256];
+    smp_params p;
+    if (smp_params_from_wire(sp->via.bin.ptr, sp->via.bin.size, w->n_vocab, &p, err, sizeof err) != 0) {
+        send_sess_error(w, sess, epoch, err);
+        return;
+    }
+    if (n == 0 || n >= (uint32_t)w->n_ctx) {
+        snprintf(err, sizeof err, "session needs %u tokens; the context holds %d", n, w->n_ctx);
+        send_sess_error(w, sess, epoch, err);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object *e = &toks->via.array.ptr[i];
+        if (e->type != MSGPACK_OBJECT_POSITIVE_INTEGER || e->via.u64 >= (uint64_t)w->n_vocab) {
+            snprintf(err, sizeof err, "token %u of the session is outside the vocabulary (0..%d)", i, w->n_vocab - 1);
+            send_sess_error(w, sess, epoch, err);
+            return;
+        }
+    }
+    wsess *s = sess_find(w, sess);
+    for (int i = 0; i < w->n_s && !s; i++)
+        if (w->s[i].state == WS_FREE) s = &w->s[i];
+    if (!s) {
+        send_sess_error(w, sess, epoch, "worker is full (all sessions busy)");
+        return;
+    }
+    if (!s->es && !(s->es = eng_session_new(w->m, w->n_ctx, w->o->kv_f16 ? ENG_KV_F16 : ENG_KV_F32, err, sizeof err))) {
+        send_sess_error(w, sess, epoch, err);
+        return;
+    }
+    if (s->cap_toks < w->n_ctx + 1) { /* the session can never hold more tokens */
+        int32_t *t = realloc(s->toks, (size_t)(w->n_ctx + 1) * sizeof *t);
+        if (!t) { send_sess_error(w, sess, epoch, "worker out of memory"); return; }
+        s->toks = t;
+        s->cap_toks = w->n_ctx + 1;
+    }
+    /* keep the cached prefix that matches; at least one token must be evaluated */
+    int pos = s->state == WS_FREE ? 0 : eng_session_pos(s->es), keep = 0;
+    while (keep < pos && keep < (int)n && s->toks[keep] == (int32_t)toks->via.array.ptr[keep].via.u64) keep++;
+    if (keep >= (int)n) keep = (int)n - 1;
+    eng_session_truncate(s->es, keep);
+    for (uint32_t i = 0; i < n; i++) s->toks[i] = (int32_t)toks->via.array.ptr[i].via.u64;
+    s->n_toks = (int)n;
+    s->sess = sess;
+    s->epoch = epoch;
+    s->seq = ++w->next_seq;
+    s->step = (uint32_t)proto_u64(pm, "step", 0);
+    s->budget = proto_u64(pm, "budget", 0);
+    memcpy(s->sp, sp->via.bin.ptr, sp->via.bin.size);
+    s->sp_len = sp->via.bin.size;
+    int nh = smp_history_needed(&p);
+    s->n_hist = nh < 0 || nh > HIST_MAX ? HIST_MAX : nh;
+    s->mu_set = proto_field(pm, "mu") != NULL;
+    s->mu = proto_f64(pm, "mu", 0);
+    long ne = proto_ints(pm, "eog", s->eog, 16);
+    s->n_eog = ne < 0 ? 0 : ne > 16 ? 16 : (int)ne;
+    s->state = s->budget ? WS_READY : WS_IDLE;
+    log_debug("session %llu: run %u tokens (cached %d), step %u, budget %llu", (unsigned long long)sess, n, keep,
+              s->step, (unsigned long long)s->budget);
 }
 
 static void on_front(worker *w, const proto_msg *pm)
@@ -327,59 +384,76 @@ static void on_front(worker *w, const proto_msg *pm)
     }
 }
 
-/* Prefill new sessions one by one, then decode all waiting ones in one pass. */
-static int compute(worker *w)
+/* ---- one step ------------------------------------------------------------------------ */
+
+/* Builds and runs one step: every READY session with one token left (decoding), then the
+ * READY sessions with more (prefill) in arrival order, up to batch_tokens items in all.
+ * Returns 1 if a step ran. */
+static int step(worker *w)
 {
-    char err[256];
-    int did = 0;
+    int n = 0, nl = 0, order[w->n_s], no = 0;
+    wsess *lrow[w->n_s];
     for (int i = 0; i < w->n_s; i++) {
         wsess *s = &w->s[i];
-        if (s->state != WS_PREFILL) continue;
-        int pos = eng_session_pos(s->es);
-        if (eng_prefill(w->m, s->es, s->toks + pos, s->n_toks - pos, lshm_slot(w->ring, (uint32_t)i), false, err,
-                        sizeof err) != 0) {
+        if (s->state != WS_READY) continue;
+        int left = s->n_toks - eng_session_pos(s->es);
+        if (left == 1) {
+            w->items[n++] = (eng_item){ s->es, s->toks[s->n_toks - 1], true };
+            lrow[nl++] = s;
+        } else {
+            order[no++] = i;
+        }
+    }
+    for (int a = 1; a < no; a++) /* insertion sort by arrival: few sessions */
+        for (int b = a; b > 0 && w->s[order[b]].seq < w->s[order[b - 1]].seq; b--) {
+            int t = order[b]; order[b] = order[b - 1]; order[b - 1] = t;
+        }
+    /* prefill gets what the decode tokens leave of the budget, but never less than
+     * PREFILL_MIN (or the whole budget if smaller): many decoders cannot starve a newcomer */
+    int room = w->batch_tokens - n, floor = w->batch_tokens < PREFILL_MIN ? w->batch_tokens : PREFILL_MIN;
+    if (room < floor) room = floor;
+    for (int k = 0; k < no && room > 0; k++) {
+        wsess *s = &w->s[order[k]];
+        int pos = eng_session_pos(s->es), take = s->n_toks - pos;
+        if (take > room) take = room;
+        room -= take;
+        for (int j = 0; j < take; j++) w->items[n++] = (eng_item){ s->es, s->toks[pos + j], false };
+        if (pos + take == s->n_toks) {
+            w->items[n - 1].logits = true;
+            lrow[nl++] = s;
+        }
+    }
+    if (!n) return 0;
+    if (w->stall_step && (long)++w->steps >= w->stall_step) {
+        log_warn("LLM_FAULT_STALL_STEP=%ld: the compute thread stops making progress (test)", w->stall_step);
+        while (!dmn_stop) usleep(50 * 1000);
+        return 0;
+    }
+    char err[256];
+    if (eng_step(w->m, w->items, n, w->logits, err, sizeof err) != 0) {
+        for (int i = 0; i < n; i++) { /* every session of the step (tokens were checked: out of memory) */
+            wsess *s = NULL;
+            for (int k = 0; k < w->n_s && !s; k++)
+                if (w->s[k].es == w->items[i].s && w->s[k].state == WS_READY) s = &w->s[k];
+            if (!s) continue;
             send_sess_error(w, s->sess, s->epoch, err);
             s->state = WS_IDLE;
-            continue;
-        }
-        send_sample(w, s);
-        did = 1;
-    }
-    eng_session *ss[w->n_s];
-    int32_t tk[w->n_s];
-    int idx[w->n_s], n = 0;
-    for (int i = 0; i < w->n_s; i++)
-        if (w->s[i].state == WS_DECODE) {
-            idx[n] = i;
-            ss[n] = w->s[i].es;
-            tk[n++] = w->s[i].toks[w->s[i].n_toks - 1];
-        }
-    if (!n) return did;
-    if (eng_decode(w->m, ss, tk, n, w->batch_logits, err, sizeof err) != 0) {
-        for (int k = 0; k < n; k++) {
-            send_sess_error(w, w->s[idx[k]].sess, w->s[idx[k]].epoch, err);
-            w->s[idx[k]].state = WS_IDLE;
         }
         return 1;
     }
-    for (int k = 0; k < n; k++) {
-        memcpy(lshm_slot(w->ring, (uint32_t)idx[k]), w->batch_logits + (size_t)k * w->n_vocab,
+    if (!nl) return 1;
+    sbatch b;
+    sbatch_begin(w, &b);
+    for (int k = 0; k < nl; k++) {
+        memcpy(lshm_slot(w->ring, (uint32_t)(lrow[k] - w->s)), w->logits + (size_t)k * w->n_vocab,
                (size_t)w->n_vocab * sizeof(float));
-        send_sample(w, &w->s[idx[k]]);
+        sbatch_add(w, &b, lrow[k]);
     }
+    sbatch_flush(w, &b);
     return 1;
 }
 
-static void retry_samples(worker *w, int64_t now)
-{
-    for (int i = 0; i < w->n_s; i++) {
-        wsess *s = &w->s[i];
-        if (s->state != WS_WAIT || now - s->sent_ms < SAMPLE_RETRY_MS) continue;
-        log_warn("session %llu step %u: samplerd did not answer in %d ms; asking again",
-                 (unsigned long long)s->sess, s->step, SAMPLE_RETRY_MS);
-        send_sample(w, s);
-    }
-}
+/* ---- the loop ------------------------------------------------------------------------- */
 
 static void drain(worker *w, void *sock, int from_front)
 {
@@ -389,26 +463,22 @@ static void drain(worker *w, void *sock, int from_front)
         char err[200];
         int r = net_recv_msg(sock, 0, NULL, NULL, &pm, &nbytes, err, sizeof err);
         if (r == 0) return;
-        if (r < 0) {
-            log_warn("dropped a bad message from %s: %s", from_front ? "the front door" : "samplerd", err);
-        } else if (from_front) {
-            on_front(w, &pm);
-        } else if (pm.type == PT_SAMPLED || pm.type == PT_ERROR) {
-            on_sampled(w, &pm);
-        }
+        if (r < 0) log_warn("dropped a bad message from %s: %s", from_front ? "the front door" : "samplerd", err);
+        else if (from_front) on_front(w, &pm);
+        else on_sampler(w, &pm);
         proto_msg_free(&pm);
     }
 }
 
-static int connect_sockets(worker *w, const char *dir)
+static int connect_sockets(worker *w, const char *dir, void **front)
 {
-    char ep[300], err[200];
-    w->front = net_socket(w->ctx, ZMQ_DEALER);
+    char ep[300], err[200] = "";
+    *front = net_socket(w->ctx, ZMQ_DEALER);
     w->samp = net_socket(w->ctx, ZMQ_DEALER);
-    if (!w->front || !w->samp) return -1;
+    if (!*front || !w->samp) return -1;
     if (w->o->front) snprintf(ep, sizeof ep, "%s", w->o->front);
     else net_endpoint(dir, NET_EP_WORKERS, ep, sizeof ep);
-    if (net_curve(w->front, ep, 0, err, sizeof err) != 0 || zmq_connect(w->front, ep) != 0) {
+    if (net_curve(*front, ep, 0, err, sizeof err) != 0 || zmq_connect(*front, ep) != 0) {
         log_error("front door endpoint %s: %s", ep, err[0] ? err : zmq_strerror(zmq_errno()));
         return -1;
     }
@@ -426,18 +496,39 @@ static int connect_sockets(worker *w, const char *dir)
 
 static void worker_free(worker *w)
 {
+    wio_stop(&w->io);
     for (int i = 0; w->s && i < w->n_s; i++) {
         sess_drop(&w->s[i]);
         eng_session_free(w->s[i].es);
         free(w->s[i].toks);
     }
     free(w->s);
-    free(w->batch_logits);
+    free(w->logits);
+    free(w->items);
     lshm_destroy(&w->ring);
-    net_close(&w->front);
     net_close(&w->samp);
     if (w->ctx) zmq_ctx_term(w->ctx);
     eng_close(w->m);
+}
+
+/* How long the loop may sleep: 0 with work ready, unless the last step's tokens are due
+ * from samplerd any moment (decoding sessions then join the next step: wait for them up
+ * to SAMPLE_WAIT_MS); otherwise until a sample retry is due, at most 50 ms. A message
+ * on either socket ends the wait. */
+static long poll_timeout(const worker *w, int64_t now)
+{
+    int ready = 0, recent = 0;
+    long t = 50;
+    for (int i = 0; i < w->n_s; i++) {
+        const wsess *s = &w->s[i];
+        ready |= s->state == WS_READY;
+        if (s->state != WS_WAIT) continue;
+        long age = (long)(now - s->sent_ms), due = age < SAMPLE_WAIT_MS ? SAMPLE_WAIT_MS - age : SAMPLE_RETRY_MS - age;
+        recent |= age < SAMPLE_WAIT_MS;
+        if (due < t) t = due;
+    }
+    if (ready && !recent) return 0;
+    return t < 0 ? 0 : t;
 }
 
 int engd_worker_run(const engd_opts *o)
@@ -463,40 +554,56 @@ int engd_worker_run(const engd_opts *o)
     w.n_vocab = eng_config_of(w.m)->n_vocab;
     w.eos = eng_config_of(w.m)->eos_id;
     w.n_s = o->max_sessions;
+    w.batch_tokens = o->batch_tokens > 0 ? o->batch_tokens : ENGD_BATCH_TOKENS_DEFAULT;
+    const char *fs = getenv("LLM_FAULT_STALL_STEP");
+    w.stall_step = fs ? atol(fs) : 0;
     w.s = calloc((size_t)w.n_s, sizeof *w.s);
-    w.batch_logits = malloc((size_t)w.n_s * (size_t)w.n_vocab * sizeof(float));
+    w.logits = malloc((size_t)w.n_s * (size_t)w.n_vocab * sizeof(float));
+    w.items = malloc((size_t)(w.batch_tokens + PREFILL_MIN + w.n_s) * sizeof *w.items);
     w.ring = lshm_create(getpid(), (uint32_t)w.n_s, (uint32_t)w.n_vocab, err, sizeof err);
     w.ctx = zmq_ctx_new();
-    gethostname(w.host, sizeof w.host - 1);
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    uint64_t wid = 0;
     FILE *ur = fopen("/dev/urandom", "rb");
-    if (!ur || fread(&w.wid, sizeof w.wid, 1, ur) != 1) w.wid = (uint64_t)getpid() << 20 ^ (uint64_t)t0;
+    if (!ur || fread(&wid, sizeof wid, 1, ur) != 1) wid = (uint64_t)getpid() << 20 ^ (uint64_t)t0;
     if (ur) fclose(ur);
-    if (!w.s || !w.batch_logits || !w.ring || !w.ctx || connect_sockets(&w, dir) != 0) {
+    void *front = NULL;
+    eng_session *probe = w.ctx ? eng_session_new(w.m, o->n_ctx, ENG_KV_F16, err, sizeof err) : NULL;
+    w.n_ctx = probe ? eng_session_n_ctx(probe) : 0; /* what --ctx 0 resolves to */
+    eng_session_free(probe);
+    if (!w.s || !w.logits || !w.items || !w.ring || !w.ctx || !w.n_ctx || connect_sockets(&w, dir, &front) != 0) {
         if (!w.ring) log_error("%s", err);
+        net_close(&front);
         worker_free(&w);
         return 1;
     }
-    send_hb(&w, 0);
+    wio_init(&w.io, w.ctx, front, w.m, wid, host, w.n_s, w.n_ctx);
+    if (!(w.pipe = wio_start(&w.io, err, sizeof err))) {
+        log_error("%s", err);
+        worker_free(&w);
+        return 1;
+    }
+    log_info("serving up to %d sessions of %d positions, steps of up to %d tokens", w.n_s, w.n_ctx, w.batch_tokens);
     while (!dmn_stop) {
-        int busy = 0;
-        for (int i = 0; i < w.n_s; i++) busy |= w.s[i].state == WS_PREFILL || w.s[i].state == WS_DECODE;
-        zmq_pollitem_t it[2] = {{w.front, 0, ZMQ_POLLIN, 0}, {w.samp, 0, ZMQ_POLLIN, 0}};
-        if (zmq_poll(it, 2, busy ? 0 : 50) < 0 && zmq_errno() != EINTR) break;
-        drain(&w, w.samp, 0);
-        drain(&w, w.front, 1);
-        compute(&w);
         int64_t now = net_now_ms();
-        retry_samples(&w, now);
-        if (now - w.last_hb_ms >= NET_HB_MS) send_hb(&w, 0);
+        zmq_pollitem_t it[2] = {{w.pipe, 0, ZMQ_POLLIN, 0}, {w.samp, 0, ZMQ_POLLIN, 0}};
+        if (zmq_poll(it, 2, poll_timeout(&w, now)) < 0 && zmq_errno() != EINTR) break;
+        drain(&w, w.samp, 0);
+        drain(&w, w.pipe, 1);
+        now = net_now_ms();
         if (w.registered && now - w.last_front_ms > NET_HB_MS * NET_HB_LIVENESS) {
             log_warn("front door silent for %lld ms; waiting for it to come back", (long long)(now - w.last_front_ms));
             w.registered = 0;
         }
+        retry_samples(&w, now);
+        publish_load(&w);
+        step(&w);
+        publish_load(&w);
     }
-    log_info("shutting down (%d active sessions handed back to the front door)", n_active(&w));
-    send_hb(&w, 1);
-    int linger = 200; /* let the goodbye leave */
-    zmq_setsockopt(w.front, ZMQ_LINGER, &linger, sizeof linger);
+    int active = 0;
+    for (int i = 0; i < w.n_s; i++) active += w.s[i].state != WS_FREE;
+    log_info("shutting down (%d active sessions handed back to the front door)", active);
     worker_free(&w);
     return 0;
 }

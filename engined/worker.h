@@ -7,9 +7,11 @@
  *   return o.worker ? engd_worker_run(&o) : engd_master_run(&o);
  *
  * A worker maps the READY weight segment read-only, registers with the front door
- * (tokenizerd) over a DEALER socket with heartbeats, runs the sessions it is given
- * (prefill, then batched decode of every active session per step), and asks samplerd
- * for each token with the logits in its shared-memory ring (logits_shm.h).
+ * (tokenizerd) over a DEALER socket with heartbeats from its own I/O thread
+ * (worker_io.h), runs the sessions it is given as a continuous-batching scheduler (each
+ * step: one token of every decoding session plus prefill chunks, up to batch_tokens),
+ * and asks samplerd for a step's tokens in one request, with the logits in its
+ * shared-memory ring (logits_shm.h).
  */
 #ifndef LLM_ENGD_WORKER_H
 #define LLM_ENGD_WORKER_H
@@ -24,12 +26,17 @@ typedef struct {
     int         threads;      /* per worker */
     int         n_ctx;        /* per session (0: model's, capped by the engine) */
     int         max_sessions; /* per worker */
+    int         batch_tokens; /* most tokens one step evaluates (decode + prefill chunks) */
     int         kv_f16;       /* 1: f16 KV cache, 0: f32 */
     int         precision;    /* eng_precision for a segment the master creates */
     int         worker;       /* run as a worker (--worker / --attach) */
 } engd_opts;
 
-/* Defaults: 1 worker, 1 thread, n_ctx 0, 16 sessions, f32 KV, INT8. */
+/* Tokens per step by default: see README (chosen by bench/bench_serve.sh). */
+#define ENGD_BATCH_TOKENS_DEFAULT 128
+
+/* Defaults: 1 worker, 1 thread, n_ctx 0, 16 sessions, ENGD_BATCH_TOKENS_DEFAULT tokens
+ * per step, f32 KV, INT8. */
 void engd_opts_default(engd_opts *o);
 /* Runs one worker until SIGTERM/SIGINT; returns the exit status. */
 int engd_worker_run(const engd_opts *o);

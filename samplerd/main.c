@@ -19,7 +19,8 @@
 #include <unistd.h>
 
 #include "daemon.h"
-#include "engine.h"
+#include "gguf.h"
+#include "segment.h"
 #include "log.h"
 #include "logits_shm.h"
 #include "net.h"
@@ -90,16 +91,15 @@ static int write_piece(void *ctx, int32_t id, char *buf, size_t cap)
 }
 
 /* DRY needs token texts: load them once from the tokenizer tables in the worker's
- * weight segment (named in the request). Failure only means DRY is skipped. */
+ * weight segment (named in the request), mapping only the segment's header and blob
+ * pages. Failure only means DRY is skipped. */
 static void load_pieces(sampler_daemon *d, const proto_msg *m)
 {
     char seg[64], err[256] = "";
     if (proto_strcpy(m, "seg", seg, sizeof seg) != 0 || strcmp(seg, d->pieces_seg) == 0) return;
     snprintf(d->pieces_seg, sizeof d->pieces_seg, "%s", seg); /* tried once per segment */
-    eng_model *em = eng_attach(seg, err, sizeof err);
-    size_t len = 0;
-    const void *blob = em ? eng_tokenizer_blob(em, &len) : NULL;
-    gguf_ctx *g = blob ? gguf_parse(blob, len, err, sizeof err) : NULL;
+    seg_map sm;
+    gguf_ctx *g = seg_tokenizer_open(seg, &sm, err, sizeof err);
     tok_vocab *v = g ? tok_vocab_load(g, err, sizeof err) : NULL;
     if (v && smp_work_load_pieces(d->work, tok_n_vocab(v), write_piece, v) == 0)
         log_info("token texts of %s loaded for DRY", seg);
@@ -107,97 +107,98 @@ static void load_pieces(sampler_daemon *d, const proto_msg *m)
         log_warn("no token texts from segment %s (%s): DRY is skipped", seg, err[0] ? err : "load failed");
     tok_vocab_free(v);
     gguf_close(g);
-    eng_close(em);
-}
-
-static int params_from(const proto_msg *m, smp_params *p, int n_vocab, char *err, size_t errcap)
-{
-    *p = smp_params_default();
-    const msgpack_object *o = proto_field(m, "params");
-    for (uint32_t i = 0; i < o->via.map.size; i++) {
-        char k[64], v[1024];
-        const msgpack_object_str *ks = &o->via.map.ptr[i].key.via.str, *vs = &o->via.map.ptr[i].val.via.str;
-        if (ks->size >= sizeof k || vs->size >= sizeof v) {
-            snprintf(err, errcap, "parameter name or value too long");
-            return -1;
-        }
-        memcpy(k, ks->ptr, ks->size);
-        k[ks->size] = 0;
-        memcpy(v, vs->ptr, vs->size);
-        v[vs->size] = 0;
-        if (smp_param_set(p, k, v, err, errcap) != 0) return -1;
-    }
-    return smp_params_validate(p, n_vocab, err, errcap);
+    seg_unmap(&sm);
 }
 
 static void reply_error(sampler_daemon *d, const uint8_t *rid, size_t rl, const proto_msg *m, const char *msg)
 {
     proto_writer w;
     proto_begin(&w, PT_ERROR, m ? m->id : 0);
-    if (m) {
-        proto_put_u64(&w, "sess", proto_u64(m, "sess", 0));
-        proto_put_u64(&w, "step", proto_u64(m, "step", 0));
-    }
     proto_put_str(&w, "msg", msg);
     net_send(d->sock, rid, rl, proto_data(&w), proto_size(&w));
     proto_writer_free(&w);
     d->errors++;
 }
 
+/* One row of a batch: its token (or an error naming the problem) as one SAMPLED row. */
+static void sample_row(sampler_daemon *d, const lshm *r, const proto_msg *m, const proto_msg *row, uint64_t nv,
+                       int eos, msgpack_packer *pk)
+{
+    char err[256];
+    uint64_t step = proto_u64(row, "step", 0), sess = proto_u64(row, "sess", 0);
+    const msgpack_object *sp = proto_field(row, "sp");
+    const float *lg = lshm_row(r, proto_u64(row, "slot", 0), nv, err, sizeof err);
+    smp_params p;
+    int tok = -1;
+    smp_result res;
+    if (lg && step > UINT32_MAX) snprintf(err, sizeof err, "step %llu out of range", (unsigned long long)step);
+    else if (lg && smp_params_from_wire(sp->via.bin.ptr, sp->via.bin.size, (int)nv, &p, err, sizeof err) == 0) {
+        if (p.dry_multiplier > 0.0f) load_pieces(d, m);
+        long nh = proto_ints(row, "hist", d->hist, HIST_MAX);
+        if (nh > HIST_MAX) nh = HIST_MAX; /* the oldest tokens were sent first: keep what fits */
+        smp_state st;
+        /* The RNG is keyed by (seed, rng, step) with rng 0: the same seed gives the same
+         * text in every request, as llama.cpp's --seed does; requests without a seed got a
+         * fresh one from the front door. */
+        smp_state_init(&st, &p, 0);
+        st.step = (uint32_t)step;
+        if (proto_field(row, "mu")) {
+            st.mu = (float)proto_f64(row, "mu", 0);
+            st.mu_set = 1;
+        }
+        tok = smp_sample(&p, &st, lg, (int)nv, d->hist, (int)nh, eos, &res, d->work);
+        if (tok < 0) snprintf(err, sizeof err, "%s", res.err);
+    }
+    int k = tok < 0 ? 0 : res.n_probs < 0 ? 0 : res.n_probs > SMP_MAX_PROBS ? SMP_MAX_PROBS : res.n_probs;
+    int probs = tok >= 0 && p.n_probs > 0, miro = tok >= 0 && p.mirostat;
+    msgpack_pack_map(pk, 3 + (uint32_t)miro + 2u * (uint32_t)probs);
+    proto_pack_str(pk, "sess"); msgpack_pack_uint64(pk, sess);
+    proto_pack_str(pk, "step"); msgpack_pack_uint64(pk, step);
+    if (tok < 0) {
+        log_warn("request %llu (session %llu step %llu): %s", (unsigned long long)m->id, (unsigned long long)sess,
+                 (unsigned long long)step, err);
+        proto_pack_str(pk, "err"); proto_pack_str(pk, err);
+        d->errors++;
+        return;
+    }
+    proto_pack_str(pk, "tok"); msgpack_pack_int32(pk, tok);
+    if (miro) { proto_pack_str(pk, "mu"); msgpack_pack_double(pk, res.mu); }
+    if (probs) { /* the chosen token's log-prob and the n_probs best, most probable first */
+        proto_pack_str(pk, "logprob"); msgpack_pack_double(pk, res.logprob);
+        proto_pack_str(pk, "top"); msgpack_pack_array(pk, (uint32_t)k);
+        for (int i = 0; i < k; i++) {
+            msgpack_pack_array(pk, 2);
+            msgpack_pack_int32(pk, res.probs[i].id);
+            msgpack_pack_double(pk, res.probs[i].logprob);
+        }
+    }
+    d->served++;
+}
+
+/* PT_SAMPLE: a batch of rows, all from one worker's logits ring; one SAMPLED with a row
+ * per request row, in order. A ring that cannot be read fails the whole batch. */
 static void on_sample(sampler_daemon *d, const uint8_t *rid, size_t rl, const proto_msg *m)
 {
     char err[256], shm[80];
     proto_strcpy(m, "shm", shm, sizeof shm);
-    uint64_t nv = proto_u64(m, "nv", 0), step = proto_u64(m, "step", 0), sess = proto_u64(m, "sess", 0);
+    uint64_t nv = proto_u64(m, "nv", 0);
     const lshm *r = ring_get(d, shm, err, sizeof err);
-    const float *row = r ? lshm_row(r, proto_u64(m, "slot", 0), nv, err, sizeof err) : NULL;
-    smp_params p;
-    if (!row || step > UINT32_MAX || params_from(m, &p, (int)nv, err, sizeof err) != 0) {
-        if (step > UINT32_MAX) snprintf(err, sizeof err, "step %llu out of range", (unsigned long long)step);
-        log_warn("request %llu (session %llu step %llu): %s", (unsigned long long)m->id, (unsigned long long)sess,
-                 (unsigned long long)step, err);
+    if (!r) {
+        log_warn("request %llu: %s", (unsigned long long)m->id, err);
         reply_error(d, rid, rl, m, err);
         return;
     }
-    if (p.dry_multiplier > 0.0f) load_pieces(d, m);
-    long nh = proto_ints(m, "hist", d->hist, HIST_MAX);
-    if (nh > HIST_MAX) nh = HIST_MAX; /* the oldest tokens were sent first: keep what fits */
-    smp_state st;
-    /* The RNG is keyed by (seed, rng, step) with rng 0 unless the sender sets it: the
-     * same seed then gives the same text in every request, as llama.cpp's --seed does;
-     * requests without a seed got a fresh one from the front door. */
-    smp_state_init(&st, &p, proto_u64(m, "rng", 0));
-    st.step = (uint32_t)step;
-    if (proto_field(m, "mu")) {
-        st.mu = (float)proto_f64(m, "mu", 0);
-        st.mu_set = 1;
-    }
-    smp_result res;
-    int tok = smp_sample(&p, &st, row, (int)nv, d->hist, (int)nh, (int)proto_i64(m, "eos", -1), &res, d->work);
-    if (tok < 0) {
-        log_warn("request %llu: %s", (unsigned long long)m->id, res.err);
-        reply_error(d, rid, rl, m, res.err);
-        return;
-    }
+    const msgpack_object *rows = proto_field(m, "rows");
+    int eos = (int)proto_i64(m, "eos", -1);
     proto_writer w;
     proto_begin(&w, PT_SAMPLED, m->id);
-    proto_put_u64(&w, "sess", sess);
-    proto_put_u64(&w, "step", step);
-    proto_put_i64(&w, "tok", tok);
-    if (p.mirostat) proto_put_f64(&w, "mu", st.mu);
-    if (p.n_probs > 0) { /* the chosen token's log-prob and the n_probs best, most probable first */
-        int k = res.n_probs < 0 ? 0 : res.n_probs > SMP_MAX_PROBS ? SMP_MAX_PROBS : res.n_probs;
-        proto_put_f64(&w, "logprob", res.logprob);
-        proto_put_array_begin(&w, "top", (uint32_t)k);
-        for (int i = 0; i < k; i++) {
-            msgpack_pack_array(&w.pk, 2);
-            msgpack_pack_int32(&w.pk, res.probs[i].id);
-            msgpack_pack_double(&w.pk, res.probs[i].logprob);
-        }
+    proto_put_array_begin(&w, "rows", rows->via.array.size);
+    for (uint32_t i = 0; i < rows->via.array.size; i++) {
+        proto_msg row = proto_view(m, &rows->via.array.ptr[i]);
+        sample_row(d, r, m, &row, nv, eos, &w.pk);
     }
     net_send(d->sock, rid, rl, proto_data(&w), proto_size(&w));
     proto_writer_free(&w);
-    d->served++;
 }
 
 static void serve_one(sampler_daemon *d)

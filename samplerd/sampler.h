@@ -113,6 +113,7 @@ typedef struct {
     int32_t  n_logit_bias;
     smp_bias logit_bias[SMP_MAX_LOGIT_BIAS];
 } smp_params;
+_Static_assert(sizeof(smp_params) == 2848, "smp_params is a wire format (smp_params_to_wire): change both ends");
 
 /* The state that travels with a request: any instance given it returns the same token.
  * The token history (prompt + generated, oldest first) is passed beside it. */
@@ -186,6 +187,19 @@ int smp_params_add_bias(smp_params *p, int32_t id, float bias, char *err, size_t
 /* Replaces the DRY breakers by n strings (lens[i] bytes each; lens NULL: strlen). */
 int smp_params_set_breakers(smp_params *p, const char *const *strs, const size_t *lens,
                             int n, char *err, size_t errlen);
+
+/* The wire form of smp_params, sent between daemons so that parameters are parsed once
+ * (at the front door) and not from strings on every token: a 4-byte magic, then the
+ * struct's bytes up to the logit_bias entries in use (SMP_WIRE_MAX at most). Both ends
+ * are built from this header (the size is pinned below); the reader checks the magic,
+ * the length, every bool and string, then smp_params_validate. */
+#define SMP_WIRE_MAGIC 0x31504d53u /* "SMP1" little-endian */
+#define SMP_WIRE_MAX   (4 + sizeof(smp_params))
+/* Writes p's wire form into buf (SMP_WIRE_MAX bytes) and returns its length. */
+size_t smp_params_to_wire(const smp_params *p, uint8_t *buf);
+/* Reads a wire form of len bytes into *p and validates it for n_vocab. 0, or -1 with
+ * an error naming what was wrong (p is then unspecified). */
+int smp_params_from_wire(const void *data, size_t len, int n_vocab, smp_params *p, char *err, size_t errlen);
 
 /* How many trailing history tokens the penalties and DRY read; -1: all of them. */
 int smp_history_needed(const smp_params *p);

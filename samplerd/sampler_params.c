@@ -10,6 +10,7 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -682,6 +683,41 @@ int smp_params_validate(const smp_params *p, int n_vocab, char *err, size_t errl
             return fail(err, errlen, "logit_bias: bias for token %d must be finite or -inf", (int)b->id);
     }
     return 0;
+}
+
+/* ---- wire form ---- */
+
+size_t smp_params_to_wire(const smp_params *p, uint8_t *buf)
+{
+    uint32_t magic = SMP_WIRE_MAGIC;
+    int nb = p->n_logit_bias < 0 ? 0 : p->n_logit_bias > SMP_MAX_LOGIT_BIAS ? SMP_MAX_LOGIT_BIAS : p->n_logit_bias;
+    size_t n = offsetof(smp_params, logit_bias) + (size_t)nb * sizeof(smp_bias);
+    memcpy(buf, &magic, 4);
+    memcpy(buf + 4, p, n);
+    return 4 + n;
+}
+
+int smp_params_from_wire(const void *data, size_t len, int n_vocab, smp_params *p, char *err, size_t errlen)
+{
+    const uint8_t *d = data;
+    uint32_t magic;
+    size_t head = offsetof(smp_params, logit_bias);
+    if (!d || len < 4 + head || len > SMP_WIRE_MAX)
+        return fail(err, errlen, "sampler parameters: %zu bytes is not a parameter block", len);
+    memcpy(&magic, d, 4);
+    if (magic != SMP_WIRE_MAGIC)
+        return fail(err, errlen, "sampler parameters: unknown format (magic %08x)", (unsigned)magic);
+    memset(p, 0, sizeof *p);
+    memcpy(p, d + 4, len - 4);
+    if (p->n_logit_bias < 0 || p->n_logit_bias > SMP_MAX_LOGIT_BIAS ||
+        len - 4 != head + (size_t)p->n_logit_bias * sizeof(smp_bias))
+        return fail(err, errlen, "logit_bias: %d entries do not match a parameter block of %zu bytes",
+                    (int)p->n_logit_bias, len);
+    /* a bool holding anything but 0 or 1 is undefined behaviour once read */
+    const size_t bools[] = { offsetof(smp_params, ignore_eos), offsetof(smp_params, post_sampling_probs) };
+    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
+        if (d[4 + bools[i]] > 1) return fail(err, errlen, "sampler parameters: a boolean is %u", d[4 + bools[i]]);
+    return smp_params_validate(p, n_vocab, err, errlen);
 }
 
 int smp_history_needed(const smp_params *p)

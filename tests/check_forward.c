@@ -294,6 +294,93 @@ END_TEST
 START_TEST(test_batched_decode_float) { check_batched(ENG_FLOAT); }
 END_TEST
 
+/* Batch invariance: a session's logits rows are bit-identical however its tokens are
+ * split into passes: one prefill, chunks of 1, 3, 7 or 64, token-by-token decode, or
+ * mixed steps (eng_step) shared with other sessions at random chunk sizes. Continuous
+ * batching and re-prefill after a worker dies rely on this. */
+#define INV_SESS 4
+static void check_invariance(const char *file, eng_precision prec)
+{
+    bool built;
+    char err[512];
+    eng_model *m = open_model(file, prec, &built);
+    int V = eng_config_of(m)->n_vocab;
+    const int len[INV_SESS] = { 70, 5, 33, 12 };
+    int32_t toks[INV_SESS][70];
+    float *ref[INV_SESS];
+    unsigned rnd = 12345;
+    for (int i = 0; i < INV_SESS; i++) {
+        toks[i][0] = 1;
+        for (int t = 1; t < len[i]; t++) toks[i][t] = (int32_t)(2 + (rnd = rnd * 1103515245u + 12345u) % (unsigned)(V - 2));
+        ref[i] = malloc((size_t)len[i] * V * sizeof(float));
+        eng_session *s = eng_session_new(m, 128, ENG_KV_F16, err, sizeof err);
+        ck_assert_msg(s && eng_prefill(m, s, toks[i], len[i], ref[i], true, err, sizeof err) == 0, "%s", err);
+        eng_session_free(s);
+    }
+    float *out = malloc((size_t)70 * INV_SESS * V * sizeof(float));
+    /* chunked prefill of session 0 */
+    const int chunks[] = { 1, 3, 7, 64 };
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+        eng_session *s = eng_session_new(m, 128, ENG_KV_F16, err, sizeof err);
+        for (int done = 0; done < len[0]; done += chunks[c]) {
+            int k = len[0] - done < chunks[c] ? len[0] - done : chunks[c];
+            ck_assert_int_eq(eng_prefill(m, s, toks[0] + done, k, out + (size_t)done * V, true, err, sizeof err), 0);
+        }
+        for (int t = 0; t < len[0]; t++)
+            ck_assert_msg(memcmp(out + (size_t)t * V, ref[0] + (size_t)t * V, (size_t)V * sizeof(float)) == 0,
+                          "%s: chunks of %d: row %d differs from the one-pass prefill", file, chunks[c], t);
+        eng_session_free(s);
+    }
+    /* mixed steps: every session advances by a random count (0..9) per step */
+    for (int round = 0; round < 3; round++) {
+        eng_session *ss[INV_SESS];
+        int done[INV_SESS] = { 0 }, left = 1;
+        for (int i = 0; i < INV_SESS; i++) ss[i] = eng_session_new(m, 128, ENG_KV_F16, err, sizeof err);
+        while (left) {
+            eng_item it[INV_SESS * 10];
+            int n = 0, who[INV_SESS * 10], at[INV_SESS * 10];
+            for (int i = 0; i < INV_SESS; i++) {
+                int k = (int)((rnd = rnd * 1103515245u + 12345u) >> 16) % (round == 0 ? 2 : 10);
+                for (int j = 0; j < k && done[i] < len[i]; j++, done[i]++) {
+                    who[n] = i;
+                    at[n] = done[i];
+                    it[n++] = (eng_item){ ss[i], toks[i][done[i]], true };
+                }
+            }
+            if (n) ck_assert_msg(eng_step(m, it, n, out, err, sizeof err) == 0, "%s", err);
+            for (int r = 0; r < n; r++)
+                ck_assert_msg(memcmp(out + (size_t)r * V, ref[who[r]] + (size_t)at[r] * V, (size_t)V * sizeof(float)) == 0,
+                              "%s round %d: session %d position %d differs in a step of %d items", file, round,
+                              who[r], at[r], n);
+            left = 0;
+            for (int i = 0; i < INV_SESS; i++) left |= done[i] < len[i];
+        }
+        for (int i = 0; i < INV_SESS; i++) eng_session_free(ss[i]);
+    }
+    /* a step with no logits wanted, and a bad item leaves every session where it was */
+    eng_session *a = eng_session_new(m, 4, ENG_KV_F16, err, sizeof err);
+    eng_item bad[3] = { { a, 1, false }, { a, 2, false }, { a, V, true } };
+    ck_assert_int_eq(eng_step(m, bad, 3, out, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "outside the vocabulary"));
+    ck_assert_int_eq(eng_session_pos(a), 0);
+    eng_item five[5] = { { a, 1, false }, { a, 2, false }, { a, 3, false }, { a, 4, false }, { a, 5, false } };
+    ck_assert_int_eq(eng_step(m, five, 5, NULL, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "context"));
+    ck_assert_int_eq(eng_step(m, five, 4, NULL, err, sizeof err), 0);
+    ck_assert_int_eq(eng_session_pos(a), 4);
+    eng_session_free(a);
+    for (int i = 0; i < INV_SESS; i++) free(ref[i]);
+    free(out);
+    close_model(m, built);
+}
+
+START_TEST(test_batch_invariance_int8) { check_invariance("tiny-llama2-Q8_0.gguf", ENG_INT8); }
+END_TEST
+START_TEST(test_batch_invariance_float) { check_invariance("tiny-llama2-Q8_0.gguf", ENG_FLOAT); }
+END_TEST
+START_TEST(test_batch_invariance_qwen2) { check_invariance("tiny-qwen2-Q8_0.gguf", ENG_INT8); }
+END_TEST
+
 /* Thread counts change nothing but speed; 1, 2 and 3 threads agree. */
 START_TEST(test_threads_agree)
 {
@@ -509,6 +596,9 @@ Suite *forward_suite(void)
     tcase_add_test(tc, test_greedy_stories);
     tcase_add_test(tc, test_batched_decode_int8);
     tcase_add_test(tc, test_batched_decode_float);
+    tcase_add_test(tc, test_batch_invariance_int8);
+    tcase_add_test(tc, test_batch_invariance_float);
+    tcase_add_test(tc, test_batch_invariance_qwen2);
     tcase_add_test(tc, test_threads_agree);
     tcase_add_test(tc, test_long_prompt_chunks);
     tcase_add_test(tc, test_bad_input);

@@ -1,6 +1,8 @@
 /* Tests for common/proto (wire protocol), common/net (run dir, sockets) and
  * common/logits_shm: round trips, schema validation, hostile bytes. Suite "proto". */
 #include <check.h>
+#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include "logits_shm.h"
 #include "net.h"
 #include "proto.h"
+#include "sampler.h"
 
 static void make_run(proto_writer *w, uint32_t n_toks)
 {
@@ -20,11 +23,11 @@ static void make_run(proto_writer *w, uint32_t n_toks)
     proto_put_ints(w, "toks", toks, n_toks);
     proto_put_u64(w, "step", 3);
     proto_put_u64(w, "budget", 100);
-    proto_put_map_begin(w, "params", 2);
-    proto_pack_str(&w->pk, "temperature");
-    proto_pack_str(&w->pk, "0.5");
-    proto_pack_str(&w->pk, "seed");
-    proto_pack_str(&w->pk, "9");
+    uint8_t sp[SMP_WIRE_MAX];
+    smp_params p = smp_params_default();
+    p.temperature = 0.5f;
+    p.seed = 9;
+    proto_put_bin(w, "sp", sp, smp_params_to_wire(&p, sp));
     proto_put_u64(w, "epoch", 99);
     proto_put_f64(w, "mu", 2.5);
 }
@@ -120,12 +123,14 @@ START_TEST(test_schema_errors)
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 3);
-    proto_pack_str(&pk, "v"); msgpack_pack_uint64(&pk, 2);
+    proto_pack_str(&pk, "v"); msgpack_pack_uint64(&pk, PROTO_VERSION + 1);
     proto_pack_str(&pk, "t"); msgpack_pack_uint64(&pk, PT_PING);
     proto_pack_str(&pk, "id"); msgpack_pack_uint64(&pk, 1);
     proto_msg m;
     ck_assert_int_eq(proto_decode(&m, sb.data, sb.size, err, sizeof err), -1);
-    ck_assert_ptr_nonnull(strstr(err, "protocol version 2"));
+    char want[64];
+    snprintf(want, sizeof want, "protocol version %d, this daemon speaks %d", PROTO_VERSION + 1, PROTO_VERSION);
+    ck_assert_msg(strstr(err, want), "%s", err);
     /* unknown type */
     msgpack_sbuffer_clear(&sb);
     msgpack_pack_map(&pk, 3);
@@ -153,11 +158,116 @@ END_TEST
 /* SAMPLED/TOKEN "logprob" + "top" and PIECE "probs" (params n_probs > 0). */
 static void begin_sampled(proto_writer *w)
 {
-    proto_begin(w, PT_SAMPLED, 3);
+    proto_begin(w, PT_TOKEN, 3);
     proto_put_u64(w, "sess", 1);
     proto_put_u64(w, "step", 0);
     proto_put_i64(w, "tok", 5);
+    proto_put_u64(w, "epoch", 1);
 }
+
+/* SAMPLE / SAMPLED batches: every row is checked; proto_view reads a row. */
+static void sample_row(msgpack_packer *pk, uint64_t sess, int good_sp, int with_hist)
+{
+    msgpack_pack_map(pk, 4 + (with_hist ? 1 : 0));
+    proto_pack_str(pk, "sess"); msgpack_pack_uint64(pk, sess);
+    proto_pack_str(pk, "step"); msgpack_pack_uint64(pk, 3);
+    proto_pack_str(pk, "slot"); msgpack_pack_uint64(pk, 1);
+    proto_pack_str(pk, "sp");
+    if (good_sp) { msgpack_pack_bin(pk, 2); msgpack_pack_bin_body(pk, "ab", 2); }
+    else proto_pack_str(pk, "ab");
+    if (with_hist) { proto_pack_str(pk, "hist"); msgpack_pack_array(pk, 1); msgpack_pack_int32(pk, 4); }
+}
+
+START_TEST(test_batch_rows)
+{
+    char err[200];
+    proto_writer w;
+    proto_msg m;
+    proto_begin(&w, PT_SAMPLE, 9);
+    proto_put_str(&w, "shm", "/llm-logits-0-1");
+    proto_put_u64(&w, "nv", 32);
+    proto_put_array_begin(&w, "rows", 2);
+    sample_row(&w.pk, 5, 1, 1);
+    sample_row(&w.pk, 6, 1, 1);
+    ck_assert_int_eq(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err), 0);
+    const msgpack_object *rows = proto_field(&m, "rows");
+    ck_assert_uint_eq(rows->via.array.size, 2);
+    proto_msg r1 = proto_view(&m, &rows->via.array.ptr[1]);
+    ck_assert_uint_eq(proto_u64(&r1, "sess", 0), 6);
+    int32_t h[2];
+    ck_assert_int_eq(proto_ints(&r1, "hist", h, 2), 1);
+    ck_assert_int_eq(h[0], 4);
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+    /* a row without hist, a row whose sp is a string: the whole message is refused */
+    for (int bad = 0; bad < 2; bad++) {
+        proto_begin(&w, PT_SAMPLE, 9);
+        proto_put_str(&w, "shm", "/llm-logits-0-1");
+        proto_put_u64(&w, "nv", 32);
+        proto_put_array_begin(&w, "rows", 2);
+        sample_row(&w.pk, 5, 1, 1);
+        sample_row(&w.pk, 6, bad, !bad);
+        ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+        ck_assert_ptr_nonnull(strstr(err, "SAMPLE: field 'rows' must be"));
+    }
+    /* SAMPLED rows: tok or err, optional kinds checked */
+    proto_begin(&w, PT_SAMPLED, 9);
+    proto_put_array_begin(&w, "rows", 2);
+    msgpack_pack_map(&w.pk, 3);
+    proto_pack_str(&w.pk, "sess"); msgpack_pack_uint64(&w.pk, 5);
+    proto_pack_str(&w.pk, "step"); msgpack_pack_uint64(&w.pk, 3);
+    proto_pack_str(&w.pk, "tok"); msgpack_pack_int32(&w.pk, 17);
+    msgpack_pack_map(&w.pk, 3);
+    proto_pack_str(&w.pk, "sess"); msgpack_pack_uint64(&w.pk, 6);
+    proto_pack_str(&w.pk, "step"); msgpack_pack_uint64(&w.pk, 3);
+    proto_pack_str(&w.pk, "err"); proto_pack_str(&w.pk, "top_k: bad");
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), 0);
+    proto_begin(&w, PT_SAMPLED, 9);
+    proto_put_array_begin(&w, "rows", 1);
+    msgpack_pack_map(&w.pk, 3);
+    proto_pack_str(&w.pk, "sess"); msgpack_pack_uint64(&w.pk, 5);
+    proto_pack_str(&w.pk, "step"); msgpack_pack_uint64(&w.pk, 3);
+    proto_pack_str(&w.pk, "top"); msgpack_pack_uint64(&w.pk, 3);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+}
+END_TEST
+
+/* Sampler parameters travel in their wire form; a damaged block is refused by name. */
+START_TEST(test_params_wire)
+{
+    char err[200];
+    uint8_t buf[SMP_WIRE_MAX];
+    smp_params p = smp_params_default(), q;
+    p.top_k = 7;
+    p.seed = 1234;
+    ck_assert_int_eq(smp_params_add_bias(&p, 11, -2.5f, err, sizeof err), 0);
+    size_t n = smp_params_to_wire(&p, buf);
+    ck_assert_uint_lt(n, 1000); /* only the bias entries in use travel */
+    ck_assert_int_eq(smp_params_from_wire(buf, n, 32000, &q, err, sizeof err), 0);
+    ck_assert_int_eq(q.top_k, 7);
+    ck_assert_uint_eq(q.seed, 1234);
+    ck_assert_int_eq(q.n_logit_bias, 1);
+    ck_assert_int_eq(q.logit_bias[0].id, 11);
+    ck_assert_int_eq(smp_params_from_wire(buf, n - 1, 32000, &q, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "logit_bias"));
+    ck_assert_int_eq(smp_params_from_wire(buf, n, 5, &q, err, sizeof err), -1); /* id 11 >= n_vocab 5 */
+    ck_assert_ptr_nonnull(strstr(err, "logit_bias"));
+    buf[0] ^= 1;
+    ck_assert_int_eq(smp_params_from_wire(buf, n, 32000, &q, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "unknown format"));
+    buf[0] ^= 1;
+    smp_params r = p;
+    r.top_p = 7.0f; /* out of range */
+    n = smp_params_to_wire(&r, buf);
+    ck_assert_int_eq(smp_params_from_wire(buf, n, 32000, &q, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "top_p"));
+    n = smp_params_to_wire(&p, buf);
+    buf[4 + offsetof(smp_params, ignore_eos)] = 7;
+    ck_assert_int_eq(smp_params_from_wire(buf, n, 32000, &q, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "boolean"));
+    ck_assert_int_eq(smp_params_from_wire(buf, 3, 32000, &q, err, sizeof err), -1);
+}
+END_TEST
 
 static void begin_piece(proto_writer *w, uint32_t n)
 {
@@ -197,7 +307,7 @@ START_TEST(test_logprob_fields)
     proto_put_array_begin(&w, "top", 1);
     msgpack_pack_array(&w.pk, 3); msgpack_pack_int32(&w.pk, 5); msgpack_pack_double(&w.pk, -1); msgpack_pack_nil(&w.pk);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
-    ck_assert_ptr_nonnull(strstr(err, "SAMPLED: field 'top' must be"));
+    ck_assert_ptr_nonnull(strstr(err, "TOKEN: field 'top' must be"));
     begin_sampled(&w);
     proto_put_array_begin(&w, "top", 1);
     msgpack_pack_array(&w.pk, 2); msgpack_pack_int64(&w.pk, (int64_t)1 << 40); msgpack_pack_double(&w.pk, -1);
@@ -408,6 +518,19 @@ START_TEST(test_sockets_and_max_size)
     zmq_msg_close(&zm);
     ck_assert_int_eq(net_recv(r, 1, rid, &rl, &zm), 0); /* nothing more */
     zmq_msg_close(&zm);
+    /* a payload over the limit is never sent (the peer would drop the connection), and
+     * the connection keeps working */
+    size_t big = PROTO_MAX_MSG + 1;
+    char *blob = calloc(1, big);
+    errno = 0;
+    ck_assert_int_eq(net_send(d, NULL, 0, blob, big), -1);
+    ck_assert_int_eq(errno, EMSGSIZE);
+    ck_assert_int_eq(net_send(d, NULL, 0, blob, PROTO_MAX_MSG), 0); /* the limit itself passes */
+    free(blob);
+    ck_assert_int_eq(zmq_poll(&it, 1, 2000), 1);
+    ck_assert_int_eq(net_recv(r, 1, rid, &rl, &zm), 1);
+    ck_assert_uint_eq(zmq_msg_size(&zm), PROTO_MAX_MSG);
+    zmq_msg_close(&zm);
     net_close(&r);
     net_close(&d);
     ck_assert_ptr_null(r);
@@ -450,6 +573,8 @@ Suite *proto_suite(void)
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_schema_errors);
     tcase_add_test(tc, test_logprob_fields);
+    tcase_add_test(tc, test_batch_rows);
+    tcase_add_test(tc, test_params_wire);
     tcase_add_test(tc, test_truncated_and_trailing);
     tcase_add_test(tc, test_hostile_headers);
     tcase_add_test(tc, test_random_bytes);

@@ -1,7 +1,9 @@
 /*
  * front.h - tokenizerd's daemon mode, the front door (owner: pipeline). Private to
- * frontd.c (sockets, workers, the loop) and front_req.c (requests: admission,
- * tokens -> text, stop strings, re-dispatch).
+ * frontd.c (sockets, workers, the loop), front_admit.c (GENERATE: validation, caps,
+ * template, tokenize), front_sched.c (the FIFO queue, dispatch to workers, dead and
+ * stalled workers) and front_req.c (a running request: tokens -> text, stop strings,
+ * the end).
  *
  * The front door is the one place that holds each request's truth: prompt tokens,
  * sampler parameters (seed resolved once), every token generated so far, the carried
@@ -21,13 +23,23 @@
 #include "chat.h"
 #include "net.h"
 #include "proto.h"
+#include "sampler.h"
 #include "tok.h"
 
 #define FRONT_MAX_WORKERS 64
 #define FRONT_MAX_STOPS   8
 #define FRONT_CLIENT_TIMEOUT_MS 6000  /* a streaming client that stops pinging is gone */
-#define FRONT_QUEUE_TIMEOUT_MS  30000 /* a request no worker could take fails */
+#define FRONT_QUEUE_TIMEOUT_MS  30000 /* a queued request fails when no worker is up this long */
 #define FRONT_CHAT_IDLE_MS      600000 /* chat sessions kept on their worker between turns */
+#define FRONT_KEY_HEX           32    /* a session's secret handle: 128 random bits in hex */
+
+/* Admission and liveness limits (tokenizerd flags). */
+typedef struct {
+    int     max_requests;   /* --max-requests: running + queued in all (default 1024) */
+    int     max_per_client; /* --max-per-client: running + queued per connection (default 64) */
+    int64_t stall_ms;       /* --stall-timeout: a worker with busy sessions whose progress
+                             * counter stands still this long is declared dead (default 30 s) */
+} front_limits;
 
 typedef struct {
     int      live;
@@ -38,8 +50,13 @@ typedef struct {
     char     host[64];
     char     seg[64];
     int      reported;   /* sessions the worker says it holds */
+    int      busy;       /* of those, with compute pending (its last beat) */
     int      cap;        /* its session capacity */
+    int      ctx;        /* positions per session (0: not reported) */
     int      assigned;   /* sessions we routed to it */
+    uint64_t prog;       /* its engine's progress counter (last beat) */
+    int64_t  prog_ms;    /* when prog last moved, or work began */
+    int      stalled;    /* declared dead for want of progress; back when prog moves */
     int64_t  last_ms;    /* last message from it */
     int64_t  since_ms;   /* registration time */
 } front_worker;
@@ -58,9 +75,10 @@ typedef enum { RQ_QUEUED, RQ_RUNNING, RQ_HELD } rq_state; /* HELD: chat session 
 /* One request (or a held chat session). Invariant: state == RQ_RUNNING => worker
  * indexes a live worker and n_gen tokens at toks[n_prompt..] were accepted in order. */
 typedef struct front_req {
-    struct front_req *next;
+    struct front_req *next;    /* the list is in admission order: the queue is FIFO */
     rq_state  state;
-    uint64_t  sess;            /* front-assigned session id (RNG key, worker key) */
+    uint64_t  sess;            /* front-assigned random session id (worker key) */
+    char      key[FRONT_KEY_HEX + 1]; /* secret handle: continuing or cancelling by sess needs it */
     uint64_t  client_id;       /* the client's request id (echoed in replies) */
     uint8_t   rid[NET_RID_MAX];
     size_t    rid_len;
@@ -69,8 +87,8 @@ typedef struct front_req {
     int32_t  *toks;            /* (cap) prompt then generated tokens */
     int       n_toks, cap, n_prompt, n_gen;
     int       n_predict;       /* tokens to generate at most */
-    uint8_t  *params;          /* packed msgpack map str -> str, seed resolved */
-    size_t    params_len;
+    uint8_t   sp[SMP_WIRE_MAX]; /* sampler parameters, validated, seed resolved (wire form) */
+    size_t    sp_len;
     bool      ignore_eos, chat, render_special;
     double    mu;
     bool      mu_set;
@@ -91,40 +109,83 @@ typedef struct front_req {
 
 typedef struct {
     void        *ctx, *clients, *workers;
+    front_limits lim;
     tok_vocab   *vocab;
     chat_tmpl    tmpl;
     char         model[256];
     front_worker w[FRONT_MAX_WORKERS];
     front_req   *reqs;
-    uint64_t     epoch, next_sess;
+    uint64_t     epoch;
     int64_t      start_ms, last_hb_ms;
+    int64_t      no_worker_ms; /* since when no worker is up (0: some is) */
     int32_t      eog[16];
     int          n_eog;
     uint64_t     served, failed;
 } front;
 
+/* Error codes of PT_ERROR replies to clients (proto.c lists them; the HTTP gateway maps
+ * them to statuses). */
+#define FRONT_E_INVALID   "invalid_request"
+#define FRONT_E_CONTEXT   "context_length_exceeded"
+#define FRONT_E_FULL      "queue_full"
+#define FRONT_E_NO_WORKER "unavailable"
+#define FRONT_E_INTERNAL  "internal"
+
 /* frontd.c */
 void front_send(front *f, const uint8_t *rid, size_t rl, proto_writer *w); /* frees w */
-void front_send_error(front *f, const uint8_t *rid, size_t rl, uint64_t id, const char *msg);
-void front_send_worker(front *f, int wi, proto_writer *w);                 /* frees w */
+/* An ERROR with msg and code (NULL: none) to a client. */
+void front_send_error(front *f, const uint8_t *rid, size_t rl, uint64_t id, const char *code, const char *msg);
+/* Sends to worker wi; -1 (nothing sent) when the message is over PROTO_MAX_MSG. */
+int front_send_worker(front *f, int wi, proto_writer *w);                  /* frees w */
+
+/* front_admit.c */
+/* Admits a PT_GENERATE (validate, caps, template, tokenize, queue); errors go to the
+ * client. */
+void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
+
+/* front_sched.c */
+/* Dispatches queued requests in admission order, expires silent clients and idle chats,
+ * fails queued requests when no worker has been up for FRONT_QUEUE_TIMEOUT_MS. */
+void front_tick(front *f, int64_t now);
+/* Sends r (QUEUED) to worker wi as a PT_RUN and marks it RUNNING there; fails r when the
+ * message would be too large. */
+void front_dispatch(front *f, front_req *r, int wi);
+/* Marks every request of worker wi for re-dispatch (each keeps its place in the queue);
+ * tell: also send the worker PT_STOP for each. */
+void front_requeue_worker(front *f, int wi, int tell);
+/* Declares workers dead whose beats stopped or whose progress stands still while they
+ * have work (f->lim.stall_ms); their requests go back to the queue. */
+void front_check_workers(front *f, int64_t now);
+/* A worker's heartbeat counts (progress, busy sessions) arrived. */
+void front_worker_beat(front *f, int wi, const proto_msg *m, int64_t now);
+/* The largest context of a live worker, 0 when none is up. */
+int front_ctx_max(const front *f);
+/* Position (1-based) of a queued request in the queue, 0 when it is not queued. */
+int front_queue_pos(const front *f, const front_req *r);
 
 /* front_req.c */
-/* Admits a PT_GENERATE (validate, template, tokenize, queue); errors go to the client. */
-void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
 /* A PT_TOKEN from worker wi. */
 void front_token(front *f, int wi, const proto_msg *m);
 /* A PT_ERROR about a session from worker wi. */
 void front_worker_error(front *f, int wi, const proto_msg *m);
 /* The client at rid cannot be reached any more: its requests expire on the next tick. */
 void front_client_gone(front *f, const uint8_t *rid, size_t rl);
-/* PT_CANCEL / PT_PING from a client. */
+/* 1 when m carries the session key of r (compared in constant time). */
+int front_key_ok(const front_req *r, const proto_msg *m);
+/* PT_CANCEL / PT_PING from a client: by its own request id, or by session id + key. */
 void front_client_msg(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
-/* Dispatches queued requests, expires silent clients and idle chats, requeues the
- * requests of dead workers (call after purging). */
-void front_tick(front *f, int64_t now);
-/* Marks every request of worker wi for re-dispatch. */
-void front_requeue_worker(front *f, int wi);
-/* Requests streaming now, and queued. */
+/* Ends the current generation with reason (length, eog, stop, context): text, DONE,
+ * then frees the request or holds a chat session. */
+void front_finish(front *f, front_req *r, const char *reason);
+/* Fails a request: ERROR with code and msg to its client, then frees it. */
+void front_fail(front *f, front_req *r, const char *code, const char *msg);
+/* Detaches r from its worker, telling the worker to drop the session when tell is set. */
+void front_detach(front *f, front_req *r, int tell);
+/* The request of a session id, or NULL. */
+front_req *front_find_sess(front *f, uint64_t sess);
+/* Unlinks and frees a request (detaching it first). */
+void front_req_free(front *f, front_req *r);
+/* Requests in state st. */
 int front_count(const front *f, rq_state st);
 void front_req_free_all(front *f);
 

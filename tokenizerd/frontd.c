@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
-#include "engine.h"
+#include "segment.h"
 #include "front.h"
 #include "log.h"
 #include "tokd.h"
@@ -28,18 +28,22 @@ void front_send(front *f, const uint8_t *rid, size_t rl, proto_writer *w)
     proto_writer_free(w);
 }
 
-void front_send_error(front *f, const uint8_t *rid, size_t rl, uint64_t id, const char *msg)
+void front_send_error(front *f, const uint8_t *rid, size_t rl, uint64_t id, const char *code, const char *msg)
 {
     proto_writer w;
     proto_begin(&w, PT_ERROR, id);
     proto_put_str(&w, "msg", msg);
+    if (code) proto_put_str(&w, "code", code);
     front_send(f, rid, rl, &w);
 }
 
-void front_send_worker(front *f, int wi, proto_writer *w)
+int front_send_worker(front *f, int wi, proto_writer *w)
 {
-    net_send(f->workers, f->w[wi].rid, f->w[wi].rid_len, proto_data(w), proto_size(w));
+    /* a message over the limit would make the worker drop the connection for good */
+    int rc = proto_size(w) > PROTO_MAX_MSG ? -1 : 0;
+    if (rc == 0) net_send(f->workers, f->w[wi].rid, f->w[wi].rid_len, proto_data(w), proto_size(w));
     proto_writer_free(w);
+    return rc;
 }
 
 static void usage(FILE *o)
@@ -50,6 +54,11 @@ static void usage(FILE *o)
                "  --bind EP              client endpoint (default ipc://RUN_DIR/front.sock) [LLM_FRONT]\n"
                "  --workers-bind EP      worker endpoint (default ipc://RUN_DIR/workers.sock) [LLM_WORKERS]\n"
                "  --chat-template NAME   override the model's template (chatml, llama2, llama3, ...)\n"
+               "  --max-requests N       requests running or queued in all, beyond which new ones are\n"
+               "                         refused with queue_full (default 1024)\n"
+               "  --max-per-client N     the same per client connection (default 64)\n"
+               "  --stall-timeout MS     a worker with busy sessions whose progress stands still this long\n"
+               "                         is declared dead and its sessions move (default 30000)\n"
                "  --model FILE [LLM_MODEL], --segment NAME: where the vocabulary comes from\n");
 }
 
@@ -66,13 +75,30 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
         const front_worker *x = &f->w[i];
         if (!x->live) continue;
         seg = x->seg;
-        msgpack_pack_map(&w.pk, 5);
+        msgpack_pack_map(&w.pk, 9);
         proto_pack_str(&w.pk, "pid"); msgpack_pack_int64(&w.pk, x->pid);
         proto_pack_str(&w.pk, "host"); proto_pack_str(&w.pk, x->host);
         proto_pack_str(&w.pk, "seg"); proto_pack_str(&w.pk, x->seg);
         proto_pack_str(&w.pk, "sessions"); msgpack_pack_int64(&w.pk, x->reported);
+        proto_pack_str(&w.pk, "busy"); msgpack_pack_int64(&w.pk, x->busy);
+        proto_pack_str(&w.pk, "cap"); msgpack_pack_int64(&w.pk, x->cap);
+        proto_pack_str(&w.pk, "ctx"); msgpack_pack_int64(&w.pk, x->ctx);
+        proto_pack_str(&w.pk, "stalled"); if (x->stalled) msgpack_pack_true(&w.pk); else msgpack_pack_false(&w.pk);
         proto_pack_str(&w.pk, "up"); msgpack_pack_double(&w.pk, (double)(now - x->since_ms) / 1000.0);
     }
+    /* the queue, first come first served: position, session, prompt tokens, wait */
+    int nq = front_count(f, RQ_QUEUED), shown = nq < 100 ? nq : 100, pos = 0;
+    proto_put_array_begin(&w, "queue", (uint32_t)shown);
+    for (const front_req *r = f->reqs; r && pos < shown; r = r->next) {
+        if (r->state != RQ_QUEUED) continue;
+        msgpack_pack_map(&w.pk, 4);
+        proto_pack_str(&w.pk, "pos"); msgpack_pack_int64(&w.pk, ++pos);
+        proto_pack_str(&w.pk, "sess"); msgpack_pack_uint64(&w.pk, r->sess);
+        proto_pack_str(&w.pk, "ntok"); msgpack_pack_int64(&w.pk, r->n_toks);
+        proto_pack_str(&w.pk, "wait"); msgpack_pack_double(&w.pk, (double)(now - r->queued_ms) / 1000.0);
+    }
+    proto_put_u64(&w, "max_requests", (uint64_t)f->lim.max_requests);
+    proto_put_u64(&w, "max_per_client", (uint64_t)f->lim.max_per_client);
     proto_put_str(&w, "segment", seg);
     proto_put_str(&w, "model", f->model);
     proto_put_f64(&w, "uptime", (double)(now - f->start_ms) / 1000.0);
@@ -96,7 +122,7 @@ static void on_client(front *f)
     if (r == 0) return;
     if (r < 0) {
         log_warn("bad client message (%zu bytes): %s", nbytes, err);
-        front_send_error(f, rid, rl, 0, err);
+        front_send_error(f, rid, rl, 0, FRONT_E_INVALID, err);
     } else {
         switch (m.type) {
         case PT_GENERATE: front_generate(f, rid, rl, &m); break;
@@ -105,7 +131,7 @@ static void on_client(front *f)
         default:
             snprintf(err, sizeof err, "the front door does not take %s from clients", proto_type_name(m.type));
             log_warn("%s", err);
-            front_send_error(f, rid, rl, m.id, err);
+            front_send_error(f, rid, rl, m.id, FRONT_E_INVALID, err);
         }
     }
     proto_msg_free(&m);
@@ -139,7 +165,10 @@ static int worker_register(front *f, const uint8_t *rid, size_t rl, const proto_
         w->live = 1;
         w->wid = wid;
         w->assigned = 0;
-        w->since_ms = net_now_ms();
+        w->stalled = 0;
+        w->busy = 0;
+        w->prog = 0;
+        w->since_ms = w->prog_ms = net_now_ms();
         w->pid = (int)proto_u64(m, "pid", 0);
         proto_strcpy(m, "host", w->host, sizeof w->host);
         proto_strcpy(m, "seg", w->seg, sizeof w->seg);
@@ -164,16 +193,13 @@ static void on_worker(front *f)
     if (m.type == PT_WORKER_HB && proto_bool(&m, "bye", 0)) {
         if (wi >= 0) {
             log_info("worker pid %d is shutting down: purged, its sessions go to other workers", f->w[wi].pid);
-            front_requeue_worker(f, wi);
+            front_requeue_worker(f, wi, 0);
             f->w[wi].live = 0;
         }
         wi = -1;
     } else if (m.type == PT_WORKER_HB) {
         wi = worker_register(f, rid, rl, &m);
-        if (wi >= 0) {
-            f->w[wi].reported = (int)proto_u64(&m, "active", 0);
-            f->w[wi].cap = (int)proto_u64(&m, "cap", 16);
-        }
+        if (wi >= 0) front_worker_beat(f, wi, &m, net_now_ms());
     }
     if (wi >= 0) {
         f->w[wi].last_ms = net_now_ms();
@@ -195,26 +221,16 @@ static void heartbeat(front *f, int64_t now)
             front_send_worker(f, i, &w);
         }
     }
-    for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
-        front_worker *w = &f->w[i];
-        if (!w->live || now - w->last_ms <= NET_HB_MS * NET_HB_LIVENESS) continue;
-        log_warn("worker pid %d silent for %lld ms: purged, its sessions go to other workers", w->pid,
-                 (long long)(now - w->last_ms));
-        front_requeue_worker(f, i);
-        w->live = 0;
-    }
+    front_check_workers(f, now);
 }
 
 static tok_vocab *load_vocab(front *f, const char *model, const char *segment, const char *tmpl_name)
 {
     char err[256];
     gguf_ctx *g = NULL;
-    eng_model *em = NULL;
+    seg_map sm = {0};
     if (segment) {
-        em = eng_attach(segment, err, sizeof err);
-        size_t len = 0;
-        const void *blob = em ? eng_tokenizer_blob(em, &len) : NULL;
-        g = blob ? gguf_parse(blob, len, err, sizeof err) : NULL;
+        g = seg_tokenizer_open(segment, &sm, err, sizeof err);
         snprintf(f->model, sizeof f->model, "%s", segment);
     } else {
         g = gguf_open(model, err, sizeof err);
@@ -229,7 +245,7 @@ static tok_vocab *load_vocab(front *f, const char *model, const char *segment, c
         if (tmpl_name && f->tmpl == CHAT_TMPL_UNKNOWN) log_warn("unknown --chat-template %s", tmpl_name);
     }
     gguf_close(g);
-    eng_close(em);
+    seg_unmap(&sm);
     return v;
 }
 
@@ -271,6 +287,7 @@ int tokd_serve(int argc, char **argv)
 {
     const char *model = dmn_env("LLM_MODEL", NULL), *segment = NULL, *run_dir = NULL, *bind = NULL,
                *wbind = NULL, *tmpl = NULL;
+    front_limits lim = { .max_requests = 1024, .max_per_client = 64, .stall_ms = 30000 };
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
@@ -278,6 +295,22 @@ int tokd_serve(int argc, char **argv)
         OPT("--model", model) OPT("--segment", segment) OPT("--run-dir", run_dir) OPT("--bind", bind)
         OPT("--workers-bind", wbind) OPT("--chat-template", tmpl)
 #undef OPT
+        long lv;
+        if ((r = dmn_opt(argc, argv, &i, "--max-requests", &v)) != 0) {
+            if (r < 0 || dmn_int("--max-requests", v, 1, 1 << 20, &lv) != 0) return 2;
+            lim.max_requests = (int)lv;
+            continue;
+        }
+        if ((r = dmn_opt(argc, argv, &i, "--max-per-client", &v)) != 0) {
+            if (r < 0 || dmn_int("--max-per-client", v, 1, 1 << 20, &lv) != 0) return 2;
+            lim.max_per_client = (int)lv;
+            continue;
+        }
+        if ((r = dmn_opt(argc, argv, &i, "--stall-timeout", &v)) != 0) {
+            if (r < 0 || dmn_int("--stall-timeout", v, 100, 86400000, &lv) != 0) return 2;
+            lim.stall_ms = lv;
+            continue;
+        }
         if (dmn_flag(argv[i], "--help") || dmn_flag(argv[i], "-h")) { usage(stdout); return 0; }
         fprintf(stderr, "error: unknown option '%s' (tokenizerd --help)\n", argv[i]);
         return 2;
@@ -299,7 +332,8 @@ int tokd_serve(int argc, char **argv)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     f.epoch = ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
-    f.next_sess = f.epoch << 16; /* session ids differ across restarts */
+    f.lim = lim;
+    f.no_worker_ms = f.start_ms;
     f.vocab = load_vocab(&f, model, segment, tmpl);
     f.ctx = zmq_ctx_new();
     int rc = 1;

@@ -65,4 +65,17 @@ for i in 1 2 3 4; do cmp -s "$RUN/g$i.txt" "$ref/greedy_text.txt" || fail "reque
 echo "engined --attach added a worker: $(status_field workers) workers serve"
 
 [ "$(status_field active)" = 0 ] || fail "requests still active at the end"
+
+# a front door that takes its vocabulary from the segment (no GGUF parse), serving a
+# second pipeline on the same workers' segment
+seg=$(cat "$RUN/segment")
+R2=$(mktemp -d /tmp/llm-e2e2.XXXXXX); chmod 700 "$R2"
+"$LLM_BIN/tokenizerd" --segment "$seg" --run-dir "$R2" 2>"$R2/tok.log" & E2E_PIDS+=($!)
+"$LLM_BIN/samplerd" --run-dir "$R2" 2>"$R2/samp.log" & E2E_PIDS+=($!)
+"$LLM_BIN/engined" --attach --segment "$seg" --run-dir "$R2" --ctx 2048 2>"$R2/w.log" & E2E_PIDS+=($!)
+wait_until 20 '"$LLM_BIN/llmc" status --run-dir "$R2" 2>/dev/null | grep -q "^workers: 1"' || fail "tokenizerd --segment: $(cat "$R2/tok.log")"
+timeout 30 "$LLM_BIN/llmc" --run-dir "$R2" -n 32 --temp 0 "$(cat "$ref/prompt.txt")" >"$RUN/seg.txt" || fail "request via tokenizerd --segment failed"
+cmp -s "$RUN/seg.txt" "$ref/greedy_text.txt" || fail "tokenizerd --segment gave other text"
+echo "tokenizerd --segment serves with the segment's tokenizer tables"
+rm -rf "$R2"
 echo "PASS $E2E_NAME"

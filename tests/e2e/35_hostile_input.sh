@@ -3,8 +3,10 @@
 # compiled here against libcommon) sends garbage bytes, empty and multi-frame messages,
 # truncated msgpack, a 4-G-entry array header, another protocol version, missing
 # fields, wrong directions and bad parameters to the front door and to samplerd (each
-# must get an error reply) and to the front door's worker socket (no reply); then every
-# daemon is still running and a greedy request still gives the reference text.
+# must get an error reply) and to the front door's worker socket (no reply); a second
+# connection that knows another's session id (not its 128-bit key) cannot cancel, ping
+# or continue it; then every daemon is still running and a greedy request still gives
+# the reference text.
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 120
 start_pipeline 1
@@ -19,6 +21,7 @@ build_hostile 2>/dev/null || build_hostile -fsanitize=address,undefined || fail 
 "$RUN/hostile" "ipc://$RUN/front.sock" front || fail "front door did not answer every hostile message with an error"
 "$RUN/hostile" "ipc://$RUN/sampler.sock" sampler || fail "samplerd did not answer every hostile message with an error"
 "$RUN/hostile" "ipc://$RUN/workers.sock" workers || fail "front door answered a fake worker"
+"$RUN/hostile" "ipc://$RUN/front.sock" hijack || fail "a connection could act on another connection's session"
 for d in samplerd engined tokenizerd; do kill -0 "$(cat "$RUN/$d.pid")" || fail "$d died"; done
 grep -q "bad client message" "$RUN/tokenizerd.log" || fail "front door did not log the bad messages"
 grep -q "bad message" "$RUN/samplerd.log" || fail "samplerd did not log the bad messages"

@@ -3,10 +3,14 @@
  * Sends malformed and unexpected messages to one endpoint and counts the error replies:
  *
  *   hostile_client ENDPOINT front|sampler|workers
+ *   hostile_client ENDPOINT hijack   a second connection acts on another's session
  *   hostile_client keygen          prints a CURVE key pair "PUBLIC SECRET" (z85)
  *
  * front/sampler: every message must get a PT_ERROR reply; workers: no reply expected
- * (a fake worker talking nonsense). Exit 0 when the expectations hold.
+ * (a fake worker talking nonsense). hijack: a victim connection streams 200 tokens while
+ * an attacker connection, knowing the victim's session id (not its key), sends CANCEL,
+ * PING and a chat continuation for it: the victim must get all 200 tokens. Exit 0 when
+ * the expectations hold.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +34,102 @@ static void msg(proto_writer *w)
     proto_writer_free(w);
 }
 
+static void msg_to(void *s, proto_writer *w)
+{
+    zmq_send(s, proto_data(w), proto_size(w), 0);
+    proto_writer_free(w);
+}
+
+/* Waits up to ms for one decoded message on s; 1 with *m filled, else 0. */
+static int recv_one(void *s, int ms, proto_msg *m)
+{
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, ms) <= 0) return 0;
+    zmq_msg_t zm;
+    zmq_msg_init(&zm);
+    zmq_msg_recv(&zm, s, 0);
+    char err[200];
+    int ok = proto_decode(m, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err) == 0;
+    zmq_msg_close(&zm);
+    return ok;
+}
+
+static int hijack(const char *ep)
+{
+    void *ctx = zmq_ctx_new(), *victim = net_socket(ctx, ZMQ_DEALER), *att = net_socket(ctx, ZMQ_DEALER);
+    if (zmq_connect(victim, ep) != 0 || zmq_connect(att, ep) != 0) return 1;
+    proto_writer w;
+    proto_begin(&w, PT_GENERATE, 1);
+    proto_put_str(&w, "prompt", "Once upon a time");
+    proto_put_i64(&w, "n", 200);
+    proto_put_map_begin(&w, "params", 2);
+    proto_pack_str(&w.pk, "temperature"); proto_pack_str(&w.pk, "0");
+    proto_pack_str(&w.pk, "ignore_eos"); proto_pack_str(&w.pk, "true");
+    zmq_send(victim, proto_data(&w), proto_size(&w), 0);
+    proto_writer_free(&w);
+    proto_msg m;
+    uint64_t sess = 0, got = 0;
+    int attacked = 0, refused = 0, done = 0;
+    char key[64] = "";
+    for (int64_t t0 = net_now_ms(); !done && net_now_ms() - t0 < 60000;) {
+        if (recv_one(victim, 100, &m)) {
+            if (m.type == PT_ACCEPTED) {
+                sess = proto_u64(&m, "sess", 0);
+                proto_strcpy(&m, "key", key, sizeof key);
+            } else if (m.type == PT_PIECE) {
+                got = proto_u64(&m, "ntok", got);
+            } else if (m.type == PT_DONE) {
+                got = proto_u64(&m, "ntok", got);
+                done = 1;
+            } else if (m.type == PT_ERROR) {
+                char text[200];
+                proto_strcpy(&m, "msg", text, sizeof text);
+                printf("  victim got an error: %s\n", text);
+                done = 2;
+            }
+            proto_msg_free(&m);
+        }
+        if (sess && got > 0 && !attacked) { /* the attacker knows the id, not the key */
+            attacked = 1;
+            const char *keys[3] = {NULL, "00000000000000000000000000000000", "wrong"};
+            for (int k = 0; k < 3; k++) {
+                proto_begin(&w, PT_CANCEL, 0);
+                proto_put_u64(&w, "sess", sess);
+                if (keys[k]) proto_put_str(&w, "key", keys[k]);
+                msg_to(att, &w);
+                proto_begin(&w, PT_PING, 50 + (uint64_t)k);
+                proto_put_u64(&w, "sess", sess);
+                if (keys[k]) proto_put_str(&w, "key", keys[k]);
+                msg_to(att, &w);
+                proto_begin(&w, PT_GENERATE, 60 + (uint64_t)k);
+                proto_put_i64(&w, "n", 4);
+                proto_put_bool(&w, "chat", 1);
+                proto_put_u64(&w, "sess", sess);
+                if (keys[k]) proto_put_str(&w, "key", keys[k]);
+                proto_put_array_begin(&w, "msgs", 2);
+                proto_pack_str(&w.pk, "user");
+                proto_pack_str(&w.pk, "hi");
+                msg_to(att, &w);
+            }
+        }
+        while (recv_one(att, 0, &m)) {
+            refused += m.type == PT_ERROR;
+            if (m.type != PT_ERROR) printf("  the attacker got a %s\n", proto_type_name(m.type));
+            proto_msg_free(&m);
+        }
+    }
+    while (recv_one(att, 300, &m)) {
+        refused += m.type == PT_ERROR;
+        proto_msg_free(&m);
+    }
+    printf("hijack: victim session %016llx (key %zu chars) got %llu of 200 tokens; attacker refused %d of 6 "
+           "PING/GENERATE\n", (unsigned long long)sess, strlen(key), (unsigned long long)got, refused);
+    net_close(&victim);
+    net_close(&att);
+    zmq_ctx_term(ctx);
+    return done == 1 && got == 200 && attacked && refused == 6 && strlen(key) == 32 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "keygen")) {
@@ -39,6 +139,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc != 3) return 2;
+    if (!strcmp(argv[2], "hijack")) return hijack(argv[1]);
     int front = !strcmp(argv[2], "front"), samp = !strcmp(argv[2], "sampler");
     void *ctx = zmq_ctx_new();
     sock = net_socket(ctx, ZMQ_DEALER);
@@ -66,13 +167,15 @@ int main(int argc, char **argv)
     proto_put_str(&w, "prompt", "x");
     msg(&w);
     proto_begin(&w, PT_SAMPLE, 11);
-    proto_put_u64(&w, "sess", 1);
-    proto_put_u64(&w, "step", 0);
     proto_put_str(&w, "shm", front ? "x" : "/llm-logits-0-1"); /* a ring that does not exist */
-    proto_put_u64(&w, "slot", 0);
     proto_put_u64(&w, "nv", 512);
-    proto_put_map_begin(&w, "params", 0);
-    proto_put_ints(&w, "hist", NULL, 0);
+    proto_put_array_begin(&w, "rows", 1);
+    msgpack_pack_map(&w.pk, 5);
+    proto_pack_str(&w.pk, "sess"); msgpack_pack_uint64(&w.pk, 1);
+    proto_pack_str(&w.pk, "step"); msgpack_pack_uint64(&w.pk, 0);
+    proto_pack_str(&w.pk, "slot"); msgpack_pack_uint64(&w.pk, 0);
+    proto_pack_str(&w.pk, "sp"); msgpack_pack_bin(&w.pk, 3); msgpack_pack_bin_body(&w.pk, "bad", 3);
+    proto_pack_str(&w.pk, "hist"); msgpack_pack_array(&w.pk, 0);
     msg(&w);
     proto_begin(&w, PT_TOKEN, 12);
     proto_put_u64(&w, "sess", 424242);

@@ -1,0 +1,259 @@
+/*
+ * front_admit.c - the front door's admission of a PT_GENERATE: caps (total and per
+ * connection), sampler parameters validated and resolved once (seed included) into
+ * their wire form, stop strings, the chat template, tokenization, the context check,
+ * then the FIFO queue. Every refusal is one ERROR naming what was wrong, with a code
+ * (front.h) the HTTP gateway maps to a status. See front.h.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "front.h"
+#include "log.h"
+
+/* A fresh random session id and key (128 bits, hex). */
+static void new_identity(front_req *r)
+{
+    uint8_t b[8 + FRONT_KEY_HEX / 2];
+    size_t got = 0;
+    while (got < sizeof b) {
+        ssize_t n = getrandom(b + got, sizeof b - got, 0);
+        if (n > 0) got += (size_t)n;
+        else if (errno != EINTR) LLM_ASSERT(!"getrandom failed"); /* no safe key without it */
+    }
+    memcpy(&r->sess, b, 8);
+    r->sess |= 1; /* never 0, which means "none" on the wire */
+    for (int i = 0; i < FRONT_KEY_HEX / 2; i++) snprintf(r->key + 2 * i, 3, "%02x", b[8 + i]);
+}
+
+/* Validates the parameters (llama.cpp names -> strings), resolves the seed once, and
+ * keeps their wire form: workers and samplerd never parse them again. */
+static int pack_params(front *f, front_req *r, const proto_msg *m, char *err, size_t errcap)
+{
+    smp_params p = smp_params_default();
+    const msgpack_object *o = proto_field(m, "params");
+    uint32_t n = o ? o->via.map.size : 0;
+    char k[64], v[1024];
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object_str *ks = &o->via.map.ptr[i].key.via.str, *vs = &o->via.map.ptr[i].val.via.str;
+        if (ks->size >= sizeof k || vs->size >= sizeof v) {
+            snprintf(err, errcap, "parameter name or value too long (%u bytes)", ks->size >= sizeof k ? ks->size : vs->size);
+            return -1;
+        }
+        memcpy(k, ks->ptr, ks->size); k[ks->size] = 0;
+        memcpy(v, vs->ptr, vs->size); v[vs->size] = 0;
+        if (smp_param_set(&p, k, v, err, errcap) != 0) return -1;
+    }
+    p.seed = smp_seed_resolve(p.seed);
+    if (smp_params_validate(&p, tok_n_vocab(f->vocab), err, errcap) != 0) return -1;
+    r->ignore_eos = p.ignore_eos;
+    r->sp_len = smp_params_to_wire(&p, r->sp);
+    return 0;
+}
+
+/* The text to tokenize: the prompt, or the chat messages through the template. */
+/* The text to tokenize: the raw prompt, or the rendered chat. For a chat, *spans gets
+ * the byte ranges of the message contents (caller frees), so that control-token text a
+ * user typed is tokenized as text, not as <|im_start|> and friends. */
+static char *request_text(front *f, const proto_msg *m, bool chat, tok_span **spans, size_t *n_spans,
+                          char *err, size_t errcap)
+{
+    *spans = NULL;
+    *n_spans = 0;
+    if (!chat) {
+        size_t n;
+        const char *p = proto_str(m, "prompt", &n);
+        if (!p) {
+            snprintf(err, errcap, "GENERATE needs a 'prompt' string (or chat 'msgs')");
+            return NULL;
+        }
+        return strndup(p, n);
+    }
+    if (f->tmpl == CHAT_TMPL_UNKNOWN) {
+        snprintf(err, errcap, "model %.120s has no chat template this front door knows (start tokenizerd with "
+                              "--chat-template NAME)", f->model);
+        return NULL;
+    }
+    const msgpack_object *o = proto_field(m, "msgs");
+    if (!o || o->via.array.size == 0 || o->via.array.size % 2 || o->via.array.size > 512) {
+        snprintf(err, errcap, "chat needs 'msgs' as role, content pairs (1 to 256 messages)");
+        return NULL;
+    }
+    size_t nm = o->via.array.size / 2;
+    chat_msg *cm = calloc(nm, sizeof *cm);
+    char **own = calloc(nm * 2, sizeof *own);
+    char *out = NULL;
+    if (cm && own) {
+        for (size_t i = 0; i < nm * 2; i++)
+            own[i] = strndup(o->via.array.ptr[i].via.str.ptr, o->via.array.ptr[i].via.str.size);
+        for (size_t i = 0; i < nm; i++) cm[i] = (chat_msg){own[2 * i], own[2 * i + 1]};
+        if (chat_render_spans(f->tmpl, cm, nm, true, &out, spans, n_spans, err, errcap) != 0) out = NULL;
+        for (size_t i = 0; i < nm * 2; i++) free(own[i]);
+    }
+    free(cm);
+    free(own);
+    return out;
+}
+
+static int set_stops(front_req *r, const proto_msg *m, char *err, size_t errcap)
+{
+    const msgpack_object *o = proto_field(m, "stop");
+    if (!o) return 0;
+    if (o->via.array.size > FRONT_MAX_STOPS) {
+        snprintf(err, errcap, "at most %d stop strings", FRONT_MAX_STOPS);
+        return -1;
+    }
+    for (uint32_t i = 0; i < o->via.array.size; i++) {
+        const msgpack_object_str *s = &o->via.array.ptr[i].via.str;
+        if (s->size == 0 || s->size > 256 || memchr(s->ptr, 0, s->size)) {
+            snprintf(err, errcap, "stop strings must be 1 to 256 bytes without NUL");
+            return -1;
+        }
+        r->stops[r->n_stops++] = strndup(s->ptr, s->size);
+    }
+    return 0;
+}
+
+/* Running + queued requests in all, and of one connection. */
+static void count_load(const front *f, const uint8_t *rid, size_t rl, int *all, int *mine)
+{
+    *all = *mine = 0;
+    for (const front_req *r = f->reqs; r; r = r->next) {
+        if (r->state == RQ_HELD) continue;
+        (*all)++;
+        *mine += r->rid_len == rl && memcmp(r->rid, rid, rl) == 0;
+    }
+}
+
+/* Appends r at the end of the list (admission order). */
+static void enqueue(front *f, front_req *r)
+{
+    front_req **p = &f->reqs;
+    while (*p) p = &(*p)->next;
+    r->next = NULL;
+    *p = r;
+}
+
+static void unlink_req(front *f, front_req *r)
+{
+    for (front_req **p = &f->reqs; *p; p = &(*p)->next)
+        if (*p == r) { *p = r->next; return; }
+}
+
+void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
+{
+    char err[300] = "";
+    bool chat = proto_bool(m, "chat", 0);
+    uint64_t cont = proto_u64(m, "sess", 0);
+    front_req *r = cont ? front_find_sess(f, cont) : NULL;
+    if (cont && (!r || !front_key_ok(r, m))) {
+        front_send_error(f, rid, rl, m->id, FRONT_E_INVALID, "unknown chat session (ended, expired, or not yours)");
+        return;
+    }
+    if (r && (r->state != RQ_HELD || !r->chat)) {
+        front_send_error(f, rid, rl, m->id, FRONT_E_INVALID, "that chat session is busy");
+        return;
+    }
+    int all, mine;
+    count_load(f, rid, rl, &all, &mine);
+    if (all >= f->lim.max_requests || mine >= f->lim.max_per_client) {
+        proto_writer w;
+        proto_begin(&w, PT_ERROR, m->id);
+        snprintf(err, sizeof err, all >= f->lim.max_requests
+                 ? "the front door is full: %d requests running or queued (tokenizerd --max-requests); try again later"
+                 : "this connection has %d requests running or queued (tokenizerd --max-per-client); try again later",
+                 all >= f->lim.max_requests ? all : mine);
+        proto_put_str(&w, "msg", err);
+        proto_put_str(&w, "code", FRONT_E_FULL);
+        proto_put_u64(&w, "retry_ms", 1000);
+        front_send(f, rid, rl, &w);
+        return;
+    }
+    int fresh = !r;
+    if (fresh) {
+        r = calloc(1, sizeof *r);
+        if (!r) { front_send_error(f, rid, rl, m->id, FRONT_E_INTERNAL, "front door out of memory"); return; }
+        new_identity(r);
+        r->worker = -1;
+        enqueue(f, r);
+        r->det = tok_stream_new(f->vocab, TOK_STREAM_KEEP_SPACE);
+    } else {
+        for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+        r->n_stops = 0;
+        unlink_req(f, r); /* the next turn of a chat queues behind what came before it */
+        enqueue(f, r);
+    }
+    r->chat = chat;
+    r->client_id = m->id;
+    memcpy(r->rid, rid, rl);
+    r->rid_len = rl;
+    r->client_ms = r->queued_ms = net_now_ms();
+    r->n_gen = 0;
+    r->gone = false;
+    r->mu_set = false;
+    r->held_len = 0;
+    r->n_pend = 0;
+    r->probs.size = 0;
+    r->in_bytes = r->out_bytes = 0;
+    char *text = NULL;
+    tok_span *spans = NULL;
+    size_t n_spans = 0;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    int64_t n_predict = proto_i64(m, "n", -1);
+    if (!r->det || pack_params(f, r, m, err, sizeof err) != 0 || set_stops(r, m, err, sizeof err) != 0 ||
+        !(text = request_text(f, m, chat, &spans, &n_spans, err, sizeof err)) ||
+        (chat ? tok_encode_guarded(f->vocab, text, strlen(text), true, spans, n_spans, &ids, &n_ids, err,
+                                   sizeof err)
+              : tok_encode(f->vocab, text, strlen(text), true, false, &ids, &n_ids, err, sizeof err)) != 0) {
+        free(text);
+        free(spans);
+        log_info("request %llu refused: %s", (unsigned long long)m->id, err);
+        front_fail(f, r, FRONT_E_INVALID, err[0] ? err : "out of memory");
+        return;
+    }
+    free(text);
+    free(spans);
+    if (n_ids == 0) {
+        free(ids);
+        front_fail(f, r, FRONT_E_INVALID, "the prompt is empty after tokenization");
+        return;
+    }
+    int ctx = front_ctx_max(f);
+    if (ctx && n_ids >= (size_t)ctx) { /* refused before any message is built for a worker */
+        free(ids);
+        snprintf(err, sizeof err, "the prompt is %zu tokens; the context holds %d (engined --ctx), and at least one "
+                 "token must be generated", n_ids, ctx);
+        log_info("request %llu refused: %s", (unsigned long long)m->id, err);
+        front_fail(f, r, FRONT_E_CONTEXT, err);
+        return;
+    }
+    if (n_predict < 0 || n_predict > (1 << 20)) n_predict = 1 << 20; /* until EOG or the context is full */
+    size_t cap = n_ids + (n_predict < 1024 ? (size_t)n_predict : 1024) + 1; /* grows in front_token */
+    free(r->toks);
+    r->toks = malloc(cap * sizeof *r->toks);
+    if (!r->toks) { free(ids); front_fail(f, r, FRONT_E_INTERNAL, "front door out of memory"); return; }
+    memcpy(r->toks, ids, n_ids * sizeof *ids);
+    free(ids);
+    r->n_toks = r->n_prompt = (int)n_ids;
+    r->cap = (int)cap;
+    r->n_predict = (int)n_predict;
+    if (n_predict > 0) {
+        int wi = r->worker >= 0 && f->w[r->worker].live && !f->w[r->worker].stalled ? r->worker : -1;
+        front_detach(f, r, 0);
+        r->state = RQ_QUEUED;
+        if (wi >= 0) front_dispatch(f, r, wi); /* a chat turn keeps its slot, where its KV cache is */
+        else front_tick(f, net_now_ms());
+    }
+    proto_writer w;
+    proto_begin(&w, PT_ACCEPTED, m->id);
+    proto_put_u64(&w, "ntok", (uint64_t)n_ids);
+    proto_put_u64(&w, "sess", r->sess);
+    proto_put_str(&w, "key", r->key);
+    proto_put_u64(&w, "pos", (uint64_t)front_queue_pos(f, r));
+    front_send(f, rid, rl, &w);
+    if (n_predict == 0) front_finish(f, r, "length");
+}

@@ -1,0 +1,172 @@
+/*
+ * front_sched.c - the front door's queue and workers: requests wait in admission order
+ * (FIFO) until a live worker has room and a context large enough; dead workers (no
+ * heartbeat) and stalled ones (busy, progress counter standing still) lose their
+ * requests to the queue, where they keep their place. See front.h.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "front.h"
+#include "log.h"
+
+void front_dispatch(front *f, front_req *r, int wi)
+{
+    proto_writer w;
+    proto_begin(&w, PT_RUN, r->sess);
+    proto_put_u64(&w, "sess", r->sess);
+    proto_put_ints(&w, "toks", r->toks, (size_t)r->n_toks);
+    proto_put_u64(&w, "step", (uint64_t)r->n_gen);
+    proto_put_u64(&w, "budget", (uint64_t)(r->n_predict - r->n_gen));
+    proto_put_bin(&w, "sp", r->sp, r->sp_len);
+    proto_put_u64(&w, "epoch", f->epoch);
+    if (!r->ignore_eos) proto_put_ints(&w, "eog", f->eog, (size_t)f->n_eog);
+    if (r->mu_set) proto_put_f64(&w, "mu", r->mu);
+    if (front_send_worker(f, wi, &w) != 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "a session of %d tokens is too large to hand to a worker", r->n_toks);
+        front_fail(f, r, FRONT_E_CONTEXT, msg);
+        return;
+    }
+    front_worker *x = &f->w[wi];
+    if (x->assigned == 0) x->prog_ms = net_now_ms(); /* its progress is watched from now */
+    r->worker = wi;
+    r->worker_wid = x->wid;
+    r->state = RQ_RUNNING;
+    x->assigned++;
+}
+
+/* The live, unstalled worker with the fewest sessions, room for one more and a context
+ * that holds n_toks tokens plus one to generate; -1 if none. *fits_any: some live
+ * worker's context is large enough (room or not). */
+static int pick_worker(const front *f, int n_toks, int *fits_any)
+{
+    int best = -1;
+    *fits_any = 0;
+    for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
+        const front_worker *w = &f->w[i];
+        if (!w->live || (w->ctx && n_toks >= w->ctx)) continue;
+        *fits_any = 1;
+        if (w->stalled || w->assigned >= w->cap) continue;
+        if (best < 0 || w->assigned < f->w[best].assigned) best = i;
+    }
+    return best;
+}
+
+int front_ctx_max(const front *f)
+{
+    int m = 0;
+    for (int i = 0; i < FRONT_MAX_WORKERS; i++)
+        if (f->w[i].live && f->w[i].ctx > m) m = f->w[i].ctx;
+    return m;
+}
+
+int front_queue_pos(const front *f, const front_req *r)
+{
+    if (r->state != RQ_QUEUED) return 0;
+    int pos = 0;
+    for (const front_req *q = f->reqs; q; q = q->next) {
+        pos += q->state == RQ_QUEUED;
+        if (q == r) return pos;
+    }
+    return 0;
+}
+
+void front_requeue_worker(front *f, int wi, int tell)
+{
+    for (front_req *r = f->reqs; r; r = r->next) {
+        if (r->worker != wi) continue;
+        front_detach(f, r, tell);
+        if (r->state == RQ_RUNNING) {
+            r->state = RQ_QUEUED;
+            r->queued_ms = net_now_ms();
+            r->moves++;
+            log_info("session %llu: re-dispatching at step %d (%d tokens to re-prefill)",
+                     (unsigned long long)r->sess, r->n_gen, r->n_toks);
+        }
+    }
+}
+
+void front_worker_beat(front *f, int wi, const proto_msg *m, int64_t now)
+{
+    front_worker *w = &f->w[wi];
+    int busy = (int)proto_u64(m, "busy", 0);
+    uint64_t prog = proto_u64(m, "prog", 0);
+    w->reported = (int)proto_u64(m, "active", 0);
+    w->cap = (int)proto_u64(m, "cap", 16);
+    w->ctx = (int)proto_u64(m, "ctx", 0);
+    if (prog != w->prog || (busy && !w->busy)) {
+        if (w->stalled && prog != w->prog)
+            log_info("worker pid %d makes progress again: it takes sessions again", w->pid);
+        if (prog != w->prog) w->stalled = 0;
+        w->prog = prog;
+        w->prog_ms = now;
+    }
+    w->busy = busy;
+}
+
+void front_check_workers(front *f, int64_t now)
+{
+    int live = 0;
+    for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
+        front_worker *w = &f->w[i];
+        if (!w->live) continue;
+        if (now - w->last_ms > NET_HB_MS * NET_HB_LIVENESS) {
+            log_warn("worker pid %d silent for %lld ms: purged, its sessions go to other workers", w->pid,
+                     (long long)(now - w->last_ms));
+            front_requeue_worker(f, i, 0);
+            w->live = 0;
+            continue;
+        }
+        live++;
+        if (!w->stalled && w->busy && w->assigned && now - w->prog_ms > f->lim.stall_ms) {
+            log_warn("worker pid %d has %d busy sessions and made no progress for %lld ms: declared dead, its "
+                     "sessions go to other workers", w->pid, w->busy, (long long)(now - w->prog_ms));
+            front_requeue_worker(f, i, 1); /* and tell it to drop them, should it wake up */
+            w->stalled = 1;
+        }
+    }
+    if (live) f->no_worker_ms = 0;
+    else if (!f->no_worker_ms) f->no_worker_ms = now;
+}
+
+void front_tick(front *f, int64_t now)
+{
+    front_req *next;
+    int room = 1;
+    for (front_req *r = f->reqs; r; r = next) {
+        next = r->next;
+        if (r->state == RQ_HELD) {
+            if (now - r->client_ms > FRONT_CHAT_IDLE_MS) front_req_free(f, r);
+            continue;
+        }
+        if (r->gone || now - r->client_ms > FRONT_CLIENT_TIMEOUT_MS) {
+            if (r->gone) log_info("session %llu: client disconnected at step %d; freeing the session",
+                                  (unsigned long long)r->sess, r->n_gen);
+            else log_info("session %llu: client silent for %lld ms; freeing the session", (unsigned long long)r->sess,
+                          (long long)(now - r->client_ms));
+            f->failed++;
+            front_req_free(f, r);
+            continue;
+        }
+        if (r->state != RQ_QUEUED) continue;
+        int fits = 0, wi = pick_worker(f, r->n_toks, &fits);
+        if (wi >= 0 && room) {
+            front_dispatch(f, r, wi);
+            continue;
+        }
+        if (f->no_worker_ms) {
+            int64_t since = r->queued_ms > f->no_worker_ms ? r->queued_ms : f->no_worker_ms;
+            if (now - since > FRONT_QUEUE_TIMEOUT_MS)
+                front_fail(f, r, FRONT_E_NO_WORKER, "no engine worker available (is engined running? see 'llmc status')");
+        } else if (!fits) { /* every live worker's context is too small for it: it would wait forever */
+            char msg[200];
+            snprintf(msg, sizeof msg, "the request needs %d tokens of context; the workers hold %d (engined --ctx)",
+                     r->n_toks + 1, front_ctx_max(f));
+            front_fail(f, r, FRONT_E_CONTEXT, msg);
+        } else {
+            room = 0; /* first come, first served: nobody passes the head of the queue */
+        }
+    }
+}
