@@ -228,6 +228,8 @@ static void on_status(gwb *b, const proto_msg *m)
     s.held = proto_u64(m, "held", 0);
     s.served = proto_u64(m, "served", 0);
     s.failed = proto_u64(m, "failed", 0);
+    s.max_requests = proto_u64(m, "max_requests", 0);
+    s.max_per_client = proto_u64(m, "max_per_client", 0);
     proto_strcpy(m, "model", s.model, sizeof s.model);
     proto_strcpy(m, "segment", s.segment, sizeof s.segment);
     proto_strcpy(m, "template", s.tmpl, sizeof s.tmpl);

@@ -50,6 +50,7 @@ typedef struct {
     int64_t  at_ms;          /* net_now_ms() of its arrival; 0: never */
     int      workers;        /* live engine workers */
     uint64_t active, queued, held, served, failed;
+    uint64_t max_requests, max_per_client; /* the front door's queue caps (0: not reported) */
     char     model[256];     /* the model file (or segment) the front door serves */
     char     segment[64];
     char     tmpl[32];       /* chat template name */

@@ -130,6 +130,11 @@ char *gwm_render(gwm *m, const gwm_front *fr, size_t *len)
             (unsigned long long)fr->workers);
         one(f, "llm_frontdoor_served_total", "counter", "Requests the front door finished.", fr->served);
         one(f, "llm_frontdoor_failed_total", "counter", "Requests the front door failed or dropped.", fr->failed);
+        if (fr->max_requests || fr->max_per_client)
+            fprintf(f, "# HELP llm_queue_capacity Requests (running + queued) the front door admits.\n"
+                       "# TYPE llm_queue_capacity gauge\nllm_queue_capacity{scope=\"all\"} %llu\n"
+                       "llm_queue_capacity{scope=\"per_client\"} %llu\n",
+                    (unsigned long long)fr->max_requests, (unsigned long long)fr->max_per_client);
     }
     fputs("# HELP llm_up 1 when the daemon answers (engined: at least one live worker).\n# TYPE llm_up gauge\n", f);
     fprintf(f, "llm_up{daemon=\"gateway\"} 1\nllm_up{daemon=\"tokenizerd\"} %d\nllm_up{daemon=\"engined\"} %d\n",

@@ -15,7 +15,7 @@
  * (histograms, measured at the gateway from the request's arrival), gateway_streams
  * (requests in flight here), and from the front door's last STATUS_REPLY: queue_depth,
  * requests_active, sessions_held, workers_live, frontdoor_served_total,
- * frontdoor_failed_total; up{daemon=gateway|tokenizerd|engined|samplerd}.
+ * frontdoor_failed_total, queue_capacity{scope=all|per_client}; up{daemon=gateway|tokenizerd|engined|samplerd}.
  */
 #ifndef LLM_GW_METRICS_H
 #define LLM_GW_METRICS_H
@@ -51,6 +51,7 @@ typedef struct {
     int      fresh;
     int      workers;
     uint64_t active, queued, held, served, failed;
+    uint64_t max_requests, max_per_client; /* queue caps, 0 when the front door does not say */
     int      samplerd_up;             /* 1, 0, or -1 when the gateway cannot tell */
 } gwm_front;
 

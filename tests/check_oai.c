@@ -276,7 +276,7 @@ START_TEST(test_metrics_text)
     gwm_ttft(&m, 0.03);
     gwm_itl(&m, 0.004, 3);
     gwm_itl(&m, 100, 1); /* beyond every bound: only +Inf */
-    gwm_front f = {.fresh = 1, .workers = 2, .queued = 5, .samplerd_up = -1};
+    gwm_front f = {.fresh = 1, .workers = 2, .queued = 5, .max_requests = 1024, .max_per_client = 64, .samplerd_up = -1};
     size_t n;
     char *t = gwm_render(&m, &f, &n);
     ck_assert_uint_eq(n, strlen(t));
@@ -290,6 +290,7 @@ START_TEST(test_metrics_text)
     ck_assert(strstr(t, "llm_inter_token_seconds_bucket{le=\"+Inf\"} 4\n"));
     ck_assert(strstr(t, "llm_inter_token_seconds_count 4\n"));
     ck_assert(strstr(t, "llm_queue_depth 5\n") && strstr(t, "llm_workers_live 2\n"));
+    ck_assert(strstr(t, "llm_queue_capacity{scope=\"per_client\"} 64\n"));
     ck_assert(strstr(t, "llm_up{daemon=\"engined\"} 1\n") && !strstr(t, "daemon=\"samplerd\""));
     free(t);
     f = (gwm_front){.fresh = 0, .samplerd_up = 0};

@@ -8,6 +8,7 @@
 # door) and a front door that is not running (503).
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 180
+E2E_CTX=16384 # room for a stream long enough to be cut
 command -v curl >/dev/null || fail "curl is needed"
 PORT=$(free_port)
 start_pipeline 1 --http "$PORT" --chat-template llama2
@@ -136,9 +137,10 @@ gen=$(sed -n 's/^llm_generated_tokens_total //p' <<<"$m")
 echo "metrics: $(grep -c '^llm_' <<<"$m") samples, $gen tokens generated"
 
 # a client that leaves mid-stream cancels its request on the front door
-curl -sN -m 2 -H 'Content-Type: application/json' --data-binary '{"prompt": "Once upon a time", "max_tokens": 1900, "ignore_eos": true, "stream": true}' \
-    "$URL/v1/completions" >"$RUN/cut" 2>/dev/null
-[ -s "$RUN/cut" ] || fail "the stream to cut did not start"
+curl -sN -H 'Content-Type: application/json' --data-binary '{"prompt": "Once upon a time", "max_tokens": 16000, "ignore_eos": true, "stream": true}' \
+    "$URL/v1/completions" >"$RUN/cut" 2>/dev/null & cut=$!
+wait_until 20 '[ -s "$RUN/cut" ]' || fail "the stream to cut did not start"
+kill "$cut"; wait "$cut" 2>/dev/null
 grep -q '\[DONE\]' "$RUN/cut" && fail "the stream ended before the client left (make it longer)"
 wait_until 5 '[ "$(status_field active)" = 0 ] && [ "$(status_field sessions)" = 0 ]' || fail "the request of a client that left is still running"
 grep -q "cancelled by its client" "$RUN/tokenizerd.log" || fail "the front door was not told"
