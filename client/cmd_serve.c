@@ -32,7 +32,6 @@
 #include <unistd.h>
 
 #include "cmds.h"
-#include "engine.h"
 #include "gguf.h"
 #include "gw_bridge.h"
 #include "gw_job.h"
@@ -40,6 +39,7 @@
 #include "log.h"
 #include "net.h"
 #include "oai.h"
+#include "segment.h"
 #include "tok.h"
 
 #define MAX_KEYS 16
@@ -138,18 +138,14 @@ static int vocab_text(void *cls, int32_t id, char *buf, size_t cap)
         gwb_status_get(G.bridge, &s);
         char err[256] = "";
         gguf_ctx *g = NULL;
-        eng_model *em = NULL;
+        seg_map sm = {0};
         const char *file = G.o.model_file ? G.o.model_file : s.model[0] == '/' ? s.model : NULL;
         if (file) g = gguf_open(file, err, sizeof err);
-        if (!g && s.segment[0] && (em = eng_attach(s.segment, err, sizeof err)) != NULL) {
-            size_t len = 0;
-            const void *blob = eng_tokenizer_blob(em, &len);
-            g = blob ? gguf_parse(blob, len, err, sizeof err) : NULL;
-        }
+        if (!g && s.segment[0]) g = seg_tokenizer_open(s.segment, &sm, err, sizeof err);
         G.vocab = g ? tok_vocab_load(g, err, sizeof err) : NULL;
         if (!G.vocab) log_warn("no vocabulary for top_logprobs token texts (%s); they show as <id N>", err);
         gguf_close(g);
-        eng_close(em);
+        seg_unmap(&sm);
     }
     int n = G.vocab ? tok_piece(G.vocab, id, true, buf, cap) : -1;
     pthread_mutex_unlock(&G.vocab_mu);
