@@ -22,6 +22,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -476,6 +477,16 @@ static int parse(int argc, char **argv, serve_opts *o)
     return 0;
 }
 
+/* libmicrohttpd's own messages (a client that left mid-answer, ...) as our log lines. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char line[400];
+    vsnprintf(line, sizeof line, fmt, ap);
+    line[strcspn(line, "\n")] = 0;
+    log_info("libmicrohttpd: %s", line);
+}
+
 static struct MHD_Daemon *listen_http(const serve_opts *o, char *err, size_t errcap)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
@@ -492,7 +503,7 @@ static struct MHD_Daemon *listen_http(const serve_opts *o, char *err, size_t err
         flags, (uint16_t)o->port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
     if (!d) snprintf(err, errcap, "cannot listen on %s:%d (%s)", o->host, o->port, strerror(errno));
     freeaddrinfo(ai);
     return d;
