@@ -124,8 +124,16 @@ class Pipeline:
 class Gateway:
     """The same pipeline through its OpenAI-compatible HTTP gateway (llmc serve)."""
 
-    def __init__(self, port):
+    def __init__(self, port, run_dir):
         self.port = port
+        with open(os.path.join(run_dir, "gateway.pid")) as f:
+            self.pid = int(f.read())
+
+    def cpu_s(self):
+        """CPU seconds the gateway process has used so far (user + system)."""
+        with open("/proc/%d/stat" % self.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def request(self, text, n, st):
         body = json.dumps({"prompt": text, "max_tokens": n, "ignore_eos": True, "temperature": 0,
@@ -305,7 +313,8 @@ def main():
             srv = Pipeline(args) if path is None else LlamaServer(path, args, max(n, 8 if args.long else n))
             try:
                 server = srv
-                gw = Gateway(srv.port) if path is None and args.gateway else None
+                gw = Gateway(srv.port, srv.run) if path is None and args.gateway else None
+                gw_cpu = gw_wall = gw_toks = 0.0
                 run_streams(server, 1, 4)  # warm-up: page in the weights
                 for _ in range(args.reps):  # llmc and the gateway alternate, back to back
                     sts, wall = run_streams(server, n, args.tokens)
@@ -314,8 +323,12 @@ def main():
                         best = row
                     if gw:
                         llmc_tps = row["agg_tps"]
+                        c0 = gw.cpu_s()
                         sts, wall = run_streams(gw, n, args.tokens)
+                        gw_cpu += gw.cpu_s() - c0
+                        gw_wall += wall
                         row = summarize(sts, wall)
+                        gw_toks += row["tokens"]
                         if best_gw is None or row["agg_tps"] > best_gw["agg_tps"]:
                             best_gw = row
                         if llmc_tps > 0:
@@ -324,7 +337,9 @@ def main():
                             else "-np %d -t %d" % (n, args.threads))
                 results.append(best)
                 if best_gw:
-                    best_gw.update(server="ours via HTTP gateway", setup=best["setup"], pairs=pairs)
+                    best_gw.update(server="ours via HTTP gateway", setup=best["setup"], pairs=pairs,
+                                   gw_cpu_share=gw_cpu / gw_wall if gw_wall else 0.0,
+                                   gw_cpu_ms_per_tok=gw_cpu * 1e3 / gw_toks if gw_toks else 0.0)
                     results.append(best_gw)
                 if args.long and n == ns[-1]:
                     lg, gap, sts = run_long(server, args.tokens * 3)
@@ -355,6 +370,8 @@ def main():
                   "pair %s, median %.3f; mean TTFT %.3f s vs %.3f s" % (
                       n, g["agg_tps"] / a["agg_tps"], (1 - g["agg_tps"] / a["agg_tps"]) * 100,
                       " ".join("%.3f" % x for x in pr), pct(pr, 50), g["ttft_mean"], a["ttft_mean"]))
+            print("%d streams: the gateway process used %.1f%% of one core while its streams ran "
+                  "(%.3f ms of CPU per generated token)" % (n, g["gw_cpu_share"] * 100, g["gw_cpu_ms_per_tok"]))
     for n in ns:
         a, b = by.get(("ours", n)), by.get(("llama-server", n))
         if a and b and b["agg_tps"] > 0:
