@@ -5,6 +5,8 @@
 #   make asan       the Check suites again under AddressSanitizer + UBSan
 #   make run        start the pipeline on $(MODEL) and stream a story through llmc
 #   make bench      the benchmarks under bench/ (slow: they synthesise a 1.1B model)
+#   make soak       10 minutes of load (60_soak) and 10 of chaos (90_chaos: kill -9 of
+#                   random daemons under 8 streams); make test runs short forms of both
 #
 # BUILD=dir puts every object and binary under dir (default build/), so several
 # builds (asan, debug, a helper's scratch build) can coexist in one tree.
@@ -43,7 +45,7 @@ BINS := $(BUILD)/bin/llmc $(patsubst %/main.c,$(BUILD)/bin/%,$(wildcard engined/
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps build test unit e2e asan run stop bench clean
+.PHONY: all deps build test unit e2e asan run stop bench soak clean
 .DEFAULT_GOAL := all
 
 all: deps
@@ -157,6 +159,10 @@ stop:
 
 bench: all
 	bash bench/run.sh
+
+soak: all
+	$(TEST_ENV) SOAK_SECONDS=$${SOAK_SECONDS:-600} bash tests/e2e/60_soak.sh
+	$(TEST_ENV) CHAOS_SECONDS=$${CHAOS_SECONDS:-600} bash tests/e2e/90_chaos.sh
 
 clean:
 	rm -rf build build-asan build-*

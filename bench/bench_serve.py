@@ -91,6 +91,8 @@ class Pipeline:
                "--ctx", str(args.ctx), "--max-sessions", str(max(args.max_sessions, 8))]
         if args.batch_tokens:
             cmd += ["--batch-tokens", str(args.batch_tokens)]
+        if args.idle_batch_tokens:
+            cmd += ["--idle-batch-tokens", str(args.idle_batch_tokens)]
         self.port = free_port() if getattr(args, "gateway", False) else 0
         if self.port:
             cmd += ["--http", str(self.port)]
@@ -291,6 +293,7 @@ def main():
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-tokens", type=int, default=0)
+    ap.add_argument("--idle-batch-tokens", type=int, default=0)
     ap.add_argument("--max-sessions", type=int, default=16)
     ap.add_argument("--ctx", type=int, default=2048)
     ap.add_argument("--build", default=os.environ.get("BUILD", "build"))

@@ -17,6 +17,7 @@ run() { # name command...
 }
 run bw "$BUILD/bench/bench_bw" 1024 3
 run kernels "$BUILD/bench/bench_kernels"
+run csum "$BUILD/bench/bench_csum" 1024 5
 run engine env BUILD="$BUILD" bash bench/bench_engine.sh
 run tokenizer "$BUILD/bench/bench_tok"
 run sampler "$BUILD/bench/bench_sampler"

@@ -28,7 +28,8 @@
 #define MAX_PARAMS 64
 #define MAX_STOPS  8
 #define PING_MS    1000
-#define LOST_MS    8000  /* no answer to pings for this long: the front door is gone */
+#define LOST_MS    30000 /* no answer for this long, resumes included: the front door is gone */
+#define RESUME_MS  2000  /* no answer for this long mid-stream: ask the front door to resume */
 #define ACCEPT_MS  10000 /* the front door must admit a request within this */
 #define LC_KEY_MAX 64    /* a chat session's key (the front door's is 32 hex digits) */
 
@@ -228,13 +229,21 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Sends one GENERATE and streams its answer. The generated text is appended to *out
- * when out is not NULL; *sess gets the session id. 0 on success, 1 on error. */
-static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int n_msgs, uint64_t *sess,
-                    char *key, char **out, size_t *out_len)
+/* What a request needs to be resumed after a restart of the front door. */
+typedef struct {
+    uint64_t sess;          /* the session id (ACCEPTED) */
+    char    *key;           /* its key (LC_KEY_MAX bytes) */
+    uint32_t seed;          /* the resolved seed: a resume from scratch gives the same text */
+    int      have_seed;
+    uint64_t rbytes;        /* text bytes received so far */
+} resume_info;
+
+/* Sends the GENERATE of a turn: a fresh one (rs NULL), or a resume of session rs->sess
+ * that skips the rs->rbytes bytes already received (same parameters, seed pinned). A
+ * chat turn continues session cont (with key) unless it is a resume. */
+static int send_generate(lc_conn *c, const gen_opts *o, uint64_t id, const char *const *msgs, int n_msgs,
+                         uint64_t cont, const char *key, const resume_info *rs)
 {
-    static uint64_t next_id = 0;
-    uint64_t id = ((uint64_t)getpid() << 20) + ++next_id;
     proto_writer w;
     proto_begin(&w, PT_GENERATE, id);
     proto_put_i64(&w, "n", o->n_predict);
@@ -242,36 +251,62 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
         proto_put_bool(&w, "chat", 1);
         proto_put_array_begin(&w, "msgs", (uint32_t)n_msgs);
         for (int i = 0; i < n_msgs; i++) proto_pack_str(&w.pk, msgs[i]);
-        if (*sess) {
-            proto_put_u64(&w, "sess", *sess);
-            proto_put_str(&w, "key", key);
-        }
     } else {
         proto_put_str(&w, "prompt", o->prompt);
     }
-    proto_put_map_begin(&w, "params", (uint32_t)o->n_params);
+    if (rs) {
+        proto_put_u64(&w, "resume", rs->sess);
+        proto_put_str(&w, "key", rs->key);
+        proto_put_u64(&w, "rbytes", rs->rbytes);
+    } else if (cont) {
+        proto_put_u64(&w, "sess", cont);
+        proto_put_str(&w, "key", key);
+    }
+    int pin = rs && rs->have_seed;
+    proto_put_map_begin(&w, "params", (uint32_t)(o->n_params + pin));
     for (int i = 0; i < o->n_params; i++) {
         proto_pack_str(&w.pk, o->pk[i]);
         proto_pack_str(&w.pk, o->pv[i]);
+    }
+    if (pin) { /* last: it wins over a "seed" given above (the same value) */
+        char v[16];
+        snprintf(v, sizeof v, "%u", rs->seed);
+        proto_pack_str(&w.pk, "seed");
+        proto_pack_str(&w.pk, v);
     }
     if (o->n_stops) {
         proto_put_array_begin(&w, "stop", (uint32_t)o->n_stops);
         for (int i = 0; i < o->n_stops; i++) proto_pack_str(&w.pk, o->stops[i]);
     }
+    return lc_send(c, &w);
+}
+
+/* Sends one GENERATE and streams its answer. The generated text is appended to *out
+ * when out is not NULL; *sess and key get the session. A front door that restarts
+ * mid-stream (it answers a ping with unknown_request, or goes silent) is asked to
+ * resume: the stream pauses and continues with no gap and no repeated text. 0 on
+ * success, 1 on error. */
+static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int n_msgs, uint64_t *sess,
+                    char *key, char **out, size_t *out_len)
+{
+    static uint64_t next_id = 0;
+    uint64_t id = ((uint64_t)getpid() << 20) + ++next_id, cont = *sess;
+    resume_info rs = { .key = key };
     double t0 = now_s(), t_first = 0;
-    if (lc_send(c, &w) != 0) {
+    if (send_generate(c, o, id, msgs, n_msgs, cont, key, NULL) != 0) {
         fprintf(stderr, "error: cannot send to %s\n", c->endpoint);
         return 1;
     }
-    int accepted = 0, rc = 1;
+    int accepted = 0, rc = 1, resumes = 0;
     uint64_t n_prompt = 0, n_gen = 0, queue_pos = 0;
-    int64_t last_rx = net_now_ms(), last_ping = last_rx;
+    int64_t last_rx = net_now_ms(), last_ping = last_rx, last_resume = 0;
     if (o->echo && !msgs && !o->json) {
         fputs(o->prompt, stdout);
         fflush(stdout);
     }
     for (;;) {
         if (interrupted) {
+            proto_writer w;
             proto_begin(&w, PT_CANCEL, id);
             lc_send(c, &w);
             fprintf(stderr, "\nerror: interrupted\n");
@@ -280,19 +315,25 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
         proto_msg m;
         int r = lc_recv(c, 200, &m);
         int64_t now = net_now_ms();
+        int resume_now = 0;
         if (r == 1 && m.id == id) {
             last_rx = now;
             if (m.type == PT_ACCEPTED) {
+                if (!accepted) { /* a resume's ACCEPTED changes nothing */
+                    n_prompt = proto_u64(&m, "ntok", 0);
+                    queue_pos = proto_u64(&m, "pos", 0);
+                }
                 accepted = 1;
-                n_prompt = proto_u64(&m, "ntok", 0);
-                *sess = proto_u64(&m, "sess", 0);
+                rs.sess = *sess = proto_u64(&m, "sess", 0);
                 proto_strcpy(&m, "key", key, LC_KEY_MAX);
-                queue_pos = proto_u64(&m, "pos", 0);
+                rs.have_seed = proto_field(&m, "seed") != NULL;
+                rs.seed = (uint32_t)proto_u64(&m, "seed", 0);
             } else if (m.type == PT_PIECE) {
                 size_t n;
                 const char *p = proto_str(&m, "text", &n);
                 if (!t_first) t_first = now_s();
                 n_gen = proto_u64(&m, "ntok", n_gen);
+                rs.rbytes += n;
                 if (o->json) {
                     fputs("{\"text\":", stdout);
                     lc_json_str(stdout, p, n);
@@ -319,31 +360,52 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
                 if (o->json)
                     printf("{\"done\":true,\"reason\":\"%s\",\"prompt_tokens\":%llu,\"tokens\":%llu,"
                            "\"ttft_ms\":%.1f,\"total_ms\":%.1f,\"tokens_per_s\":%.2f,\"queue_pos\":%llu,"
-                           "\"moves\":%llu}\n",
+                           "\"moves\":%llu,\"resumes\":%d}\n",
                            reason, (unsigned long long)n_prompt, (unsigned long long)n_gen, (t_first - t0) * 1e3,
-                           (t1 - t0) * 1e3, tps, (unsigned long long)queue_pos, (unsigned long long)moves);
+                           (t1 - t0) * 1e3, tps, (unsigned long long)queue_pos, (unsigned long long)moves, resumes);
                 if (o->stats)
                     fprintf(stderr, "\nprompt tokens: %llu, generated tokens: %llu, time to first token: %.1f ms, "
-                                    "%.2f tokens/s, total %.1f ms (%s; queued at position %llu, moved %llu times)\n",
+                                    "%.2f tokens/s, total %.1f ms (%s; queued at position %llu, moved %llu times, "
+                                    "resumed %d times)\n",
                             (unsigned long long)n_prompt, (unsigned long long)n_gen, (t_first - t0) * 1e3, tps,
-                            (t1 - t0) * 1e3, reason, (unsigned long long)queue_pos, (unsigned long long)moves);
+                            (t1 - t0) * 1e3, reason, (unsigned long long)queue_pos, (unsigned long long)moves, resumes);
                 rc = 0;
                 proto_msg_free(&m);
                 break;
             } else if (m.type == PT_ERROR) {
-                char msg[400];
+                char msg[400], code[32] = "";
                 proto_strcpy(&m, "msg", msg, sizeof msg);
-                fflush(stdout);
-                fprintf(stderr, "%serror: %s\n", accepted ? "\n" : "", msg);
-                proto_msg_free(&m);
-                break;
+                proto_strcpy(&m, "code", code, sizeof code);
+                if (accepted && !strcmp(code, "unknown_request")) {
+                    resume_now = 1; /* a new front door: it may have adopted our session */
+                } else if (!accepted && cont && !strcmp(code, "unknown_session")) {
+                    /* the chat's session is gone (its worker and the front door restarted):
+                     * the messages hold the whole conversation, so start a new session */
+                    cont = *sess = 0;
+                    send_generate(c, o, id, msgs, n_msgs, 0, key, NULL);
+                } else {
+                    fflush(stdout);
+                    fprintf(stderr, "%serror: %s\n", accepted ? "\n" : "", msg);
+                    proto_msg_free(&m);
+                    break;
+                }
             }
         }
         if (r == 1) proto_msg_free(&m);
         if (now - last_ping >= PING_MS) {
+            proto_writer w;
             proto_begin(&w, PT_PING, id);
             lc_send(c, &w);
             last_ping = now;
+        }
+        if (accepted && now - last_rx > RESUME_MS && now - last_resume > RESUME_MS) resume_now = 1;
+        if (resume_now && rs.sess) {
+            /* a fresh request id each time: resumes queued while the front door was away
+             * may all arrive; only the last one's replay (from what we have then) counts */
+            id = ((uint64_t)getpid() << 20) + ++next_id;
+            send_generate(c, o, id, msgs, n_msgs, 0, key, &rs);
+            resumes++;
+            last_resume = now;
         }
         if (!accepted && now - last_rx > ACCEPT_MS) {
             fprintf(stderr, "error: the front door at %s does not answer (is tokenizerd running? "
@@ -351,8 +413,8 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
             break;
         }
         if (accepted && now - last_rx > LOST_MS) {
-            fprintf(stderr, "\nerror: lost the front door at %s mid-stream (tokenizerd stopped or restarted); "
-                            "run the request again\n", c->endpoint);
+            fprintf(stderr, "\nerror: lost the front door at %s mid-stream for %d s (tokenizerd stopped?); "
+                            "run the request again\n", c->endpoint, LOST_MS / 1000);
             break;
         }
     }

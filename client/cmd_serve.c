@@ -231,7 +231,7 @@ static enum MHD_Result start_generation(struct MHD_Connection *c, http_req *x)
     }
     gwj_attach(x->job, c);
     proto_writer w;
-    gwj_generate(x->job, &w);
+    gwj_generate(x->job, x->job->id, NULL, &w);
     if (proto_size(&w) > PROTO_MAX_MSG - 1024) {
         proto_writer_free(&w);
         return error_reply(c, x, 413, "the request is too large for the front door", NULL, "invalid_request");

@@ -10,6 +10,8 @@
 
 #include "net.h"
 
+#define LC_RESTART_WAIT_MS 3000 /* how long a dead front door's socket is given to come back */
+
 /* 1 if something listens on the unix socket at path (a stale file refuses). */
 static int ipc_listening(const char *path)
 {
@@ -34,10 +36,18 @@ int lc_open(lc_conn *c, const char *endpoint, const char *run_dir, char *err, si
         net_endpoint(dir, NET_EP_FRONT, c->endpoint, sizeof c->endpoint);
     }
     const char *path = net_ipc_path(c->endpoint);
-    struct stat st;
-    if (path && (stat(path, &st) != 0 || !ipc_listening(path))) {
-        snprintf(err, errcap, "the pipeline is not running (no front door at %s); " LC_START_HINT, c->endpoint);
-        return -1;
+    /* a socket file nobody listens on is a front door that died: a supervised one is
+     * back within a few hundred ms, so wait a while; no file at all is a pipeline that
+     * was stopped (or one being restarted right now: a short wait) */
+    for (int64_t t0 = net_now_ms();;) {
+        struct stat st;
+        int exists = path ? stat(path, &st) == 0 : 1;
+        if (!path || (exists && ipc_listening(path))) break;
+        if (net_now_ms() - t0 > (exists ? LC_RESTART_WAIT_MS : 300)) {
+            snprintf(err, errcap, "the pipeline is not running (no front door at %s); " LC_START_HINT, c->endpoint);
+            return -1;
+        }
+        usleep(20 * 1000);
     }
     c->ctx = zmq_ctx_new();
     c->sock = c->ctx ? net_socket(c->ctx, ZMQ_DEALER) : NULL;

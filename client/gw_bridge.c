@@ -24,12 +24,14 @@ typedef struct cmd {
     size_t      len;
 } cmd;
 
-/* An open request. */
+/* An open request. id is the job's (gwb_submit, gwb_cancel); wire is the request id of
+ * its latest GENERATE (a resume gets a fresh one; replies to older ones are ignored). */
 typedef struct {
-    uint64_t id, sess;
-    void    *job;
-    int      chat;
-    int64_t  last_rx_ms;
+    uint64_t   id, wire;
+    void      *job;
+    int        chat, accepted, resumes;
+    gwb_resume rs;
+    int64_t    last_rx_ms, last_resume_ms;
 } entry;
 
 struct gwb {
@@ -146,15 +148,25 @@ static int find(const gwb *b, uint64_t id)
     return -1;
 }
 
+static int find_wire(const gwb *b, uint64_t wire)
+{
+    for (int i = 0; i < b->n_open; i++)
+        if (b->open[i].wire == wire) return i;
+    return -1;
+}
+
 /* Forgets open[i] (telling the front door to drop it when cancel) and releases its job. */
 static void close_entry(gwb *b, int i, int cancel)
 {
     entry e = b->open[i];
     b->open[i] = b->open[--b->n_open];
-    if (cancel || (e.chat && e.sess)) { /* a finished chat turn is held by the front door: free it */
+    if (cancel || (e.chat && e.rs.sess)) { /* a finished chat turn is held by the front door: free it */
         proto_writer w;
-        proto_begin(&w, PT_CANCEL, e.id);
-        if (e.sess) proto_put_u64(&w, "sess", e.sess);
+        proto_begin(&w, PT_CANCEL, e.wire);
+        if (e.rs.sess) {
+            proto_put_u64(&w, "sess", e.rs.sess);
+            proto_put_str(&w, "key", e.rs.key);
+        }
         send_msg(b, &w);
     }
     b->ops.release(e.job);
@@ -186,7 +198,8 @@ static void do_submit(gwb *b, cmd *c)
         b->ops.release(c->job);
         return;
     }
-    b->open[b->n_open++] = (entry){.id = c->id, .job = c->job, .chat = c->chat, .last_rx_ms = net_now_ms()};
+    b->open[b->n_open++] = (entry){.id = c->id, .wire = c->id, .job = c->job, .chat = c->chat,
+                                   .last_rx_ms = net_now_ms()};
 }
 
 /* Runs the queued commands; with last set, marks the bridge stopped in the same step
@@ -238,6 +251,60 @@ static void on_status(gwb *b, const proto_msg *m)
     pthread_mutex_unlock(&b->mu);
 }
 
+/* Sends open[i]'s GENERATE again under a fresh wire id: a resume once it was accepted,
+ * else afresh (nothing reached the HTTP client yet). */
+static void resend(gwb *b, int i, int64_t now)
+{
+    entry *e = &b->open[i];
+    pthread_mutex_lock(&b->mu);
+    e->wire = ++b->next_id;
+    pthread_mutex_unlock(&b->mu);
+    proto_writer w;
+    b->ops.generate(e->job, e->wire, e->accepted ? &e->rs : NULL, &w);
+    send_msg(b, &w);
+    e->last_resume_ms = now;
+    e->resumes++;
+    log_info("request %llu: %s (wire id %llu, %llu bytes received)", (unsigned long long)e->id,
+             e->accepted ? "resuming on the front door" : "sending again", (unsigned long long)e->wire,
+             (unsigned long long)e->rs.rbytes);
+}
+
+/* A reply about open[i]: bookkeeping for resumes, then the job's. */
+static void on_reply(gwb *b, int i, const proto_msg *m)
+{
+    entry *e = &b->open[i];
+    int64_t now = net_now_ms();
+    e->last_rx_ms = now;
+    char code[32] = "";
+    if (m->type == PT_ERROR && proto_strcpy(m, "code", code, sizeof code) == 0 && strcmp(code, "unknown_request") == 0) {
+        /* a new front door that does not know this wire id: resume (or send again) */
+        if (now - e->last_resume_ms > GWB_PING_MS / 2) resend(b, i, now);
+        return;
+    }
+    if (m->type == PT_ACCEPTED) {
+        e->rs.sess = proto_u64(m, "sess", e->rs.sess);
+        proto_strcpy(m, "key", e->rs.key, sizeof e->rs.key);
+        e->rs.have_seed = proto_field(m, "seed") != NULL;
+        e->rs.seed = (uint32_t)proto_u64(m, "seed", 0);
+        if (e->accepted) return; /* a resume's ACCEPTED changes nothing for the job */
+        e->accepted = 1;
+    } else if (m->type == PT_PIECE) {
+        size_t n = 0;
+        proto_str(m, "text", &n);
+        e->rs.rbytes += n;
+    } else if (m->type == PT_DONE) {
+        e->rs.sess = proto_u64(m, "sess", e->rs.sess);
+    }
+    if (m->type != PT_PONG) b->ops.on_msg(e->job, m);
+    if (m->type == PT_DONE) {
+        if (e->resumes) log_info("request %llu: done after %d resumes", (unsigned long long)e->id, e->resumes);
+        close_entry(b, i, 0);
+    } else if (m->type == PT_ERROR) {
+        e->rs.sess = 0; /* the front door freed it */
+        close_entry(b, i, 0);
+    }
+}
+
 static void receive(gwb *b)
 {
     for (int k = 0; k < 1024; k++) {
@@ -253,15 +320,8 @@ static void receive(gwb *b)
         if (m.type == PT_STATUS_REPLY) {
             on_status(b, &m);
         } else {
-            int i = find(b, m.id);
-            if (i >= 0) {
-                entry *e = &b->open[i];
-                e->last_rx_ms = net_now_ms();
-                if (m.type == PT_ACCEPTED || m.type == PT_DONE) e->sess = proto_u64(&m, "sess", e->sess);
-                if (m.type != PT_PONG) b->ops.on_msg(e->job, &m);
-                if (m.type == PT_DONE) close_entry(b, i, 0);
-                else if (m.type == PT_ERROR) { e->sess = 0; close_entry(b, i, 0); }
-            }
+            int i = find_wire(b, m.id);
+            if (i >= 0) on_reply(b, i, &m);
         }
         proto_msg_free(&m);
     }
@@ -279,13 +339,15 @@ static void tick(gwb *b, int64_t now)
         if (b->ops.gone(e->job)) {
             log_info("request %llu: HTTP client disconnected, cancelled", (unsigned long long)e->id);
             close_entry(b, i, 1);
-        } else if (now - e->last_rx_ms > GWB_LOST_MS) {
+        } else if (now - e->last_rx_ms > (e->accepted ? GWB_LOST_MS : GWB_ACCEPT_MS)) {
             char msg[400];
             snprintf(msg, sizeof msg, "lost the front door at %s (no answer for %d s); run the request again",
-                     b->endpoint, GWB_LOST_MS / 1000);
+                     b->endpoint, (int)((now - e->last_rx_ms) / 1000));
             fail_entry(b, i, 503, "unavailable", msg);
         } else {
-            proto_begin(&w, PT_PING, e->id);
+            if (e->accepted && now - e->last_rx_ms > GWB_RESUME_MS && now - e->last_resume_ms > GWB_RESUME_MS)
+                resend(b, i, now);
+            proto_begin(&w, PT_PING, e->wire);
             send_msg(b, &w);
         }
     }

@@ -4,10 +4,14 @@
  * it, routes every reply to its job by request id, pings each open request every
  * second (the front door drops a silent client after 6 s), cancels the requests whose
  * HTTP client went away, and polls STATUS every second for /health and /metrics.
+ * When the front door restarts mid-stream (a ping answered with unknown_request, or 2 s
+ * of silence) the bridge resumes the request as llmc does (GENERATE with resume, key,
+ * rbytes and the pinned seed, under a fresh wire id): the new front door replays the
+ * text from the bytes already received, so the HTTP client sees only a pause.
  * ZeroMQ sockets are not thread-safe: only this thread touches the socket; the HTTP
  * threads talk to it through a locked queue and an eventfd.
  *
- *   static const gwb_ops ops = {on_msg, on_fail, gone, release};
+ *   static const gwb_ops ops = {on_msg, on_fail, gone, release, generate};
  *   gwb *b = gwb_new("ipc:///run/llm/front.sock", &ops, err, sizeof err);
  *   uint64_t id = gwb_new_id(b);
  *   proto_writer w; proto_begin(&w, PT_GENERATE, id); ...;
@@ -27,11 +31,23 @@
 
 #include "proto.h"
 
-#define GWB_PING_MS 1000 /* keep-alive per open request, and STATUS polling */
-#define GWB_LOST_MS 8000 /* no message about a request for this long: the front door is gone */
+#define GWB_PING_MS   1000  /* keep-alive per open request, and STATUS polling */
+#define GWB_RESUME_MS 2000  /* silence after ACCEPTED that makes the bridge ask for a resume */
+#define GWB_ACCEPT_MS 10000 /* no word about a request before ACCEPTED: the front door is gone */
+#define GWB_LOST_MS   30000 /* no word after ACCEPTED, resumes included: the front door is gone */
+#define GWB_KEY_MAX   72    /* a session key (the front door's is 32 hex digits) */
 #define GWB_FRESH_MS 3000 /* a STATUS_REPLY younger than this means the front door is up */
 
 typedef struct gwb gwb;
+
+/* What resuming a request needs (from its ACCEPTED and the text received so far). */
+typedef struct {
+    uint64_t sess;
+    char     key[GWB_KEY_MAX];
+    uint32_t seed;        /* the resolved seed, pinned so a regenerated stream is the same */
+    int      have_seed;
+    uint64_t rbytes;      /* text bytes received */
+} gwb_resume;
 
 typedef struct {
     /* ACCEPTED, PIECE, DONE or ERROR about job (PONGs are absorbed). After DONE or
@@ -43,6 +59,9 @@ typedef struct {
     int (*gone)(void *job);
     /* The bridge holds job no longer. */
     void (*release)(void *job);
+    /* job's GENERATE again under wire id id: a resume of rs, or afresh when rs is NULL
+     * (the first one reached a front door that died before it answered). */
+    void (*generate)(void *job, uint64_t id, const gwb_resume *rs, proto_writer *w);
 } gwb_ops;
 
 /* The front door's last STATUS_REPLY. */
@@ -64,7 +83,7 @@ uint64_t gwb_new_id(gwb *b);
 /* Hands job and its GENERATE w (frees w) to the bridge; any thread. When the front door
  * cannot be reached the job gets on_fail(503) and release, as for any other failure. */
 void gwb_submit(gwb *b, void *job, uint64_t id, int chat, proto_writer *w);
-/* Cancels request id if still open (its HTTP client left); any thread. */
+/* Cancels request id (the id given to gwb_submit) if still open (its HTTP client left); any thread. */
 void gwb_cancel(gwb *b, uint64_t id);
 /* Copies the last status (at_ms 0 when none came yet). */
 void gwb_status_get(gwb *b, gwb_status *s);

@@ -66,10 +66,10 @@ void gwj_attach(gwj *j, struct MHD_Connection *c)
     pthread_mutex_unlock(&j->mu);
 }
 
-void gwj_generate(const gwj *j, proto_writer *w)
+void gwj_generate(const gwj *j, uint64_t id, const gwb_resume *rs, proto_writer *w)
 {
     const oai_req *r = &j->req;
-    proto_begin(w, PT_GENERATE, j->id);
+    proto_begin(w, PT_GENERATE, id);
     proto_put_i64(w, "n", r->n_predict);
     if (r->kind == OAI_CHAT) {
         proto_put_bool(w, "chat", 1);
@@ -78,10 +78,22 @@ void gwj_generate(const gwj *j, proto_writer *w)
     } else {
         proto_put_str(w, "prompt", r->prompt);
     }
-    proto_put_map_begin(w, "params", (uint32_t)r->n_params);
+    if (rs) {
+        proto_put_u64(w, "resume", rs->sess);
+        proto_put_str(w, "key", rs->key);
+        proto_put_u64(w, "rbytes", rs->rbytes);
+    }
+    int pin = rs && rs->have_seed;
+    proto_put_map_begin(w, "params", (uint32_t)(r->n_params + pin));
     for (int i = 0; i < r->n_params; i++) {
         proto_pack_str(&w->pk, r->pk[i]);
         proto_pack_str(&w->pk, r->pv[i]);
+    }
+    if (pin) { /* last: it wins over a "seed" given above (the same value) */
+        char v[16];
+        snprintf(v, sizeof v, "%u", rs->seed);
+        proto_pack_str(&w->pk, "seed");
+        proto_pack_str(&w->pk, v);
     }
     if (r->n_stops) {
         proto_put_array_begin(w, "stop", (uint32_t)r->n_stops);
@@ -298,7 +310,12 @@ static void release(void *job)
     gwj_unref(job);
 }
 
-const gwb_ops gwj_ops = {on_msg, on_fail, gone, release};
+static void generate(void *job, uint64_t id, const gwb_resume *rs, proto_writer *w)
+{
+    gwj_generate(job, id, rs, w);
+}
+
+const gwb_ops gwj_ops = {on_msg, on_fail, gone, release, generate};
 
 /* ---- the HTTP side ---- */
 

@@ -22,7 +22,7 @@ struct lshm {
 
 void lshm_name_for(pid_t pid, char *out, size_t cap)
 {
-    snprintf(out, cap, "/llm-logits-%u-%d", (unsigned)getuid(), (int)pid);
+    snprintf(out, cap, "/llm-logits-%u-%d", (unsigned)geteuid(), (int)pid);
 }
 
 lshm *lshm_create(pid_t pid, uint32_t n_slots, uint32_t n_vocab, char *err, size_t errcap)
@@ -36,10 +36,18 @@ lshm *lshm_create(pid_t pid, uint32_t n_slots, uint32_t n_vocab, char *err, size
     lshm_name_for(pid, r->name, sizeof r->name);
     uint64_t slot = ((uint64_t)n_vocab * 4 + LSHM_ALIGN - 1) / LSHM_ALIGN * LSHM_ALIGN;
     r->size = sizeof(lshm_header) + slot * n_slots;
-    shm_unlink(r->name);
-    int fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    shm_unlink(r->name); /* a stale ring of ours; /dev/shm's sticky bit keeps others' */
+    int fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) {
-        snprintf(err, errcap, "logits ring %s: shm_open: %s", r->name, strerror(errno));
+        int e = errno;
+        char path[80];
+        struct stat st;
+        snprintf(path, sizeof path, "/dev/shm%s", r->name);
+        if (e == EEXIST && stat(path, &st) == 0 && st.st_uid != geteuid())
+            snprintf(err, errcap, "logits ring %s already exists and belongs to uid %u (another user "
+                     "created it): remove it as root", r->name, (unsigned)st.st_uid);
+        else
+            snprintf(err, errcap, "logits ring %s: shm_open: %s", r->name, strerror(e));
         free(r);
         return NULL;
     }
@@ -70,11 +78,13 @@ lshm *lshm_create(pid_t pid, uint32_t n_slots, uint32_t n_vocab, char *err, size
 
 lshm *lshm_open_ro(const char *name, char *err, size_t errcap)
 {
-    if (strncmp(name, "/llm-logits-", 12) != 0 || strlen(name) >= 64 || strchr(name + 1, '/')) {
-        snprintf(err, errcap, "logits ring name '%.64s' is not /llm-logits-*", name);
+    char mine[32];
+    int n = snprintf(mine, sizeof mine, "/llm-logits-%u-", (unsigned)geteuid());
+    if (strncmp(name, mine, (size_t)n) != 0 || strlen(name) >= 64 || strchr(name + 1, '/')) {
+        snprintf(err, errcap, "logits ring name '%.64s' is not %s<pid>", name, mine);
         return NULL;
     }
-    int fd = shm_open(name, O_RDONLY, 0);
+    int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) {
         snprintf(err, errcap, "logits ring %s: %s", name, strerror(errno));
         return NULL;
@@ -83,6 +93,14 @@ lshm *lshm_open_ro(const char *name, char *err, size_t errcap)
     lshm *r = calloc(1, sizeof *r);
     if (!r || fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(lshm_header)) {
         snprintf(err, errcap, "logits ring %s: too small or unreadable", name);
+        close(fd);
+        free(r);
+        return NULL;
+    }
+    if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) { /* planted by another user */
+        snprintf(err, errcap, "logits ring %s is owned by uid %u with mode %04o, expected uid %u and "
+                 "mode 0600: not reading it", name, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+                 (unsigned)geteuid());
         close(fd);
         free(r);
         return NULL;

@@ -13,7 +13,7 @@
  *   lshm_destroy(&w);
  *
  * samplerd (reader; keeps a few mappings open, re-validates on every use):
- *   lshm *r = lshm_open_ro("/llm-logits-1234", err, sizeof err);
+ *   lshm *r = lshm_open_ro("/llm-logits-1000-1234", err, sizeof err);
  *   const float *row = lshm_row(r, slot, nv, err, sizeof err);  // NULL if slot/nv disagree
  *   lshm_destroy(&r);
  *
@@ -47,12 +47,14 @@ _Static_assert(sizeof(lshm_header) == 64, "lshm_header is part of the shared lay
 
 typedef struct lshm lshm;
 
-/* The segment name of a worker pid: "/llm-logits-<uid>-<pid>". */
+/* The segment name of a worker pid: "/llm-logits-<euid>-<pid>". */
 void lshm_name_for(pid_t pid, char *out, size_t cap);
 /* Creates (replacing a stale one) the ring of worker pid; NULL with err on failure
  * (full /dev/shm is reported as such). */
 lshm *lshm_create(pid_t pid, uint32_t n_slots, uint32_t n_vocab, char *err, size_t errcap);
-/* Maps an existing ring read-only after checking its header; NULL with err. */
+/* Maps an existing ring read-only after checking its name (our euid's), owner (our
+ * euid), mode (no group or other access: another local user could otherwise plant
+ * logits under a name a worker will use) and header; NULL with err. */
 lshm *lshm_open_ro(const char *name, char *err, size_t errcap);
 /* Unmaps (and, for the creator, unlinks); accepts NULL and nulls the pointer. */
 void lshm_destroy(lshm **r);

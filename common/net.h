@@ -31,8 +31,9 @@
 
 #define NET_HB_MS        250   /* heartbeat interval, milliseconds */
 #define NET_HB_LIVENESS  4     /* beats missed before a peer is declared dead */
-#define NET_RECONNECT_MS 100   /* first reconnect interval; ZeroMQ backs off to NET_RECONNECT_MAX_MS */
-#define NET_RECONNECT_MAX_MS 2000
+#define NET_RECONNECT_MS 20    /* first reconnect interval; ZeroMQ backs off to NET_RECONNECT_MAX_MS
+                                * (short: a restarted daemon is found again within 100 ms) */
+#define NET_RECONNECT_MAX_MS 100
 
 typedef enum { NET_EP_FRONT, NET_EP_WORKERS, NET_EP_SAMPLER, NET_EP_COUNT } net_ep;
 

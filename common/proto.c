@@ -26,7 +26,9 @@ typedef struct {
  * pos U64 (place in the front door's queue, 0 = dispatched). ERROR: code STR
  * (invalid_request, context_length_exceeded, queue_full, unavailable, internal),
  * retry_ms U64. WORKER_HB: prog U64 (forward work done), busy U64 (sessions with compute
- * pending), ctx U64 (positions per session), cap U64, bye BOOL. RUN: eog INTS, mu F64.
+ * pending), ctx U64 (positions per session), cap U64, bye BOOL. RUN: eog INTS, mu F64,
+ * fb BIN (the front door's own record of the request, kept and echoed by the worker).
+ * REPORT: fb, mu, eog, idle BOOL (the generation ended on the worker).
  * SAMPLE: eos I64, seg STR. TOKEN (when n_probs > 0): logprob F64 (the chosen token's),
  * top TOPS (the n_probs most probable). PIECE: probs PROBS (one entry per token the
  * piece flushes). Rows of SAMPLE / SAMPLED: see PK_SAMPLE_ROWS / PK_SAMPLED_ROWS. */
@@ -50,6 +52,8 @@ static const proto_type_spec proto_schema[PT_TYPE_COUNT] = {
     [PT_SAMPLE]       = {"SAMPLE", {{"shm", PK_STR}, {"nv", PK_U64}, {"rows", PK_SAMPLE_ROWS}}},
     [PT_SAMPLED]      = {"SAMPLED", {{"rows", PK_SAMPLED_ROWS}}},
     [PT_PONG]         = {"PONG", {{0}}},
+    [PT_REPORT]       = {"REPORT", {{"sess", PK_U64}, {"toks", PK_INTS}, {"step", PK_U64}, {"budget", PK_U64},
+                                    {"sp", PK_BIN}, {"epoch", PK_U64}}},
 };
 
 const char *proto_type_name(int type)
@@ -275,7 +279,8 @@ static const proto_field_spec proto_optional[] = {
     {"st", PK_BIN}, {"eog", PK_INTS}, {"bye", PK_BOOL}, {"full", PK_BOOL}, {"mu", PK_F64},
     {"logprob", PK_F64}, {"top", PK_TOPS}, {"probs", PK_PROBS}, {"key", PK_STR}, {"pos", PK_U64},
     {"code", PK_STR}, {"retry_ms", PK_U64}, {"prog", PK_U64}, {"busy", PK_U64}, {"ctx", PK_U64},
-    {"cap", PK_U64}, {"eos", PK_I64}, {"seg", PK_STR}, {NULL, 0}};
+    {"cap", PK_U64}, {"eos", PK_I64}, {"seg", PK_STR}, {"fb", PK_BIN}, {"idle", PK_BOOL},
+    {"resume", PK_U64}, {"rbytes", PK_U64}, {"seed", PK_U64}, {NULL, 0}};
 
 int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t errcap)
 {
@@ -291,6 +296,7 @@ int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t e
         return fail(err, errcap, "out of memory decoding a message%s%s", "", "");
     }
     memcpy(m->bytes, data, len);
+    m->len = len;
     size_t off = 0;
     if (msgpack_unpack_next(&m->up, m->bytes, len, &off) != MSGPACK_UNPACK_SUCCESS) {
         proto_msg_free(m);
@@ -361,6 +367,13 @@ proto_msg proto_view(const proto_msg *m, const msgpack_object *map)
     v.id = m->id;
     v.map = map && map->type == MSGPACK_OBJECT_MAP ? &map->via.map : NULL;
     return v;
+}
+
+void proto_msg_move(proto_msg *dst, proto_msg *src)
+{
+    *dst = *src;
+    if (src->map == &src->up.data.via.map) dst->map = &dst->up.data.via.map;
+    memset(src, 0, sizeof *src);
 }
 
 const msgpack_object *proto_field(const proto_msg *m, const char *key)

@@ -61,6 +61,7 @@ typedef enum {
     PT_SAMPLE,       /* W->S  sample from logits in the worker's shm slot */
     PT_SAMPLED,      /* S->W  the token (and carried sampler state) */
     PT_PONG,         /* F->C  reply to PT_PING */
+    PT_REPORT,       /* W->F  a session the worker holds, for a new front door to adopt */
     PT_TYPE_COUNT
 } proto_type;
 
@@ -92,6 +93,7 @@ typedef struct {
     uint64_t         id;
     msgpack_unpacked up;   /* owns every object below */
     char            *bytes; /* the copy the objects point into */
+    size_t           len;   /* its size */
     const msgpack_object_map *map;
 } proto_msg;
 
@@ -100,6 +102,9 @@ typedef struct {
 int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t errcap);
 /* Frees a decoded message; accepts a zeroed or freed one. */
 void proto_msg_free(proto_msg *m);
+/* Moves a decoded message to dst (src is left empty). A proto_msg must never be copied
+ * by assignment: its map points into the struct itself. */
+void proto_msg_move(proto_msg *dst, proto_msg *src);
 /* The name of a type for logs ("GENERATE"), "?" when out of range. */
 const char *proto_type_name(int type);
 

@@ -3,9 +3,10 @@
 # master + workers, tokenizerd) in the background. Used by `make run` / `make stop`.
 #
 #   deploy/pipeline.sh start --model FILE [--workers N] [--run-dir DIR] [--ctx N] [--threads N] [--float]
-#                          [--max-sessions N] [--batch-tokens N] [--kv f16|f32]       (engined)
+#                          [--max-sessions N] [--batch-tokens N] [--idle-batch-tokens N] [--kv f16|f32] (engined)
 #                          [--max-requests N] [--max-per-client N] [--stall-timeout MS] (tokenizerd)
-#                          [--http PORT [--http-host HOST]] [--chat-template NAME]         (gateway, tokenizerd)
+#                          [--http PORT [--http-host HOST]] [--chat-template NAME]      (gateway, tokenizerd)
+#                          [--supervise]    restart any daemon that dies, as systemd would
 #                          (--threads: per worker, default cores / workers; --http: also the
 #                          OpenAI-compatible gateway `llmc serve`, API keys from $LLM_API_KEY)
 #   deploy/pipeline.sh stop    [--run-dir DIR]
@@ -26,7 +27,7 @@ DAEMONS="samplerd engined tokenizerd"
 die() { echo "pipeline.sh: $*" >&2; exit 1; }
 
 usage() {
-    sed -n '5,13p' "${BASH_SOURCE[0]}" | sed 's/^# //'
+    sed -n '5,14p' "${BASH_SOURCE[0]}" | sed 's/^# //'
     exit "${1:-2}"
 }
 
@@ -36,17 +37,19 @@ component=""
 if [ "$cmd" = restart ]; then component=${1:-}; [ -n "$component" ] || usage; shift; fi
 
 MODEL="" WORKERS=${LLM_WORKERS_N:-1} RUN_DIR="" CTX=${LLM_CTX:-0} THREADS=${LLM_THREADS:-} FLOAT=0
-MAX_SESSIONS="" BATCH_TOKENS="" KV="" MAX_REQUESTS="" MAX_PER_CLIENT="" STALL_TIMEOUT=""
+MAX_SESSIONS="" BATCH_TOKENS="" IDLE_TOKENS="" KV="" MAX_REQUESTS="" MAX_PER_CLIENT="" STALL_TIMEOUT="" SUPERVISE=0
 HTTP=${LLM_HTTP_PORT:-} HTTP_HOST=${LLM_HTTP_HOST:-127.0.0.1} TEMPLATE=""
 while [ $# -gt 0 ]; do
     case $1 in
         --model) MODEL=${2:?--model needs a file}; shift 2 ;;
         --max-sessions) MAX_SESSIONS=${2:?}; shift 2 ;;
         --batch-tokens) BATCH_TOKENS=${2:?}; shift 2 ;;
+        --idle-batch-tokens) IDLE_TOKENS=${2:?}; shift 2 ;;
         --kv) KV=${2:?}; shift 2 ;;
         --max-requests) MAX_REQUESTS=${2:?}; shift 2 ;;
         --max-per-client) MAX_PER_CLIENT=${2:?}; shift 2 ;;
         --stall-timeout) STALL_TIMEOUT=${2:?}; shift 2 ;;
+        --supervise) SUPERVISE=1; shift ;;
         --workers) WORKERS=${2:?}; shift 2 ;;
         --run-dir) RUN_DIR=${2:?}; shift 2 ;;
         --ctx) CTX=${2:?}; shift 2 ;;
@@ -64,7 +67,7 @@ case $HTTP in *[!0-9]*) die "--http must be a port number, got '$HTTP'" ;; esac
 for v in WORKERS CTX; do
     case ${!v} in ''|*[!0-9]*) die "--$(echo "$v" | tr 'A-Z' 'a-z') must be a whole number, got '${!v}'" ;; esac
 done
-for v in MAX_SESSIONS BATCH_TOKENS MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT; do
+for v in MAX_SESSIONS BATCH_TOKENS IDLE_TOKENS MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT; do
     case ${!v} in '') ;; *[!0-9]*|0*) die "--$(echo "$v" | tr 'A-Z_' 'a-z-') must be a positive whole number, got '${!v}'" ;; esac
 done
 case $KV in ''|f16|f32) ;; *) die "--kv must be f16 or f32, got '$KV'" ;; esac
@@ -96,6 +99,7 @@ start_one() {
                  [ "$FLOAT" = 1 ] && args+=(--float)
                  [ -n "$MAX_SESSIONS" ] && args+=(--max-sessions "$MAX_SESSIONS")
                  [ -n "$BATCH_TOKENS" ] && args+=(--batch-tokens "$BATCH_TOKENS")
+                 [ -n "$IDLE_TOKENS" ] && args+=(--idle-batch-tokens "$IDLE_TOKENS")
                  [ -n "$KV" ] && args+=(--kv "$KV") ;;
         tokenizerd) args=(--model "$MODEL" --run-dir "$RUN_DIR")
                  [ -n "$MAX_REQUESTS" ] && args+=(--max-requests "$MAX_REQUESTS")
@@ -107,12 +111,42 @@ start_one() {
     local exe=$d
     [ "$d" = gateway ] && exe=llmc
     [ -x "$BIN/$exe" ] || die "$BIN/$exe not found: build first (make), or set LLM_BIN"
-    nohup "$BIN/$exe" "${args[@]}" >>"$RUN_DIR/$d.log" 2>&1 </dev/null &
-    echo $! >"$RUN_DIR/$d.pid"
+    if [ "$SUPERVISE" != 1 ]; then
+        nohup "$BIN/$exe" "${args[@]}" >>"$RUN_DIR/$d.log" 2>&1 </dev/null &
+        echo $! >"$RUN_DIR/$d.pid"
+        return 0
+    fi
+    # the supervisor: restarts the daemon when it dies (at once; backing off from 50 ms
+    # to 2 s when it keeps dying young); $d.pid always holds the daemon's current pid
+    rm -f "$RUN_DIR/$d.stop" "$RUN_DIR/$d.pid"
+    (
+        trap '' HUP
+        trap '[ -n "${child:-}" ] && kill -TERM "$child" 2>/dev/null; wait "$child" 2>/dev/null; exit 0' TERM INT
+        delay=0
+        while :; do
+            "$BIN/$exe" "${args[@]}" >>"$RUN_DIR/$d.log" 2>&1 </dev/null &
+            child=$! born=$(date +%s%3N)
+            echo "$child" >"$RUN_DIR/$d.pid"
+            wait "$child"; st=$?
+            [ -f "$RUN_DIR/$d.stop" ] && exit 0
+            if [ $(( $(date +%s%3N) - born )) -lt 1000 ]; then delay=$(( delay < 50 ? 50 : delay * 2 > 2000 ? 2000 : delay * 2 )); else delay=0; fi
+            echo "$(date -u +%FT%T.%3NZ) pipeline.sh[$$] WARN $d (pid $child) ended with status $st; restarting it in $delay ms" >>"$RUN_DIR/$d.log"
+            [ "$delay" -gt 0 ] && sleep "$((delay / 1000)).$(printf '%03d' $((delay % 1000)))"
+        done
+    ) </dev/null >/dev/null 2>&1 &
+    echo $! >"$RUN_DIR/$d.sup"
+    for i in $(seq 50); do [ -f "$RUN_DIR/$d.pid" ] && break; sleep 0.02; done
 }
 
 stop_one() {
-    local d=$1 p i
+    local d=$1 p i s
+    if [ -f "$RUN_DIR/$d.sup" ]; then # supervised: the supervisor goes first
+        touch "$RUN_DIR/$d.stop"
+        s=$(cat "$RUN_DIR/$d.sup")
+        kill -TERM "$s" 2>/dev/null
+        for i in $(seq 100); do kill -0 "$s" 2>/dev/null || break; sleep 0.1; done
+        rm -f "$RUN_DIR/$d.sup"
+    fi
     p=$(pid_of "$d") || return 0
     if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
         kill -TERM "$p" 2>/dev/null
@@ -156,7 +190,7 @@ case $cmd in
         [ -n "$MODEL" ] || die "start needs --model FILE"
         [ -r "$MODEL" ] || die "model $MODEL is not readable"
         MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
-        for v in MODEL WORKERS CTX THREADS FLOAT MAX_SESSIONS BATCH_TOKENS KV MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT HTTP HTTP_HOST TEMPLATE; do
+        for v in MODEL WORKERS CTX THREADS FLOAT MAX_SESSIONS BATCH_TOKENS IDLE_TOKENS KV MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT SUPERVISE HTTP HTTP_HOST TEMPLATE; do
             printf '%s=%q\n' "$v" "${!v}"
         done >"$RUN_DIR/pipeline.conf"
         for d in $(daemons); do start_one "$d"; done

@@ -7,10 +7,10 @@
  *   eng_open_info info;
  *   eng_model *m = eng_open("model.gguf", ENG_INT8, &info, err, sizeof err);
  *   if (!m) { fprintf(stderr, "error: %s\n", err); ... }
- *   // info.converted, info.ms, eng_segment_name(m) -> "/llm-0123456789abcdef"
+ *   // info.converted, info.ms, eng_segment_name(m) -> "/llm-1000-0123456789abcdef"
  *
  * Worker (maps an existing READY segment read-only):
- *   eng_model *m = eng_attach("/llm-0123456789abcdef", err, sizeof err);
+ *   eng_model *m = eng_attach("/llm-1000-0123456789abcdef", err, sizeof err);
  *   eng_set_threads(m, 2);
  *   eng_session *s = eng_session_new(m, 512, ENG_KV_F16, err, sizeof err);
  *   float *logits = malloc(eng_config_of(m)->n_vocab * sizeof(float));
@@ -54,7 +54,7 @@ typedef struct {
     bool   converted;     /* true: built it from the GGUF; false: attached a READY one */
     double ms;            /* wall time of the whole open, milliseconds */
     uint64_t seg_bytes;   /* size of the segment */
-    char   name[64];      /* segment name, "/llm-<16 hex>" */
+    char   name[64];      /* segment name, "/llm-<uid>-<16 hex>" */
 } eng_open_info;
 
 /* Creates the segment for a GGUF file (converting its weights) or attaches the READY
@@ -69,7 +69,7 @@ void eng_close(eng_model *m);
 
 /* The model's configuration (n_vocab, n_ctx_train, n_embd, ...). */
 const mdl_config *eng_config_of(const eng_model *m);
-/* Segment name, e.g. "/llm-0123456789abcdef". */
+/* Segment name, e.g. "/llm-1000-0123456789abcdef". */
 const char *eng_segment_name(const eng_model *m);
 /* Precision of the segment's weights. */
 eng_precision eng_precision_of(const eng_model *m);

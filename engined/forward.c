@@ -148,8 +148,11 @@ static void note_stale(const char *real_path, const char *name)
     seg_info *infos = malloc(MAX * sizeof *infos);
     char err[256];
     int n = infos ? seg_list(infos, MAX, err, sizeof err) : 0;
+    size_t stem = strlen(name); /* the name without "-f32": the other precision is not stale */
+    if (stem > 4 && strcmp(name + stem - 4, "-f32") == 0) stem -= 4;
     for (int i = 0; i < n && i < MAX; i++)
-        if (strcmp(infos[i].src_path, real_path) == 0 && strncmp(infos[i].name, name, 21) != 0)
+        if (strcmp(infos[i].src_path, real_path) == 0 && infos[i].uid == (uint32_t)geteuid() &&
+            strncmp(infos[i].name, name, stem) != 0)
             log_warn("segment %s holds an older version of %s (not reused): remove it with "
                      "engined --remove-segment %s", infos[i].name, real_path, infos[i].name);
     free(infos);
@@ -194,6 +197,7 @@ eng_model *eng_open(const char *gguf_path, eng_precision prec, eng_open_info *in
             if (handle_loading(name, pid, t0, err, errlen) != 0) return NULL;
             continue;
         }
+        if (rc == SEG_FOREIGN) return NULL; /* never removed or rebuilt behind its owner */
         if (rc == -1) {
             log_warn("%s: rebuilding it", err);
             shm_unlink(name);

@@ -5,14 +5,15 @@
  *   engined --model M.gguf --eval tokens.txt --logits-out out.f32 [--precision int8]
  *   engined --model M.gguf --eval tokens.txt -n 32          # greedy ids, one a line
  *   engined --list-segments
- *   engined --remove-segment /llm-0123456789abcdef | --all
- *   engined --verify-segment /llm-0123456789abcdef | --all
+ *   engined --remove-segment /llm-1000-0123456789abcdef | --all
+ *   engined --verify-segment /llm-1000-0123456789abcdef | --all   # every checksum
  *   engined --model M.gguf --workers 2                      # daemon (engd_serve)
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "engd.h"
@@ -27,7 +28,7 @@ static void usage(FILE *f)
         "               [--precision int8|float] [--threads N] [--kv f16|f32] [--ctx N]\n"
         "       engined --list-segments\n"
         "       engined --remove-segment NAME | --all\n"
-        "       engined --verify-segment NAME | --all    (attach and check, as a worker)\n"
+        "       engined --verify-segment NAME | --all    (attach as a worker, check every checksum)\n"
         "       engined --model FILE --workers N [--run-dir DIR]   (daemon, see README)\n"
         "\n"
         "  --eval FILE        token ids, one per line, evaluated in one prompt pass\n"
@@ -183,12 +184,13 @@ static int list_segments(void)
         fprintf(stderr, "error: %s\n", err);
         return 1;
     }
-    printf("%-28s %-8s %10s %10s  %s\n", "NAME", "STATE", "SIZE_MB", "AGE_S", "MODEL");
+    printf("%-32s %-8s %6s %5s %10s %10s  %s\n", "NAME", "STATE", "UID", "MODE", "SIZE_MB", "AGE_S", "MODEL");
     for (int i = 0; i < n && i < 256; i++) {
         const seg_info *s = &infos[i];
         const char *st = s->state == SEG_STATE_READY ? "READY"
                        : s->state == SEG_STATE_LOADING ? (s->loader_dead ? "STALE" : "LOADING") : "UNKNOWN";
-        printf("%-28s %-8s %10.1f %10.0f  %s\n", s->name, st, s->bytes / 1e6, s->age_s, s->src_path);
+        printf("%-32s %-8s %6u %05o %10.1f %10.0f  %s\n", s->name, st, (unsigned)s->uid, (unsigned)s->mode,
+               s->bytes / 1e6, s->age_s, s->src_path);
     }
     return 0;
 }
@@ -212,6 +214,10 @@ static int remove_segments(const char *what)
     }
     for (int i = 0; i < n && i < 256; i++) {
         if (infos[i].state == 0) continue; /* not one of ours */
+        if (infos[i].uid != (uint32_t)geteuid()) { /* another user's: name it to remove it */
+            printf("skipped %s (owned by uid %u)\n", infos[i].name, (unsigned)infos[i].uid);
+            continue;
+        }
         if (seg_remove(infos[i].name, err, sizeof err) != 0) {
             fprintf(stderr, "error: %s\n", err);
             rc = 1;
@@ -220,8 +226,25 @@ static int remove_segments(const char *what)
     return rc;
 }
 
-/* Attaches each named segment (or every one) as a worker would: header, directory and
- * every tensor of the model checked. Prints one line per segment. */
+/* One segment: attached as a worker would (owner, mode, header checksum, directory,
+ * every tensor of the model), then every tensor's checksum. 0 or -1 with err. */
+static int verify_one(const char *name, char arch[32], char *err, size_t errlen)
+{
+    seg_map sm;
+    int rc = seg_attach(name, &sm, NULL, err, errlen);
+    if (rc == 1) snprintf(err, errlen, "segment %.64s is still LOADING", name);
+    if (rc != 0) return -1;
+    rc = seg_verify_tensors(&sm, err, errlen);
+    seg_unmap(&sm);
+    if (rc != 0) return -1;
+    eng_model *m = eng_attach(name, err, errlen);
+    if (!m) return -1;
+    snprintf(arch, 32, "%s", eng_config_of(m)->arch_name);
+    eng_close(m);
+    return 0;
+}
+
+/* Verifies each named segment (or every one); one line per segment. */
 static int verify_segments(const char *what)
 {
     char err[512];
@@ -239,13 +262,13 @@ static int verify_segments(const char *what)
     }
     for (int i = 0; i < n && i < 256; i++) {
         if (infos[i].state == 0) continue; /* not one of ours */
-        eng_model *m = eng_attach(infos[i].name, err, sizeof err);
-        if (m) printf("%s OK (%s)\n", infos[i].name, eng_config_of(m)->arch_name);
+        char arch[32];
+        if (verify_one(infos[i].name, arch, err, sizeof err) == 0)
+            printf("%s OK (%s)\n", infos[i].name, arch);
         else {
             printf("%s BAD: %s\n", infos[i].name, err);
             rc = 1;
         }
-        eng_close(m);
     }
     return rc;
 }

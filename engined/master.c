@@ -7,13 +7,14 @@
  *
  *   engined --model stories.gguf --workers 2          # master + 2 workers
  *   engined --attach [--run-dir DIR]                  # one more worker, foreground
- *   engined --worker --segment /llm-0123456789abcdef  # what the master execs
+ *   engined --worker --segment /llm-1000-0123456789abcdef  # what the master execs
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,12 +45,13 @@ static void usage(FILE *f)
             "  --max-sessions N    sessions per worker (default 16)\n"
             "  --batch-tokens N    most tokens a worker evaluates per step: one per decoding\n"
             "                      session plus prefill chunks (default %d)\n"
+            "  --idle-batch-tokens N  the same when no session is decoding (default %d)\n"
             "  --kv f16|f32        KV cache type (default f32)\n"
             "  --float             keep f32 weights in the segment instead of INT8\n"
             "  --front EP          front door's worker endpoint (default ipc://RUN_DIR/workers.sock) [LLM_WORKERS]\n"
             "  --sampler EP        samplerd endpoint (default ipc://RUN_DIR/sampler.sock) [LLM_SAMPLER]\n"
             "one-shot commands: engined --eval/--list-segments/--remove-segment/--verify-segment (above)\n",
-            ENGD_BATCH_TOKENS_DEFAULT);
+            ENGD_BATCH_TOKENS_DEFAULT, ENGD_IDLE_TOKENS_DEFAULT);
 }
 
 static int parse(int argc, char **argv, engd_opts *o, int *attach)
@@ -72,6 +74,7 @@ static int parse(int argc, char **argv, engd_opts *o, int *attach)
         else if (OPT("--workers")) { if (r > 0 && dmn_int("--workers", val, 1, MAX_WORKERS, &v) == 0) o->n_workers = (int)v; else r = -1; }
         else if (OPT("--threads")) { if (r > 0 && dmn_int("--threads", val, 1, 256, &v) == 0) o->threads = (int)v; else r = -1; }
         else if (OPT("--ctx")) { if (r > 0 && dmn_int("--ctx", val, 0, 1 << 20, &v) == 0) o->n_ctx = (int)v; else r = -1; }
+        else if (OPT("--idle-batch-tokens")) { if (r > 0 && dmn_int("--idle-batch-tokens", val, 1, 4096, &v) == 0) o->idle_tokens = (int)v; else r = -1; }
         else if (OPT("--batch-tokens")) { if (r > 0 && dmn_int("--batch-tokens", val, 1, 4096, &v) == 0) o->batch_tokens = (int)v; else r = -1; }
         else if (OPT("--max-sessions")) { if (r > 0 && dmn_int("--max-sessions", val, 1, 256, &v) == 0) o->max_sessions = (int)v; else r = -1; }
         else if (OPT("--kv")) {
@@ -148,11 +151,12 @@ typedef struct {
 
 static pid_t spawn(const engd_opts *o, const char *self, const char *seg)
 {
-    char th[16], ctx[16], ms[16], bt[16];
+    char th[16], ctx[16], ms[16], bt[16], it[16];
     snprintf(th, sizeof th, "%d", o->threads);
     snprintf(ctx, sizeof ctx, "%d", o->n_ctx);
     snprintf(ms, sizeof ms, "%d", o->max_sessions);
     snprintf(bt, sizeof bt, "%d", o->batch_tokens);
+    snprintf(it, sizeof it, "%d", o->idle_tokens);
     const char *av[32];
     int n = 0;
     av[n++] = "engined";
@@ -162,14 +166,19 @@ static pid_t spawn(const engd_opts *o, const char *self, const char *seg)
     av[n++] = "--ctx"; av[n++] = ctx;
     av[n++] = "--max-sessions"; av[n++] = ms;
     av[n++] = "--batch-tokens"; av[n++] = bt;
+    av[n++] = "--idle-batch-tokens"; av[n++] = it;
     av[n++] = "--kv"; av[n++] = o->kv_f16 ? "f16" : "f32";
     if (o->run_dir) { av[n++] = "--run-dir"; av[n++] = o->run_dir; }
     if (o->front) { av[n++] = "--front"; av[n++] = o->front; }
     if (o->sampler) { av[n++] = "--sampler"; av[n++] = o->sampler; }
     av[n] = NULL;
     fflush(stderr);
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid == 0) {
+        /* a master killed with -9 takes its workers along (SIGTERM: they say goodbye, so
+         * their sessions move at once); the next master starts fresh ones on the segment */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(0); /* it died before prctl */
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);

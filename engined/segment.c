@@ -1,6 +1,6 @@
 /*
- * segment.c - POSIX shared-memory weight segments: naming, create, attach, list,
- * remove. Owned by the engine.
+ * segment.c - POSIX shared-memory weight segments: naming, create, checksums, attach,
+ * list, remove. Owned by the engine.
  */
 #include "segment.h"
 
@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "csum.h"
 #include "log.h"
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
@@ -78,7 +79,8 @@ int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], 
     h = fnv1a(h, &id->head_hash, sizeof id->head_hash);
     uint32_t lv = SEG_LAYOUT_VERSION;
     h = fnv1a(h, &lv, sizeof lv);
-    snprintf(name, SEG_NAME_MAX, "/llm-%016llx%s", (unsigned long long)h, precision ? "-f32" : "");
+    snprintf(name, SEG_NAME_MAX, "/llm-%u-%016llx%s", (unsigned)geteuid(), (unsigned long long)h,
+             precision ? "-f32" : "");
     return 0;
 }
 
@@ -123,11 +125,34 @@ int seg_create(const char *name, uint64_t total, seg_map *m, char *err, size_t e
     return 0;
 }
 
+/* The header checksum of a mapped segment whose layout check_layout accepted. */
+static uint64_t header_checksum(const void *base)
+{
+    seg_header c;
+    memcpy(&c, base, sizeof c);
+    c.state = 0;
+    c.ready_ns = 0;
+    c.hdr_checksum = 0;
+    uint64_t sum = csum64(&c, sizeof c, 0);
+    sum = csum64((const char *)base + c.dir_offset, c.n_tensors * sizeof(seg_tensor), sum);
+    return csum64((const char *)base + c.tok_offset, c.tok_bytes, sum);
+}
+
+void seg_checksum_tensors(seg_map *m)
+{
+    LLM_ASSERT(m->writable);
+    seg_header *h = m->base;
+    seg_tensor *dir = (seg_tensor *)((char *)m->base + h->dir_offset);
+    for (uint64_t i = 0; i < h->n_tensors; i++)
+        dir[i].checksum = csum64((const char *)m->base + dir[i].offset, dir[i].nbytes, 0);
+}
+
 void seg_mark_ready(seg_map *m)
 {
     LLM_ASSERT(m->writable);
     seg_header *h = m->base;
     h->ready_ns = now_ns();
+    h->hdr_checksum = header_checksum(m->base);
     msync(m->base, m->len, MS_SYNC);
     __atomic_store_n(&h->state, SEG_STATE_READY, __ATOMIC_RELEASE);
 }
@@ -136,9 +161,14 @@ void seg_mark_ready(seg_map *m)
 static int check_layout(const void *base, size_t len, const char *name, char *err, size_t errlen)
 {
     const seg_header *h = base;
-    if (h->magic != SEG_MAGIC || h->layout_version != SEG_LAYOUT_VERSION) {
-        snprintf(err, errlen, "segment %s: bad magic or layout version %u (expected %u)",
-                 name, h->layout_version, SEG_LAYOUT_VERSION);
+    if (h->magic != SEG_MAGIC) {
+        snprintf(err, errlen, "segment %s: bad magic (not a weight segment)", name);
+        return -1;
+    }
+    if (h->layout_version != SEG_LAYOUT_VERSION) {
+        snprintf(err, errlen, "segment %s: layout version %u, this engined reads %u (built by "
+                 "another version: remove it with engined --remove-segment %s)", name,
+                 h->layout_version, SEG_LAYOUT_VERSION, name);
         return -1;
     }
     if (h->total_bytes != len || h->n_tensors > 100000 || h->dir_offset < sizeof *h ||
@@ -161,6 +191,37 @@ static int check_layout(const void *base, size_t len, const char *name, char *er
     return 0;
 }
 
+/* Only a segment of our own that nobody else can write is trusted: another local user
+ * can create any name in /dev/shm before we do. */
+static int check_owner(const char *name, const struct stat *st, char *err, size_t errlen)
+{
+    if (st->st_uid == geteuid() && (st->st_mode & 077) == 0)
+        return 0;
+    bool other = st->st_uid != geteuid();
+    snprintf(err, errlen, "segment %s is owned by uid %u with mode %04o, expected uid %u and "
+             "mode 0600: %s; not using it. Remove it (engined --remove-segment %s%s) and start "
+             "again", name, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777), (unsigned)geteuid(),
+             other ? "another user created it" : "others may read or write it", name,
+             other ? ", as root or that user" : "");
+    return -1;
+}
+
+int seg_verify_tensors(const seg_map *m, char *err, size_t errlen)
+{
+    const seg_header *h = seg_hdr(m);
+    const seg_tensor *dir = (const seg_tensor *)((const char *)m->base + h->dir_offset);
+    uint64_t bad = 0, first = 0;
+    for (uint64_t i = 0; i < h->n_tensors; i++)
+        if (csum64(seg_data(m, &dir[i]), dir[i].nbytes, 0) != dir[i].checksum && bad++ == 0)
+            first = i;
+    if (!bad)
+        return 0;
+    snprintf(err, errlen, "segment %s: %llu of %llu tensors fail their checksum (first: %s): the "
+             "weights are corrupt; remove the segment (engined --remove-segment %s)", m->name,
+             (unsigned long long)bad, (unsigned long long)h->n_tensors, dir[first].name, m->name);
+    return -1;
+}
+
 int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
@@ -175,6 +236,10 @@ int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, siz
         snprintf(err, errlen, "segment %s: %s", name, strerror(errno));
         close(fd);
         return -1;
+    }
+    if (check_owner(name, &st, err, errlen) != 0) {
+        close(fd);
+        return SEG_FOREIGN;
     }
     if (st.st_size == 0) { /* a loader between shm_open and ftruncate */
         if (loader_pid) *loader_pid = 0;
@@ -210,6 +275,14 @@ int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, siz
         munmap(p, (size_t)st.st_size);
         return -1;
     }
+    uint64_t sum = header_checksum(p);
+    if (sum != h->hdr_checksum) {
+        snprintf(err, errlen, "segment %s: header checksum mismatch (stored %016llx, computed "
+                 "%016llx): the header, directory or tokenizer tables are corrupt", name,
+                 (unsigned long long)h->hdr_checksum, (unsigned long long)sum);
+        munmap(p, (size_t)st.st_size);
+        return -1;
+    }
     m->base = p;
     m->len = (size_t)st.st_size;
     snprintf(m->name, sizeof m->name, "%s", name);
@@ -242,10 +315,16 @@ static void info_of(const char *name, seg_info *in)
 {
     memset(in, 0, sizeof *in);
     snprintf(in->name, sizeof in->name, "/%s", name);
-    int fd = shm_open(in->name, O_RDONLY | O_CLOEXEC, 0);
+    char path[SEG_NAME_MAX + 16];
     struct stat st;
+    snprintf(path, sizeof path, "/dev/shm%s", in->name);
+    if (stat(path, &st) == 0) { /* even when we may not open it */
+        in->bytes = (uint64_t)st.st_size;
+        in->uid = (uint32_t)st.st_uid;
+        in->mode = (uint32_t)(st.st_mode & 07777);
+    }
+    int fd = shm_open(in->name, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return;
-    if (fstat(fd, &st) == 0) in->bytes = (uint64_t)st.st_size;
     if (in->bytes >= sizeof(seg_header)) {
         seg_header *h = mmap(NULL, sizeof *h, PROT_READ, MAP_SHARED, fd, 0);
         if (h != MAP_FAILED) {
@@ -274,7 +353,8 @@ int seg_list(seg_info *infos, int max, char *err, size_t errlen)
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "llm-", 4) != 0 || strlen(e->d_name) >= SEG_NAME_MAX - 1) continue;
+        if (strncmp(e->d_name, "llm-", 4) != 0 || strncmp(e->d_name, "llm-logits-", 11) == 0 ||
+            strlen(e->d_name) >= SEG_NAME_MAX - 1) continue;
         if (n < max) info_of(e->d_name, &infos[n]);
         n++;
     }

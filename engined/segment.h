@@ -8,13 +8,21 @@
  *
  *   char name[SEG_NAME_MAX];
  *   seg_ident id;
- *   seg_name_for("model.gguf", 0, name, &id, err, sizeof err);
+ *   seg_name_for("model.gguf", 0, name, &id, err, sizeof err);   // "/llm-<euid>-<hash>"
  *   seg_map m;
  *   seg_create(name, total_bytes, &m, err, sizeof err);    // O_EXCL, 0600, fallocated
  *   ... fill m.hdr, the directory and the tensors ...
- *   seg_mark_ready(&m);
+ *   seg_checksum_tensors(&m);                               // one pass over the data
+ *   seg_mark_ready(&m);                                     // header checksum, READY
  *   seg_unmap(&m);
- *   seg_attach(name, &m, err, sizeof err);                  // PROT_READ, checks READY
+ *   seg_attach(name, &m, NULL, err, sizeof err);  // owner/mode, header checksum, PROT_READ
+ *   seg_verify_tensors(&m, err, sizeof err);      // every tensor's checksum (slow: all bytes)
+ *
+ * Trust: /dev/shm is shared by every local user and a segment's name is predictable,
+ * so attach maps only a segment owned by the effective uid with no group or other
+ * access (another user could otherwise plant altered weights under the name); the uid
+ * is also part of the name, so two users never want the same one. Checksums (csum.h)
+ * catch accidental corruption; they are no defence against the owner's own processes.
  *
  * Ownership: a seg_map owns its mapping (seg_unmap). The state word is written last
  * with a release store after msync, so a reader that sees READY sees every byte.
@@ -29,10 +37,11 @@
 #include "model.h"
 
 #define SEG_MAGIC 0x31474553474d4c4cull /* "LLMGSEG1" little-endian */
-#define SEG_LAYOUT_VERSION 1u
+#define SEG_LAYOUT_VERSION 2u /* 2: checksums, uid in the name */
 #define SEG_NAME_MAX 64
 #define SEG_ALIGN 64
 #define SEG_HEADER_BYTES 8192
+#define SEG_FOREIGN (-3) /* seg_attach: another uid's segment, or open to others */
 
 typedef enum { SEG_STATE_LOADING = 1, SEG_STATE_READY = 2 } seg_state;
 
@@ -48,7 +57,8 @@ typedef struct {
     uint64_t offset;       /* bytes from the segment start, multiple of SEG_ALIGN */
     uint64_t nbytes;       /* bytes of data */
     uint64_t row_bytes;    /* bytes per stored row */
-    uint8_t  reserved[16];
+    uint64_t checksum;     /* csum64(data, nbytes, 0), set by seg_checksum_tensors */
+    uint8_t  reserved[8];
 } seg_tensor;
 _Static_assert(sizeof(seg_tensor) == 128, "seg_tensor is part of the segment layout");
 
@@ -72,7 +82,10 @@ typedef struct {
     uint64_t   tok_offset;     /* offset of the tokenizer blob */
     uint64_t   tok_bytes;      /* its size */
     uint64_t   data_offset;    /* first tensor byte */
-    uint8_t    reserved[SEG_HEADER_BYTES - 1264];
+    uint64_t   hdr_checksum;   /* csum64 of this header (with state, ready_ns and this
+                                  field as 0), then the directory, then the tokenizer
+                                  blob; set by seg_mark_ready, checked by seg_attach */
+    uint8_t    reserved[SEG_HEADER_BYTES - 1272];
 } seg_header;
 _Static_assert(sizeof(seg_header) == SEG_HEADER_BYTES, "seg_header is part of the segment layout");
 
@@ -95,8 +108,9 @@ typedef struct seg_map {
 /* Header of a mapping. */
 static inline const seg_header *seg_hdr(const seg_map *m) { return (const seg_header *)m->base; }
 
-/* Computes the segment name ("/llm-<16 hex>") of a model file for a precision from its
- * identity (real path, size, mtime, hash of its first 64 KiB); fills id. 0 or -1. */
+/* Computes the segment name of a model file for a precision, "/llm-<euid>-<16 hex>"
+ * (plus "-f32" for the float path), from the effective uid and the file's identity
+ * (real path, size, mtime, hash of its first 64 KiB, layout version); fills id. 0 or -1. */
 int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], seg_ident *id,
                  char *err, size_t errlen);
 
@@ -105,15 +119,27 @@ int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], 
  * (nothing done), -1 with err (e.g. /dev/shm too small). */
 int seg_create(const char *name, uint64_t total, seg_map *m, char *err, size_t errlen);
 
-/* Marks a writable segment READY: msync, then a release store of the state. */
+/* Sets the checksum of every directory entry of a writable segment from its data
+ * (one pass over all tensor bytes at memory speed). Call when the data and the
+ * directory are final, just before seg_mark_ready. */
+void seg_checksum_tensors(seg_map *m);
+
+/* Marks a writable segment READY: sets the header checksum, msync, then a release
+ * store of the state. */
 void seg_mark_ready(seg_map *m);
 
-/* Maps an existing segment read-only and validates its header and directory.
- * Returns 0 (READY), 1 (exists but LOADING: not attached), -2 (does not exist) or -1
- * with err (invalid, unreadable). *loader_pid
- * (may be NULL) receives the loader's pid when it returns 1, or 0 when the segment is
- * still being created (empty, or no header written yet). */
+/* Maps an existing segment read-only and validates it: owner and mode first (see
+ * Trust above), then header, directory and the header checksum.
+ * Returns 0 (READY), 1 (exists but LOADING: not attached), -2 (does not exist),
+ * SEG_FOREIGN with err (owned by another uid or open to group/others: not mapped, and
+ * never to be removed or rebuilt silently), or -1 with err (invalid, corrupt,
+ * unreadable). *loader_pid (may be NULL) receives the loader's pid when it returns 1,
+ * or 0 when the segment is still being created (empty, or no header written yet). */
 int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, size_t errlen);
+
+/* Checks every tensor of an attached segment against its directory checksum.
+ * 0, or -1 with err naming the first bad tensor and how many are bad. */
+int seg_verify_tensors(const seg_map *m, char *err, size_t errlen);
 
 /* Unmaps; accepts a zeroed map. */
 void seg_unmap(seg_map *m);
@@ -121,12 +147,13 @@ void seg_unmap(seg_map *m);
 /* Removes a segment by name (with or without the leading '/'). 0 or -1 with err. */
 int seg_remove(const char *name, char *err, size_t errlen);
 
-/* One line per "llm-*" segment under /dev/shm: name, state, size, age, model path.
- * Writes to out; returns the number of segments or -1. */
+/* What seg_list knows of one "/llm-*" segment under /dev/shm (logits rings excluded). */
 typedef struct {
     char     name[SEG_NAME_MAX];
     char     src_path[1024];
     uint64_t bytes;
+    uint32_t uid;         /* owner */
+    uint32_t mode;        /* permission bits */
     int      state;       /* seg_state, 0 when the header is unreadable */
     int32_t  loader_pid;
     double   age_s;

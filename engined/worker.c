@@ -11,13 +11,20 @@
  *
  * Each step is one eng_step pass over the weights: one token of every decoding session,
  * then prefill chunks of waiting sessions in arrival order, up to batch_tokens items
- * (prefill always gets PREFILL_MIN of them, so decoders cannot starve a newcomer). A
+ * (prefill always gets PREFILL_MIN of them, so decoders cannot starve a newcomer; with
+ * no session decoding, nobody waits, and a step takes up to idle_tokens). A
  * session whose evaluated tokens reach its last one gets its logits row into its ring
  * slot; all such rows of a step go to samplerd in one PT_SAMPLE, and the PT_SAMPLED rows
  * become PT_TOKEN messages to the front door. The engine's batch invariance makes the
  * tokens independent of how sessions were grouped and chunked. A sample request
  * unanswered for SAMPLE_RETRY_MS is re-sent (samplerd may have restarted; the answer is
  * the same). Liveness is the I/O thread's business (worker_io.h).
+ *
+ * When the front door restarts (its heartbeat brings a new epoch), the sessions keep
+ * running: each is reported to the new instance (PT_REPORT: tokens, step, budget,
+ * sampler state, and the front door's own record of the request that came with the
+ * RUN), which adopts it; TOKENs sent meanwhile to the old epoch are ignored there, their
+ * tokens being in the report.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -59,6 +66,8 @@ typedef struct {
     uint64_t     budget;   /* tokens still to generate */
     uint8_t      sp[SMP_WIRE_MAX]; /* sampler parameters, wire form (parsed once at the front) */
     size_t       sp_len;
+    uint8_t     *fb;       /* the front door's record of the request (opaque; echoed in REPORT) */
+    size_t       fb_len;
     double       mu;
     int          mu_set;
     int32_t      eog[16];
@@ -71,7 +80,7 @@ typedef struct {
 typedef struct {
     const engd_opts *o;
     eng_model  *m;
-    int         n_vocab, eos, n_ctx, batch_tokens;
+    int         n_vocab, eos, n_ctx, batch_tokens, idle_tokens;
     lshm       *ring;
     wsess      *s;         /* (max_sessions) one per ring slot */
     int         n_s;
@@ -80,7 +89,9 @@ typedef struct {
     uint64_t    next_req, next_seq, epoch, steps;
     int64_t     last_front_ms;
     float      *logits;    /* (max_sessions, n_vocab) rows of one step */
-    eng_item   *items;     /* (batch_tokens + PREFILL_MIN + max_sessions) */
+    int        *order;     /* (max_sessions) prefill sessions of a step, by arrival */
+    wsess     **lrow;      /* (max_sessions) sessions whose logits a step computes */
+    eng_item   *items;     /* (max(batch_tokens, idle_tokens) + PREFILL_MIN + max_sessions) */
     int         registered;
     long        stall_step; /* fault injection for tests: LLM_FAULT_STALL_STEP */
 } worker;
@@ -92,6 +103,7 @@ void engd_opts_default(engd_opts *o)
     o->threads = 1;
     o->max_sessions = 16;
     o->batch_tokens = ENGD_BATCH_TOKENS_DEFAULT;
+    o->idle_tokens = ENGD_IDLE_TOKENS_DEFAULT;
     o->precision = ENG_INT8;
 }
 
@@ -133,6 +145,9 @@ static void sess_drop(wsess *s)
     s->sess = 0;
     s->n_toks = 0;
     s->sp_len = 0;
+    free(s->fb);
+    s->fb = NULL;
+    s->fb_len = 0;
     if (s->es) eng_session_reset(s->es);
 }
 
@@ -290,6 +305,25 @@ static void retry_samples(worker *w, int64_t now)
 
 /* ---- the front door's requests -------------------------------------------------------- */
 
+/* PT_REPORT: everything a new front door needs to adopt session s: its tokens, step,
+ * budget, sampler state and the front door's own record (fb). */
+static void send_report(worker *w, const wsess *s)
+{
+    proto_writer pw;
+    proto_begin(&pw, PT_REPORT, s->sess);
+    proto_put_u64(&pw, "sess", s->sess);
+    proto_put_ints(&pw, "toks", s->toks, (size_t)s->n_toks);
+    proto_put_u64(&pw, "step", s->step);
+    proto_put_u64(&pw, "budget", s->budget);
+    proto_put_bin(&pw, "sp", s->sp, s->sp_len);
+    proto_put_u64(&pw, "epoch", s->epoch);
+    if (s->fb_len) proto_put_bin(&pw, "fb", s->fb, s->fb_len);
+    if (s->mu_set) proto_put_f64(&pw, "mu", s->mu);
+    proto_put_ints(&pw, "eog", s->eog, (size_t)s->n_eog);
+    if (s->state == WS_IDLE) proto_put_bool(&pw, "idle", 1);
+    send_front(w, &pw);
+}
+
 /* PT_RUN: (re)start a session from the front door's tokens. */
 static void on_run(worker *w, const proto_msg *pm)
 {
@@ -346,6 +380,14 @@ static void on_run(worker *w, const proto_msg *pm)
     s->budget = proto_u64(pm, "budget", 0);
     memcpy(s->sp, sp->via.bin.ptr, sp->via.bin.size);
     s->sp_len = sp->via.bin.size;
+    const msgpack_object *fb = proto_field(pm, "fb");
+    free(s->fb);
+    s->fb = NULL;
+    s->fb_len = 0;
+    if (fb && fb->via.bin.size && (s->fb = malloc(fb->via.bin.size))) {
+        memcpy(s->fb, fb->via.bin.ptr, fb->via.bin.size);
+        s->fb_len = fb->via.bin.size;
+    }
     int nh = smp_history_needed(&p);
     s->n_hist = nh < 0 || nh > HIST_MAX ? HIST_MAX : nh;
     s->mu_set = proto_field(pm, "mu") != NULL;
@@ -364,10 +406,16 @@ static void on_front(worker *w, const proto_msg *pm)
     case PT_FRONT_HB: {
         uint64_t e = proto_u64(pm, "epoch", 0);
         if (e != w->epoch) {
-            /* a new front door: sessions of the old one are orphans */
-            for (int i = 0; i < w->n_s; i++)
-                if (w->s[i].state != WS_FREE && w->s[i].epoch != e) sess_drop(&w->s[i]);
-            if (w->epoch) log_info("front door restarted (epoch %llx); dropped its sessions", (unsigned long long)e);
+            /* a new front door: it adopts the sessions we hold (they keep running) */
+            int n = 0;
+            for (int i = 0; i < w->n_s; i++) {
+                wsess *s = &w->s[i];
+                if (s->state == WS_FREE) continue;
+                s->epoch = e;
+                send_report(w, s);
+                n++;
+            }
+            if (w->epoch) log_info("front door restarted (epoch %llx); reported %d sessions to it", (unsigned long long)e, n);
             w->epoch = e;
         }
         if (!w->registered) log_info("registered with the front door");
@@ -391,8 +439,8 @@ static void on_front(worker *w, const proto_msg *pm)
  * Returns 1 if a step ran. */
 static int step(worker *w)
 {
-    int n = 0, nl = 0, order[w->n_s], no = 0;
-    wsess *lrow[w->n_s];
+    int n = 0, nl = 0, no = 0, *order = w->order;
+    wsess **lrow = w->lrow;
     for (int i = 0; i < w->n_s; i++) {
         wsess *s = &w->s[i];
         if (s->state != WS_READY) continue;
@@ -410,7 +458,10 @@ static int step(worker *w)
         }
     /* prefill gets what the decode tokens leave of the budget, but never less than
      * PREFILL_MIN (or the whole budget if smaller): many decoders cannot starve a newcomer */
-    int room = w->batch_tokens - n, floor = w->batch_tokens < PREFILL_MIN ? w->batch_tokens : PREFILL_MIN;
+    /* nobody decoding: nobody waits on this step, so it may take more (one pass over the
+     * weights serves every prompt that arrived together) */
+    int budget = n ? w->batch_tokens : w->idle_tokens;
+    int room = budget - n, floor = budget < PREFILL_MIN ? budget : PREFILL_MIN;
     if (room < floor) room = floor;
     for (int k = 0; k < no && room > 0; k++) {
         wsess *s = &w->s[order[k]];
@@ -505,6 +556,8 @@ static void worker_free(worker *w)
     free(w->s);
     free(w->logits);
     free(w->items);
+    free(w->order);
+    free(w->lrow);
     lshm_destroy(&w->ring);
     net_close(&w->samp);
     if (w->ctx) zmq_ctx_term(w->ctx);
@@ -555,11 +608,15 @@ int engd_worker_run(const engd_opts *o)
     w.eos = eng_config_of(w.m)->eos_id;
     w.n_s = o->max_sessions;
     w.batch_tokens = o->batch_tokens > 0 ? o->batch_tokens : ENGD_BATCH_TOKENS_DEFAULT;
+    w.idle_tokens = o->idle_tokens > 0 ? o->idle_tokens : ENGD_IDLE_TOKENS_DEFAULT;
     const char *fs = getenv("LLM_FAULT_STALL_STEP");
     w.stall_step = fs ? atol(fs) : 0;
     w.s = calloc((size_t)w.n_s, sizeof *w.s);
     w.logits = malloc((size_t)w.n_s * (size_t)w.n_vocab * sizeof(float));
-    w.items = malloc((size_t)(w.batch_tokens + PREFILL_MIN + w.n_s) * sizeof *w.items);
+    w.order = malloc((size_t)w.n_s * sizeof *w.order);
+    w.lrow = malloc((size_t)w.n_s * sizeof *w.lrow);
+    w.items = malloc((size_t)((w.batch_tokens > w.idle_tokens ? w.batch_tokens : w.idle_tokens) + PREFILL_MIN + w.n_s) *
+                     sizeof *w.items);
     w.ring = lshm_create(getpid(), (uint32_t)w.n_s, (uint32_t)w.n_vocab, err, sizeof err);
     w.ctx = zmq_ctx_new();
     char host[64] = "";
@@ -572,7 +629,7 @@ int engd_worker_run(const engd_opts *o)
     eng_session *probe = w.ctx ? eng_session_new(w.m, o->n_ctx, ENG_KV_F16, err, sizeof err) : NULL;
     w.n_ctx = probe ? eng_session_n_ctx(probe) : 0; /* what --ctx 0 resolves to */
     eng_session_free(probe);
-    if (!w.s || !w.logits || !w.items || !w.ring || !w.ctx || !w.n_ctx || connect_sockets(&w, dir, &front) != 0) {
+    if (!w.s || !w.logits || !w.items || !w.order || !w.lrow || !w.ring || !w.ctx || !w.n_ctx || connect_sockets(&w, dir, &front) != 0) {
         if (!w.ring) log_error("%s", err);
         net_close(&front);
         worker_free(&w);
@@ -584,7 +641,8 @@ int engd_worker_run(const engd_opts *o)
         worker_free(&w);
         return 1;
     }
-    log_info("serving up to %d sessions of %d positions, steps of up to %d tokens", w.n_s, w.n_ctx, w.batch_tokens);
+    log_info("serving up to %d sessions of %d positions, steps of up to %d tokens (%d when none decodes)", w.n_s,
+             w.n_ctx, w.batch_tokens, w.idle_tokens);
     while (!dmn_stop) {
         int64_t now = net_now_ms();
         zmq_pollitem_t it[2] = {{w.pipe, 0, ZMQ_POLLIN, 0}, {w.samp, 0, ZMQ_POLLIN, 0}};

@@ -27,13 +27,16 @@ typedef struct {
     int         n_ctx;        /* per session (0: model's, capped by the engine) */
     int         max_sessions; /* per worker */
     int         batch_tokens; /* most tokens one step evaluates (decode + prefill chunks) */
+    int         idle_tokens;  /* the same when no session is decoding (nobody waits) */
     int         kv_f16;       /* 1: f16 KV cache, 0: f32 */
     int         precision;    /* eng_precision for a segment the master creates */
     int         worker;       /* run as a worker (--worker / --attach) */
 } engd_opts;
 
-/* Tokens per step by default: see README (chosen by bench/bench_serve.sh). */
+/* Tokens per step by default, while sessions decode and when none does: see README
+ * (chosen with bench/bench_serve.py). */
 #define ENGD_BATCH_TOKENS_DEFAULT 128
+#define ENGD_IDLE_TOKENS_DEFAULT  512
 
 /* Defaults: 1 worker, 1 thread, n_ctx 0, 16 sessions, ENGD_BATCH_TOKENS_DEFAULT tokens
  * per step, f32 KV, INT8. */

@@ -2,11 +2,15 @@
  * common/logits_shm: round trips, schema validation, hostile bytes. Suite "proto". */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "logits_shm.h"
@@ -73,6 +77,18 @@ START_TEST(test_round_trip)
     ck_assert_str_eq(buf, "h\xc3\xa9");
     proto_msg_free(&m);
     proto_msg_free(&m); /* twice is fine */
+    /* a message moved elsewhere reads its own fields (its map pointed into the struct) */
+    make_run(&w, 3);
+    proto_msg *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    ck_assert_int_eq(proto_decode(a, proto_data(&w), proto_size(&w), err, sizeof err), 0);
+    proto_writer_free(&w);
+    proto_msg_move(b, a);
+    memset(a, 0x5A, sizeof *a);
+    free(a);
+    ck_assert_uint_eq(proto_u64(b, "sess", 0), 7);
+    ck_assert_int_eq(proto_ints(b, "toks", t, 16), 3);
+    proto_msg_free(b);
+    free(b);
 }
 END_TEST
 
@@ -566,6 +582,65 @@ START_TEST(test_logits_ring)
 }
 END_TEST
 
+
+#define NOBODY 65534
+
+/* Plants a valid-looking ring under the name in arg, as another user would. */
+static int plant_ring(void *arg)
+{
+    const char *name = arg;
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0644);
+    if (fd < 0 || fchmod(fd, 0644) != 0 || ftruncate(fd, 4096) != 0) return 2;
+    lshm_header h = {.magic = LSHM_MAGIC, .version = LSHM_VERSION, .n_slots = 1, .n_vocab = 100,
+                     .slot_bytes = 448, .total_bytes = 4096, .owner_pid = 1};
+    return pwrite(fd, &h, sizeof h, 0) == (ssize_t)sizeof h ? 0 : 3;
+}
+
+/* samplerd reads only rings of its own uid that nobody else can write (issue 10). */
+START_TEST(test_logits_ring_foreign)
+{
+    char err[200], name[64], path[96];
+    pid_t fake = 2000000000 + (getpid() % 100000) + 1;
+    lshm *w = lshm_create(fake, 2, 100, err, sizeof err);
+    ck_assert_msg(w != NULL, "%s", err);
+    lshm_name_for(fake, name, sizeof name);
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    ck_assert_int_eq(chmod(path, 0644), 0);
+    lshm *r = lshm_open_ro(name, err, sizeof err);
+    ck_assert_ptr_null(r);
+    ck_assert_msg(strstr(err, "mode 0644"), "%s", err);
+    ck_assert_int_eq(chmod(path, 0600), 0);
+    r = lshm_open_ro(name, err, sizeof err);
+    ck_assert_msg(r != NULL, "%s", err);
+    lshm_destroy(&r);
+    lshm_destroy(&w);
+    char other[64]; /* another uid's ring is not ours to read, whatever its mode */
+    snprintf(other, sizeof other, "/llm-logits-%u-%d", (unsigned)geteuid() + 1, (int)fake);
+    ck_assert_ptr_null(lshm_open_ro(other, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "is not /llm-logits-"));
+    if (geteuid() != 0) {
+        fprintf(stderr, "proto: SKIPPED a ring planted by uid %d: needs root\n", NOBODY);
+        return;
+    }
+    pid_t pid = fork(); /* uid 65534 plants a ring under our next worker's name */
+    if (pid == 0) {
+        if (setgroups(0, NULL) != 0 || setresgid(NOBODY, NOBODY, NOBODY) != 0 ||
+            setresuid(NOBODY, NOBODY, NOBODY) != 0)
+            _exit(90);
+        _exit(plant_ring(name));
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    r = lshm_open_ro(name, err, sizeof err);
+    ck_assert_ptr_null(r);
+    char want[64];
+    snprintf(want, sizeof want, "owned by uid %d", NOBODY);
+    ck_assert_msg(strstr(err, want), "%s", err);
+    ck_assert_int_eq(shm_unlink(name), 0);
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
@@ -584,6 +659,7 @@ Suite *proto_suite(void)
     tcase_add_test(tn, test_run_dir);
     tcase_add_test(tn, test_sockets_and_max_size);
     tcase_add_test(tn, test_logits_ring);
+    tcase_add_test(tn, test_logits_ring_foreign);
     suite_add_tcase(s, tn);
     return s;
 }

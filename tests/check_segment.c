@@ -7,6 +7,8 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <grp.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "csum.h"
 #include "engine.h"
 #include "gguf.h"
 #include "segment.h"
@@ -63,8 +66,10 @@ START_TEST(test_name_identity)
     ck_assert_int_eq(seg_name_for(path, 0, a, &id, err, sizeof err), 0);
     ck_assert_int_eq(seg_name_for(path, 0, b, &id, err, sizeof err), 0);
     ck_assert_str_eq(a, b);
-    ck_assert_int_eq(strncmp(a, "/llm-", 5), 0);
-    ck_assert_int_eq(strlen(a), 5 + 16);
+    char prefix[32];
+    int np = snprintf(prefix, sizeof prefix, "/llm-%u-", (unsigned)geteuid());
+    ck_assert_int_eq(strncmp(a, prefix, (size_t)np), 0); /* the owner's uid is in the name */
+    ck_assert_int_eq(strlen(a), (size_t)np + 16);
     ck_assert_int_eq(seg_name_for(path, 1, f, &id, err, sizeof err), 0);
     ck_assert_str_ne(a, f);
     /* a changed file (new mtime and content) gets another name */
@@ -372,6 +377,18 @@ START_TEST(test_list_and_remove)
 }
 END_TEST
 
+/* seg_header.hdr_checksum as segment.h defines it. */
+static uint64_t documented_header_checksum(const seg_header *h)
+{
+    seg_header c = *h;
+    c.state = 0;
+    c.ready_ns = 0;
+    c.hdr_checksum = 0;
+    uint64_t sum = csum64(&c, sizeof c, 0);
+    sum = csum64((const char *)h + h->dir_offset, h->n_tensors * sizeof(seg_tensor), sum);
+    return csum64((const char *)h + h->tok_offset, h->tok_bytes, sum);
+}
+
 START_TEST(test_hostile_segments)
 {
     char name[64], err[512];
@@ -408,6 +425,9 @@ START_TEST(test_hostile_segments)
     ck_assert_int_eq(seg_attach(name, &sm, NULL, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "directory entry 0"));
     t->nbytes = 64;
+    ck_assert_int_eq(seg_attach(name, &sm, NULL, err, sizeof err), -1); /* no header checksum */
+    ck_assert_ptr_nonnull(strstr(err, "checksum"));
+    h->hdr_checksum = documented_header_checksum(h);
     ck_assert_int_eq(seg_attach(name, &sm, NULL, err, sizeof err), 0);
     seg_unmap(&sm);
     /* valid layout, but not a model: the engine refuses it with a message */
@@ -424,6 +444,217 @@ START_TEST(test_hostile_segments)
 }
 END_TEST
 
+
+/* ---- issue 10: another local user, corruption ---- */
+
+#define NOBODY 65534
+
+/* Runs fn(arg) in a child process as uid/gid NOBODY; its exit status (0 = ok).
+ * Only root can do this: callers skip when geteuid() != 0. */
+static int as_nobody(int (*fn)(void *), void *arg)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (setgroups(0, NULL) != 0 || setresgid(NOBODY, NOBODY, NOBODY) != 0 ||
+            setresuid(NOBODY, NOBODY, NOBODY) != 0)
+            _exit(90);
+        _exit(fn(arg));
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+}
+
+static bool root_or_skip(const char *what)
+{
+    if (geteuid() == 0)
+        return true;
+    fprintf(stderr, "segment: SKIPPED %s: needs root (to act as uid %d)\n", what, NOBODY);
+    return false;
+}
+
+/* A writable mapping of an existing segment, as its owner (or root) can make one. */
+static void *map_rw(const char *name, size_t *len)
+{
+    int fd = shm_open(name, O_RDWR, 0);
+    ck_assert_int_ge(fd, 0);
+    struct stat st;
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    *len = (size_t)st.st_size;
+    void *p = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ck_assert(p != MAP_FAILED);
+    return p;
+}
+
+static void shm_chmod(const char *name, mode_t mode)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+static int name_as_nobody(void *arg)
+{
+    char name[SEG_NAME_MAX], err[512];
+    seg_ident id;
+    if (seg_name_for(arg, 0, name, &id, err, sizeof err) != 0) return 2;
+    char want[32];
+    snprintf(want, sizeof want, "/llm-%d-", NOBODY);
+    return strncmp(name, want, strlen(want)) == 0 ? 0 : 3;
+}
+
+/* Two users never share a name: uid 65534's name for the same file differs. */
+START_TEST(test_name_per_user)
+{
+    if (!root_or_skip("a second user's segment name")) return;
+    char path[1100];
+    copy_model("stories260K-f32.gguf", path, sizeof path);
+    ck_assert_int_eq(as_nobody(name_as_nobody, path), 0);
+    unlink(path);
+}
+END_TEST
+
+/* Our own segment opened to others (mode 0644) is refused, not removed, and accepted
+ * again once it is 0600. */
+START_TEST(test_mode_refused)
+{
+    char path[1100], err[512];
+    copy_model("stories260K-f32.gguf", path, sizeof path);
+    eng_open_info info;
+    eng_model *m = eng_open(path, ENG_INT8, &info, err, sizeof err);
+    ck_assert_msg(m != NULL, "%s", err);
+    eng_close(m);
+    shm_chmod(info.name, 0644);
+    seg_map sm;
+    ck_assert_int_eq(seg_attach(info.name, &sm, NULL, err, sizeof err), SEG_FOREIGN);
+    ck_assert_msg(strstr(err, "mode 0644") && strstr(err, "--remove-segment"), "%s", err);
+    ck_assert_ptr_null(eng_attach(info.name, err, sizeof err));
+    ck_assert_ptr_null(eng_open(path, ENG_INT8, &info, err, sizeof err)); /* not rebuilt */
+    ck_assert_ptr_nonnull(strstr(err, "mode 0644"));
+    shm_chmod(info.name, 0600);
+    m = eng_open(path, ENG_INT8, &info, err, sizeof err);
+    ck_assert_msg(m != NULL, "%s", err);
+    ck_assert(!info.converted);
+    eng_close(m);
+    remove_seg(info.name);
+    unlink(path);
+}
+END_TEST
+
+typedef struct {
+    const char *path;
+    char        name[SEG_NAME_MAX];
+    seg_ident   id;
+} plant_job;
+
+/* The attack of issue 10: build the victim's segment under the victim's name, alter a
+ * weight, recompute every checksum (anyone can), leave it readable by all. */
+static int plant_segment(void *arg)
+{
+    plant_job *j = arg;
+    char err[512];
+    if (cvt_build(j->path, &j->id, j->name, 0, err, sizeof err) != 0) return 2;
+    int fd = shm_open(j->name, O_RDWR, 0);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || fchmod(fd, 0644) != 0) return 3;
+    seg_map m = { .len = (size_t)st.st_size, .writable = true };
+    m.base = mmap(NULL, m.len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m.base == MAP_FAILED) return 4;
+    snprintf(m.name, sizeof m.name, "%s", j->name);
+    const seg_tensor *t = seg_find(&m, "output.weight");
+    if (!t) return 5;
+    ((char *)m.base)[t->offset + 7] ^= 0x40;
+    seg_checksum_tensors(&m);
+    seg_mark_ready(&m);
+    seg_unmap(&m);
+    return 0;
+}
+
+START_TEST(test_planted_segment_refused)
+{
+    if (!root_or_skip("a segment planted by another user")) return;
+    char path[1100], err[512];
+    copy_model("stories260K-f32.gguf", path, sizeof path);
+    ck_assert_int_eq(chmod(path, 0644), 0); /* the attacker can read the model file */
+    plant_job j = { .path = path };
+    ck_assert_int_eq(seg_name_for(path, 0, j.name, &j.id, err, sizeof err), 0);
+    ck_assert_int_eq(as_nobody(plant_segment, &j), 0);
+    seg_map sm;
+    ck_assert_int_eq(seg_attach(j.name, &sm, NULL, err, sizeof err), SEG_FOREIGN);
+    char want[64];
+    snprintf(want, sizeof want, "owned by uid %d with mode 0644", NOBODY);
+    ck_assert_msg(strstr(err, want) && strstr(err, "another user"), "%s", err);
+    ck_assert_ptr_null(eng_attach(j.name, err, sizeof err));
+    eng_open_info info;
+    ck_assert_ptr_null(eng_open(path, ENG_INT8, &info, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, want));
+    /* the segment itself is consistent: only its owner gives it away */
+    char p2[128];
+    snprintf(p2, sizeof p2, "/dev/shm%s", j.name);
+    ck_assert_int_eq(chown(p2, geteuid(), getegid()), 0);
+    shm_chmod(j.name, 0600);
+    ck_assert_int_eq(seg_attach(j.name, &sm, NULL, err, sizeof err), 0);
+    ck_assert_int_eq(seg_verify_tensors(&sm, err, sizeof err), 0);
+    seg_unmap(&sm);
+    remove_seg(j.name);
+    unlink(path);
+}
+END_TEST
+
+/* Every tensor carries a checksum of its bytes; a flipped bit in a tensor is found by
+ * seg_verify_tensors (not by the cheap attach), a flipped byte in the header, the
+ * directory or the tokenizer tables is refused at attach. */
+START_TEST(test_checksums)
+{
+    char path[1100], err[512];
+    copy_model("stories260K-f32.gguf", path, sizeof path);
+    eng_open_info info;
+    eng_model *m = eng_open(path, ENG_INT8, &info, err, sizeof err);
+    ck_assert_msg(m != NULL, "%s", err);
+    eng_close(m);
+    seg_map sm;
+    ck_assert_int_eq(seg_attach(info.name, &sm, NULL, err, sizeof err), 0);
+    ck_assert_int_eq(seg_verify_tensors(&sm, err, sizeof err), 0);
+    const seg_header *h = seg_hdr(&sm);
+    const seg_tensor *dir = (const seg_tensor *)((const char *)sm.base + h->dir_offset);
+    for (uint64_t i = 0; i < h->n_tensors; i++)
+        ck_assert_uint_eq(dir[i].checksum, csum64(seg_data(&sm, &dir[i]), dir[i].nbytes, 0));
+    ck_assert_uint_eq(h->hdr_checksum, documented_header_checksum(h));
+    const seg_tensor *t = seg_find(&sm, "blk.1.ffn_down.weight");
+    ck_assert_ptr_nonnull(t);
+    size_t len;
+    char *w = map_rw(info.name, &len);
+    size_t at[] = { t->offset + t->nbytes / 2,      /* a weight */
+                    offsetof(seg_header, config) + 4, /* the model configuration */
+                    h->dir_offset + 3 * sizeof(seg_tensor) + 2, /* a tensor name */
+                    h->dir_offset + 5 * sizeof(seg_tensor) + offsetof(seg_tensor, checksum),
+                    h->tok_offset + h->tok_bytes / 2 }; /* the vocabulary */
+    for (size_t k = 0; k < sizeof at / sizeof *at; k++) {
+        w[at[k]] ^= 0x10;
+        seg_map s2;
+        int rc = seg_attach(info.name, &s2, NULL, err, sizeof err);
+        if (k == 0) {
+            ck_assert_int_eq(rc, 0);
+            ck_assert_int_eq(seg_verify_tensors(&s2, err, sizeof err), -1);
+            ck_assert_msg(strstr(err, "1 of ") && strstr(err, "blk.1.ffn_down.weight"), "%s", err);
+            seg_unmap(&s2);
+        } else {
+            ck_assert_msg(rc == -1 && strstr(err, "header checksum"), "flip %zu: rc %d, %s", k, rc, err);
+        }
+        w[at[k]] ^= 0x10;
+        ck_assert_int_eq(seg_attach(info.name, &s2, NULL, err, sizeof err), 0);
+        ck_assert_int_eq(seg_verify_tensors(&s2, err, sizeof err), 0);
+        seg_unmap(&s2);
+    }
+    munmap(w, len);
+    seg_unmap(&sm);
+    remove_seg(info.name);
+    unlink(path);
+}
+END_TEST
+
 Suite *segment_suite(void)
 {
     Suite *s = suite_create("segment");
@@ -437,6 +668,10 @@ Suite *segment_suite(void)
     tcase_add_test(tc, test_concurrent_open);
     tcase_add_test(tc, test_list_and_remove);
     tcase_add_test(tc, test_hostile_segments);
+    tcase_add_test(tc, test_name_per_user);
+    tcase_add_test(tc, test_mode_refused);
+    tcase_add_test(tc, test_planted_segment_refused);
+    tcase_add_test(tc, test_checksums);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -652,6 +652,119 @@ START_TEST(test_bad_metadata)
 }
 END_TEST
 
+/* A token's piece as the test expects it: SPM '▁' -> ' ' and <0xXX> -> the byte,
+ * GPT-2 alphabet (printable ASCII stays, U+0120 'Ġ' -> ' ', anything else copied). */
+static size_t expected_piece(bool spm, const char *t, size_t l, int type, char *out)
+{
+    if (type == TOK_TYPE_CONTROL || type == TOK_TYPE_USER_DEFINED || type == TOK_TYPE_UNKNOWN) {
+        memcpy(out, t, l);
+        return l;
+    }
+    if (type == TOK_TYPE_BYTE && spm) {
+        unsigned b;
+        return l == 6 && sscanf(t, "<0x%2X>", &b) == 1 ? (out[0] = (char)b, 1) : 0;
+    }
+    if (type != TOK_TYPE_NORMAL)
+        return 0;
+    size_t o = 0;
+    const char *sp = spm ? "\xe2\x96\x81" : "\xc4\xa0";
+    size_t spl = spm ? 3 : 2;
+    for (size_t i = 0; i < l;) {
+        if (i + spl <= l && memcmp(t + i, sp, spl) == 0) {
+            out[o++] = ' ';
+            i += spl;
+        } else {
+            out[o++] = t[i++];
+        }
+    }
+    return o;
+}
+
+/* Many tokens over few distinct texts (issue 10: the piece buffer was sized from the
+ * de-duplicated texts, and a file with repeated texts overflowed it), long and odd
+ * texts, every token type: loads, and every piece is right. */
+static void check_duplicate_texts(bool spm)
+{
+    enum { N = 4096, LONG = 60000 };
+    static const char *const odd[] = { "<0x41>", "<0x41>", "<s>", "</s>", "\xff\xfe", "",
+        "\xf0\x9f\x98\x80", "\xe2\x96\x81", "<0xZZ>", "a", "\xc4\xa0\xc4\xa0x" };
+    static const int odd_type[] = { TOK_TYPE_BYTE, TOK_TYPE_BYTE, TOK_TYPE_CONTROL,
+        TOK_TYPE_CONTROL, TOK_TYPE_NORMAL, TOK_TYPE_NORMAL, TOK_TYPE_NORMAL, TOK_TYPE_NORMAL,
+        TOK_TYPE_BYTE, TOK_TYPE_UNUSED, TOK_TYPE_USER_DEFINED };
+    enum { N_ODD = sizeof odd / sizeof *odd };
+    char *mid = malloc(1001), *lng = malloc(LONG + 1);
+    for (int i = 0; i < 1000; i++) /* "▁ab▁ab..." (SPM) or "Ġab..." (BPE) */
+        mid[i] = spm ? "\xe2\x96\x81" "ab"[i % 5] : "\xc4\xa0" "abc"[i % 5];
+    mid[1000] = 0;
+    for (int i = 0; i < LONG; i++)
+        lng[i] = (char)('a' + i % 26);
+    lng[LONG] = 0;
+    const char **toks = malloc(N * sizeof *toks);
+    int32_t *types = malloc(N * sizeof *types);
+    for (int i = 0; i < N; i++) {
+        toks[i] = i < N_ODD ? odd[i] : i % 500 == 0 ? lng : mid;
+        types[i] = i < N_ODD ? odd_type[i] : i % 3 == 0 ? TOK_TYPE_CONTROL : TOK_TYPE_NORMAL;
+    }
+    gguf_writer *w = gguf_writer_new();
+    gguf_writer_set_str(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
+    if (!spm) {
+        static const char *const merges[] = { "a b" };
+        gguf_writer_set_str(w, "tokenizer.ggml.pre", "gpt-2");
+        gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 1);
+    }
+    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, N);
+    gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_T_INT32, types, N);
+    char err[256];
+    size_t len;
+    void *blob = gguf_writer_write_mem(w, NULL, NULL, &len, err, sizeof err);
+    ck_assert_msg(blob != NULL, "%s", err);
+    gguf_writer_free(w);
+    gguf_ctx *g = gguf_parse(blob, len, err, sizeof err);
+    ck_assert_msg(g != NULL, "%s", err);
+    tok_vocab *v = tok_vocab_load(g, err, sizeof err);
+    ck_assert_msg(v != NULL, "%s", err);
+    char *got = malloc(LONG + 64), *want = malloc(LONG + 64);
+    size_t total = 0;
+    for (int32_t id = 0; id < N; id++) {
+        size_t tl;
+        const char *t = tok_text(v, id, &tl);
+        int ty = tok_token_type_of(v, id);
+        size_t wl = expected_piece(spm, t, tl, ty, want);
+        int gl = tok_piece(v, id, true, got, LONG + 64);
+        ck_assert_msg(gl >= 0 && (size_t)gl == wl && memcmp(got, want, wl) == 0,
+                      "%s: piece of token %d (type %d, %zu bytes of text) is wrong: %d bytes, want %zu",
+                      spm ? "spm" : "bpe", id, ty, tl, gl, wl);
+        total += wl;
+    }
+    ck_assert_uint_gt(total, (size_t)N * 600); /* far more than the distinct texts */
+    int32_t *all = malloc(N * sizeof *all);
+    for (int32_t i = 0; i < N; i++)
+        all[i] = i;
+    char *text = tok_decode(v, all, N, true, true, &len, err, sizeof err);
+    ck_assert_msg(text != NULL, "%s", err);
+    ck_assert_uint_eq(len, total);
+    int32_t *ids;
+    size_t n = encode(v, text, len, true, true, &ids); /* and it tokenizes */
+    ck_assert_uint_gt(n, 0);
+    free(ids);
+    free(text);
+    free(all);
+    free(got);
+    free(want);
+    tok_vocab_free(v);
+    gguf_close(g);
+    free(blob);
+    free(toks);
+    free(types);
+    free(mid);
+    free(lng);
+}
+
+START_TEST(test_duplicate_texts_spm) { check_duplicate_texts(true); }
+END_TEST
+START_TEST(test_duplicate_texts_bpe) { check_duplicate_texts(false); }
+END_TEST
+
 /* The pieces tok_pre_split makes of s, joined with '|'. */
 static void expect_split(tok_pre pre, const char *s, const char *want)
 {
@@ -772,6 +885,8 @@ Suite *tok_suite(void)
     tcase_add_test(tc, test_bpe_cache_consistent);
     tcase_add_test(tc, test_stream_utf8);
     tcase_add_test(tc, test_bad_metadata);
+    tcase_add_test(tc, test_duplicate_texts_spm);
+    tcase_add_test(tc, test_duplicate_texts_bpe);
     tcase_add_test(tc, test_unicode_classes);
     tcase_add_test(tc, test_pre_tokenizers);
     tcase_add_test(tc, test_cli);

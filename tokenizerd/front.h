@@ -32,6 +32,10 @@
 #define FRONT_QUEUE_TIMEOUT_MS  30000 /* a queued request fails when no worker is up this long */
 #define FRONT_CHAT_IDLE_MS      600000 /* chat sessions kept on their worker between turns */
 #define FRONT_KEY_HEX           32    /* a session's secret handle: 128 random bits in hex */
+#define FRONT_ADOPT_GRACE_MS    1500  /* after a start, resumes of unknown sessions wait this
+                                       * long for the workers' reports */
+#define FRONT_ADOPT_WAIT_MS     20000 /* an adopted request waits this long for its client */
+#define FRONT_MAX_PARKED        1024  /* resumes waiting for the grace period */
 
 /* Admission and liveness limits (tokenizerd flags). */
 typedef struct {
@@ -105,7 +109,19 @@ typedef struct front_req {
     int64_t   queued_ms;
     int       moves;           /* times re-dispatched after a worker died */
     bool      gone;            /* the client's connection closed */
+    bool      attached;        /* a client streams it (false: adopted from a worker's report
+                                * after a restart, until its client resumes) */
+    uint64_t  skip;            /* text bytes the client already has (a resume): not sent again */
+    uint32_t  seed;            /* the resolved seed (in ACCEPTED, for a resume from scratch) */
 } front_req;
+
+/* A resume that arrived before the workers' reports: handled when its session is
+ * adopted or the grace period ends. */
+typedef struct {
+    proto_msg m;               /* owns its bytes */
+    uint8_t   rid[NET_RID_MAX];
+    size_t    rid_len;
+} front_parked;
 
 typedef struct {
     void        *ctx, *clients, *workers;
@@ -118,6 +134,11 @@ typedef struct {
     uint64_t     epoch;
     int64_t      start_ms, last_hb_ms;
     int64_t      no_worker_ms; /* since when no worker is up (0: some is) */
+    front_parked *parked;      /* (FRONT_MAX_PARKED) */
+    int          n_parked;
+    int          fault_at;     /* test hook (front_fault_arm): die at this many tokens... */
+    int          fault_kind;   /* ...0 at once, 1 with text held for a stop string, 2 with
+                                * part of a character held back */
     int32_t      eog[16];
     int          n_eog;
     uint64_t     served, failed;
@@ -130,6 +151,8 @@ typedef struct {
 #define FRONT_E_FULL      "queue_full"
 #define FRONT_E_NO_WORKER "unavailable"
 #define FRONT_E_INTERNAL  "internal"
+#define FRONT_E_UNKNOWN   "unknown_request" /* PING/CANCEL of a request this front door does not hold */
+#define FRONT_E_NO_SESS   "unknown_session" /* a chat continuation of a session it does not hold */
 
 /* frontd.c */
 void front_send(front *f, const uint8_t *rid, size_t rl, proto_writer *w); /* frees w */
@@ -142,6 +165,25 @@ int front_send_worker(front *f, int wi, proto_writer *w);                  /* fr
 /* Admits a PT_GENERATE (validate, caps, template, tokenize, queue); errors go to the
  * client. */
 void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
+
+/* front_adopt.c: surviving a restart of the front door */
+/* Packs r's record for its worker to keep (PT_RUN "fb"): what only the front door knows. */
+void front_fb_pack(const front_req *r, msgpack_packer *pk);
+/* A PT_REPORT from worker wi: adopts the session (unattached until its client resumes). */
+void front_adopt(front *f, int wi, const proto_msg *m);
+/* A GENERATE with "resume": re-attaches the client to its session (adopted or still
+ * here) and replays its text past the bytes it has; returns 1 when handled, 0 when the
+ * session is unknown (the caller admits the request anew under the same id and key, its
+ * text skipped up to rbytes), -1 when it was parked or refused (answered). */
+int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
+/* Handles parked resumes whose session is known now or whose grace period ended. */
+void front_unpark(front *f, int64_t now);
+
+/* Test hook: if RUN_DIR/fault-front-exit exists ("N [any|held|partial]"), it is read
+ * and removed, and this front door will _exit(137), as kill -9 would, once a session has
+ * generated N tokens (and, with held/partial, holds text back for a stop string or a
+ * partial character at that moment), logging what it held. */
+void front_fault_arm(front *f, const char *run_dir);
 
 /* front_sched.c */
 /* Dispatches queued requests in admission order, expires silent clients and idle chats,
@@ -170,6 +212,10 @@ void front_token(front *f, int wi, const proto_msg *m);
 void front_worker_error(front *f, int wi, const proto_msg *m);
 /* The client at rid cannot be reached any more: its requests expire on the next tick. */
 void front_client_gone(front *f, const uint8_t *rid, size_t rl);
+/* Re-sends r's text from its first generated token (tokens -> text, stop strings,
+ * end conditions), skipping r->skip bytes the client already has; the request may
+ * finish on the way (then it is freed or held). 1 when it finished. */
+int front_replay(front *f, front_req *r);
 /* 1 when m carries the session key of r (compared in constant time). */
 int front_key_ok(const front_req *r, const proto_msg *m);
 /* PT_CANCEL / PT_PING from a client: by its own request id, or by session id + key. */

@@ -48,6 +48,7 @@ static int pack_params(front *f, front_req *r, const proto_msg *m, char *err, si
         if (smp_param_set(&p, k, v, err, errcap) != 0) return -1;
     }
     p.seed = smp_seed_resolve(p.seed);
+    r->seed = p.seed;
     if (smp_params_validate(&p, tok_n_vocab(f->vocab), err, errcap) != 0) return -1;
     r->ignore_eos = p.ignore_eos;
     r->sp_len = smp_params_to_wire(&p, r->sp);
@@ -143,14 +144,33 @@ static void unlink_req(front *f, front_req *r)
         if (*p == r) { *p = r->next; return; }
 }
 
+/* A client-given session key: FRONT_KEY_HEX lowercase hex digits. */
+static int key_valid(const proto_msg *m)
+{
+    size_t n;
+    const char *k = proto_str(m, "key", &n);
+    if (!k || n != FRONT_KEY_HEX) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((k[i] >= '0' && k[i] <= '9') || (k[i] >= 'a' && k[i] <= 'f'))) return 0;
+    return 1;
+}
+
 void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
 {
     char err[300] = "";
     bool chat = proto_bool(m, "chat", 0);
-    uint64_t cont = proto_u64(m, "sess", 0);
+    uint64_t cont = proto_u64(m, "sess", 0), resume = proto_u64(m, "resume", 0);
+    if (resume) { /* a client back after a restart of the front door */
+        if (!key_valid(m)) {
+            front_send_error(f, rid, rl, m->id, FRONT_E_INVALID, "resume needs the session's key");
+            return;
+        }
+        if (front_resume(f, rid, rl, m) != 0) return;
+        cont = 0; /* unknown here: admitted anew under its id and key, its text skipped */
+    }
     front_req *r = cont ? front_find_sess(f, cont) : NULL;
     if (cont && (!r || !front_key_ok(r, m))) {
-        front_send_error(f, rid, rl, m->id, FRONT_E_INVALID, "unknown chat session (ended, expired, or not yours)");
+        front_send_error(f, rid, rl, m->id, FRONT_E_NO_SESS, "unknown chat session (ended, expired, or not yours)");
         return;
     }
     if (r && (r->state != RQ_HELD || !r->chat)) {
@@ -177,6 +197,12 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
         r = calloc(1, sizeof *r);
         if (!r) { front_send_error(f, rid, rl, m->id, FRONT_E_INTERNAL, "front door out of memory"); return; }
         new_identity(r);
+        if (resume) {
+            r->sess = resume;
+            memcpy(r->key, proto_str(m, "key", NULL), FRONT_KEY_HEX);
+            r->key[FRONT_KEY_HEX] = 0;
+            r->skip = proto_u64(m, "rbytes", 0);
+        }
         r->worker = -1;
         enqueue(f, r);
         r->det = tok_stream_new(f->vocab, TOK_STREAM_KEEP_SPACE);
@@ -187,6 +213,8 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
         enqueue(f, r);
     }
     r->chat = chat;
+    r->attached = true;
+    if (!resume) r->skip = 0;
     r->client_id = m->id;
     memcpy(r->rid, rid, rl);
     r->rid_len = rl;
@@ -253,6 +281,7 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     proto_put_u64(&w, "ntok", (uint64_t)n_ids);
     proto_put_u64(&w, "sess", r->sess);
     proto_put_str(&w, "key", r->key);
+    proto_put_u64(&w, "seed", r->seed);
     proto_put_u64(&w, "pos", (uint64_t)front_queue_pos(f, r));
     front_send(f, rid, rl, &w);
     if (n_predict == 0) front_finish(f, r, "length");

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "front.h"
 #include "log.h"
@@ -79,6 +80,12 @@ static void drop_probs(front_req *r)
  * pending entries when all is set); nothing when there is neither. */
 static void send_piece_ex(front *f, front_req *r, const char *p, size_t n, int all)
 {
+    if (r->out_bytes < r->skip) { /* a resumed client has these bytes already */
+        size_t drop = r->skip - r->out_bytes < n ? (size_t)(r->skip - r->out_bytes) : n;
+        r->out_bytes += drop;
+        p += drop;
+        n -= drop;
+    }
     r->out_bytes += n;
     int k = 0;
     while (k < r->n_pend && (all || r->pend[k].end <= r->out_bytes)) k++;
@@ -220,9 +227,57 @@ static int emit_text(front *f, front_req *r, const char *p, size_t n)
     return 0;
 }
 
+/* The text and end conditions of generated token t, already appended (r->n_gen counts
+ * it); m: its TOKEN with log-probs, or NULL in a replay. 1 when the request finished. */
+static int emit_token(front *f, front_req *r, int32_t t, const proto_msg *m)
+{
+    /* samplerd's log-probs (params n_probs > 0): sent with the piece that carries the
+     * token's text; a token without text (end of generation, a partial character)
+     * goes with the next byte sent or the last piece */
+    int probs = m && proto_field(m, "logprob") != NULL;
+    if (!r->ignore_eos && tok_is_eog(f->vocab, t)) {
+        if (probs) add_probs(f, r, t, m, r->in_bytes + 1);
+        front_finish(f, r, "eog");
+        return 1;
+    }
+    size_t n;
+    const char *p = tok_stream_push(r->det, t, &n);
+    r->in_bytes += n;
+    if (probs) add_probs(f, r, t, m, n ? r->in_bytes : r->in_bytes + 1);
+    if (emit_text(f, r, p, n)) return 1;
+    if (r->n_pend >= FRONT_MAX_PENDING_PROBS) send_piece_ex(f, r, NULL, 0, 1);
+    if (r->n_gen >= r->n_predict) {
+        front_finish(f, r, "length");
+        return 1;
+    }
+    return 0;
+}
+
+int front_replay(front *f, front_req *r)
+{
+    tok_stream_free(r->det);
+    r->det = tok_stream_new(f->vocab, TOK_STREAM_KEEP_SPACE);
+    r->held_len = 0;
+    drop_probs(r);
+    r->in_bytes = r->out_bytes = 0;
+    int n = r->n_gen;
+    r->n_gen = 0;
+    if (!r->det) {
+        front_fail(f, r, FRONT_E_INTERNAL, "front door out of memory");
+        return 1;
+    }
+    while (r->n_gen < n) {
+        r->n_gen++;
+        if (emit_token(f, r, r->toks[r->n_prompt + r->n_gen - 1], NULL)) return 1;
+    }
+    return 0;
+}
+
 void front_token(front *f, int wi, const proto_msg *m)
 {
     uint64_t sess = proto_u64(m, "sess", 0), step = proto_u64(m, "step", 0);
+    if (proto_u64(m, "epoch", 0) != f->epoch) return; /* sent to the instance before a restart:
+                                                        * the worker's report carries it */
     front_req *r = front_find_sess(f, sess);
     if (!r || r->state == RQ_QUEUED || (r->state == RQ_RUNNING && r->worker != wi)) {
         if (!r || r->worker != wi) {
@@ -252,28 +307,27 @@ void front_token(front *f, int wi, const proto_msg *m)
     r->n_gen++;
     r->mu_set = proto_field(m, "mu") != NULL;
     r->mu = proto_f64(m, "mu", 0);
-    /* samplerd's log-probs (params n_probs > 0): sent with the piece that carries the
-     * token's text; a token without text (end of generation, a partial character)
-     * goes with the next byte sent or the last piece */
-    int probs = proto_field(m, "logprob") != NULL;
-    if (!r->ignore_eos && tok_is_eog(f->vocab, t)) {
-        if (probs) add_probs(f, r, t, m, r->in_bytes + 1);
-        front_finish(f, r, "eog");
-        return;
+    if (!r->attached) return; /* the text waits for its client's resume (a replay) */
+    uint64_t sess_id = r->sess;
+    int finished = emit_token(f, r, t, m);
+    if (f->fault_at && !finished && r->n_gen >= f->fault_at &&
+        (f->fault_kind == 0 || (f->fault_kind == 1 && r->held_len) ||
+         (f->fault_kind == 2 && tok_stream_pending(r->det)))) {
+        log_warn("test hook: exiting at token %d of session %016llx, %zu bytes held for a stop string, %zu bytes of "
+                 "a partial character", r->n_gen, (unsigned long long)sess_id, r->held_len, tok_stream_pending(r->det));
+        _exit(137);
     }
-    size_t n;
-    const char *p = tok_stream_push(r->det, t, &n);
-    r->in_bytes += n;
-    if (probs) add_probs(f, r, t, m, n ? r->in_bytes : r->in_bytes + 1);
-    if (emit_text(f, r, p, n)) return;
-    if (r->n_pend >= FRONT_MAX_PENDING_PROBS) send_piece_ex(f, r, NULL, 0, 1);
-    if (r->n_gen >= r->n_predict) front_finish(f, r, "length");
 }
 
 void front_worker_error(front *f, int wi, const proto_msg *m)
 {
+    if (proto_u64(m, "epoch", 0) != f->epoch) return; /* about a session of the instance before */
     front_req *r = front_find_sess(f, proto_u64(m, "sess", 0));
     if (!r || r->worker != wi) return;
+    if (!r->attached) { /* adopted, its client not back: a resume will start it again */
+        front_req_free(f, r);
+        return;
+    }
     char msg[256];
     proto_strcpy(m, "msg", msg, sizeof msg);
     if (strstr(msg, "worker is full")) {
@@ -322,7 +376,7 @@ void front_client_msg(front *f, const uint8_t *rid, size_t rl, const proto_msg *
         return;
     }
     if (!r) {
-        front_send_error(f, rid, rl, m->id, FRONT_E_INVALID,
+        front_send_error(f, rid, rl, m->id, FRONT_E_UNKNOWN,
                          "this front door does not know the request (tokenizerd was restarted?); run it again");
         return;
     }

@@ -21,6 +21,13 @@ void front_dispatch(front *f, front_req *r, int wi)
     proto_put_u64(&w, "budget", (uint64_t)(r->n_predict - r->n_gen));
     proto_put_bin(&w, "sp", r->sp, r->sp_len);
     proto_put_u64(&w, "epoch", f->epoch);
+    msgpack_sbuffer fb;
+    msgpack_sbuffer_init(&fb);
+    msgpack_packer fpk;
+    msgpack_packer_init(&fpk, &fb, msgpack_sbuffer_write);
+    front_fb_pack(r, &fpk);
+    proto_put_bin(&w, "fb", fb.data, fb.size);
+    msgpack_sbuffer_destroy(&fb);
     if (!r->ignore_eos) proto_put_ints(&w, "eog", f->eog, (size_t)f->n_eog);
     if (r->mu_set) proto_put_f64(&w, "mu", r->mu);
     if (front_send_worker(f, wi, &w) != 0) {
@@ -139,6 +146,14 @@ void front_tick(front *f, int64_t now)
         next = r->next;
         if (r->state == RQ_HELD) {
             if (now - r->client_ms > FRONT_CHAT_IDLE_MS) front_req_free(f, r);
+            continue;
+        }
+        if (!r->attached) { /* adopted after a restart: its client has a while to come back */
+            if (now - r->client_ms > FRONT_ADOPT_WAIT_MS) {
+                log_info("session %016llx: adopted, but its client did not come back in %d ms; freeing it",
+                         (unsigned long long)r->sess, FRONT_ADOPT_WAIT_MS);
+                front_req_free(f, r);
+            }
             continue;
         }
         if (r->gone || now - r->client_ms > FRONT_CLIENT_TIMEOUT_MS) {

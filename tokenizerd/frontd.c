@@ -4,7 +4,7 @@
  * front_req.c; the design is in front.h and docs/ARCHITECTURE.md.
  *
  *   tokenizerd --model stories.gguf [--run-dir DIR]
- *   tokenizerd --segment /llm-0123456789abcdef       # vocabulary from the engine segment
+ *   tokenizerd --segment /llm-1000-0123456789abcdef       # vocabulary from the engine segment
  */
 #include <errno.h>
 #include <stdio.h>
@@ -205,6 +205,7 @@ static void on_worker(front *f)
         f->w[wi].last_ms = net_now_ms();
         if (m.type == PT_TOKEN) front_token(f, wi, &m);
         else if (m.type == PT_ERROR) front_worker_error(f, wi, &m);
+        else if (m.type == PT_REPORT) front_adopt(f, wi, &m);
     }
     proto_msg_free(&m);
 }
@@ -334,10 +335,12 @@ int tokd_serve(int argc, char **argv)
     f.epoch = ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
     f.lim = lim;
     f.no_worker_ms = f.start_ms;
+    f.parked = calloc(FRONT_MAX_PARKED, sizeof *f.parked);
+    front_fault_arm(&f, dir);
     f.vocab = load_vocab(&f, model, segment, tmpl);
     f.ctx = zmq_ctx_new();
     int rc = 1;
-    if (f.vocab && f.ctx && bind_sockets(&f, dir, bind, wbind) == 0) {
+    if (f.vocab && f.ctx && f.parked && bind_sockets(&f, dir, bind, wbind) == 0) {
         collect_eog(&f);
         log_info("serving %s (%d tokens, chat template %s)", f.model, tok_n_vocab(f.vocab),
                  chat_template_name(f.tmpl));
@@ -360,12 +363,15 @@ int tokd_serve(int argc, char **argv)
             }
             int64_t now = net_now_ms();
             heartbeat(&f, now);
+            if (f.n_parked) front_unpark(&f, now);
             front_tick(&f, now);
         }
         log_info("shutting down: %d requests in flight are cut", front_count(&f, RQ_RUNNING));
         rc = 0;
     }
     front_req_free_all(&f);
+    for (int i = 0; i < f.n_parked; i++) proto_msg_free(&f.parked[i].m);
+    free(f.parked);
     net_close(&f.clients);
     net_close(&f.workers);
     if (f.ctx) zmq_ctx_term(f.ctx);

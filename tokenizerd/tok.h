@@ -133,6 +133,8 @@ const char *tok_stream_push(tok_stream *s, int32_t id, size_t *len);
 /* Emits whatever is held back (an incomplete character as U+FFFD) and resets s for a
  * new sequence. */
 const char *tok_stream_flush(tok_stream *s, size_t *len);
+/* Bytes of an incomplete character held back (0..3). */
+size_t tok_stream_pending(const tok_stream *s);
 /* Frees; accepts NULL. */
 void tok_stream_free(tok_stream *s);
 

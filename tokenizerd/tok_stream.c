@@ -76,6 +76,8 @@ struct tok_stream {
     size_t out_cap;
 };
 
+size_t tok_stream_pending(const tok_stream *s) { return s->n_pend; }
+
 tok_stream *tok_stream_new(const tok_vocab *v, int flags)
 {
     tok_stream *s = calloc(1, sizeof *s);

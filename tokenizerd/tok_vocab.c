@@ -396,11 +396,14 @@ static int hexval(char c)
          : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-/* The piece of one token with control tokens rendered (llama.cpp's piece cache). */
-static size_t make_piece(const tok_vocab *v, int32_t id, char *out)
+/* The piece of one token with control tokens rendered (llama.cpp's piece cache),
+ * written to out, which has room for cap bytes. A piece is never longer than the
+ * token's text: '▁' (3 bytes) becomes 1, an alphabet codepoint 1 byte, <0xXX> 1. */
+static size_t make_piece(const tok_vocab *v, int32_t id, char *out, size_t cap)
 {
     size_t l;
     const char *t = strtab_str(&v->syms, v->tok_sym[id], &l);
+    LLM_ASSERT(l <= cap);
     uint8_t ty = v->ttype[id];
     if (ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_UNKNOWN || ty == TOK_TYPE_USER_DEFINED) {
         memcpy(out, t, l);
@@ -442,19 +445,33 @@ static size_t make_piece(const tok_vocab *v, int32_t id, char *out)
     return o;
 }
 
-static bool build_pieces(tok_vocab *v)
+/* Every token's piece, back to back. The buffer is sized from the texts of all
+ * n_vocab tokens, not from the interned pool: many tokens may share one text. */
+static int build_pieces(tok_vocab *v, char *err, size_t errlen)
 {
-    v->piece_off = malloc(((size_t)v->n_vocab + 1) * sizeof *v->piece_off);
-    v->pieces = malloc(v->syms.pool_len + 1); /* a piece is never longer than its text */
-    if (!v->piece_off || !v->pieces)
-        return false;
-    uint32_t o = 0;
+    size_t total = 0, l;
     for (int32_t id = 0; id < v->n_vocab; id++) {
-        v->piece_off[id] = o;
-        o += (uint32_t)make_piece(v, id, v->pieces + o);
+        strtab_str(&v->syms, v->tok_sym[id], &l);
+        total += l;
     }
-    v->piece_off[v->n_vocab] = o;
-    return true;
+    if (total > UINT32_MAX - 1) {
+        seterr(err, errlen, "tokenizer.ggml.tokens: %zu bytes of token text in all, more than "
+               "the 4 GiB a vocabulary may hold", total);
+        return -1;
+    }
+    v->piece_off = malloc(((size_t)v->n_vocab + 1) * sizeof *v->piece_off);
+    v->pieces = malloc(total + 1);
+    if (!v->piece_off || !v->pieces) {
+        seterr(err, errlen, "out of memory for %zu bytes of token pieces", total);
+        return -1;
+    }
+    size_t o = 0;
+    for (int32_t id = 0; id < v->n_vocab; id++) {
+        v->piece_off[id] = (uint32_t)o;
+        o += make_piece(v, id, v->pieces + o, total - o);
+    }
+    v->piece_off[v->n_vocab] = (uint32_t)o;
+    return 0;
 }
 
 /* True if U+2581 occurs in no token except in a leading run of them. */
@@ -583,10 +600,12 @@ tok_vocab *tok_vocab_load(const gguf_ctx *g, char *err, size_t errlen)
                v->add_bos && v->bos == TOK_NULL ? "bos" : "eos");
         goto fail;
     }
-    if (!build_lookup(v) || !detect_eog(v) || !build_specials(v) || !build_pieces(v)) {
+    if (!build_lookup(v) || !detect_eog(v) || !build_specials(v)) {
         seterr(err, errlen, "out of memory building the vocabulary tables");
         goto fail;
     }
+    if (build_pieces(v, err, errlen) != 0)
+        goto fail;
     return v;
 fail:
     tok_vocab_free(v);

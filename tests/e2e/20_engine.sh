@@ -1,8 +1,9 @@
 #!/bin/bash
 # End-to-end: engined's one-shot commands on a private copy of stories260K.
 # Build then attach (log says so), greedy ids equal llama.cpp's greedy.txt on both
-# paths, --logits-out size, --list-segments / --remove-segment, a changed file gets a
-# new segment, and bad input gives "error:" lines and exit status 1.
+# paths, --logits-out size, --list-segments / --remove-segment / --verify-segment (a
+# flipped bit, a flipped header byte, mode 0644), a changed file gets a new segment, and
+# bad input gives "error:" lines and exit status 1.
 set -u
 BIN=${LLM_BIN:?LLM_BIN not set}
 SH=${LLM_SHARED:-../shared}
@@ -52,17 +53,40 @@ seg=$(awk -v t="$T/m.gguf" '$NF == t && $1 !~ /f32$/ {print $1}' "$T/list" | hea
 [ -n "$seg" ] || bad "no int8 segment for the model in the list"
 "$E" --verify-segment "$seg" | grep -q "^$seg OK (llama)" || bad "--verify-segment $seg"
 "$E" --verify-segment /llm-0000000000000000 >/dev/null 2>&1 && bad "verify of a missing segment succeeded"
+case "$seg" in "/llm-$(id -u)-"*) ;; *) bad "segment name $seg does not carry uid $(id -u)";; esac
+
+# 4b. corruption and foreign modes (issue 10): a flipped bit in the weights is found by
+# --verify-segment; a flipped header byte is refused at attach; mode 0644 is refused
+flip() { # flip(file, offset): xor one byte with 0x20
+    python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); b=f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0]^0x20]))" "$1" "$2"
+}
+shm="/dev/shm$seg"
+mid=$(( $(stat -c %s "$shm") / 2 ))   # inside the tensor data
+flip "$shm" $mid
+"$E" --verify-segment "$seg" >"$T/v1"; rc=$?
+[ $rc = 1 ] && grep -q "^$seg BAD: .*1 of [0-9]* tensors fail their checksum" "$T/v1" || bad "flipped weight not found: rc $rc, $(cat "$T/v1")"
+flip "$shm" $mid
+"$E" --verify-segment "$seg" | grep -q "^$seg OK" || bad "restored segment does not verify"
+flip "$shm" 200                        # inside src_path in the header
+"$E" --verify-segment "$seg" | grep -q "^$seg BAD: .*header checksum mismatch" || bad "flipped header byte not refused"
+flip "$shm" 200
+chmod 0644 "$shm"
+"$E" --model "$T/m.gguf" --eval "$REF/hello/tokens.txt" -n 2 >/dev/null 2>"$T/e0" && bad "a mode 0644 segment was used"
+grep -q "error: segment $seg is owned by uid $(id -u) with mode 0644, expected uid $(id -u) and mode 0600" "$T/e0" || bad "mode 0644: $(cat "$T/e0")"
+[ -e "$shm" ] || bad "the refused segment was removed"
+chmod 0600 "$shm"
+"$E" --verify-segment "$seg" | grep -q "^$seg OK" || bad "segment back at 0600 does not verify"
 "$E" --remove-segment "$seg" >/dev/null || bad "--remove-segment $seg failed"
 "$E" --list-segments | grep -q "^$seg " && bad "$seg still listed after removal"
 "$E" --remove-segment "$seg" 2>/dev/null && bad "removing twice should fail"
 
 # 5. a changed file is not served from the old segment
 "$E" --model "$T/m.gguf" --eval "$REF/hello/tokens.txt" -n 2 >/dev/null 2>"$T/log3"
-old=$(grep -o '/llm-[0-9a-f]*' "$T/log3" | head -1)
+old=$(grep -o '/llm-[0-9]*-[0-9a-f]*' "$T/log3" | head -1)
 touch -d '2001-01-01' "$T/m.gguf"
 "$E" --model "$T/m.gguf" --eval "$REF/hello/tokens.txt" -n 2 >/dev/null 2>"$T/log4"
 grep -q "built segment" "$T/log4" || bad "changed file reused a segment: $(cat "$T/log4")"
-new=$(grep -o '/llm-[0-9a-f]*' "$T/log4" | head -1)
+new=$(grep -o '/llm-[0-9]*-[0-9a-f]*' "$T/log4" | head -1)
 [ "$old" != "$new" ] || bad "changed file got the same segment name $old"
 grep -q "segment $old holds an older version" "$T/log4" || bad "no hint about the old segment $old"
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # 61: liveness does not depend on compute. A ~1000-token prompt on a model of real
-# shape (stories110m, llmc synth) with one worker thread and --batch-tokens 2048, so
+# shape (stories110m, llmc synth) with one worker thread and 2048-token steps, so
 # the whole prompt is one forward pass of several seconds: the worker's I/O thread keeps
 # its heartbeats flowing, so the front door never purges it, the session is dispatched
 # once (moves 0) and prefilled once, and a short request sent meanwhile is served too.
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 300
 MODEL=$(synth_model stories110m Q8_0)
-start_pipeline 1 --threads 1 --batch-tokens 2048
+start_pipeline 1 --threads 1 --batch-tokens 2048 --idle-batch-tokens 2048
 long=$(words 1000)
 llmc --json -n 4 --temp 0 "$long" >"$RUN/long.json" 2>"$RUN/long.err" & E2E_PIDS+=($!)
 wait_until 20 '[ "$(status_field sessions)" = 1 ]' || fail "the long request did not reach the worker"

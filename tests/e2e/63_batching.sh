@@ -14,7 +14,7 @@ for i in $(seq 0 7); do llmc -n $N --temp 0 "$(prompt $i)" >"$RUN/solo$i.txt" ||
 for bt in default 5; do
     if [ $bt != default ]; then
         $PIPELINE stop --run-dir "$RUN" >/dev/null
-        start_pipeline 1 --batch-tokens $bt
+        start_pipeline 1 --batch-tokens $bt --idle-batch-tokens $bt
     fi
     for i in $(seq 0 7); do llmc -n $N --temp 0 "$(prompt $i)" >"$RUN/par$i.txt" 2>"$RUN/err$i.txt" & E2E_PIDS+=($!); done
     for p in "${E2E_PIDS[@]}"; do wait "$p" || fail "a concurrent stream failed: $(cat "$RUN"/err*.txt)"; done

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 300
 MODEL=$(synth_model stories110m Q8_0)
-start_pipeline 2 --threads 1 --batch-tokens 64
+start_pipeline 2 --threads 1 --batch-tokens 64 --idle-batch-tokens 64
 words 700 >"$RUN/long.txt"
 holder() { "$LLM_BIN/llmc" status --run-dir "$RUN" | sed -n 's/^  worker pid \([0-9]*\) .* sessions \([1-9][0-9]*\) .*/\1/p' | head -n 1; }
 

@@ -4,7 +4,8 @@
 # the error its prompt names: queue_full -> 429 with Retry-After, unavailable -> 503,
 # internal -> 500, context_length_exceeded -> 400, no code before ACCEPTED -> 400, after
 # ACCEPTED -> 500 (or, in a stream that already sent text, an error event and [DONE]),
-# and a front door that goes silent -> 503 after the gateway's 8 s liveness limit.
+# and a front door that goes silent after ACCEPTED -> the gateway asks it to resume every
+# 2 s, then gives up with 503 after 30 s without a word.
 # /health is 503 while no worker is up.
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 120
@@ -52,5 +53,7 @@ echo "an error after text in a stream: an error event, then data: [DONE]"
 
 t0=$(now_ms)
 expect silent false 503 unavailable
-echo "a front door that goes silent: 503 after $(( $(now_ms) - t0 )) ms"
+n=$(grep -c "resuming on the front door" "$RUN/gateway.log")
+[ "$n" -ge 5 ] || fail "the gateway asked the silent front door to resume $n times"
+echo "a front door that goes silent: $n resumes asked, then 503 after $(( $(now_ms) - t0 )) ms"
 echo "PASS $E2E_NAME"

@@ -9,8 +9,8 @@
  * prompt "queue_full" -> ERROR{code queue_full, retry_ms 2500}; "unavailable",
  * "internal", "context_length_exceeded" -> ERROR with that code; "nocode" -> ERROR
  * without a code; "late" -> ACCEPTED, PIECE "Hello", then ERROR without a code;
- * "silent" -> ACCEPTED, then nothing (no PONG either). STATUS gets a reply with no
- * workers; PING gets PONG.
+ * "silent" -> ACCEPTED, then nothing (no PONG, and no answer to the gateway's resumes).
+ * STATUS gets a reply with no workers; PING gets PONG.
  */
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +20,7 @@
 
 static void *sock;
 static uint64_t silent_id;
+static int resumes;
 
 static void reply(const uint8_t *rid, size_t rl, proto_writer *w)
 {
@@ -42,6 +43,10 @@ static void generate(const uint8_t *rid, size_t rl, const proto_msg *m)
     char prompt[64] = "";
     proto_strcpy(m, "prompt", prompt, sizeof prompt);
     proto_writer w;
+    if (proto_field(m, "resume")) { /* only "silent" requests are resumed: stay silent */
+        resumes++;
+        return;
+    }
     if (strcmp(prompt, "late") == 0 || strcmp(prompt, "silent") == 0) {
         proto_begin(&w, PT_ACCEPTED, m->id);
         proto_put_u64(&w, "ntok", 1);
@@ -81,7 +86,7 @@ int main(int argc, char **argv)
                 proto_put_u64(&w, "active", 0);
                 proto_put_str(&w, "model", "/models/fake.gguf");
                 reply(rid, rl, &w);
-            } else if (m.type == PT_PING && m.id != silent_id) {
+            } else if (m.type == PT_PING && m.id != silent_id && !resumes) {
                 proto_begin(&w, PT_PONG, m.id);
                 reply(rid, rl, &w);
             }

@@ -1,0 +1,230 @@
+/*
+ * front_adopt.c - nothing is lost when the front door dies. The front door keeps no
+ * journal: the truth of every request it had is spread over processes that survive it.
+ *
+ *   - A request running on a worker: the worker holds its tokens (prompt + generated),
+ *     step, budget and sampler state (parameters in wire form, mirostat mu), and the
+ *     front door's own record ("fb", packed here and sent with each PT_RUN: the session
+ *     key, prompt length, token limit, stop strings, flags). On a new epoch the worker
+ *     reports each session (PT_REPORT) and keeps running it; the new instance adopts it,
+ *     unattached until its client comes back.
+ *   - The client holds what it asked (prompt or messages, parameters, stop strings),
+ *     the resolved seed (ACCEPTED "seed"), the session id and key, and how many bytes of
+ *     text it received. It resumes (GENERATE with "resume", "key", "rbytes"): an adopted
+ *     session is re-attached; an unknown one (it was queued, or its worker died too) is
+ *     admitted again under the same id and key and regenerated: the same seed gives the
+ *     same tokens.
+ *   - Text needs no saving: it is a pure function of the generated tokens (detokenizer
+ *     state, partial UTF-8, text held back for a stop string), so it is replayed from
+ *     the first generated token and the client's rbytes are skipped.
+ *
+ * Resumes that arrive before the workers had time to report (FRONT_ADOPT_GRACE_MS after
+ * a start) are parked until their session is adopted or the grace period ends.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "front.h"
+#include "log.h"
+
+void front_fb_pack(const front_req *r, msgpack_packer *pk)
+{
+    msgpack_pack_map(pk, 7);
+    proto_pack_str(pk, "key"); proto_pack_str(pk, r->key);
+    proto_pack_str(pk, "np"); msgpack_pack_int32(pk, r->n_prompt);
+    proto_pack_str(pk, "n"); msgpack_pack_int32(pk, r->n_predict);
+    proto_pack_str(pk, "chat"); if (r->chat) msgpack_pack_true(pk); else msgpack_pack_false(pk);
+    proto_pack_str(pk, "ie"); if (r->ignore_eos) msgpack_pack_true(pk); else msgpack_pack_false(pk);
+    proto_pack_str(pk, "seed"); msgpack_pack_uint32(pk, r->seed);
+    proto_pack_str(pk, "stop"); msgpack_pack_array(pk, (size_t)r->n_stops);
+    for (int i = 0; i < r->n_stops; i++) proto_pack_str(pk, r->stops[i]);
+}
+
+/* Reads a worker's copy of the record into r; -1 when it is not one of ours. */
+static int fb_unpack(front_req *r, const msgpack_object *fb, int n_toks)
+{
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    size_t off = 0;
+    int rc = -1;
+    if (!fb || proto_wellformed(fb->via.bin.ptr, fb->via.bin.size, 4) != 0 ||
+        msgpack_unpack_next(&up, fb->via.bin.ptr, fb->via.bin.size, &off) != MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(&up);
+        return -1;
+    }
+    proto_msg v = { .map = &up.data.via.map };
+    size_t kl;
+    const char *key = proto_str(&v, "key", &kl);
+    int64_t np = proto_i64(&v, "np", -1), n = proto_i64(&v, "n", -1);
+    const msgpack_object *stop = proto_field(&v, "stop");
+    if (key && kl == FRONT_KEY_HEX && np >= 1 && np <= n_toks && n >= 0 && stop && stop->type == MSGPACK_OBJECT_ARRAY &&
+        stop->via.array.size <= FRONT_MAX_STOPS) {
+        memcpy(r->key, key, kl);
+        r->key[kl] = 0;
+        r->n_prompt = (int)np;
+        r->n_predict = (int)n;
+        r->chat = proto_bool(&v, "chat", 0);
+        r->ignore_eos = proto_bool(&v, "ie", 0);
+        r->seed = (uint32_t)proto_u64(&v, "seed", 0);
+        rc = 0;
+        for (uint32_t i = 0; i < stop->via.array.size; i++) {
+            const msgpack_object *e = &stop->via.array.ptr[i];
+            if (e->type != MSGPACK_OBJECT_STR || !e->via.str.size || e->via.str.size > 256 ||
+                !(r->stops[r->n_stops] = strndup(e->via.str.ptr, e->via.str.size))) {
+                rc = -1;
+                break;
+            }
+            r->n_stops++;
+        }
+    }
+    msgpack_unpacked_destroy(&up);
+    return rc;
+}
+
+static void stop_on(front *f, int wi, uint64_t sess)
+{
+    proto_writer w;
+    proto_begin(&w, PT_STOP, sess);
+    proto_put_u64(&w, "sess", sess);
+    front_send_worker(f, wi, &w);
+}
+
+void front_adopt(front *f, int wi, const proto_msg *m)
+{
+    uint64_t sess = proto_u64(m, "sess", 0);
+    if (proto_u64(m, "epoch", 0) != f->epoch) return; /* a report meant for another instance */
+    front_req *r = front_find_sess(f, sess);
+    if (r) { /* resumed from scratch meanwhile: the copy we run wins, unless it is still queued */
+        if (r->state == RQ_RUNNING && r->worker == wi) return;
+        if (r->state != RQ_QUEUED || r->n_gen > 0) {
+            stop_on(f, wi, sess);
+            return;
+        }
+        front_req_free(f, r); /* queued, nothing generated: adopt the worker's further state */
+    }
+    const msgpack_object *toks = proto_field(m, "toks"), *sp = proto_field(m, "sp");
+    uint32_t n = toks->via.array.size;
+    uint64_t step = proto_u64(m, "step", 0);
+    r = calloc(1, sizeof *r);
+    if (r) r->toks = malloc(((size_t)n + 1024) * sizeof *r->toks);
+    if (!r || !r->toks || n == 0 || sp->via.bin.size > sizeof r->sp || fb_unpack(r, proto_field(m, "fb"), (int)n) != 0 ||
+        step != (uint64_t)(n - (uint32_t)r->n_prompt) || !(r->det = tok_stream_new(f->vocab, TOK_STREAM_KEEP_SPACE))) {
+        log_warn("worker pid %d reported session %016llx that this front door cannot adopt: stopped", f->w[wi].pid,
+                 (unsigned long long)sess);
+        if (r) {
+            for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+            tok_stream_free(r->det);
+            free(r->toks);
+            free(r);
+        }
+        stop_on(f, wi, sess);
+        return;
+    }
+    proto_ints(m, "toks", r->toks, n);
+    r->sess = sess;
+    r->n_toks = (int)n;
+    r->cap = (int)n + 1024;
+    r->n_gen = (int)step;
+    memcpy(r->sp, sp->via.bin.ptr, sp->via.bin.size);
+    r->sp_len = sp->via.bin.size;
+    r->mu_set = proto_field(m, "mu") != NULL;
+    r->mu = proto_f64(m, "mu", 0);
+    r->worker = wi;
+    r->worker_wid = f->w[wi].wid;
+    f->w[wi].assigned++;
+    /* a chat whose turn ended waits for its next turn; anything else runs on */
+    r->state = r->chat && proto_bool(m, "idle", 0) ? RQ_HELD : RQ_RUNNING;
+    r->client_ms = r->queued_ms = net_now_ms();
+    front_req **p = &f->reqs;
+    while (*p) p = &(*p)->next;
+    *p = r;
+    log_info("session %016llx adopted from worker pid %d: %d tokens, step %d%s", (unsigned long long)sess,
+             f->w[wi].pid, r->n_toks, r->n_gen, r->state == RQ_HELD ? " (chat between turns)" : "");
+}
+
+int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
+{
+    uint64_t sess = proto_u64(m, "resume", 0);
+    front_req *r = front_find_sess(f, sess);
+    if (r && !front_key_ok(r, m)) {
+        front_send_error(f, rid, rl, m->id, FRONT_E_NO_SESS, "resume: unknown session (or not yours)");
+        return -1;
+    }
+    if (!r) {
+        if (net_now_ms() - f->start_ms >= FRONT_ADOPT_GRACE_MS) return 0;
+        if (f->n_parked >= FRONT_MAX_PARKED) {
+            front_send_error(f, rid, rl, m->id, FRONT_E_FULL, "the front door is starting; resume again in a moment");
+            return -1;
+        }
+        front_parked *pk = &f->parked[f->n_parked];
+        char err[100];
+        if (proto_decode(&pk->m, m->bytes, m->len, err, sizeof err) != 0) return 0; /* a copy to keep */
+        memcpy(pk->rid, rid, rl);
+        pk->rid_len = rl;
+        f->n_parked++;
+        return -1;
+    }
+    /* the session is here: this connection takes it over and gets the text it lacks */
+    memcpy(r->rid, rid, rl);
+    r->rid_len = rl;
+    r->client_id = m->id;
+    r->client_ms = net_now_ms();
+    r->gone = false;
+    r->attached = true;
+    r->skip = proto_u64(m, "rbytes", 0);
+    log_info("session %016llx resumed by its client (%llu bytes of text received, %d tokens generated)",
+             (unsigned long long)r->sess, (unsigned long long)r->skip, r->n_gen);
+    proto_writer w;
+    proto_begin(&w, PT_ACCEPTED, m->id);
+    proto_put_u64(&w, "ntok", (uint64_t)r->n_prompt);
+    proto_put_u64(&w, "sess", r->sess);
+    proto_put_str(&w, "key", r->key);
+    proto_put_u64(&w, "seed", r->seed);
+    proto_put_u64(&w, "pos", (uint64_t)front_queue_pos(f, r));
+    front_send(f, rid, rl, &w);
+    front_replay(f, r); /* queued too: what it generated before its worker died */
+    return 1;
+}
+
+void front_unpark(front *f, int64_t now)
+{
+    int grace_over = now - f->start_ms >= FRONT_ADOPT_GRACE_MS;
+    for (int i = 0; i < f->n_parked;) {
+        front_parked *p = &f->parked[i];
+        if (!grace_over && !front_find_sess(f, proto_u64(&p->m, "resume", 0))) {
+            i++;
+            continue;
+        }
+        front_parked cur;
+        proto_msg_move(&cur.m, &p->m);
+        memcpy(cur.rid, p->rid, p->rid_len);
+        cur.rid_len = p->rid_len;
+        front_parked *last = &f->parked[--f->n_parked];
+        if (last != p) {
+            proto_msg_move(&p->m, &last->m);
+            memcpy(p->rid, last->rid, last->rid_len);
+            p->rid_len = last->rid_len;
+        }
+        front_generate(f, cur.rid, cur.rid_len, &cur.m);
+        proto_msg_free(&cur.m);
+    }
+}
+
+void front_fault_arm(front *f, const char *run_dir)
+{
+    char path[512], kind[16] = "any";
+    snprintf(path, sizeof path, "%s/fault-front-exit", run_dir);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return;
+    int n = 0;
+    if (fscanf(fp, "%d %15s", &n, kind) >= 1 && n > 0) {
+        f->fault_at = n;
+        f->fault_kind = !strcmp(kind, "held") ? 1 : !strcmp(kind, "partial") ? 2 : 0;
+        log_warn("test hook armed: exiting at token %d (%s)", n, kind);
+    }
+    fclose(fp);
+    unlink(path);
+}
