@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_job.h"
 #include "gw_metrics.h"
 #include "oai.h"
+#include "proto.h"
 
 static const char *param(const oai_req *r, const char *name)
 {
@@ -302,6 +304,50 @@ START_TEST(test_metrics_text)
 }
 END_TEST
 
+/* The GENERATE of a job, fresh and as a resume: same request, resume fields, the
+ * resolved seed pinned as the last parameter (it wins over the client's). */
+START_TEST(test_job_generate)
+{
+    oai_req r;
+    oai_err e;
+    ck_assert_int_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"Once\",\"max_tokens\":9,\"seed\":5,\"stop\":[\".\"]}", &e), 0);
+    gwm m;
+    gwm_init(&m);
+    gwj *j = gwj_new(&r, GWM_EP_COMPLETIONS, 42, "m", NULL, NULL, &m, 0);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_ptr_null(r.prompt); /* taken */
+    for (int resume = 0; resume < 2; resume++) {
+        gwb_resume rs = {.sess = 77, .seed = 123456, .have_seed = 1, .rbytes = 31};
+        snprintf(rs.key, sizeof rs.key, "%s", "00112233445566778899aabbccddeeff");
+        proto_writer w;
+        gwj_generate(j, resume ? 43 : 42, resume ? &rs : NULL, &w);
+        proto_msg msg;
+        char err[200];
+        ck_assert_int_eq(proto_decode(&msg, proto_data(&w), proto_size(&w), err, sizeof err), 0);
+        ck_assert_int_eq(msg.type, PT_GENERATE);
+        ck_assert_uint_eq(msg.id, resume ? 43 : 42);
+        ck_assert_int_eq(proto_i64(&msg, "n", 0), 9);
+        char s[64];
+        ck_assert_int_eq(proto_strcpy(&msg, "prompt", s, sizeof s), 0);
+        ck_assert_str_eq(s, "Once");
+        ck_assert_uint_eq(proto_u64(&msg, "resume", 0), resume ? 77 : 0);
+        ck_assert_uint_eq(proto_u64(&msg, "rbytes", 0), resume ? 31 : 0);
+        ck_assert_int_eq(proto_strcpy(&msg, "key", s, sizeof s), resume ? 0 : -1);
+        const msgpack_object *p = proto_field(&msg, "params");
+        ck_assert_ptr_nonnull(p);
+        const msgpack_object_kv *last = &p->via.map.ptr[p->via.map.size - 1];
+        ck_assert_uint_eq(p->via.map.size, resume ? 2 : 1);
+        ck_assert(last->key.via.str.size == 4 && memcmp(last->key.via.str.ptr, "seed", 4) == 0);
+        ck_assert(resume ? memcmp(last->val.via.str.ptr, "123456", 6) == 0 : memcmp(last->val.via.str.ptr, "5", 1) == 0);
+        ck_assert_int_eq((int)proto_field(&msg, "stop")->via.array.size, 1);
+        proto_msg_free(&msg);
+        proto_writer_free(&w);
+    }
+    gwj_unref(j);
+    gwm_free(&m);
+}
+END_TEST
+
 Suite *oai_suite(void)
 {
     Suite *s = suite_create("oai");
@@ -313,6 +359,7 @@ Suite *oai_suite(void)
     tcase_add_test(tc, test_completion_response);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_metrics_text);
+    tcase_add_test(tc, test_job_generate);
     suite_add_tcase(s, tc);
     return s;
 }
