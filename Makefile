@@ -18,14 +18,17 @@ BUILD   ?= build
 MODEL   ?= ../shared/models/stories260K-f32.gguf
 SHARED  ?= ../shared
 CC      ?= cc
-PKGS    := libzmq3-dev libmsgpack-dev check pkg-config python3 clang libclang-rt-14-dev runit
+PKGS    := libzmq3-dev libmsgpack-dev check pkg-config python3 clang libclang-rt-14-dev runit \
+           libmicrohttpd-dev libjansson-dev curl
 PC_LIBS := libzmq msgpack
+GW_LIBS := libmicrohttpd jansson   # llmc serve (the HTTP gateway) and its tests only
 
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wvla -Wshadow
 OPT      ?= -O2 -g
 CFLAGS   += $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP -Icommon -Iengined -Itokenizerd -Isamplerd -Iclient
-PC_CFLAGS = $(shell pkg-config --cflags $(PC_LIBS) 2>/dev/null)
+PC_CFLAGS = $(shell pkg-config --cflags $(PC_LIBS) $(GW_LIBS) 2>/dev/null)
+GW_LDLIBS = $(shell pkg-config --libs $(GW_LIBS) 2>/dev/null)
 PC_LDLIBS = $(shell pkg-config --libs $(PC_LIBS) 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 LDLIBS   += $(PC_LDLIBS) -lrt -lm -pthread
@@ -62,6 +65,11 @@ deps:
 	  echo "make deps: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi; \
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  echo "make deps: installing nodejs npm (the HTTP gateway's tests run the openai npm package)"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm; \
 	fi
 
 $(BUILD)/obj/%.o: %.c
@@ -72,6 +80,8 @@ $(BUILD)/libcommon.a: $(call obj,$(COMMON_SRC))
 $(BUILD)/libengine.a: $(call obj,$(ENGINE_SRC))
 $(BUILD)/libtok.a: $(call obj,$(TOK_SRC))
 $(BUILD)/libsampler.a: $(call obj,$(SAMP_SRC))
+# llmc's modules as an archive too, so that the Check suites can test them
+$(BUILD)/libclient.a: $(call obj,$(filter-out client/main.c,$(CLIENT_SRC)))
 $(BUILD)/lib%.a:
 	@mkdir -p $(dir $@)
 	@rm -f $@
@@ -93,7 +103,7 @@ $(BUILD)/bin/%: $(BUILD)/obj/%/main.o $(LIBS)
 	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
 $(BUILD)/bin/llmc:
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS) $(GW_LDLIBS)
 
 # The Check runner: every tests/check_NAME.c defines Suite *NAME_suite(void);
 # the list of suites is generated, so adding a file adds a suite.
@@ -104,13 +114,21 @@ $(BUILD)/tests/suites.inc: $(TEST_SRC) Makefile
 $(BUILD)/obj/tests/runner.o: tests/runner.c $(BUILD)/tests/suites.inc
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PC_CFLAGS) -I$(BUILD)/tests -c $< -o $@
-$(BUILD)/tests/check_all: $(BUILD)/obj/tests/runner.o $(call obj,$(TEST_SRC)) $(LIBS)
+$(BUILD)/tests/check_all: $(BUILD)/obj/tests/runner.o $(call obj,$(TEST_SRC)) $(LIBS) $(BUILD)/libclient.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS) $(CHECK_LIBS)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(BUILD)/libclient.a $(LIBS) -Wl,--end-group \
+	  $(LDLIBS) $(GW_LDLIBS) $(CHECK_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
+
+# The HTTP gateway's end-to-end test drives it with the official openai npm package,
+# installed from the npm registry into the build directory (never committed).
+OPENAI_NPM := openai@6.49.0
+$(BUILD)/node/node_modules/openai/package.json:
+	@mkdir -p $(BUILD)/node
+	cd $(BUILD)/node && npm install --no-audit --no-fund --loglevel=error --prefix . $(OPENAI_NPM)
 
 # Tests find the binaries and the shared data through the environment.
 TEST_ENV = CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} LLM_BIN=$(abspath $(BUILD)/bin) LLM_SHARED=$(abspath $(SHARED)) LLM_BUILD=$(abspath $(BUILD))
@@ -123,7 +141,7 @@ test: deps
 unit:
 	$(TEST_ENV) $(BUILD)/tests/check_all
 
-e2e:
+e2e: $(BUILD)/node/node_modules/openai/package.json
 	@set -e; for t in $(sort $(wildcard tests/e2e/*.sh)); do \
 	  echo "== $$t"; $(TEST_ENV) bash $$t; done
 

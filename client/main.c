@@ -7,6 +7,7 @@
  *   llmc inspect FILE [--tensors] [--json]
  *   llmc quantize IN.gguf OUT.gguf TYPE
  *   llmc synth --shape NAME --type TYPE --vocab-from VOCAB.gguf --seed N -o OUT.gguf
+ *   llmc serve [--host H] [--port N] [--api-key KEY]   OpenAI-compatible HTTP gateway (cmd_serve)
  *
  * Each subcommand lives in its own client/cmd_*.c file.
  */
@@ -28,6 +29,7 @@ static const subcommand subcommands[] = {
     {"inspect",  cmd_inspect,  "inspect FILE [--tensors] [--json]"},
     {"quantize", cmd_quantize, "quantize IN.gguf OUT.gguf TYPE"},
     {"synth",    cmd_synth,    "synth --shape NAME --type TYPE --vocab-from V.gguf --seed N -o OUT.gguf"},
+    {"serve",    cmd_serve,    "serve [--host H] [--port N] [--api-key KEY] [--threads N]   OpenAI HTTP gateway"},
 };
 
 /* Options of every subcommand that talks to a pipeline, each followed by a value. */

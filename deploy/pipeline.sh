@@ -5,12 +5,14 @@
 #   deploy/pipeline.sh start --model FILE [--workers N] [--run-dir DIR] [--ctx N] [--threads N] [--float]
 #                          [--max-sessions N] [--batch-tokens N] [--idle-batch-tokens N] [--kv f16|f32] (engined)
 #                          [--max-requests N] [--max-per-client N] [--stall-timeout MS] (tokenizerd)
+#                          [--http PORT [--http-host HOST]] [--chat-template NAME]      (gateway, tokenizerd)
 #                          [--no-supervise] do not restart daemons that die (default: each runs
 #                          under runit's runsv, back within a second; --supervise is the default)
-#                          (--threads: per worker, default cores / workers)
+#                          (--threads: per worker, default cores / workers; --http: also the
+#                          OpenAI-compatible gateway `llmc serve`, API keys from $LLM_API_KEY)
 #   deploy/pipeline.sh stop    [--run-dir DIR]
 #   deploy/pipeline.sh status  [--run-dir DIR]
-#   deploy/pipeline.sh restart tokenizerd|samplerd|engined|all [--run-dir DIR]
+#   deploy/pipeline.sh restart tokenizerd|samplerd|engined|gateway|all [--run-dir DIR]
 #
 # Binaries come from $LLM_BIN (default: build/bin next to this script's repository).
 # The run directory (--run-dir, else $LLM_RUN_DIR, else $XDG_RUNTIME_DIR/llm, else
@@ -29,7 +31,7 @@ DAEMONS="samplerd engined tokenizerd"
 die() { echo "pipeline.sh: $*" >&2; exit 1; }
 
 usage() {
-    sed -n '5,13p' "${BASH_SOURCE[0]}" | sed 's/^# //'
+    sed -n '5,15p' "${BASH_SOURCE[0]}" | sed 's/^# //'
     exit "${1:-2}"
 }
 
@@ -40,6 +42,7 @@ if [ "$cmd" = restart ]; then component=${1:-}; [ -n "$component" ] || usage; sh
 
 MODEL="" WORKERS=${LLM_WORKERS_N:-1} RUN_DIR="" CTX=${LLM_CTX:-0} THREADS=${LLM_THREADS:-} FLOAT=0
 MAX_SESSIONS="" BATCH_TOKENS="" IDLE_TOKENS="" KV="" MAX_REQUESTS="" MAX_PER_CLIENT="" STALL_TIMEOUT="" SUPERVISE=1
+HTTP=${LLM_HTTP_PORT:-} HTTP_HOST=${LLM_HTTP_HOST:-127.0.0.1} TEMPLATE=""
 while [ $# -gt 0 ]; do
     case $1 in
         --model) MODEL=${2:?--model needs a file}; shift 2 ;;
@@ -57,11 +60,15 @@ while [ $# -gt 0 ]; do
         --ctx) CTX=${2:?}; shift 2 ;;
         --threads) THREADS=${2:?}; shift 2 ;;
         --float) FLOAT=1; shift ;;
+        --http) HTTP=${2:?--http needs a port}; shift 2 ;;
+        --http-host) HTTP_HOST=${2:?}; shift 2 ;;
+        --chat-template) TEMPLATE=${2:?}; shift 2 ;;
         -h|--help) usage 0 ;;
         *) die "unknown option '$1' (pipeline.sh --help)" ;;
     esac
 done
 
+case $HTTP in *[!0-9]*) die "--http must be a port number, got '$HTTP'" ;; esac
 for v in WORKERS CTX; do
     case ${!v} in ''|*[!0-9]*) die "--$(echo "$v" | tr 'A-Z' 'a-z') must be a whole number, got '${!v}'" ;; esac
 done
@@ -109,12 +116,16 @@ start_one() {
         tokenizerd) args=(--model "$MODEL" --run-dir "$RUN_DIR")
                  [ -n "$MAX_REQUESTS" ] && args+=(--max-requests "$MAX_REQUESTS")
                  [ -n "$MAX_PER_CLIENT" ] && args+=(--max-per-client "$MAX_PER_CLIENT")
-                 [ -n "$STALL_TIMEOUT" ] && args+=(--stall-timeout "$STALL_TIMEOUT") ;;
+                 [ -n "$STALL_TIMEOUT" ] && args+=(--stall-timeout "$STALL_TIMEOUT")
+                 [ -n "$TEMPLATE" ] && args+=(--chat-template "$TEMPLATE") ;;
+        gateway) args=(serve --run-dir "$RUN_DIR" --host "$HTTP_HOST" --port "$HTTP") ;;
     esac
-    [ -x "$BIN/$d" ] || die "$BIN/$d not found: build first (make), or set LLM_BIN"
+    local exe=$d
+    [ "$d" = gateway ] && exe=llmc
+    [ -x "$BIN/$exe" ] || die "$BIN/$exe not found: build first (make), or set LLM_BIN"
     rm -f "$RUN_DIR/$d.pid"
     if [ "$SUPERVISE" != 1 ]; then
-        nohup "$BIN/$d" "${args[@]}" >>"$RUN_DIR/$d.log" 2>&1 </dev/null &
+        nohup "$BIN/$exe" "${args[@]}" >>"$RUN_DIR/$d.log" 2>&1 </dev/null &
         echo $! >"$RUN_DIR/$d.pid"
         return 0
     fi
@@ -130,7 +141,7 @@ start_one() {
     {
         echo '#!/usr/bin/env bash'
         printf 'echo $$ >%q\n' "$RUN_DIR/$d.pid"
-        printf 'exec %q' "$BIN/$d"; printf ' %q' "${args[@]}"; printf ' >>%q 2>&1 </dev/null\n' "$RUN_DIR/$d.log"
+        printf 'exec %q' "$BIN/$exe"; printf ' %q' "${args[@]}"; printf ' >>%q 2>&1 </dev/null\n' "$RUN_DIR/$d.log"
     } >"$dir/run"
     {
         echo '#!/usr/bin/env bash'
@@ -186,13 +197,17 @@ load_conf() {
     . "$RUN_DIR/pipeline.conf"
 }
 
-# Waits until the front door answers and reports the expected number of workers. A
-# daemon that is gone (unsupervised) or restarted 3 times meanwhile (supervised) fails it.
+# The daemons of this pipeline: the gateway too when it has an HTTP port.
+daemons() { echo "$DAEMONS${HTTP:+ gateway}"; }
+
+# Waits until the front door answers and reports the expected number of workers (and
+# the gateway answers /health). A daemon that is gone (unsupervised) or restarted 3
+# times meanwhile (supervised) fails it.
 wait_ready() {
     local want=$1 i out n d p
     declare -A last=() deaths=()
     for i in $(seq 600); do
-        for d in $DAEMONS; do
+        for d in $(daemons); do
             p=$(pid_of "$d") || p=""
             if [ "$SUPERVISE" = 1 ]; then
                 [ -n "$p" ] && [ "$p" != "${last[$d]:-}" ] && { [ -n "${last[$d]:-}" ] && deaths[$d]=$(( ${deaths[$d]:-0} + 1 )); last[$d]=$p; }
@@ -204,7 +219,8 @@ wait_ready() {
         done
         if out=$("$BIN/llmc" status --run-dir "$RUN_DIR" 2>/dev/null); then
             n=$(printf '%s\n' "$out" | sed -n 's/^workers: //p')
-            [ "${n:-0}" -ge "$want" ] && return 0
+            [ "${n:-0}" -ge "$want" ] && { [ -z "$HTTP" ] || curl -sf -o /dev/null "http://$HTTP_HOST:$HTTP/health"; } \
+                && return 0
         fi
         sleep 0.2
     done
@@ -213,7 +229,7 @@ wait_ready() {
 }
 
 stop_all() {
-    for d in tokenizerd engined samplerd; do stop_one "$d"; done
+    for d in gateway tokenizerd engined samplerd; do stop_one "$d"; done
     stop_workers
 }
 
@@ -222,12 +238,12 @@ case $cmd in
         [ -n "$MODEL" ] || die "start needs --model FILE"
         [ -r "$MODEL" ] || die "model $MODEL is not readable"
         MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
-        for v in MODEL WORKERS CTX THREADS FLOAT MAX_SESSIONS BATCH_TOKENS IDLE_TOKENS KV MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT SUPERVISE; do
+        for v in MODEL WORKERS CTX THREADS FLOAT MAX_SESSIONS BATCH_TOKENS IDLE_TOKENS KV MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT SUPERVISE HTTP HTTP_HOST TEMPLATE; do
             printf '%s=%q\n' "$v" "${!v}"
         done >"$RUN_DIR/pipeline.conf"
-        for d in $DAEMONS; do start_one "$d"; done
+        for d in $(daemons); do start_one "$d"; done
         wait_ready "$WORKERS" || { [ "$SUPERVISE" = 1 ] && stop_all >/dev/null 2>&1; exit 1; }
-        echo "pipeline ready in $RUN_DIR ($WORKERS worker(s), model $(basename "$MODEL")); logs: $RUN_DIR/*.log"
+        echo "pipeline ready in $RUN_DIR ($WORKERS worker(s), model $(basename "$MODEL"))${HTTP:+; OpenAI API on http://$HTTP_HOST:$HTTP/v1}; logs: $RUN_DIR/*.log"
         ;;
     stop)
         stop_all
@@ -235,7 +251,8 @@ case $cmd in
         ;;
     status)
         rc=0
-        for d in $DAEMONS; do
+        [ -f "$RUN_DIR/pipeline.conf" ] && load_conf
+        for d in $(daemons); do
             if alive "$d"; then how="pid $(pid_of "$d")"
                 supervised "$d" && how="$how; runsv: $(sv status "$(sv_dir "$d")" | sed 's/^run: [^:]*: //')"
                 echo "$d: running ($how)"
@@ -252,9 +269,11 @@ case $cmd in
         load_conf
         case $component in
             all) stop_all
-                 for d in $DAEMONS; do start_one "$d"; done ;;
+                 for d in $(daemons); do start_one "$d"; done ;;
             samplerd|engined|tokenizerd) stop_one "$component"; start_one "$component" ;;
-            *) die "restart what? tokenizerd, samplerd, engined or all" ;;
+            gateway) [ -n "$HTTP" ] || die "this pipeline was started without --http"
+                     stop_one gateway; start_one gateway ;;
+            *) die "restart what? tokenizerd, samplerd, engined, gateway or all" ;;
         esac
         wait_ready "$WORKERS" || exit 1
         echo "$component restarted"
