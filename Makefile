@@ -1,8 +1,11 @@
 # One hand-written GNU Makefile for the whole pipeline.
 #
 #   make            install missing Debian packages (make deps), build everything
-#   make test       build, then run every Check suite and the end-to-end tests
+#   make test       build, then run every Check suite, the end-to-end tests and each fuzz
+#                   harness for 30 s
 #   make asan       the Check suites again under AddressSanitizer + UBSan
+#   make tsan       the thread pool's suite under ThreadSanitizer
+#   make fuzz       every libFuzzer harness of tests/fuzz for FUZZ_SECONDS (default 120)
 #   make run        start the pipeline on $(MODEL) and stream a story through llmc
 #   make bench      the benchmarks under bench/ (slow: they synthesise a 1.1B model)
 #   make soak       10 minutes of load (60_soak) and 10 of chaos (90_chaos: kill -9 of
@@ -15,14 +18,17 @@ BUILD   ?= build
 MODEL   ?= ../shared/models/stories260K-f32.gguf
 SHARED  ?= ../shared
 CC      ?= cc
-PKGS    := libzmq3-dev libmsgpack-dev check pkg-config python3 clang libclang-rt-14-dev
+PKGS    := libzmq3-dev libmsgpack-dev check pkg-config python3 clang libclang-rt-14-dev runit \
+           libmicrohttpd-dev libjansson-dev curl
 PC_LIBS := libzmq msgpack
+GW_LIBS := libmicrohttpd jansson   # llmc serve (the HTTP gateway) and its tests only
 
 CSTD     := -std=c11 -D_GNU_SOURCE
-WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
+WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wvla -Wshadow
 OPT      ?= -O2 -g
 CFLAGS   += $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP -Icommon -Iengined -Itokenizerd -Isamplerd -Iclient
-PC_CFLAGS = $(shell pkg-config --cflags $(PC_LIBS) 2>/dev/null)
+PC_CFLAGS = $(shell pkg-config --cflags $(PC_LIBS) $(GW_LIBS) 2>/dev/null)
+GW_LDLIBS = $(shell pkg-config --libs $(GW_LIBS) 2>/dev/null)
 PC_LDLIBS = $(shell pkg-config --libs $(PC_LIBS) 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 LDLIBS   += $(PC_LDLIBS) -lrt -lm -pthread
@@ -42,7 +48,7 @@ BINS := $(BUILD)/bin/llmc $(patsubst %/main.c,$(BUILD)/bin/%,$(wildcard engined/
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps build test unit e2e asan run stop bench soak clean
+.PHONY: all deps build test unit e2e asan tsan fuzz fuzz-bins run stop bench soak clean
 .DEFAULT_GOAL := all
 
 all: deps
@@ -58,7 +64,12 @@ deps:
 	if [ -n "$$missing" ]; then \
 	  echo "make deps: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi; \
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  echo "make deps: installing nodejs npm (the HTTP gateway's tests run the openai npm package)"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm; \
 	fi
 
 $(BUILD)/obj/%.o: %.c
@@ -69,6 +80,8 @@ $(BUILD)/libcommon.a: $(call obj,$(COMMON_SRC))
 $(BUILD)/libengine.a: $(call obj,$(ENGINE_SRC))
 $(BUILD)/libtok.a: $(call obj,$(TOK_SRC))
 $(BUILD)/libsampler.a: $(call obj,$(SAMP_SRC))
+# llmc's modules as an archive too, so that the Check suites can test them
+$(BUILD)/libclient.a: $(call obj,$(filter-out client/main.c,$(CLIENT_SRC)))
 $(BUILD)/lib%.a:
 	@mkdir -p $(dir $@)
 	@rm -f $@
@@ -90,7 +103,7 @@ $(BUILD)/bin/%: $(BUILD)/obj/%/main.o $(LIBS)
 	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
 $(BUILD)/bin/llmc:
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS) $(GW_LDLIBS)
 
 # The Check runner: every tests/check_NAME.c defines Suite *NAME_suite(void);
 # the list of suites is generated, so adding a file adds a suite.
@@ -101,13 +114,21 @@ $(BUILD)/tests/suites.inc: $(TEST_SRC) Makefile
 $(BUILD)/obj/tests/runner.o: tests/runner.c $(BUILD)/tests/suites.inc
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PC_CFLAGS) -I$(BUILD)/tests -c $< -o $@
-$(BUILD)/tests/check_all: $(BUILD)/obj/tests/runner.o $(call obj,$(TEST_SRC)) $(LIBS)
+$(BUILD)/tests/check_all: $(BUILD)/obj/tests/runner.o $(call obj,$(TEST_SRC)) $(LIBS) $(BUILD)/libclient.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS) $(CHECK_LIBS)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(BUILD)/libclient.a $(LIBS) -Wl,--end-group \
+	  $(LDLIBS) $(GW_LDLIBS) $(CHECK_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
+
+# The HTTP gateway's end-to-end test drives it with the official openai npm package,
+# installed from the npm registry into the build directory (never committed).
+OPENAI_NPM := openai@6.49.0
+$(BUILD)/node/node_modules/openai/package.json:
+	@mkdir -p $(BUILD)/node
+	cd $(BUILD)/node && npm install --no-audit --no-fund --loglevel=error --prefix . $(OPENAI_NPM)
 
 # Tests find the binaries and the shared data through the environment.
 TEST_ENV = CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} LLM_BIN=$(abspath $(BUILD)/bin) LLM_SHARED=$(abspath $(SHARED)) LLM_BUILD=$(abspath $(BUILD))
@@ -115,11 +136,12 @@ TEST_ENV = CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} LLM_BIN=$(abspath $(BUI
 test: deps
 	@$(MAKE) --no-print-directory build
 	@$(MAKE) --no-print-directory unit e2e
+	@$(MAKE) --no-print-directory -j2 fuzz FUZZ_SECONDS=$${FUZZ_SECONDS:-30}
 
 unit:
 	$(TEST_ENV) $(BUILD)/tests/check_all
 
-e2e:
+e2e: $(BUILD)/node/node_modules/openai/package.json
 	@set -e; for t in $(sort $(wildcard tests/e2e/*.sh)); do \
 	  echo "== $$t"; $(TEST_ENV) bash $$t; done
 
@@ -129,6 +151,56 @@ asan: deps
 	  build
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 CK_TIMEOUT_MULTIPLIER=5 \
 	  $(MAKE) --no-print-directory BUILD=build-asan unit
+
+# ThreadSanitizer over the futex thread pool and everything else that has threads in
+# the unit suites (the pool, the worker's I/O thread's ZAP peer): TSAN_SUITES.
+TSAN_SUITES ?= pool
+tsan: deps
+	@$(MAKE) --no-print-directory BUILD=build-tsan CC=clang \
+	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=thread" \
+	  $(build-tsan/tests/check_all)
+	@set -e; for s in $(TSAN_SUITES); do \
+	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" CK_RUN_SUITE=$$s CK_TIMEOUT_MULTIPLIER=10 \
+	  $(TEST_ENV) build-tsan/tests/check_all; done
+
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c) over the parsers that take bytes from
+# outside: GGUF + vocabulary, proto_decode, tok_encode on the real vocabularies, the chat
+# templates, the sampler parameters. Seeds are written from ../shared by fuzz_seeds into
+# build-fuzz/seeds/; what a run finds stays in build-fuzz/corpus/ for the next. Each
+# harness runs FUZZ_SECONDS (make test: 30 s each, two at a time); a crash fails the
+# target and leaves its input in build-fuzz/ (replay: build-fuzz/fuzz/fuzz_X FILE).
+FUZZ_SECONDS ?= 120
+FUZZ_BUILD   := build-fuzz
+FUZZ_OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+FUZZERS      := $(patsubst tests/fuzz/%.c,%,$(filter-out tests/fuzz/fuzz_seeds.c,$(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_MAXLEN_fuzz_vocab := 65536
+fuzz: deps
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" \
+	  $(addprefix $(FUZZ_BUILD)/,libcommon.a libtok.a libsampler.a libengine.a)
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" fuzz-bins
+	@rm -rf $(FUZZ_BUILD)/seeds
+	$(FUZZ_BUILD)/fuzz/fuzz_seeds $(abspath $(SHARED)) $(FUZZ_BUILD)/seeds
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) $(addprefix fuzz-run-,$(FUZZERS))
+	@grep -h "^fuzz_" $(FUZZ_BUILD)/*.summary
+
+fuzz-bins: $(addprefix $(BUILD)/fuzz/,$(FUZZERS) fuzz_seeds)
+$(BUILD)/fuzz/fuzz_seeds: tests/fuzz/fuzz_seeds.c $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PC_CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PC_CFLAGS) -fsanitize=fuzzer -o $@ $< $(LINK_LIBS) $(LDLIBS)
+
+fuzz-run-%:
+	@mkdir -p $(BUILD)/corpus/$*
+	@echo "fuzz: $* for $(FUZZ_SECONDS) s"
+	@cd $(BUILD) && LLM_SHARED=$(abspath $(SHARED)) UBSAN_OPTIONS=print_stacktrace=1 \
+	  ./fuzz/$* -max_total_time=$(FUZZ_SECONDS) -max_len=$(or $(FUZZ_MAXLEN_$*),8192) -timeout=20 \
+	  -rss_limit_mb=3072 -print_final_stats=1 corpus/$* seeds/$(subst fuzz_,,$*) >$*.log 2>&1 \
+	  || { tail -n 40 $*.log; echo "fuzz: $* FAILED (log: $(BUILD)/$*.log)"; exit 1; }
+	@cd $(BUILD) && echo "$* $$(grep -o 'Done [0-9]* runs in [0-9]* second' $*.log | head -n 1), \
+	  $$(grep -E '^#[0-9]+.*(DONE|cov:)' $*.log | tail -n 1 | grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*/[^ ]*'), \
+	  $$(ls corpus/$* | wc -l) inputs in corpus" >$*.summary
 
 run: all
 	LLM_BIN=$(abspath $(BUILD)/bin) bash deploy/pipeline.sh start --model $(MODEL)

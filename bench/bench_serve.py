@@ -5,6 +5,7 @@ llmc, and the same through llama-server (llama.cpp) on the same file in the same
     python3 bench/bench_serve.py --model FILE [--streams 1,8] [--tokens 64]
                                  [--workers 1] [--threads 2] [--batch-tokens N]
                                  [--long]              # + one 512-token prompt while 7 decode
+                                 [--gateway]           # + the same streams through `llmc serve`
     LLAMA_SERVER=/path/to/llama-server python3 bench/bench_serve.py ...   # + the peer
 
 Each stream is a ~28-token prompt and --tokens greedy tokens with ignore-eos. Reported
@@ -14,6 +15,10 @@ the last answer), mean and p95 time to first token, mean and max inter-token gap
 ~512-token prompt arrives: its TTFT and the largest gap any of the 7 saw meanwhile.
 llama-server gets -np N -c N*1024 -t THREADS and POSTs to /completion with
 "ignore_eos": true, "cache_prompt": false, streaming (../shared/BENCH.md).
+With --gateway the pipeline also runs the OpenAI-compatible gateway and every rep sends
+the same N streams through llmc and then through the gateway (POST /v1/completions,
+streaming, stream_options.include_usage): the ratio of the two aggregates is the
+gateway's cost, taken back to back on one pipeline.
 The machines are shared and noisy: compare ratios taken in one run.
 """
 import argparse
@@ -88,6 +93,9 @@ class Pipeline:
             cmd += ["--batch-tokens", str(args.batch_tokens)]
         if args.idle_batch_tokens:
             cmd += ["--idle-batch-tokens", str(args.idle_batch_tokens)]
+        self.port = free_port() if getattr(args, "gateway", False) else 0
+        if self.port:
+            cmd += ["--http", str(self.port)]
         subprocess.run(cmd, env=self.env, check=True, stdout=subprocess.DEVNULL)
 
     def stop(self):
@@ -113,6 +121,56 @@ class Pipeline:
         err = p.stderr.read().decode(errors="replace")
         if p.wait() != 0:
             st.error = err.strip() or "llmc exit %d" % p.returncode
+
+
+class Gateway:
+    """The same pipeline through its OpenAI-compatible HTTP gateway (llmc serve)."""
+
+    def __init__(self, port, run_dir):
+        self.port = port
+        with open(os.path.join(run_dir, "gateway.pid")) as f:
+            self.pid = int(f.read())
+
+    def cpu_s(self):
+        """CPU seconds the gateway process has used so far (user + system)."""
+        with open("/proc/%d/stat" % self.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def request(self, text, n, st):
+        body = json.dumps({"prompt": text, "max_tokens": n, "ignore_eos": True, "temperature": 0,
+                           "stream": True, "stream_options": {"include_usage": True}})
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+        st.t_send = time.monotonic()
+        c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+        r = c.getresponse()
+        if r.status != 200:
+            st.error = "HTTP %d: %s" % (r.status, r.read()[:200])
+            return
+        done = False
+        while True:
+            line = r.fp.readline()
+            if not line:
+                break
+            t = time.monotonic()
+            line = line.strip()
+            if line == b"data: [DONE]":
+                done = True
+                break
+            if not line.startswith(b"data: "):
+                continue
+            o = json.loads(line[6:])
+            if "error" in o:
+                st.error = o["error"].get("message", "error event")
+            elif o.get("usage"):  # the last chunk: the exact count (a piece may carry several tokens)
+                st.n_prompt = o["usage"]["prompt_tokens"]
+                extra = o["usage"]["completion_tokens"] - st.n_tokens()
+                if extra > 0 and st.events:
+                    st.events[-1] = (st.events[-1][0], st.events[-1][1] + extra)
+            elif o["choices"] and o["choices"][0]["text"]:
+                st.events.append((t, 1))
+        if not done and not st.error:
+            st.error = "the stream ended without data: [DONE]"
 
 
 # ---- the peer: llama-server --------------------------------------------------------------
@@ -241,6 +299,7 @@ def main():
     ap.add_argument("--build", default=os.environ.get("BUILD", "build"))
     ap.add_argument("--long", action="store_true", help="also: one 512-token prompt while 7 streams decode")
     ap.add_argument("--reps", type=int, default=1, help="runs per setup; the best aggregate is kept")
+    ap.add_argument("--gateway", action="store_true", help="also: the same streams through `llmc serve`")
     ap.add_argument("--json", help="write every figure to this file")
     args = ap.parse_args()
     ns = [int(x) for x in args.streams.split(",")]
@@ -252,18 +311,39 @@ def main():
     for name, path in peers:
         for n in ns:
             best = None
+            best_gw = None
+            pairs = []  # gateway / llmc aggregate of each rep, taken back to back
             srv = Pipeline(args) if path is None else LlamaServer(path, args, max(n, 8 if args.long else n))
             try:
                 server = srv
+                gw = Gateway(srv.port, srv.run) if path is None and args.gateway else None
+                gw_cpu = gw_wall = gw_toks = 0.0
                 run_streams(server, 1, 4)  # warm-up: page in the weights
-                for _ in range(args.reps):
+                for _ in range(args.reps):  # llmc and the gateway alternate, back to back
                     sts, wall = run_streams(server, n, args.tokens)
                     row = summarize(sts, wall)
                     if best is None or row["agg_tps"] > best["agg_tps"]:
                         best = row
+                    if gw:
+                        llmc_tps = row["agg_tps"]
+                        c0 = gw.cpu_s()
+                        sts, wall = run_streams(gw, n, args.tokens)
+                        gw_cpu += gw.cpu_s() - c0
+                        gw_wall += wall
+                        row = summarize(sts, wall)
+                        gw_toks += row["tokens"]
+                        if best_gw is None or row["agg_tps"] > best_gw["agg_tps"]:
+                            best_gw = row
+                        if llmc_tps > 0:
+                            pairs.append(row["agg_tps"] / llmc_tps)
                 best.update(server=name, setup="%d x %d" % (args.workers, args.threads) if path is None
                             else "-np %d -t %d" % (n, args.threads))
                 results.append(best)
+                if best_gw:
+                    best_gw.update(server="ours via HTTP gateway", setup=best["setup"], pairs=pairs,
+                                   gw_cpu_share=gw_cpu / gw_wall if gw_wall else 0.0,
+                                   gw_cpu_ms_per_tok=gw_cpu * 1e3 / gw_toks if gw_toks else 0.0)
+                    results.append(best_gw)
                 if args.long and n == ns[-1]:
                     lg, gap, sts = run_long(server, args.tokens * 3)
                     results.append({"server": name, "long": True, "ttft_long": lg.ttft() or float("nan"),
@@ -285,6 +365,16 @@ def main():
                   "largest gap %.0f ms, errors %d" % (r["long_prompt_tokens"], r["server"], r["ttft_long"],
                                                        r["max_gap_others"] * 1e3, r["errors"]))
     by = {(r["server"], r["streams"]): r for r in results if not r.get("long")}
+    for n in ns:
+        a, g = by.get(("ours", n)), by.get(("ours via HTTP gateway", n))
+        if a and g and a["agg_tps"] > 0:
+            pr = sorted(g.get("pairs", []))
+            print("%d streams: gateway / llmc aggregate, best of each = %.3f (gateway cost %.1f%%); per back-to-back "
+                  "pair %s, median %.3f; mean TTFT %.3f s vs %.3f s" % (
+                      n, g["agg_tps"] / a["agg_tps"], (1 - g["agg_tps"] / a["agg_tps"]) * 100,
+                      " ".join("%.3f" % x for x in pr), pct(pr, 50), g["ttft_mean"], a["ttft_mean"]))
+            print("%d streams: the gateway process used %.1f%% of one core while its streams ran "
+                  "(%.3f ms of CPU per generated token)" % (n, g["gw_cpu_share"] * 100, g["gw_cpu_ms_per_tok"]))
     for n in ns:
         a, b = by.get(("ours", n)), by.get(("llama-server", n))
         if a and b and b["agg_tps"] > 0:

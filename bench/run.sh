@@ -22,3 +22,5 @@ run engine env BUILD="$BUILD" bash bench/bench_engine.sh
 run tokenizer "$BUILD/bench/bench_tok"
 run sampler "$BUILD/bench/bench_sampler"
 run quant "$BUILD/bench/bench_quant"
+run serve python3 bench/bench_serve.py --build "$BUILD" --model "${BENCH_DIR:-/tmp/llm-bench}/tinyllama-1.1b-Q8_0.gguf" \
+    --streams 1,8 --reps 3 --gateway

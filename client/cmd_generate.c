@@ -297,7 +297,7 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
         fprintf(stderr, "error: cannot send to %s\n", c->endpoint);
         return 1;
     }
-    int accepted = 0, rc = 1, resumes = 0;
+    int accepted = 0, rc = 1, resumes = 0, resends = 0;
     uint64_t n_prompt = 0, n_gen = 0, queue_pos = 0;
     int64_t last_rx = net_now_ms(), last_ping = last_rx, last_resume = 0;
     if (o->echo && !msgs && !o->json) {
@@ -378,6 +378,12 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
                 proto_strcpy(&m, "code", code, sizeof code);
                 if (accepted && !strcmp(code, "unknown_request")) {
                     resume_now = 1; /* a new front door: it may have adopted our session */
+                } else if (!accepted && !strcmp(code, "unknown_request") && resends < 5) {
+                    /* our GENERATE went to a front door that died before answering: the new
+                     * one answers our ping without knowing the request, so send it again */
+                    send_generate(c, o, id, msgs, n_msgs, cont, key, NULL);
+                    resends++;
+                    last_rx = now;
                 } else if (!accepted && cont && !strcmp(code, "unknown_session")) {
                     /* the chat's session is gone (its worker and the front door restarted):
                      * the messages hold the whole conversation, so start a new session */

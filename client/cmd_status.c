@@ -1,6 +1,7 @@
 /*
  * cmd_status.c - `llmc status [--json] [-e EP] [--run-dir DIR]`: the front door's view of
- * the pipeline: workers (pid, host, sessions, uptime), the segment, requests, uptime.
+ * the pipeline: workers (pid, host, sessions, uptime), samplerd's health (from the
+ * workers' heartbeats), the segment, requests, uptime.
  * Exit 0 when the front door answered, 1 otherwise (with how to start the pipeline).
  * Owner: pipeline.
  */
@@ -50,6 +51,16 @@ static void print_text(const proto_msg *m)
         }
         printf("  worker pid %lld  host %s  sessions %lld  busy %lld  ctx %lld  up %.1f s%s\n", pid, host, sess,
                busy, ctx, up, stalled ? "  STALLED (no progress: its sessions were moved)" : "");
+    }
+    /* samplerd's health, as the workers see it: how long their oldest sample request has
+     * waited (they ask again every 0.4 s; a restarted samplerd answers at once) */
+    if (!proto_field(m, "swait")) {
+        printf("samplerd: unknown (no worker to ask)\n");
+    } else {
+        double sw = (double)proto_u64(m, "swait", 0) / 1000.0;
+        if (sw < 1.5) printf("samplerd: ok\n");
+        else printf("samplerd: NOT ANSWERING: a sample request has waited %.1f s (is samplerd running? "
+                    "'bash deploy/pipeline.sh status')\n", sw);
     }
     const msgpack_object *q = proto_field(m, "queue");
     uint32_t nq = q && q->type == MSGPACK_OBJECT_ARRAY ? q->via.array.size : 0;

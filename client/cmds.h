@@ -15,5 +15,6 @@ int cmd_status(int argc, char **argv) __attribute__((weak));   /* client/cmd_sta
 int cmd_inspect(int argc, char **argv) __attribute__((weak));  /* client/cmd_inspect.c */
 int cmd_quantize(int argc, char **argv) __attribute__((weak)); /* client/cmd_quantize.c */
 int cmd_synth(int argc, char **argv) __attribute__((weak));    /* client/cmd_synth.c */
+int cmd_serve(int argc, char **argv) __attribute__((weak));    /* client/cmd_serve.c */
 
 #endif

@@ -7,10 +7,12 @@
  *   llmc inspect FILE [--tensors] [--json]
  *   llmc quantize IN.gguf OUT.gguf TYPE
  *   llmc synth --shape NAME --type TYPE --vocab-from VOCAB.gguf --seed N -o OUT.gguf
+ *   llmc serve [--host H] [--port N] [--api-key KEY]   OpenAI-compatible HTTP gateway (cmd_serve)
  *
  * Each subcommand lives in its own client/cmd_*.c file.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmds.h"
@@ -27,6 +29,7 @@ static const subcommand subcommands[] = {
     {"inspect",  cmd_inspect,  "inspect FILE [--tensors] [--json]"},
     {"quantize", cmd_quantize, "quantize IN.gguf OUT.gguf TYPE"},
     {"synth",    cmd_synth,    "synth --shape NAME --type TYPE --vocab-from V.gguf --seed N -o OUT.gguf"},
+    {"serve",    cmd_serve,    "serve [--host H] [--port N] [--api-key KEY] [--threads N]   OpenAI HTTP gateway"},
 };
 
 /* Options of every subcommand that talks to a pipeline, each followed by a value. */
@@ -59,13 +62,16 @@ int main(int argc, char **argv)
             fprintf(stderr, "error: 'llmc %s' is not built into this binary\n", argv[first]);
             return 1;
         }
-        char *sub_argv[argc + 1];
+        char **sub_argv = malloc((size_t)(argc + 1) * sizeof *sub_argv);
+        if (!sub_argv) return 1;
         int n = 0;
         sub_argv[n++] = argv[first];
         for (int j = 1; j < argc; j++)
             if (j != first) sub_argv[n++] = argv[j];
         sub_argv[n] = NULL;
-        return subcommands[i].fn(n, sub_argv);
+        int rc = subcommands[i].fn(n, sub_argv);
+        free(sub_argv);
+        return rc;
     }
     if (!cmd_generate) {
         usage(stderr);

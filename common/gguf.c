@@ -13,6 +13,7 @@
  * Multi-byte values are read with memcpy as little-endian (the host is x86-64).
  */
 #include "gguf.h"
+#include "csum.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -819,4 +820,22 @@ const gguf_tensor *gguf_find_tensor(const gguf_ctx *g, const char *name)
 {
     int64_t i = t_lookup(g, name);
     return i < 0 ? NULL : &g->tensors[i];
+}
+
+uint64_t gguf_vocab_id(const gguf_ctx *g, uint32_t *n_tokens)
+{
+    int64_t kv = gguf_find_key(g, "tokenizer.ggml.tokens");
+    *n_tokens = 0;
+    if (kv < 0 || gguf_arr_type(g, kv) != GGUF_T_STRING) return 0;
+    uint64_t n = gguf_arr_n(g, kv);
+    const char *model = gguf_get_str(g, "tokenizer.ggml.model", "");
+    uint64_t h = csum64(model, strlen(model), 0x766f636162ULL); /* "vocab" */
+    h = csum64(&n, sizeof n, h);
+    for (uint64_t i = 0; i < n; i++) {
+        gguf_str t = gguf_arr_str(g, kv, i);
+        h = csum64(&t.len, sizeof t.len, h);
+        if (t.len) h = csum64(t.ptr, (size_t)t.len, h);
+    }
+    *n_tokens = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+    return h ? h : 1;
 }

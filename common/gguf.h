@@ -99,6 +99,13 @@ double      gguf_arr_float(const gguf_ctx *g, int64_t kv, uint64_t i);
 /* Raw element bytes of a numeric array (little-endian, possibly unaligned). */
 const void *gguf_arr_data(const gguf_ctx *g, int64_t kv);
 
+/* The vocabulary's identity: a 64-bit hash of tokenizer.ggml.model and of every token
+ * text of tokenizer.ggml.tokens (in id order), and their count in *n_tokens. The same
+ * for a model file and for the metadata-only tokenizer blob of its weight segment, so
+ * two processes can tell whether their token ids mean the same texts. 0 and *n_tokens
+ * 0 when the file has no token list. */
+uint64_t    gguf_vocab_id(const gguf_ctx *g, uint32_t *n_tokens);
+
 /*
  * Values, including arrays of arrays (additive API). A gguf_value lives in the ctx.
  *   const gguf_value *v = gguf_kv_value(g, gguf_find_key(g, "x.nested"));

@@ -85,7 +85,11 @@ int net_curve(void *sock, const char *endpoint, int is_server, char *err, size_t
     if (strncmp(endpoint, "tcp://", 6) != 0) return 0;
     if (is_server) {
         const char *sec = getenv("LLM_CURVE_SECRET");
-        if (!sec) return 0;
+        if (!sec) {
+            log_warn("serving %s in plaintext: anyone who can reach it can read and send messages; "
+                     "set LLM_CURVE_SECRET (and the allow-lists) to use CURVE", endpoint);
+            return 0;
+        }
         int one = 1;
         if (!key_ok(sec) || zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
             zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 40) != 0) {
@@ -95,7 +99,11 @@ int net_curve(void *sock, const char *endpoint, int is_server, char *err, size_t
         return 0;
     }
     const char *srv = getenv("LLM_CURVE_SERVER");
-    if (!srv) return 0;
+    if (!srv) {
+        log_warn("connecting to %s in plaintext (set LLM_CURVE_SERVER to the server's public key for CURVE)",
+                 endpoint);
+        return 0;
+    }
     char pub[41], sec[41];
     const char *cp = getenv("LLM_CURVE_CLIENT_PUBLIC"), *cs = getenv("LLM_CURVE_CLIENT_SECRET");
     if (key_ok(cp) && key_ok(cs)) {
@@ -177,12 +185,25 @@ int net_recv(void *sock, int is_router, uint8_t *rid, size_t *rid_len, zmq_msg_t
 int net_recv_msg(void *sock, int is_router, uint8_t *rid, size_t *rid_len, proto_msg *m,
                  size_t *nbytes, char *err, size_t errcap)
 {
+    return net_recv_msg_from(sock, is_router, rid, rid_len, m, nbytes, NULL, 0, err, errcap);
+}
+
+int net_recv_msg_from(void *sock, int is_router, uint8_t *rid, size_t *rid_len, proto_msg *m,
+                      size_t *nbytes, char *origin, size_t origincap, char *err, size_t errcap)
+{
     zmq_msg_t zm;
     memset(m, 0, sizeof *m);
     *nbytes = 0;
+    if (origin && origincap) origin[0] = 0;
     if (net_recv(sock, is_router, rid, rid_len, &zm) <= 0) {
         zmq_msg_close(&zm);
         return 0;
+    }
+    if (origin && origincap) { /* the ZAP handler's user id (the CURVE key), else the address */
+        const char *uid = zmq_msg_gets(&zm, "User-Id");
+        const char *addr = zmq_msg_gets(&zm, "Peer-Address");
+        if (uid && *uid) snprintf(origin, origincap, "key %s", uid);
+        else if (addr && *addr) snprintf(origin, origincap, "%s", addr);
     }
     *nbytes = zmq_msg_size(&zm);
     int r = proto_decode(m, zmq_msg_data(&zm), *nbytes, err, errcap) == 0 ? 1 : -1;

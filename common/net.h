@@ -72,6 +72,12 @@ int net_recv(void *sock, int is_router, uint8_t *rid, size_t *rid_len, zmq_msg_t
 int net_recv_msg(void *sock, int is_router, uint8_t *rid, size_t *rid_len, proto_msg *m,
                  size_t *nbytes, char *err, size_t errcap);
 
+/* net_recv_msg that also tells who sent it: the user id the ZAP handler gave the
+ * connection ("key <z85 public key>" over CURVE), else the peer's address (tcp), else
+ * "" (origin is always NUL-terminated when origincap > 0). */
+int net_recv_msg_from(void *sock, int is_router, uint8_t *rid, size_t *rid_len, proto_msg *m,
+                      size_t *nbytes, char *origin, size_t origincap, char *err, size_t errcap);
+
 /* Monotonic milliseconds. */
 int64_t net_now_ms(void);
 

@@ -26,7 +26,9 @@ typedef struct {
  * pos U64 (place in the front door's queue, 0 = dispatched). ERROR: code STR
  * (invalid_request, context_length_exceeded, queue_full, unavailable, internal),
  * retry_ms U64. WORKER_HB: prog U64 (forward work done), busy U64 (sessions with compute
- * pending), ctx U64 (positions per session), cap U64, bye BOOL. RUN: eog INTS, mu F64,
+ * pending), ctx U64 (positions per session), cap U64, bye BOOL, nv U64 + vid U64 (the
+ * vocabulary's size and gguf_vocab_id), swait U64 (ms the oldest sample request has
+ * waited for samplerd). RUN: eog INTS, mu F64,
  * fb BIN (the front door's own record of the request, kept and echoed by the worker).
  * REPORT: fb, mu, eog, idle BOOL (the generation ended on the worker).
  * SAMPLE: eos I64, seg STR. TOKEN (when n_probs > 0): logprob F64 (the chosen token's),
@@ -145,6 +147,29 @@ static const msgpack_object *map_get(const msgpack_object_map *map, const char *
             return &map->ptr[i].val;
     }
     return NULL;
+}
+
+/* msgpack-c leaves the pointer of a zero-length str/bin NULL when nothing of variable
+ * length preceded it (a message whose first key is ""): every reader would then pass
+ * NULL to memcpy/memcmp/strndup with length 0, which is undefined. Point them at "". */
+static void fix_empty(msgpack_object *o, int depth)
+{
+    static const char empty[1] = "";
+    if (depth > 16) return; /* proto_wellformed bounds nesting far below this */
+    switch (o->type) {
+    case MSGPACK_OBJECT_STR: if (!o->via.str.ptr) o->via.str.ptr = empty; break;
+    case MSGPACK_OBJECT_BIN: if (!o->via.bin.ptr) o->via.bin.ptr = empty; break;
+    case MSGPACK_OBJECT_ARRAY:
+        for (uint32_t i = 0; i < o->via.array.size; i++) fix_empty(&o->via.array.ptr[i], depth + 1);
+        break;
+    case MSGPACK_OBJECT_MAP:
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            fix_empty(&o->via.map.ptr[i].key, depth + 1);
+            fix_empty(&o->via.map.ptr[i].val, depth + 1);
+        }
+        break;
+    default: break;
+    }
 }
 
 static int is_int(const msgpack_object *o)
@@ -280,7 +305,8 @@ static const proto_field_spec proto_optional[] = {
     {"logprob", PK_F64}, {"top", PK_TOPS}, {"probs", PK_PROBS}, {"key", PK_STR}, {"pos", PK_U64},
     {"code", PK_STR}, {"retry_ms", PK_U64}, {"prog", PK_U64}, {"busy", PK_U64}, {"ctx", PK_U64},
     {"cap", PK_U64}, {"eos", PK_I64}, {"seg", PK_STR}, {"fb", PK_BIN}, {"idle", PK_BOOL},
-    {"resume", PK_U64}, {"rbytes", PK_U64}, {"seed", PK_U64}, {NULL, 0}};
+    {"resume", PK_U64}, {"rbytes", PK_U64}, {"seed", PK_U64}, {"nv", PK_U64}, {"vid", PK_U64},
+    {"swait", PK_U64}, {NULL, 0}};
 
 int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t errcap)
 {
@@ -302,6 +328,7 @@ int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t e
         proto_msg_free(m);
         return fail(err, errcap, "msgpack could not unpack the message%s%s", "", "");
     }
+    fix_empty(&m->up.data, 0);
     const msgpack_object *root = &m->up.data;
     if (root->type != MSGPACK_OBJECT_MAP) {
         proto_msg_free(m);

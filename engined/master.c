@@ -10,6 +10,7 @@
  *   engined --worker --segment /llm-1000-0123456789abcdef  # what the master execs
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,28 @@ static int parse(int argc, char **argv, engd_opts *o, int *attach)
     return 0;
 }
 
+/* Every worker, the master's and the attached ones (engined --attach), leaves
+ * RUN_DIR/worker-<pid>.pid while it runs, so `pipeline.sh stop` (make stop) finds and
+ * stops every worker of the run directory, even one no master supervises. */
+static int run_worker_with_pidfile(const engd_opts *o)
+{
+    char dir[256], err[256], path[320] = "";
+    if (net_run_dir(o->run_dir, dir, sizeof dir, err, sizeof err) == 0) {
+        snprintf(path, sizeof path, "%s/worker-%d.pid", dir, (int)getpid());
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            dprintf(fd, "%d\n", (int)getpid());
+            close(fd);
+        } else {
+            log_warn("cannot write %s: %s (pipeline.sh stop will not find this worker)", path, strerror(errno));
+            path[0] = 0;
+        }
+    }
+    int rc = engd_worker_run(o);
+    if (path[0]) unlink(path);
+    return rc;
+}
+
 int engd_serve(int argc, char **argv)
 {
     engd_opts o;
@@ -138,7 +161,7 @@ int engd_serve(int argc, char **argv)
         log_info("--attach: segment %s (%s in %.1f ms)", name, info.converted ? "converted" : "attached", info.ms);
         eng_close(m);
     }
-    if (o.worker) return engd_worker_run(&o);
+    if (o.worker) return run_worker_with_pidfile(&o);
     return engd_master_run(&o, "/proc/self/exe");
 }
 

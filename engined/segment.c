@@ -226,12 +226,21 @@ int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, siz
 {
     memset(m, 0, sizeof *m);
     int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+    struct stat st;
     if (fd < 0) {
         int e = errno;
+        char path[SEG_NAME_MAX + 16];
+        snprintf(path, sizeof path, "/dev/shm%s", name);
+        /* a name we may not read: someone else's squat, never ours to remove or rebuild */
+        if ((e == EACCES || e == EPERM) && stat(path, &st) == 0 && check_owner(name, &st, err, errlen) != 0)
+            return SEG_FOREIGN;
+        if (e == EACCES || e == EPERM) {
+            snprintf(err, errlen, "segment %s: %s (it is not ours to use; remove it as root)", name, strerror(e));
+            return SEG_FOREIGN;
+        }
         snprintf(err, errlen, "segment %s: %s", name, strerror(e));
         return e == ENOENT ? -2 : -1;
     }
-    struct stat st;
     if (fstat(fd, &st) != 0) {
         snprintf(err, errlen, "segment %s: %s", name, strerror(errno));
         close(fd);

@@ -75,6 +75,7 @@ typedef struct {
     int          n_hist;   /* history tokens samplerd needs (penalties, DRY) */
     uint64_t     req;      /* id of the sample batch this session's row went in */
     int64_t      sent_ms;
+    int64_t      wait_since; /* when its current step's row was first sent to samplerd */
 } wsess;
 
 typedef struct {
@@ -94,6 +95,9 @@ typedef struct {
     eng_item   *items;     /* (max(batch_tokens, idle_tokens) + PREFILL_MIN + max_sessions) */
     int         registered;
     long        stall_step; /* fault injection for tests: LLM_FAULT_STALL_STEP */
+    int64_t     sampler_timeout_ms; /* a sample row unanswered this long fails its session
+                                     * (LLM_SAMPLER_TIMEOUT_MS, default 20 s) */
+    int64_t     retry_log_ms;
 } worker;
 
 void engd_opts_default(engd_opts *o)
@@ -110,11 +114,14 @@ void engd_opts_default(engd_opts *o)
 static void publish_load(worker *w)
 {
     int active = 0, busy = 0;
+    int64_t now = net_now_ms(), oldest = now;
     for (int i = 0; i < w->n_s; i++) {
         active += w->s[i].state != WS_FREE;
         busy += w->s[i].state == WS_READY;
+        if (w->s[i].state == WS_WAIT && w->s[i].wait_since < oldest) oldest = w->s[i].wait_since;
     }
     wio_set_load(&w->io, active, busy);
+    wio_set_sampler_wait(&w->io, (int)(now - oldest));
 }
 
 static void send_front(worker *w, proto_writer *pw)
@@ -137,6 +144,18 @@ static void send_sess_error_full(worker *w, uint64_t sess, uint64_t epoch, const
 static void send_sess_error(worker *w, uint64_t sess, uint64_t epoch, const char *msg)
 {
     send_sess_error_full(w, sess, epoch, msg, 0);
+}
+
+/* An error the client should see as "unavailable" (a daemon it depends on is down). */
+static void send_sess_unavailable(worker *w, uint64_t sess, uint64_t epoch, const char *msg)
+{
+    proto_writer pw;
+    proto_begin(&pw, PT_ERROR, 0);
+    proto_put_u64(&pw, "sess", sess);
+    proto_put_u64(&pw, "epoch", epoch);
+    proto_put_str(&pw, "msg", msg);
+    proto_put_str(&pw, "code", "unavailable");
+    send_front(w, &pw);
 }
 
 static void sess_drop(wsess *s)
@@ -214,6 +233,7 @@ static void sbatch_add(worker *w, sbatch *b, wsess *s)
     b->n++;
     s->req = b->id;
     s->sent_ms = net_now_ms();
+    if (s->state != WS_WAIT) s->wait_since = s->sent_ms; /* not a retry */
     s->state = WS_WAIT;
 }
 
@@ -288,19 +308,38 @@ static void on_sampler(worker *w, const proto_msg *pm)
     }
 }
 
+/* Re-sends the rows samplerd left unanswered for SAMPLE_RETRY_MS (it may have
+ * restarted: the answer is the same). A row waiting longer than w->sampler_timeout_ms in
+ * all fails its session with an "unavailable" error naming samplerd, so a samplerd that
+ * stays down is a clear error for the client, not a hang. One log line per round at
+ * most every 2 s. */
 static void retry_samples(worker *w, int64_t now)
 {
     sbatch b;
-    int any = 0;
+    int any = 0, gave_up = 0;
+    int64_t oldest = 0;
     for (int i = 0; i < w->n_s; i++) {
         wsess *s = &w->s[i];
         if (s->state != WS_WAIT || now - s->sent_ms < SAMPLE_RETRY_MS) continue;
+        if (now - s->wait_since >= w->sampler_timeout_ms) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "samplerd has not answered for %lld s (is it running? 'llmc status')",
+                     (long long)(now - s->wait_since) / 1000);
+            send_sess_unavailable(w, s->sess, s->epoch, msg);
+            s->state = WS_IDLE;
+            gave_up++;
+            continue;
+        }
         if (!any++) sbatch_begin(w, &b);
-        log_warn("session %llu step %u: samplerd did not answer in %d ms; asking again",
-                 (unsigned long long)s->sess, s->step, SAMPLE_RETRY_MS);
+        if (now - s->wait_since > oldest) oldest = now - s->wait_since;
         sbatch_add(w, &b, s);
     }
     if (any) sbatch_flush(w, &b);
+    if ((any || gave_up) && now - w->retry_log_ms >= 2000) {
+        w->retry_log_ms = now;
+        log_warn("samplerd did not answer: asked again for %d sessions (oldest waiting %lld ms)%s", any,
+                 (long long)oldest, gave_up ? "; gave up on sessions waiting past the sampler timeout" : "");
+    }
 }
 
 /* ---- the front door's requests -------------------------------------------------------- */
@@ -611,6 +650,8 @@ int engd_worker_run(const engd_opts *o)
     w.idle_tokens = o->idle_tokens > 0 ? o->idle_tokens : ENGD_IDLE_TOKENS_DEFAULT;
     const char *fs = getenv("LLM_FAULT_STALL_STEP");
     w.stall_step = fs ? atol(fs) : 0;
+    const char *st = getenv("LLM_SAMPLER_TIMEOUT_MS");
+    w.sampler_timeout_ms = st && atol(st) > 0 ? atol(st) : 20000;
     w.s = calloc((size_t)w.n_s, sizeof *w.s);
     w.logits = malloc((size_t)w.n_s * (size_t)w.n_vocab * sizeof(float));
     w.order = malloc((size_t)w.n_s * sizeof *w.order);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gguf.h"
 #include "log.h"
 #include "net.h"
 #include "proto.h"
@@ -26,6 +27,17 @@ void wio_init(wio *io, void *ctx, void *front, eng_model *m, uint64_t wid, const
     snprintf(io->host, sizeof io->host, "%s", host);
     io->cap = cap;
     io->n_ctx = n_ctx;
+    size_t bl = 0;
+    const void *blob = eng_tokenizer_blob(m, &bl);
+    char err[200];
+    gguf_ctx *g = blob ? gguf_parse(blob, bl, err, sizeof err) : NULL;
+    if (g) io->vocab_id = gguf_vocab_id(g, &io->n_vocab);
+    gguf_close(g);
+}
+
+void wio_set_sampler_wait(wio *io, int ms)
+{
+    __atomic_store_n(&io->swait, ms, __ATOMIC_RELAXED);
 }
 
 void wio_set_load(wio *io, int active, int busy)
@@ -48,6 +60,9 @@ static void send_beat(wio *io, int bye)
     proto_put_u64(&pw, "cap", (uint64_t)io->cap);
     proto_put_u64(&pw, "ctx", (uint64_t)io->n_ctx);
     proto_put_u64(&pw, "wid", io->wid);
+    proto_put_u64(&pw, "nv", io->n_vocab);
+    proto_put_u64(&pw, "vid", io->vocab_id);
+    proto_put_u64(&pw, "swait", (uint64_t)__atomic_load_n(&io->swait, __ATOMIC_RELAXED));
     net_send(io->front, NULL, 0, proto_data(&pw), proto_size(&pw));
     proto_writer_free(&pw);
 }

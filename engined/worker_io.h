@@ -12,7 +12,9 @@
  *   wio_set_load(&io, active, busy);                // reported by the next beat
  *   wio_stop(&io);                                  // goodbye beat, join, close
  *
- * The heartbeat carries the engine's progress counter (eng_progress: one unit per layer
+ * The heartbeat also names the model (segment, and the vocabulary's size and hash, so the
+ * front door can refuse a worker of another model) and how long samplerd has kept the
+ * oldest sample request waiting (swait). It carries the engine's progress counter (eng_progress: one unit per layer
  * of every pass) and the number of sessions with compute pending: the front door declares
  * a worker dead when its beats stop, or when it holds busy sessions and its progress does
  * not move for the front door's stall timeout.
@@ -38,6 +40,9 @@ typedef struct {
     char        host[64];
     int         cap, n_ctx;
     int         active, busy; /* sessions held / with compute pending (atomic) */
+    int         swait;        /* ms its oldest sample request has waited for samplerd (atomic) */
+    uint32_t    n_vocab;      /* the vocabulary's identity (gguf_vocab_id of the segment's */
+    uint64_t    vocab_id;     /* tokenizer blob): the front door refuses a different one */
     int         stop;         /* atomic: the I/O thread says goodbye and ends */
     int         running;
     pthread_t   thread;
@@ -50,6 +55,9 @@ void wio_init(wio *io, void *ctx, void *front, eng_model *m, uint64_t wid, const
 void *wio_start(wio *io, char *err, size_t errlen);
 /* Publishes the counts the next heartbeat reports. */
 void wio_set_load(wio *io, int active, int busy);
+/* Publishes how long (ms) the oldest unanswered sample request has waited (0: none):
+ * the front door shows samplerd's health from it. */
+void wio_set_sampler_wait(wio *io, int ms);
 /* Sends the goodbye beat (the front door moves this worker's sessions at once), joins
  * the thread and closes every socket; accepts a wio that never started. */
 void wio_stop(wio *io);

@@ -27,6 +27,7 @@
 #include "proto.h"
 #include "sampler.h"
 #include "tok.h"
+#include "zap.h"
 
 #define RING_CACHE 32
 #define HIST_MAX 8192
@@ -83,6 +84,24 @@ static const lshm *ring_get(sampler_daemon *d, const char *name, char *err, size
     lru->ino = st.st_ino;
     lru->used_ms = now;
     return lru->ring;
+}
+
+/* Unmaps every cached ring whose name is gone from /dev/shm or now names another
+ * object: a dead worker's ring is unlinked by its master, and a mapping kept past that
+ * pins its memory (up to RING_CACHE rows of n_vocab floats each) for nothing. */
+static void ring_sweep(sampler_daemon *d)
+{
+    for (int i = 0; i < RING_CACHE; i++) {
+        ring_ent *e = &d->rings[i];
+        if (!e->ring) continue;
+        char path[128];
+        struct stat st;
+        snprintf(path, sizeof path, "/dev/shm%s", lshm_name(e->ring));
+        if (stat(path, &st) != 0 || st.st_ino != e->ino) {
+            log_debug("unmapping the logits ring %s (its worker is gone)", lshm_name(e->ring));
+            lshm_destroy(&e->ring);
+        }
+    }
 }
 
 static int write_piece(void *ctx, int32_t id, char *buf, size_t cap)
@@ -247,18 +266,27 @@ int main(int argc, char **argv)
     d.sock = net_socket(ctx, ZMQ_ROUTER);
     d.work = smp_work_new(32000);
     d.hist = malloc(HIST_MAX * sizeof *d.hist);
-    if (!d.sock || !d.work || !d.hist || net_curve(d.sock, ep, 1, err, sizeof err) != 0 || zmq_bind(d.sock, ep) != 0) {
+    zap *z = NULL; /* workers' keys on tcp+CURVE: LLM_CURVE_ALLOW_WORKERS */
+    if (!d.sock || !d.work || !d.hist || net_curve(d.sock, ep, 1, err, sizeof err) != 0 ||
+        zap_guard(&z, ctx, d.sock, ep, "sampler", "LLM_CURVE_ALLOW_WORKERS", err, sizeof err) != 0 ||
+        zmq_bind(d.sock, ep) != 0) {
         log_error("cannot serve %s: %s", ep, err[0] ? err : zmq_strerror(zmq_errno()));
         net_close(&d.sock);
+        zap_destroy(&z);
         zmq_ctx_term(ctx);
         smp_work_destroy(&d.work);
         free(d.hist);
         return 1;
     }
     log_info("serving on %s", ep);
+    int64_t last_sweep = net_now_ms();
     while (!dmn_stop) {
         zmq_pollitem_t it = {d.sock, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 500) < 0 && zmq_errno() != EINTR) break;
+        if (net_now_ms() - last_sweep >= 1000) {
+            ring_sweep(&d);
+            last_sweep = net_now_ms();
+        }
         for (int k = 0; k < 64 && (it.revents & ZMQ_POLLIN); k++) {
             int ev = 0;
             size_t sz = sizeof ev;
@@ -271,6 +299,7 @@ int main(int argc, char **argv)
              (unsigned long long)d.errors);
     for (int i = 0; i < RING_CACHE; i++) lshm_destroy(&d.rings[i].ring);
     net_close(&d.sock);
+    zap_destroy(&z);
     zmq_ctx_term(ctx);
     smp_work_destroy(&d.work);
     free(d.hist);

@@ -17,6 +17,7 @@
 #include "net.h"
 #include "proto.h"
 #include "sampler.h"
+#include "zap.h"
 
 static void make_run(proto_writer *w, uint32_t n_toks)
 {
@@ -641,11 +642,100 @@ START_TEST(test_logits_ring_foreign)
 }
 END_TEST
 
+/* An empty string or bin that comes before anything else of variable length decodes
+ * with a NULL pointer in msgpack-c: proto_str must still give a usable pointer, or every
+ * memcpy(dst, p, 0) after it is undefined behaviour (issue 10.8). */
+START_TEST(test_empty_strings)
+{
+    /* {"": "", "v": 1, "t": PING, "id": 3}: the first key and its value are empty */
+    const uint8_t raw[] = {0x84, 0xa0, 0xa0, 0xa1, 'v', PROTO_VERSION, 0xa1, 't', PT_PING, 0xa2, 'i', 'd', 3};
+    proto_msg e;
+    char err0[200];
+    ck_assert_int_eq(proto_decode(&e, raw, sizeof raw, err0, sizeof err0), 0);
+    size_t en = 9;
+    ck_assert_ptr_nonnull(proto_str(&e, "", &en));
+    ck_assert_uint_eq(en, 0);
+    proto_msg_free(&e);
+    proto_writer w;
+    proto_begin(&w, PT_PIECE, 3);
+    proto_put_str(&w, "text", "");
+    proto_put_u64(&w, "ntok", 0);
+    proto_msg m;
+    char err[200], out[8] = "xx";
+    ck_assert_int_eq(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err), 0);
+    size_t n = 99;
+    const char *p = proto_str(&m, "text", &n);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(proto_strcpy(&m, "text", out, sizeof out), 0);
+    ck_assert_str_eq(out, "");
+    proto_writer_free(&w);
+    proto_msg_free(&m);
+}
+END_TEST
+
+/* Allow-lists of CURVE keys: inline (commas, spaces), from a file with comments, "*";
+ * a bad key or an empty list is an error naming it. */
+START_TEST(test_zap_lists)
+{
+    char pub[41], sec[41], pub2[41], err[200];
+    ck_assert_int_eq(zmq_curve_keypair(pub, sec), 0);
+    ck_assert_int_eq(zmq_curve_keypair(pub2, sec), 0);
+    static uint8_t keys[8][32];
+    char list[200];
+    snprintf(list, sizeof list, " %s,%s\n", pub, pub2);
+    ck_assert_int_eq(zap_parse_list(list, keys, 8, err, sizeof err), 2);
+    uint8_t k[32];
+    zmq_z85_decode(k, pub2);
+    ck_assert_int_eq(memcmp(keys[1], k, 32), 0);
+    ck_assert_int_eq(zap_parse_list("*", keys, 8, err, sizeof err), -2);
+    ck_assert_int_eq(zap_parse_list("tooshort, x", keys, 8, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "tooshort"));
+    ck_assert_int_eq(zap_parse_list("  ", keys, 8, err, sizeof err), -1);
+    char path[64] = "/tmp/llm-zap-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    dprintf(fd, "# the workers\n%s  # host a\n\n%s\n", pub, pub2);
+    close(fd);
+    ck_assert_int_eq(zap_parse_list(path, keys, 8, err, sizeof err), 2);
+    ck_assert_int_eq(zap_parse_list(path, keys, 1, err, sizeof err), -1); /* over the cap */
+    unlink(path);
+    ck_assert_int_eq(zap_parse_list("/nonexistent/keys", keys, 8, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent/keys"));
+}
+END_TEST
+
+/* A tcp:// server socket without CURVE is served, with a warning saying so (issue 10.8). */
+START_TEST(test_plaintext_warning)
+{
+    unsetenv("LLM_CURVE_SECRET");
+    char path[64] = "/tmp/llm-warn-XXXXXX", err[200] = "";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    int saved = dup(2);
+    dup2(fd, 2);
+    void *ctx = zmq_ctx_new(), *sock = net_socket(ctx, ZMQ_ROUTER);
+    int rc = net_curve(sock, "tcp://127.0.0.1:1", 1, err, sizeof err);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    net_close(&sock);
+    zmq_ctx_term(ctx);
+    ck_assert_int_eq(rc, 0);
+    char buf[512] = "";
+    ck_assert_int_ge(pread(fd, buf, sizeof buf - 1, 0), 1);
+    close(fd);
+    unlink(path);
+    ck_assert_msg(strstr(buf, "plaintext") && strstr(buf, "LLM_CURVE_SECRET"), "%s", buf);
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
     TCase *tc = tcase_create("wire");
     tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_empty_strings);
     tcase_add_test(tc, test_schema_errors);
     tcase_add_test(tc, test_logprob_fields);
     tcase_add_test(tc, test_batch_rows);
@@ -660,6 +750,8 @@ Suite *proto_suite(void)
     tcase_add_test(tn, test_sockets_and_max_size);
     tcase_add_test(tn, test_logits_ring);
     tcase_add_test(tn, test_logits_ring_foreign);
+    tcase_add_test(tn, test_zap_lists);
+    tcase_add_test(tn, test_plaintext_warning);
     suite_add_tcase(s, tn);
     return s;
 }

@@ -610,6 +610,49 @@ START_TEST(test_planted_segment_refused)
 }
 END_TEST
 
+typedef struct {
+    const char *path;
+} squat_job;
+
+/* As uid NOBODY: its segment name for the file is held by root with mode 0600, so the
+ * open fails with EACCES. That must be a clear "owned by uid 0" error at once, never a
+ * rebuild loop ending in "gave up after repeated races" (issue 10.8). */
+static int open_squatted(void *arg)
+{
+    char err[512];
+    eng_open_info info;
+    eng_model *m = eng_open(((squat_job *)arg)->path, ENG_INT8, &info, err, sizeof err);
+    if (m) return 2;
+    if (strstr(err, "races") || !strstr(err, "owned by uid 0")) {
+        fprintf(stderr, "segment: squatted name: %s\n", err);
+        return 3;
+    }
+    return 0;
+}
+
+START_TEST(test_squatted_unreadable)
+{
+    if (!root_or_skip("a name squatted by another user with mode 0600")) return;
+    char path[1100], name[SEG_NAME_MAX], err[512];
+    copy_model("stories260K-f32.gguf", path, sizeof path);
+    ck_assert_int_eq(chmod(path, 0644), 0);
+    seg_ident id;
+    ck_assert_int_eq(seteuid(NOBODY), 0); /* the name uid NOBODY will look for */
+    int rc = seg_name_for(path, 0, name, &id, err, sizeof err);
+    ck_assert_int_eq(seteuid(0), 0);
+    ck_assert_msg(rc == 0, "%s", err);
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 4096), 0);
+    close(fd);
+    squat_job j = { path };
+    int st = as_nobody(open_squatted, &j);
+    shm_unlink(name);
+    unlink(path);
+    ck_assert_int_eq(st, 0);
+}
+END_TEST
+
 /* Every tensor carries a checksum of its bytes; a flipped bit in a tensor is found by
  * seg_verify_tensors (not by the cheap attach), a flipped byte in the header, the
  * directory or the tokenizer tables is refused at attach. */
@@ -678,6 +721,7 @@ Suite *segment_suite(void)
     tcase_add_test(tc, test_name_per_user);
     tcase_add_test(tc, test_mode_refused);
     tcase_add_test(tc, test_planted_segment_refused);
+    tcase_add_test(tc, test_squatted_unreadable);
     tcase_add_test(tc, test_checksums);
     suite_add_tcase(s, tc);
     return s;

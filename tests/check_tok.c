@@ -440,8 +440,8 @@ START_TEST(test_greedy_texts)
     int checked = 0;
     while ((e = readdir(d)) != NULL) {
         snprintf(path, sizeof path, "%s/models/%s.gguf", shared(), e->d_name);
-        struct stat st;
-        if (e->d_name[0] == '.' || stat(path, &st) != 0)
+        struct stat fst;
+        if (e->d_name[0] == '.' || stat(path, &fst) != 0)
             continue;
         tok_vocab *v = load_path(path);
         static const char *const cases[] = { "hello", "story", "unicode" };

@@ -43,6 +43,7 @@ typedef struct {
     int     max_per_client; /* --max-per-client: running + queued per connection (default 64) */
     int64_t stall_ms;       /* --stall-timeout: a worker with busy sessions whose progress
                              * counter stands still this long is declared dead (default 30 s) */
+    int     max_per_host;   /* --max-workers-per-host: registered workers of one origin (16) */
 } front_limits;
 
 typedef struct {
@@ -63,7 +64,12 @@ typedef struct {
     int      stalled;    /* declared dead for want of progress; back when prog moves */
     int64_t  last_ms;    /* last message from it */
     int64_t  since_ms;   /* registration time */
+    int      swait;      /* ms its oldest sample request has waited for samplerd (last beat) */
+    char     origin[64]; /* who it is for the per-host cap: its CURVE key, else its peer
+                          * address (tcp), else the host it reports (ipc: same uid) */
 } front_worker;
+
+#define FRONT_REFUSED_LOG 32 /* refused worker ids remembered, so each is logged once a minute */
 
 #define FRONT_MAX_PENDING_PROBS 1024 /* per-token log-prob entries held before they are sent anyway */
 
@@ -123,8 +129,11 @@ typedef struct {
     size_t    rid_len;
 } front_parked;
 
+typedef struct zap zap;
+
 typedef struct {
     void        *ctx, *clients, *workers;
+    zap         *zap;          /* CURVE allow-lists on tcp:// (zap.h); NULL when not used */
     front_limits lim;
     tok_vocab   *vocab;
     chat_tmpl    tmpl;
@@ -142,6 +151,9 @@ typedef struct {
     int32_t      eog[16];
     int          n_eog;
     uint64_t     served, failed;
+    uint32_t     n_vocab;      /* the vocabulary's identity (gguf_vocab_id): a worker must */
+    uint64_t     vocab_id;     /* report the same to be registered */
+    struct { uint64_t wid; int64_t ms; } refused[FRONT_REFUSED_LOG];
 } front;
 
 /* Error codes of PT_ERROR replies to clients (proto.c lists them; the HTTP gateway maps
@@ -176,7 +188,12 @@ void front_adopt(front *f, int wi, const proto_msg *m);
  * session is unknown (the caller admits the request anew under the same id and key, its
  * text skipped up to rbytes), -1 when it was parked or refused (answered). */
 int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
-/* Handles parked resumes whose session is known now or whose grace period ended. */
+/* In the first FRONT_ADOPT_GRACE_MS after a start, keeps a copy of m (a resume or a
+ * chat's next turn of a session not reported yet) to be handled again by front_unpark:
+ * -1 (parked, or refused with an error when too many are); 0 when the grace is over. */
+int front_park(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
+/* Handles parked resumes and chat turns whose session is known now or whose grace
+ * period ended. */
 void front_unpark(front *f, int64_t now);
 
 /* Test hook: if RUN_DIR/fault-front-exit exists ("N [any|held|partial]"), it is read

@@ -169,6 +169,8 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
         cont = 0; /* unknown here: admitted anew under its id and key, its text skipped */
     }
     front_req *r = cont ? front_find_sess(f, cont) : NULL;
+    if (cont && !r && key_valid(m) && front_park(f, rid, rl, m) != 0)
+        return; /* the front door just started: its worker may not have reported it yet */
     if (cont && (!r || !front_key_ok(r, m))) {
         front_send_error(f, rid, rl, m->id, FRONT_E_NO_SESS, "unknown chat session (ended, expired, or not yours)");
         return;

@@ -145,6 +145,22 @@ void front_adopt(front *f, int wi, const proto_msg *m)
              f->w[wi].pid, r->n_toks, r->n_gen, r->state == RQ_HELD ? " (chat between turns)" : "");
 }
 
+int front_park(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
+{
+    if (net_now_ms() - f->start_ms >= FRONT_ADOPT_GRACE_MS) return 0;
+    if (f->n_parked >= FRONT_MAX_PARKED) {
+        front_send_error(f, rid, rl, m->id, FRONT_E_FULL, "the front door is starting; try again in a moment");
+        return -1;
+    }
+    front_parked *pk = &f->parked[f->n_parked];
+    char err[100];
+    if (proto_decode(&pk->m, m->bytes, m->len, err, sizeof err) != 0) return 0; /* a copy to keep */
+    memcpy(pk->rid, rid, rl);
+    pk->rid_len = rl;
+    f->n_parked++;
+    return -1;
+}
+
 int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
 {
     uint64_t sess = proto_u64(m, "resume", 0);
@@ -153,20 +169,7 @@ int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
         front_send_error(f, rid, rl, m->id, FRONT_E_NO_SESS, "resume: unknown session (or not yours)");
         return -1;
     }
-    if (!r) {
-        if (net_now_ms() - f->start_ms >= FRONT_ADOPT_GRACE_MS) return 0;
-        if (f->n_parked >= FRONT_MAX_PARKED) {
-            front_send_error(f, rid, rl, m->id, FRONT_E_FULL, "the front door is starting; resume again in a moment");
-            return -1;
-        }
-        front_parked *pk = &f->parked[f->n_parked];
-        char err[100];
-        if (proto_decode(&pk->m, m->bytes, m->len, err, sizeof err) != 0) return 0; /* a copy to keep */
-        memcpy(pk->rid, rid, rl);
-        pk->rid_len = rl;
-        f->n_parked++;
-        return -1;
-    }
+    if (!r) return front_park(f, rid, rl, m);
     /* the session is here: this connection takes it over and gets the text it lacks */
     memcpy(r->rid, rid, rl);
     r->rid_len = rl;
@@ -194,7 +197,9 @@ void front_unpark(front *f, int64_t now)
     int grace_over = now - f->start_ms >= FRONT_ADOPT_GRACE_MS;
     for (int i = 0; i < f->n_parked;) {
         front_parked *p = &f->parked[i];
-        if (!grace_over && !front_find_sess(f, proto_u64(&p->m, "resume", 0))) {
+        uint64_t sess = proto_u64(&p->m, "resume", 0); /* a resume, or a chat's next turn */
+        if (!sess) sess = proto_u64(&p->m, "sess", 0);
+        if (!grace_over && !front_find_sess(f, sess)) {
             i++;
             continue;
         }

@@ -340,7 +340,12 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
         front_finish(f, r, "context");
         return;
     }
-    char out[300];
+    char out[300], code[32] = "";
+    proto_strcpy(m, "code", code, sizeof code);
+    if (!strcmp(code, FRONT_E_NO_WORKER)) { /* a daemon behind the worker is down (samplerd) */
+        front_fail(f, r, FRONT_E_NO_WORKER, msg);
+        return;
+    }
     snprintf(out, sizeof out, "engine: %s", msg);
     front_fail(f, r, FRONT_E_INTERNAL, out);
 }
@@ -377,7 +382,7 @@ void front_client_msg(front *f, const uint8_t *rid, size_t rl, const proto_msg *
     }
     if (!r) {
         front_send_error(f, rid, rl, m->id, FRONT_E_UNKNOWN,
-                         "this front door does not know the request (tokenizerd was restarted?); run it again");
+                         "this front door holds no such request: it ended, was cancelled or refused, or the front door restarted");
         return;
     }
     r->client_ms = net_now_ms();

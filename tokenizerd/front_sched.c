@@ -103,6 +103,7 @@ void front_worker_beat(front *f, int wi, const proto_msg *m, int64_t now)
     w->reported = (int)proto_u64(m, "active", 0);
     w->cap = (int)proto_u64(m, "cap", 16);
     w->ctx = (int)proto_u64(m, "ctx", 0);
+    w->swait = (int)proto_u64(m, "swait", 0);
     if (prog != w->prog || (busy && !w->busy)) {
         if (w->stalled && prog != w->prog)
             log_info("worker pid %d makes progress again: it takes sessions again", w->pid);

@@ -18,6 +18,7 @@
 #include "front.h"
 #include "log.h"
 #include "tokd.h"
+#include "zap.h"
 
 void front_send(front *f, const uint8_t *rid, size_t rl, proto_writer *w)
 {
@@ -59,6 +60,8 @@ static void usage(FILE *o)
                "  --max-per-client N     the same per client connection (default 64)\n"
                "  --stall-timeout MS     a worker with busy sessions whose progress stands still this long\n"
                "                         is declared dead and its sessions move (default 30000)\n"
+               "  --max-workers-per-host N  workers registered from one origin (CURVE key, tcp address,\n"
+               "                         or reported host on ipc); more are refused (default 16)\n"
                "  --model FILE [LLM_MODEL], --segment NAME: where the vocabulary comes from\n");
 }
 
@@ -71,11 +74,12 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
     proto_begin(&w, PT_STATUS_REPLY, id);
     proto_put_array_begin(&w, "workers", (uint32_t)n);
     const char *seg = "";
+    int swait = 0; /* the longest any worker waits for samplerd: its health */
     for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
         const front_worker *x = &f->w[i];
         if (!x->live) continue;
         seg = x->seg;
-        msgpack_pack_map(&w.pk, 9);
+        msgpack_pack_map(&w.pk, 10);
         proto_pack_str(&w.pk, "pid"); msgpack_pack_int64(&w.pk, x->pid);
         proto_pack_str(&w.pk, "host"); proto_pack_str(&w.pk, x->host);
         proto_pack_str(&w.pk, "seg"); proto_pack_str(&w.pk, x->seg);
@@ -85,6 +89,8 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
         proto_pack_str(&w.pk, "ctx"); msgpack_pack_int64(&w.pk, x->ctx);
         proto_pack_str(&w.pk, "stalled"); if (x->stalled) msgpack_pack_true(&w.pk); else msgpack_pack_false(&w.pk);
         proto_pack_str(&w.pk, "up"); msgpack_pack_double(&w.pk, (double)(now - x->since_ms) / 1000.0);
+        proto_pack_str(&w.pk, "swait"); msgpack_pack_int64(&w.pk, x->swait);
+        if (x->swait > swait) swait = x->swait;
     }
     /* the queue, first come first served: position, session, prompt tokens, wait */
     int nq = front_count(f, RQ_QUEUED), shown = nq < 100 ? nq : 100, pos = 0;
@@ -109,6 +115,9 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
     proto_put_u64(&w, "failed", f->failed);
     proto_put_u64(&w, "pid", (uint64_t)getpid());
     proto_put_str(&w, "template", chat_template_name(f->tmpl));
+    proto_put_u64(&w, "nv", f->n_vocab);
+    proto_put_u64(&w, "vid", f->vocab_id);
+    if (n) proto_put_u64(&w, "swait", (uint64_t)swait); /* absent: no worker to ask */
     front_send(f, rid, rl, &w);
 }
 
@@ -144,17 +153,79 @@ static int worker_by_rid(front *f, const uint8_t *rid, size_t rl)
     return -1;
 }
 
-static int worker_register(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
+/* Logs a refusal of worker wid once a minute at most (a refused worker keeps beating). */
+static int refused_quiet(front *f, uint64_t wid, int64_t now)
+{
+    int slot = 0;
+    for (int i = 0; i < FRONT_REFUSED_LOG; i++) {
+        if (f->refused[i].wid == wid) {
+            if (now - f->refused[i].ms < 60000) return 1;
+            slot = i;
+            break;
+        }
+        if (f->refused[i].ms < f->refused[slot].ms) slot = i;
+    }
+    f->refused[slot].wid = wid;
+    f->refused[slot].ms = now;
+    return 0;
+}
+
+/* Whether worker m may register: the same vocabulary as ours (a worker on another
+ * model's segment would get token ids that mean other texts), one worker per connection,
+ * and at most max_per_host from one origin. 0, or -1 with the reason logged. */
+static int worker_admissible(front *f, const uint8_t *rid, size_t rl, const proto_msg *m, const char *origin)
+{
+    uint64_t wid = proto_u64(m, "wid", 0), vid = proto_u64(m, "vid", 0);
+    uint32_t nv = (uint32_t)proto_u64(m, "nv", 0);
+    int64_t now = net_now_ms();
+    char seg[64] = "", host[64] = "";
+    proto_strcpy(m, "seg", seg, sizeof seg);
+    proto_strcpy(m, "host", host, sizeof host);
+    unsigned long long pid = (unsigned long long)proto_u64(m, "pid", 0);
+    if (vid != f->vocab_id || nv != f->n_vocab) {
+        if (!refused_quiet(f, wid, now))
+            log_warn("refusing worker pid %llu on %s: its model (segment %s, vocabulary of %u tokens, id %016llx) "
+                     "is not this front door's (%s, vocabulary of %u tokens, id %016llx)", pid, host, seg, nv,
+                     (unsigned long long)vid, f->model, f->n_vocab, (unsigned long long)f->vocab_id);
+        return -1;
+    }
+    int same_origin = 0;
+    for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
+        const front_worker *w = &f->w[i];
+        if (!w->live || w->wid == wid) continue;
+        if (w->rid_len == rl && memcmp(w->rid, rid, rl) == 0) {
+            if (!refused_quiet(f, wid, now))
+                log_warn("refusing worker id %016llx (pid %llu): its connection already carries worker pid %d",
+                         (unsigned long long)wid, pid, w->pid);
+            return -1;
+        }
+        same_origin += strcmp(w->origin, origin) == 0;
+    }
+    if (same_origin >= f->lim.max_per_host) {
+        if (!refused_quiet(f, wid, now))
+            log_warn("refusing worker pid %llu: %d workers from %s already (--max-workers-per-host)", pid,
+                     same_origin, origin);
+        return -1;
+    }
+    return 0;
+}
+
+static int worker_register(front *f, const uint8_t *rid, size_t rl, const proto_msg *m, const char *peer)
 {
     int wi = -1;
     uint64_t wid = proto_u64(m, "wid", 0);
+    char origin[64];
+    if (peer[0]) snprintf(origin, sizeof origin, "%s", peer);
+    else if (proto_strcpy(m, "host", origin, sizeof origin) != 0) origin[0] = 0;
     for (int i = 0; i < FRONT_MAX_WORKERS && wi < 0; i++)
         if (f->w[i].live && f->w[i].wid == wid) wi = i; /* reconnected: new routing id */
+    if (wi < 0 && worker_admissible(f, rid, rl, m, origin) != 0) return -1;
     for (int i = 0; i < FRONT_MAX_WORKERS && wi < 0; i++)
         if (!f->w[i].live) wi = i;
     if (wi < 0) {
-        log_warn("worker pid %llu refused: %d workers already", (unsigned long long)proto_u64(m, "pid", 0),
-                 FRONT_MAX_WORKERS);
+        if (!refused_quiet(f, wid, net_now_ms()))
+            log_warn("worker pid %llu refused: %d workers already", (unsigned long long)proto_u64(m, "pid", 0),
+                     FRONT_MAX_WORKERS);
         return -1;
     }
     front_worker *w = &f->w[wi];
@@ -172,6 +243,7 @@ static int worker_register(front *f, const uint8_t *rid, size_t rl, const proto_
         w->pid = (int)proto_u64(m, "pid", 0);
         proto_strcpy(m, "host", w->host, sizeof w->host);
         proto_strcpy(m, "seg", w->seg, sizeof w->seg);
+        snprintf(w->origin, sizeof w->origin, "%s", origin);
         log_info("worker pid %d on %s registered (segment %s)", w->pid, w->host, w->seg);
     }
     return wi;
@@ -183,7 +255,8 @@ static void on_worker(front *f)
     size_t rl = 0, nbytes;
     proto_msg m;
     char err[200];
-    int r = net_recv_msg(f->workers, 1, rid, &rl, &m, &nbytes, err, sizeof err);
+    char peer[64];
+    int r = net_recv_msg_from(f->workers, 1, rid, &rl, &m, &nbytes, peer, sizeof peer, err, sizeof err);
     if (r == 0) return;
     if (r < 0) {
         log_warn("bad worker message (%zu bytes): %s", nbytes, err);
@@ -198,7 +271,7 @@ static void on_worker(front *f)
         }
         wi = -1;
     } else if (m.type == PT_WORKER_HB) {
-        wi = worker_register(f, rid, rl, &m);
+        wi = worker_register(f, rid, rl, &m, peer);
         if (wi >= 0) front_worker_beat(f, wi, &m, net_now_ms());
     }
     if (wi >= 0) {
@@ -239,6 +312,7 @@ static tok_vocab *load_vocab(front *f, const char *model, const char *segment, c
     }
     tok_vocab *v = g ? tok_vocab_load(g, err, sizeof err) : NULL;
     if (!v) log_error("cannot load the vocabulary of %s: %s", f->model, err);
+    if (v) f->vocab_id = gguf_vocab_id(g, &f->n_vocab); /* workers must have the same */
     f->tmpl = CHAT_TMPL_UNKNOWN;
     if (v) {
         const char *src = tmpl_name ? tmpl_name : gguf_get_str(g, "tokenizer.chat_template", NULL);
@@ -265,11 +339,15 @@ static int bind_sockets(front *f, const char *dir, const char *bind, const char 
     /* a slow reader (llmc | less) must not lose pieces: no send limit towards clients;
      * what is queued is bounded by the requests' lengths */
     zmq_setsockopt(f->clients, ZMQ_SNDHWM, &unlimited, sizeof unlimited);
-    if (net_curve(f->clients, ep, 1, err, sizeof err) != 0 || zmq_bind(f->clients, ep) != 0) {
+    if (net_curve(f->clients, ep, 1, err, sizeof err) != 0 ||
+        zap_guard(&f->zap, f->ctx, f->clients, ep, "clients", "LLM_CURVE_ALLOW_CLIENTS", err, sizeof err) != 0 ||
+        zmq_bind(f->clients, ep) != 0) {
         log_error("cannot serve clients on %s: %s", ep, err[0] ? err : zmq_strerror(zmq_errno()));
         return -1;
     }
-    if (net_curve(f->workers, wep, 1, err, sizeof err) != 0 || zmq_bind(f->workers, wep) != 0) {
+    if (net_curve(f->workers, wep, 1, err, sizeof err) != 0 ||
+        zap_guard(&f->zap, f->ctx, f->workers, wep, "workers", "LLM_CURVE_ALLOW_WORKERS", err, sizeof err) != 0 ||
+        zmq_bind(f->workers, wep) != 0) {
         log_error("cannot serve workers on %s: %s", wep, err[0] ? err : zmq_strerror(zmq_errno()));
         return -1;
     }
@@ -288,7 +366,7 @@ int tokd_serve(int argc, char **argv)
 {
     const char *model = dmn_env("LLM_MODEL", NULL), *segment = NULL, *run_dir = NULL, *bind = NULL,
                *wbind = NULL, *tmpl = NULL;
-    front_limits lim = { .max_requests = 1024, .max_per_client = 64, .stall_ms = 30000 };
+    front_limits lim = { .max_requests = 1024, .max_per_client = 64, .stall_ms = 30000, .max_per_host = 16 };
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
@@ -305,6 +383,11 @@ int tokd_serve(int argc, char **argv)
         if ((r = dmn_opt(argc, argv, &i, "--max-per-client", &v)) != 0) {
             if (r < 0 || dmn_int("--max-per-client", v, 1, 1 << 20, &lv) != 0) return 2;
             lim.max_per_client = (int)lv;
+            continue;
+        }
+        if ((r = dmn_opt(argc, argv, &i, "--max-workers-per-host", &v)) != 0) {
+            if (r < 0 || dmn_int("--max-workers-per-host", v, 1, FRONT_MAX_WORKERS, &lv) != 0) return 2;
+            lim.max_per_host = (int)lv;
             continue;
         }
         if ((r = dmn_opt(argc, argv, &i, "--stall-timeout", &v)) != 0) {
@@ -374,6 +457,7 @@ int tokd_serve(int argc, char **argv)
     free(f.parked);
     net_close(&f.clients);
     net_close(&f.workers);
+    zap_destroy(&f.zap);
     if (f.ctx) zmq_ctx_term(f.ctx);
     tok_vocab_free(f.vocab);
     return rc;

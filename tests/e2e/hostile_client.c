@@ -5,6 +5,10 @@
  *   hostile_client ENDPOINT front|sampler|workers
  *   hostile_client ENDPOINT hijack   a second connection acts on another's session
  *   hostile_client keygen          prints a CURVE key pair "PUBLIC SECRET" (z85)
+ *   hostile_client ENDPOINT fakeworkers CONNS WIDS SECONDS NV VID
+ *                  CONNS connections to the workers' endpoint each beat as a worker every
+ *                  200 ms for SECONDS, cycling through WIDS worker ids each, claiming a
+ *                  vocabulary of NV tokens with identity VID (built by 39_foreign_workers.sh)
  *
  * front/sampler: every message must get a PT_ERROR reply; workers: no reply expected
  * (a fake worker talking nonsense). hijack: a victim connection streams 200 tokens while
@@ -130,6 +134,36 @@ static int hijack(const char *ep)
     return done == 1 && got == 200 && attacked && refused == 6 && strlen(key) == 32 ? 0 : 1;
 }
 
+/* Fake workers: they register (if the front door lets them) and never do any work. */
+static int fake_workers(const char *ep, int conns, int wids, int seconds, uint64_t nv, uint64_t vid)
+{
+    void *ctx = zmq_ctx_new(), *s[256];
+    if (conns < 1 || conns > 256 || wids < 1) return 2;
+    for (int c = 0; c < conns; c++)
+        if (!(s[c] = net_socket(ctx, ZMQ_DEALER)) || zmq_connect(s[c], ep) != 0) return 1;
+    for (int k = 0; k * 200 < seconds * 1000; k++) {
+        for (int c = 0; c < conns; c++) {
+            proto_writer w;
+            proto_begin(&w, PT_WORKER_HB, 0);
+            proto_put_u64(&w, "pid", 900000 + (uint64_t)c);
+            proto_put_str(&w, "host", "fakehost");
+            proto_put_str(&w, "seg", "/llm-fake");
+            proto_put_u64(&w, "active", 0);
+            proto_put_u64(&w, "cap", 16);
+            proto_put_u64(&w, "ctx", 2048);
+            proto_put_u64(&w, "wid", 0xfa4e000000ULL + (uint64_t)c * (uint64_t)wids + (uint64_t)(k % wids));
+            proto_put_u64(&w, "nv", nv);
+            proto_put_u64(&w, "vid", vid);
+            msg_to(s[c], &w);
+        }
+        zmq_pollitem_t none[1];
+        zmq_poll(none, 0, 200);
+    }
+    for (int c = 0; c < conns; c++) net_close(&s[c]);
+    zmq_ctx_term(ctx);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "keygen")) {
@@ -138,6 +172,9 @@ int main(int argc, char **argv)
         printf("%s %s\n", pub, sec);
         return 0;
     }
+    if (argc == 8 && !strcmp(argv[2], "fakeworkers"))
+        return fake_workers(argv[1], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), strtoull(argv[6], NULL, 0),
+                            strtoull(argv[7], NULL, 0));
     if (argc != 3) return 2;
     if (!strcmp(argv[2], "hijack")) return hijack(argv[1]);
     int front = !strcmp(argv[2], "front"), samp = !strcmp(argv[2], "sampler");

@@ -1,13 +1,11 @@
 /*
  * fuzz_vocab.c - libFuzzer harness: bytes -> gguf_parse -> tok_vocab_load, then
  * encode a fixed text (plain and with special tokens), decode the ids, and every
- * token's piece. Build (from the repository root):
- *   clang -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
- *     -Icommon -Itokenizerd tests/fuzz/fuzz_vocab.c common/gguf.c common/quant.c \
- *     common/quant_k.c common/log.c tokenizerd/tok*.c tokenizerd/unicode*.c -o fuzz_vocab -lm
- *   ./fuzz_vocab -max_len=20000 CORPUS_DIR
+ * token's piece. Built and run by `make fuzz` (libraries built with
+ * -fsanitize=fuzzer-no-link,address,undefined into build-fuzz/).
  * Seeds: metadata-only GGUFs of small vocabularies (the tokenizer.* keys of a model,
- * arrays cut to a few hundred entries). Found issue 10's heap overflow in seconds.
+ * arrays cut to 300 entries), written by fuzz_seeds from ../shared. Found issue 10's
+ * heap overflow in seconds.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,0 +1,555 @@
+/*
+ * cmd_serve.c - `llmc serve`: an OpenAI-compatible HTTP gateway in front of the
+ * pipeline (owner: gateway). It is one more client of the front door: every request
+ * becomes a GENERATE on one ZeroMQ connection (client/gw_bridge.c), so queueing,
+ * worker death and restarts behind it work as for llmc.
+ *
+ *   llmc serve [--host 127.0.0.1] [--port 8080] [--api-key KEY ...] [--threads N]
+ *   curl http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \
+ *        -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":32,"stream":true}'
+ *
+ * Endpoints: POST /v1/chat/completions, POST /v1/completions (also without /v1),
+ * GET /v1/models, GET /health, GET /metrics, OPTIONS (CORS preflight). With API keys,
+ * every endpoint but /health needs "Authorization: Bearer KEY".
+ *
+ * HTTP is libmicrohttpd with an internal thread pool (--threads) on epoll; a request
+ * waiting for the front door, or a stream between pieces, is a suspended connection
+ * (client/gw_job.h), so no thread is held by a waiting or slow client.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmds.h"
+#include "gguf.h"
+#include "gw_bridge.h"
+#include "gw_job.h"
+#include "gw_metrics.h"
+#include "log.h"
+#include "net.h"
+#include "oai.h"
+#include "segment.h"
+#include "tok.h"
+
+#define MAX_KEYS 16
+
+typedef struct {
+    const char *host, *endpoint, *run_dir, *model_file, *alias;
+    int         port, threads;
+    size_t      max_body;
+    const char *keys[MAX_KEYS];
+    int         n_keys;
+} serve_opts;
+
+/* The gateway: options, the bridge, metrics, and the vocabulary for log-prob texts. */
+static struct {
+    serve_opts      o;
+    gwb            *bridge;
+    gwm             metrics;
+    char            run_dir[256];
+    long long       started;
+    pthread_mutex_t vocab_mu;
+    tok_vocab      *vocab;
+    int             vocab_tried;
+} G;
+
+/* One HTTP request's state (libmicrohttpd's con_cls). */
+typedef struct {
+    gwm_ep ep;
+    int    err_status;     /* decided on the first call (401, 404, 405) */
+    char   err_msg[160];
+    char  *body;
+    size_t len, cap;
+    int    too_big;
+    gwj   *job;
+    int64_t t0_us;
+} http_req;
+
+static volatile sig_atomic_t stop_flag = 0;
+static void on_signal(int s) { (void)s; stop_flag = 1; }
+
+/* ---- responses ---- */
+
+static enum MHD_Result queue(struct MHD_Connection *c, http_req *x, int status, const char *type, char *body,
+                             size_t len, unsigned retry_after)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body ? body : (char *)"",
+                                                             body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) { free(body); return MHD_NO; }
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (retry_after) {
+        char s[24];
+        snprintf(s, sizeof s, "%u", retry_after);
+        MHD_add_response_header(r, "Retry-After", s);
+    }
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    gwm_request(&G.metrics, x->ep, status);
+    return ok;
+}
+
+static enum MHD_Result json_reply(struct MHD_Connection *c, http_req *x, int status, json_t *j)
+{
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return queue(c, x, status, "application/json", s, s ? strlen(s) : 0, 0);
+}
+
+static enum MHD_Result error_reply(struct MHD_Connection *c, http_req *x, int status, const char *msg,
+                                   const char *param, const char *code)
+{
+    char *s = oai_error_body(status, msg, param, code);
+    return queue(c, x, status, "application/json", s, s ? strlen(s) : 0, 0);
+}
+
+/* ---- the served model ---- */
+
+/* The model id clients see: --alias, else the file name the front door serves. */
+static void model_id(char *out, size_t cap, const gwb_status *s)
+{
+    if (G.o.alias) { snprintf(out, cap, "%s", G.o.alias); return; }
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s", s->model[0] ? s->model : "unknown");
+    snprintf(out, cap, "%s", basename(tmp));
+}
+
+/* Token texts for top_logprobs alternatives (the front door sends only ids for those):
+ * the vocabulary of --model, else of the file or segment the front door reports. */
+static int vocab_text(void *cls, int32_t id, char *buf, size_t cap)
+{
+    (void)cls;
+    pthread_mutex_lock(&G.vocab_mu);
+    if (!G.vocab && !G.vocab_tried) {
+        G.vocab_tried = 1;
+        gwb_status s;
+        gwb_status_get(G.bridge, &s);
+        char err[256] = "";
+        gguf_ctx *g = NULL;
+        seg_map sm = {0};
+        const char *file = G.o.model_file ? G.o.model_file : s.model[0] == '/' ? s.model : NULL;
+        if (file) g = gguf_open(file, err, sizeof err);
+        if (!g && s.segment[0]) g = seg_tokenizer_open(s.segment, &sm, err, sizeof err);
+        G.vocab = g ? tok_vocab_load(g, err, sizeof err) : NULL;
+        if (!G.vocab) log_warn("no vocabulary for top_logprobs token texts (%s); they show as <id N>", err);
+        gguf_close(g);
+        seg_unmap(&sm);
+    }
+    int n = G.vocab ? tok_piece(G.vocab, id, true, buf, cap) : -1;
+    pthread_mutex_unlock(&G.vocab_mu);
+    return n;
+}
+
+/* ---- endpoints ---- */
+
+static enum MHD_Result get_health(struct MHD_Connection *c, http_req *x)
+{
+    gwb_status s;
+    gwb_status_get(G.bridge, &s);
+    char msg[400];
+    if (!s.at_ms || net_now_ms() - s.at_ms > GWB_FRESH_MS) {
+        snprintf(msg, sizeof msg, "the front door at %s does not answer", gwb_endpoint(G.bridge));
+        return error_reply(c, x, 503, msg, NULL, "unavailable");
+    }
+    if (s.workers == 0) return error_reply(c, x, 503, "no engine worker is up", NULL, "unavailable");
+    return json_reply(c, x, 200, json_pack("{s:s,s:i,s:I,s:I}", "status", "ok", "workers", s.workers, "active",
+                                           (json_int_t)s.active, "queued", (json_int_t)s.queued));
+}
+
+static enum MHD_Result get_models(struct MHD_Connection *c, http_req *x)
+{
+    gwb_status s;
+    gwb_status_get(G.bridge, &s);
+    if (!s.at_ms && !G.o.alias) return error_reply(c, x, 503, "the front door has not answered yet", NULL, "unavailable");
+    char id[256];
+    model_id(id, sizeof id, &s);
+    return json_reply(c, x, 200, json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id", id,
+                                           "object", "model", "created", (json_int_t)G.started, "owned_by",
+                                           "llm-pipeline"));
+}
+
+/* 1 if something accepts connections on the unix socket at path. */
+static int ipc_listening(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (!path || strlen(path) >= sizeof a.sun_path) return 0;
+    memcpy(a.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+static enum MHD_Result get_metrics(struct MHD_Connection *c, http_req *x)
+{
+    gwb_status s;
+    gwb_status_get(G.bridge, &s);
+    gwm_front f = {.fresh = s.at_ms && net_now_ms() - s.at_ms <= GWB_FRESH_MS, .workers = s.workers,
+                   .active = s.active, .queued = s.queued, .held = s.held, .served = s.served,
+                   .failed = s.failed, .max_requests = s.max_requests,
+                   .max_per_client = s.max_per_client, .samplerd_up = -1};
+    char ep[300];
+    if (G.run_dir[0]) { /* samplerd is local when its endpoint is ipc:// */
+        net_endpoint(G.run_dir, NET_EP_SAMPLER, ep, sizeof ep);
+        if (net_ipc_path(ep)) f.samplerd_up = ipc_listening(net_ipc_path(ep));
+    }
+    size_t len = 0;
+    char *text = gwm_render(&G.metrics, &f, &len);
+    if (!text) return error_reply(c, x, 500, "cannot render the metrics", NULL, "internal");
+    return queue(c, x, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, 0);
+}
+
+/* Parses the body and hands the request to the bridge; the answer comes later. */
+static enum MHD_Result start_generation(struct MHD_Connection *c, http_req *x)
+{
+    oai_req req;
+    oai_err e;
+    if (oai_parse(&req, x->ep == GWM_EP_CHAT ? OAI_CHAT : OAI_COMPLETION, x->body ? x->body : "", x->len, &e) != 0)
+        return error_reply(c, x, 400, e.msg, e.param, "invalid_request");
+    gwb_status s;
+    gwb_status_get(G.bridge, &s);
+    char id[256];
+    model_id(id, sizeof id, &s);
+    x->job = gwj_new(&req, x->ep, gwb_new_id(G.bridge), id, vocab_text, NULL, &G.metrics, x->t0_us);
+    if (!x->job) {
+        oai_req_free(&req);
+        return error_reply(c, x, 500, "gateway out of memory", NULL, "internal");
+    }
+    gwj_attach(x->job, c);
+    proto_writer w;
+    gwj_generate(x->job, x->job->id, NULL, &w);
+    if (proto_size(&w) > PROTO_MAX_MSG - 1024) {
+        proto_writer_free(&w);
+        return error_reply(c, x, 413, "the request is too large for the front door", NULL, "invalid_request");
+    }
+    gwj_ref(x->job); /* the bridge's */
+    gwb_submit(G.bridge, x->job, x->job->id, x->job->req.kind == OAI_CHAT, &w);
+    return MHD_YES;
+}
+
+/* The answer of a job whose phase is decided. */
+static enum MHD_Result answer_job(struct MHD_Connection *c, http_req *x)
+{
+    gwj *j = x->job;
+    pthread_mutex_lock(&j->mu);
+    gwj_phase phase = j->phase;
+    int cancelled = j->cancelled, status = j->status;
+    char *body = j->body;
+    size_t len = j->body_len;
+    unsigned retry = j->retry_after;
+    j->body = NULL;
+    pthread_mutex_unlock(&j->mu);
+    if (cancelled && phase != GWJ_STREAM) { free(body); return MHD_NO; }
+    if (phase != GWJ_STREAM) return queue(c, x, status, "application/json", body, len, retry);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, gwj_read, j, gwj_read_free);
+    if (!r) return MHD_NO;
+    gwj_ref(j);
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    enum MHD_Result ok = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    gwm_request(&G.metrics, x->ep, 200);
+    return ok;
+}
+
+/* ---- routing and the access handler ---- */
+
+static gwm_ep route(const char *url)
+{
+    if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")) return GWM_EP_CHAT;
+    if (!strcmp(url, "/v1/completions") || !strcmp(url, "/completions")) return GWM_EP_COMPLETIONS;
+    if (!strcmp(url, "/v1/models") || !strcmp(url, "/models")) return GWM_EP_MODELS;
+    if (!strcmp(url, "/health") || !strcmp(url, "/v1/health")) return GWM_EP_HEALTH;
+    if (!strcmp(url, "/metrics")) return GWM_EP_METRICS;
+    return GWM_EP_OTHER;
+}
+
+/* Compares without an early exit, so the time taken does not reveal a key's prefix. */
+static int key_equal(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char d = la != lb;
+    for (size_t i = 0; i < la; i++) d |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return d == 0;
+}
+
+static int authorized(struct MHD_Connection *c)
+{
+    if (G.o.n_keys == 0) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0;
+    h += 7;
+    while (*h == ' ') h++;
+    int ok = 0;
+    for (int i = 0; i < G.o.n_keys; i++) ok |= key_equal(h, G.o.keys[i]);
+    return ok;
+}
+
+/* The first call of a request: route, method, key, declared size. */
+static void first_call(struct MHD_Connection *c, http_req *x, const char *url, const char *method)
+{
+    int post = x->ep == GWM_EP_CHAT || x->ep == GWM_EP_COMPLETIONS;
+    const char *want = post ? "POST" : "GET";
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (x->ep == GWM_EP_OTHER) {
+        x->err_status = 404;
+        snprintf(x->err_msg, sizeof x->err_msg, "no such endpoint: %.100s", url);
+    } else if (strcmp(method, want) != 0 && !(strcmp(want, "GET") == 0 && strcmp(method, "HEAD") == 0)) {
+        x->err_status = 405;
+        snprintf(x->err_msg, sizeof x->err_msg, "%.100s takes %s, not %.20s", url, want, method);
+    } else if (x->ep != GWM_EP_HEALTH && !authorized(c)) {
+        x->err_status = 401;
+        snprintf(x->err_msg, sizeof x->err_msg, "invalid or missing API key (Authorization: Bearer KEY)");
+    } else if (cl && strtoull(cl, NULL, 10) > G.o.max_body) {
+        x->too_big = 1;
+    }
+}
+
+static enum MHD_Result preflight(struct MHD_Connection *c, http_req *x)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (char *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    enum MHD_Result ok = MHD_queue_response(c, 204, r);
+    MHD_destroy_response(r);
+    gwm_request(&G.metrics, x->ep, 204);
+    return ok;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)cls;
+    (void)version;
+    http_req *x = *con_cls;
+    if (!x) {
+        x = calloc(1, sizeof *x);
+        if (!x) return MHD_NO;
+        *con_cls = x;
+        x->t0_us = gwj_now_us();
+        x->ep = route(url);
+        if (strcmp(method, "OPTIONS") != 0) first_call(c, x, url, method);
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (x->too_big || x->err_status || x->len + n > G.o.max_body) {
+            x->too_big |= !x->err_status && x->len + n > G.o.max_body;
+            return MHD_YES; /* read and dropped */
+        }
+        if (x->len + n + 1 > x->cap) {
+            size_t cap = (x->len + n + 1) * 2 < G.o.max_body + 1 ? (x->len + n + 1) * 2 : G.o.max_body + 1;
+            char *b = realloc(x->body, cap);
+            if (!b) return MHD_NO;
+            x->body = b;
+            x->cap = cap;
+        }
+        memcpy(x->body + x->len, upload, n);
+        x->len += n;
+        return MHD_YES;
+    }
+    if (x->job) return answer_job(c, x); /* resumed: the answer is decided */
+    if (strcmp(method, "OPTIONS") == 0) return preflight(c, x);
+    if (x->err_status) return error_reply(c, x, x->err_status, x->err_msg, NULL, x->err_status == 401 ? "invalid_api_key" : NULL);
+    if (x->too_big) {
+        char msg[120];
+        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes (--max-body)", G.o.max_body);
+        return error_reply(c, x, 413, msg, NULL, "invalid_request");
+    }
+    switch (x->ep) {
+    case GWM_EP_HEALTH: return get_health(c, x);
+    case GWM_EP_MODELS: return get_models(c, x);
+    case GWM_EP_METRICS: return get_metrics(c, x);
+    default: break;
+    }
+    enum MHD_Result r = start_generation(c, x);
+    if (r != MHD_YES || !x->job) return r;
+    return gwj_wait(x->job) ? MHD_YES : answer_job(c, x);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    http_req *x = *con_cls;
+    if (!x) return;
+    if (x->job && gwj_detach(x->job)) gwb_cancel(G.bridge, x->job->id); /* the client left mid-request */
+    gwj_unref(x->job);
+    free(x->body);
+    free(x);
+    *con_cls = NULL;
+}
+
+/* ---- options and main ---- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: llmc serve [options]        OpenAI-compatible HTTP gateway to the pipeline\n"
+            "  --host HOST           address to listen on (default 127.0.0.1)\n"
+            "  --port N              port (default 8080)\n"
+            "  --api-key KEY         require 'Authorization: Bearer KEY' (repeatable) [LLM_API_KEY, comma-separated]\n"
+            "  --threads N           HTTP threads (default 4)\n"
+            "  --max-body BYTES      largest request body (default 2097152)\n"
+            "  --alias NAME          model id in responses and /v1/models (default: the model file's name)\n"
+            "  --model FILE          vocabulary for top_logprobs token texts (default: what the front door serves) [LLM_MODEL]\n"
+            "  -e, --endpoint EP     front door endpoint (default ipc://RUN_DIR/front.sock) [LLM_FRONT]\n"
+            "  --run-dir DIR         the pipeline's run directory [LLM_RUN_DIR]\n");
+}
+
+static int parse_num(const char *flag, const char *v, long lo, long hi, long *out)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi) {
+        fprintf(stderr, "error: bad parameter %s %s: expected an integer in [%ld, %ld]\n", flag, v, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int add_key(serve_opts *o, const char *k)
+{
+    if (!*k) return 0;
+    if (o->n_keys >= MAX_KEYS) {
+        fprintf(stderr, "error: at most %d API keys\n", MAX_KEYS);
+        return -1;
+    }
+    o->keys[o->n_keys++] = k;
+    return 0;
+}
+
+/* 0, 1 for --help, 2 for a usage error, -1 for a bad value (message printed). */
+static int parse(int argc, char **argv, serve_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->threads = 4;
+    o->max_body = 2u << 20;
+    o->model_file = getenv("LLM_MODEL");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int need = i + 1 < argc;
+        long v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 1; }
+        else if (!strcmp(a, "--host") && need) o->host = argv[++i];
+        else if (!strcmp(a, "--port") && need) { if (parse_num(a, argv[++i], 1, 65535, &v)) return -1; o->port = (int)v; }
+        else if (!strcmp(a, "--threads") && need) { if (parse_num(a, argv[++i], 1, 256, &v)) return -1; o->threads = (int)v; }
+        else if (!strcmp(a, "--max-body") && need) { if (parse_num(a, argv[++i], 1024, 64L << 20, &v)) return -1; o->max_body = (size_t)v; }
+        else if (!strcmp(a, "--api-key") && need) { if (add_key(o, argv[++i])) return -1; }
+        else if (!strcmp(a, "--alias") && need) o->alias = argv[++i];
+        else if (!strcmp(a, "--model") && need) o->model_file = argv[++i];
+        else if ((!strcmp(a, "-e") || !strcmp(a, "--endpoint")) && need) o->endpoint = argv[++i];
+        else if (!strcmp(a, "--run-dir") && need) o->run_dir = argv[++i];
+        else {
+            fprintf(stderr, "error: unknown option or missing value '%s' (llmc serve --help)\n", a);
+            return 2;
+        }
+    }
+    static char env_keys[1024];
+    const char *ek = getenv("LLM_API_KEY");
+    if (ek && *ek && o->n_keys == 0) {
+        snprintf(env_keys, sizeof env_keys, "%s", ek);
+        for (char *save = NULL, *k = strtok_r(env_keys, ",", &save); k; k = strtok_r(NULL, ",", &save))
+            if (add_key(o, k)) return -1;
+    }
+    return 0;
+}
+
+/* libmicrohttpd's own messages (a client that left mid-answer, ...) as our log lines. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char line[400];
+    vsnprintf(line, sizeof line, fmt, ap);
+    line[strcspn(line, "\n")] = 0;
+    log_info("libmicrohttpd: %s", line);
+}
+
+static struct MHD_Daemon *listen_http(const serve_opts *o, char *err, size_t errcap)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->port);
+    int e = getaddrinfo(o->host, port, &hints, &ai);
+    if (e != 0) {
+        snprintf(err, errcap, "cannot resolve --host %s: %s", o->host, gai_strerror(e));
+        return NULL;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, (uint16_t)o->port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+    if (!d) snprintf(err, errcap, "cannot listen on %s:%d (%s)", o->host, o->port, strerror(errno));
+    freeaddrinfo(ai);
+    return d;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    int r = parse(argc, argv, &G.o);
+    if (r) return r == 1 ? 0 : r == 2 ? 2 : 1;
+    log_init("gateway", LOG_INFO);
+    char ep[300], err[400];
+    if (G.o.endpoint) {
+        snprintf(ep, sizeof ep, "%s", G.o.endpoint);
+    } else {
+        if (net_run_dir(G.o.run_dir, G.run_dir, sizeof G.run_dir, err, sizeof err) != 0) {
+            fprintf(stderr, "error: %s\n", err);
+            return 1;
+        }
+        net_endpoint(G.run_dir, NET_EP_FRONT, ep, sizeof ep);
+    }
+    gwm_init(&G.metrics);
+    pthread_mutex_init(&G.vocab_mu, NULL);
+    G.started = (long long)time(NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    G.bridge = gwb_new(ep, &gwj_ops, err, sizeof err);
+    struct MHD_Daemon *d = G.bridge ? listen_http(&G.o, err, sizeof err) : NULL;
+    if (!d) {
+        fprintf(stderr, "error: %s\n", err);
+        gwb_destroy(&G.bridge);
+        return 1;
+    }
+    log_info("listening on http://%s:%d (front door %s, %d HTTP threads, %s)", G.o.host, G.o.port, ep, G.o.threads,
+             G.o.n_keys ? "API keys required" : "no API key");
+    while (!stop_flag) usleep(100 * 1000);
+    log_info("shutting down");
+    gwb_stop(G.bridge);   /* every open job fails and its connection resumes */
+    usleep(200 * 1000);   /* let those answers go out */
+    MHD_stop_daemon(d);
+    gwb_destroy(&G.bridge);
+    tok_vocab_free(G.vocab);
+    gwm_free(&G.metrics);
+    return 0;
+}

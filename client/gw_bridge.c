@@ -1,0 +1,441 @@
+/* gw_bridge.c - the gateway's ZeroMQ thread (see gw_bridge.h). */
+#include "gw_bridge.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "net.h"
+
+typedef enum { CMD_SUBMIT, CMD_CANCEL } cmd_type;
+
+typedef struct cmd {
+    struct cmd *next;
+    cmd_type    type;
+    void       *job;
+    uint64_t    id;
+    int         chat;
+    void       *data; /* (len) the encoded GENERATE */
+    size_t      len;
+} cmd;
+
+/* An open request. id is the job's (gwb_submit, gwb_cancel); wire is the request id of
+ * its latest GENERATE (a resume gets a fresh one; replies to older ones are ignored). */
+typedef struct {
+    uint64_t   id, wire;
+    void      *job;
+    int        chat, accepted, resumes;
+    gwb_resume rs;
+    int64_t    last_rx_ms, last_resume_ms;
+} entry;
+
+struct gwb {
+    gwb_ops     ops;
+    char        endpoint[300];
+    void       *ctx, *sock;
+    int         efd;
+    pthread_t   thread;
+    int         started;
+    int         stop;    /* atomic: the thread should end */
+    int         stopped; /* under mu: the thread ended, submits fail at once */
+    pthread_mutex_t mu; /* guards cmds, next_id, status */
+    cmd        *cmds, **cmds_tail;
+    uint64_t    next_id;
+    gwb_status  status;
+    entry      *open;   /* (n_open) bridge thread only */
+    int         n_open, cap_open;
+    int64_t     last_tick_ms;
+};
+
+#define STATUS_ID 1 /* request ids of jobs start above it */
+
+static void wake(gwb *b)
+{
+    uint64_t one = 1;
+    ssize_t r = write(b->efd, &one, sizeof one);
+    (void)r; /* the counter only saturates when the thread is already awake */
+}
+
+/* Queues c for the thread; 0, or -1 when the thread has ended (c not taken). */
+static int push(gwb *b, cmd *c)
+{
+    pthread_mutex_lock(&b->mu);
+    if (b->stopped) {
+        pthread_mutex_unlock(&b->mu);
+        return -1;
+    }
+    c->next = NULL;
+    *b->cmds_tail = c;
+    b->cmds_tail = &c->next;
+    pthread_mutex_unlock(&b->mu);
+    wake(b);
+    return 0;
+}
+
+uint64_t gwb_new_id(gwb *b)
+{
+    pthread_mutex_lock(&b->mu);
+    uint64_t id = ++b->next_id;
+    pthread_mutex_unlock(&b->mu);
+    return id;
+}
+
+void gwb_submit(gwb *b, void *job, uint64_t id, int chat, proto_writer *w)
+{
+    cmd *c = calloc(1, sizeof *c);
+    void *data = c ? malloc(proto_size(w)) : NULL;
+    if (data) memcpy(data, proto_data(w), proto_size(w));
+    size_t len = proto_size(w);
+    proto_writer_free(w);
+    if (!data) {
+        free(c);
+        b->ops.on_fail(job, 500, "internal", "gateway out of memory");
+        b->ops.release(job);
+        return;
+    }
+    *c = (cmd){.type = CMD_SUBMIT, .job = job, .id = id, .chat = chat, .data = data, .len = len};
+    if (push(b, c) != 0) {
+        free(data);
+        free(c);
+        b->ops.on_fail(job, 503, "unavailable", "the gateway is shutting down");
+        b->ops.release(job);
+    }
+}
+
+void gwb_cancel(gwb *b, uint64_t id)
+{
+    cmd *c = calloc(1, sizeof *c);
+    if (!c) return; /* the front door drops the request when its pings stop */
+    *c = (cmd){.type = CMD_CANCEL, .id = id};
+    if (push(b, c) != 0) free(c);
+}
+
+void gwb_status_get(gwb *b, gwb_status *s)
+{
+    pthread_mutex_lock(&b->mu);
+    *s = b->status;
+    pthread_mutex_unlock(&b->mu);
+}
+
+const char *gwb_endpoint(const gwb *b)
+{
+    return b->endpoint;
+}
+
+/* ---- the thread ---- */
+
+static int send_bytes(gwb *b, const void *data, size_t len)
+{
+    return zmq_send(b->sock, data, len, ZMQ_DONTWAIT) < 0 ? -1 : 0;
+}
+
+static int send_msg(gwb *b, proto_writer *w)
+{
+    int r = send_bytes(b, proto_data(w), proto_size(w));
+    proto_writer_free(w);
+    return r;
+}
+
+static int find(const gwb *b, uint64_t id)
+{
+    for (int i = 0; i < b->n_open; i++)
+        if (b->open[i].id == id) return i;
+    return -1;
+}
+
+static int find_wire(const gwb *b, uint64_t wire)
+{
+    for (int i = 0; i < b->n_open; i++)
+        if (b->open[i].wire == wire) return i;
+    return -1;
+}
+
+/* Forgets open[i] (telling the front door to drop it when cancel) and releases its job. */
+static void close_entry(gwb *b, int i, int cancel)
+{
+    entry e = b->open[i];
+    b->open[i] = b->open[--b->n_open];
+    if (cancel || (e.chat && e.rs.sess)) { /* a finished chat turn is held by the front door: free it */
+        proto_writer w;
+        proto_begin(&w, PT_CANCEL, e.wire);
+        if (e.rs.sess) {
+            proto_put_u64(&w, "sess", e.rs.sess);
+            proto_put_str(&w, "key", e.rs.key);
+        }
+        send_msg(b, &w);
+    }
+    b->ops.release(e.job);
+}
+
+static void fail_entry(gwb *b, int i, int status, const char *code, const char *msg)
+{
+    b->ops.on_fail(b->open[i].job, status, code, msg);
+    close_entry(b, i, 1);
+}
+
+static void do_submit(gwb *b, cmd *c)
+{
+    if (b->n_open == b->cap_open) {
+        int cap = b->cap_open ? b->cap_open * 2 : 64;
+        entry *x = realloc(b->open, (size_t)cap * sizeof *x);
+        if (!x) {
+            b->ops.on_fail(c->job, 500, "internal", "gateway out of memory");
+            b->ops.release(c->job);
+            return;
+        }
+        b->open = x;
+        b->cap_open = cap;
+    }
+    if (send_bytes(b, c->data, c->len) != 0) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "the front door at %s is not running (or not reachable)", b->endpoint);
+        b->ops.on_fail(c->job, 503, "unavailable", msg);
+        b->ops.release(c->job);
+        return;
+    }
+    b->open[b->n_open++] = (entry){.id = c->id, .wire = c->id, .job = c->job, .chat = c->chat,
+                                   .last_rx_ms = net_now_ms()};
+}
+
+/* Runs the queued commands; with last set, marks the bridge stopped in the same step
+ * (so that no command can slip in after the final one). */
+static void take_commands(gwb *b, int last)
+{
+    pthread_mutex_lock(&b->mu);
+    b->stopped |= last;
+    cmd *c = b->cmds;
+    b->cmds = NULL;
+    b->cmds_tail = &b->cmds;
+    pthread_mutex_unlock(&b->mu);
+    while (c) {
+        cmd *next = c->next;
+        if (c->type == CMD_SUBMIT) {
+            do_submit(b, c);
+        } else {
+            int i = find(b, c->id);
+            if (i >= 0) {
+                log_info("request %llu: HTTP client gone, cancelled", (unsigned long long)c->id);
+                close_entry(b, i, 1);
+            }
+        }
+        free(c->data);
+        free(c);
+        c = next;
+    }
+}
+
+static void on_status(gwb *b, const proto_msg *m)
+{
+    gwb_status s;
+    memset(&s, 0, sizeof s);
+    s.at_ms = net_now_ms();
+    const msgpack_object *w = proto_field(m, "workers");
+    s.workers = w && w->type == MSGPACK_OBJECT_ARRAY ? (int)w->via.array.size : 0;
+    s.active = proto_u64(m, "active", 0);
+    s.queued = proto_u64(m, "queued", 0);
+    s.held = proto_u64(m, "held", 0);
+    s.served = proto_u64(m, "served", 0);
+    s.failed = proto_u64(m, "failed", 0);
+    s.max_requests = proto_u64(m, "max_requests", 0);
+    s.max_per_client = proto_u64(m, "max_per_client", 0);
+    proto_strcpy(m, "model", s.model, sizeof s.model);
+    proto_strcpy(m, "segment", s.segment, sizeof s.segment);
+    proto_strcpy(m, "template", s.tmpl, sizeof s.tmpl);
+    pthread_mutex_lock(&b->mu);
+    b->status = s;
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Sends open[i]'s GENERATE again under a fresh wire id: a resume once it was accepted,
+ * else afresh (nothing reached the HTTP client yet). */
+static void resend(gwb *b, int i, int64_t now)
+{
+    entry *e = &b->open[i];
+    pthread_mutex_lock(&b->mu);
+    e->wire = ++b->next_id;
+    pthread_mutex_unlock(&b->mu);
+    proto_writer w;
+    b->ops.generate(e->job, e->wire, e->accepted ? &e->rs : NULL, &w);
+    send_msg(b, &w);
+    e->last_resume_ms = now;
+    e->resumes++;
+    log_info("request %llu: %s (wire id %llu, %llu bytes received)", (unsigned long long)e->id,
+             e->accepted ? "resuming on the front door" : "sending again", (unsigned long long)e->wire,
+             (unsigned long long)e->rs.rbytes);
+}
+
+/* A reply about open[i]: bookkeeping for resumes, then the job's. */
+static void on_reply(gwb *b, int i, const proto_msg *m)
+{
+    entry *e = &b->open[i];
+    int64_t now = net_now_ms();
+    e->last_rx_ms = now;
+    char code[32] = "";
+    if (m->type == PT_ERROR && proto_strcpy(m, "code", code, sizeof code) == 0 && strcmp(code, "unknown_request") == 0) {
+        /* a new front door that does not know this wire id: resume (or send again) */
+        if (now - e->last_resume_ms > GWB_PING_MS / 2) resend(b, i, now);
+        return;
+    }
+    if (m->type == PT_ACCEPTED) {
+        e->rs.sess = proto_u64(m, "sess", e->rs.sess);
+        proto_strcpy(m, "key", e->rs.key, sizeof e->rs.key);
+        e->rs.have_seed = proto_field(m, "seed") != NULL;
+        e->rs.seed = (uint32_t)proto_u64(m, "seed", 0);
+        if (e->accepted) return; /* a resume's ACCEPTED changes nothing for the job */
+        e->accepted = 1;
+    } else if (m->type == PT_PIECE) {
+        size_t n = 0;
+        proto_str(m, "text", &n);
+        e->rs.rbytes += n;
+    } else if (m->type == PT_DONE) {
+        e->rs.sess = proto_u64(m, "sess", e->rs.sess);
+    }
+    if (m->type != PT_PONG) b->ops.on_msg(e->job, m);
+    if (m->type == PT_DONE) {
+        if (e->resumes) log_info("request %llu: done after %d resumes", (unsigned long long)e->id, e->resumes);
+        close_entry(b, i, 0);
+    } else if (m->type == PT_ERROR) {
+        e->rs.sess = 0; /* the front door freed it */
+        close_entry(b, i, 0);
+    }
+}
+
+static void receive(gwb *b)
+{
+    for (int k = 0; k < 1024; k++) {
+        proto_msg m;
+        size_t nbytes;
+        char err[200];
+        int r = net_recv_msg(b->sock, 0, NULL, NULL, &m, &nbytes, err, sizeof err);
+        if (r == 0) return;
+        if (r < 0) {
+            log_warn("bad message from the front door (%zu bytes): %s", nbytes, err);
+            continue;
+        }
+        if (m.type == PT_STATUS_REPLY) {
+            on_status(b, &m);
+        } else {
+            int i = find_wire(b, m.id);
+            if (i >= 0) on_reply(b, i, &m);
+        }
+        proto_msg_free(&m);
+    }
+}
+
+static void tick(gwb *b, int64_t now)
+{
+    if (now - b->last_tick_ms < GWB_PING_MS) return;
+    b->last_tick_ms = now;
+    proto_writer w;
+    proto_begin(&w, PT_STATUS, STATUS_ID);
+    send_msg(b, &w);
+    for (int i = b->n_open - 1; i >= 0; i--) {
+        entry *e = &b->open[i];
+        if (b->ops.gone(e->job)) {
+            log_info("request %llu: HTTP client disconnected, cancelled", (unsigned long long)e->id);
+            close_entry(b, i, 1);
+        } else if (now - e->last_rx_ms > (e->accepted ? GWB_LOST_MS : GWB_ACCEPT_MS)) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "lost the front door at %s (no answer for %d s); run the request again",
+                     b->endpoint, (int)((now - e->last_rx_ms) / 1000));
+            fail_entry(b, i, 503, "unavailable", msg);
+        } else {
+            if (e->accepted && now - e->last_rx_ms > GWB_RESUME_MS && now - e->last_resume_ms > GWB_RESUME_MS)
+                resend(b, i, now);
+            proto_begin(&w, PT_PING, e->wire);
+            send_msg(b, &w);
+        }
+    }
+}
+
+static void *run(void *arg)
+{
+    gwb *b = arg;
+    while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE)) {
+        zmq_pollitem_t it[2] = {{b->sock, 0, ZMQ_POLLIN, 0}, {NULL, b->efd, ZMQ_POLLIN, 0}};
+        if (zmq_poll(it, 2, 100) < 0 && zmq_errno() != EINTR) break;
+        if (it[1].revents & ZMQ_POLLIN) {
+            uint64_t x;
+            ssize_t r = read(b->efd, &x, sizeof x);
+            (void)r;
+        }
+        take_commands(b, 0);
+        receive(b);
+        tick(b, net_now_ms());
+    }
+    take_commands(b, 1);
+    while (b->n_open > 0) fail_entry(b, b->n_open - 1, 503, "unavailable", "the gateway is shutting down");
+    return NULL;
+}
+
+gwb *gwb_new(const char *endpoint, const gwb_ops *ops, char *err, size_t errcap)
+{
+    gwb *b = calloc(1, sizeof *b);
+    if (!b) { snprintf(err, errcap, "out of memory"); return NULL; }
+    b->ops = *ops;
+    b->efd = -1;
+    b->cmds_tail = &b->cmds;
+    b->next_id = STATUS_ID;
+    pthread_mutex_init(&b->mu, NULL);
+    snprintf(b->endpoint, sizeof b->endpoint, "%s", endpoint);
+    b->ctx = zmq_ctx_new();
+    b->sock = b->ctx ? net_socket(b->ctx, ZMQ_DEALER) : NULL;
+    b->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    char cerr[200] = "";
+    if (!b->sock || b->efd < 0) {
+        snprintf(err, errcap, "cannot create the front door socket: %s", zmq_strerror(zmq_errno()));
+        gwb_destroy(&b);
+        return NULL;
+    }
+    /* never drop a piece because an HTTP client is slow; refuse to queue while no front
+     * door is connected (a request then fails at once with 503 instead of waiting) */
+    int unlimited = 0, immediate = 1;
+    zmq_setsockopt(b->sock, ZMQ_RCVHWM, &unlimited, sizeof unlimited);
+    zmq_setsockopt(b->sock, ZMQ_SNDHWM, &unlimited, sizeof unlimited);
+    zmq_setsockopt(b->sock, ZMQ_IMMEDIATE, &immediate, sizeof immediate);
+    if (net_curve(b->sock, endpoint, 0, cerr, sizeof cerr) != 0 || zmq_connect(b->sock, endpoint) != 0) {
+        snprintf(err, errcap, "cannot connect to %s: %s", endpoint, cerr[0] ? cerr : zmq_strerror(zmq_errno()));
+        gwb_destroy(&b);
+        return NULL;
+    }
+    if (pthread_create(&b->thread, NULL, run, b) != 0) {
+        snprintf(err, errcap, "cannot start the bridge thread");
+        gwb_destroy(&b);
+        return NULL;
+    }
+    b->started = 1;
+    return b;
+}
+
+void gwb_stop(gwb *b)
+{
+    if (!b || !b->started) return;
+    __atomic_store_n(&b->stop, 1, __ATOMIC_RELEASE);
+    wake(b);
+    pthread_join(b->thread, NULL);
+    b->started = 0;
+}
+
+void gwb_destroy(gwb **pb)
+{
+    gwb *b = *pb;
+    if (!b) return;
+    gwb_stop(b);
+    for (cmd *c = b->cmds, *next; c; c = next) { /* cancels that came after the stop */
+        next = c->next;
+        free(c->data);
+        free(c);
+    }
+    net_close(&b->sock);
+    if (b->ctx) zmq_ctx_term(b->ctx);
+    if (b->efd >= 0) close(b->efd);
+    free(b->open);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+    *pb = NULL;
+}

@@ -1,0 +1,376 @@
+/* gw_job.c - a generation request between the bridge and its HTTP connection (see gw_job.h). */
+#include "gw_job.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "log.h"
+
+int64_t gwj_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+gwj *gwj_new(oai_req *req, gwm_ep ep, uint64_t id, const char *model, oai_text_fn text_fn, void *text_cls,
+             gwm *metrics, int64_t t0_us)
+{
+    gwj *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    pthread_mutex_init(&j->mu, NULL);
+    j->refs = 1;
+    j->id = id;
+    j->ep = ep;
+    j->req = *req;
+    memset(req, 0, sizeof *req);
+    j->metrics = metrics;
+    j->fd = -1;
+    j->t0_us = t0_us;
+    oai_out_init(&j->out, &j->req, model, (long long)time(NULL), id);
+    j->out.text_fn = text_fn;
+    j->out.text_cls = text_cls;
+    if (j->req.echo && !j->req.stream && j->req.prompt) oai_add(&j->out, j->req.prompt, strlen(j->req.prompt), NULL, 0);
+    gwm_streams(metrics, 1);
+    return j;
+}
+
+void gwj_ref(gwj *j)
+{
+    __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+}
+
+void gwj_unref(gwj *j)
+{
+    if (!j || __atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (!j->finished) gwm_streams(j->metrics, -1);
+    oai_req_free(&j->req);
+    oai_out_free(&j->out);
+    free(j->body);
+    free(j->sse);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+void gwj_attach(gwj *j, struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    pthread_mutex_lock(&j->mu);
+    j->conn = c;
+    j->fd = ci ? ci->connect_fd : -1;
+    pthread_mutex_unlock(&j->mu);
+}
+
+void gwj_generate(const gwj *j, uint64_t id, const gwb_resume *rs, proto_writer *w)
+{
+    const oai_req *r = &j->req;
+    proto_begin(w, PT_GENERATE, id);
+    proto_put_i64(w, "n", r->n_predict);
+    if (r->kind == OAI_CHAT) {
+        proto_put_bool(w, "chat", 1);
+        proto_put_array_begin(w, "msgs", (uint32_t)r->n_msgs);
+        for (int i = 0; i < r->n_msgs; i++) proto_pack_str(&w->pk, r->msgs[i]);
+    } else {
+        proto_put_str(w, "prompt", r->prompt);
+    }
+    if (rs) {
+        proto_put_u64(w, "resume", rs->sess);
+        proto_put_str(w, "key", rs->key);
+        proto_put_u64(w, "rbytes", rs->rbytes);
+    }
+    int pin = rs && rs->have_seed;
+    proto_put_map_begin(w, "params", (uint32_t)(r->n_params + pin));
+    for (int i = 0; i < r->n_params; i++) {
+        proto_pack_str(&w->pk, r->pk[i]);
+        proto_pack_str(&w->pk, r->pv[i]);
+    }
+    if (pin) { /* last: it wins over a "seed" given above (the same value) */
+        char v[16];
+        snprintf(v, sizeof v, "%u", rs->seed);
+        proto_pack_str(&w->pk, "seed");
+        proto_pack_str(&w->pk, v);
+    }
+    if (r->n_stops) {
+        proto_put_array_begin(w, "stop", (uint32_t)r->n_stops);
+        for (int i = 0; i < r->n_stops; i++) proto_pack_str(&w->pk, r->stops[i]);
+    }
+}
+
+/* ---- the bridge side (bridge thread, job locked) ---- */
+
+/* Resumes the connection when it waits for what just happened. */
+static void wake_http(gwj *j)
+{
+    if (j->suspended && j->conn && (j->phase != GWJ_WAIT || j->finished)) {
+        j->suspended = false;
+        MHD_resume_connection(j->conn);
+    }
+}
+
+static void set_finished(gwj *j)
+{
+    if (!j->finished) gwm_streams(j->metrics, -1);
+    j->finished = true;
+}
+
+static void sse_put(gwj *j, char *s, size_t n)
+{
+    if (!s) return;
+    if (j->sse_pos == j->sse_len) j->sse_pos = j->sse_len = 0;
+    if (j->sse_len + n > j->sse_cap) {
+        size_t cap = (j->sse_len + n) * 2;
+        char *x = realloc(j->sse, cap);
+        if (!x) { free(s); return; }
+        j->sse = x;
+        j->sse_cap = cap;
+    }
+    memcpy(j->sse + j->sse_len, s, n);
+    j->sse_len += n;
+    free(s);
+}
+
+/* The 200 stream begins: the chat role chunk, and the prompt when echo is asked. */
+static void start_stream(gwj *j)
+{
+    if (j->phase != GWJ_WAIT) return;
+    j->phase = GWJ_STREAM;
+    size_t n;
+    char *s = oai_chunk_role(&j->out, &n);
+    sse_put(j, s, n);
+    if (j->req.echo && j->req.prompt) {
+        s = oai_chunk(&j->out, j->req.prompt, strlen(j->req.prompt), NULL, 0, &n);
+        sse_put(j, s, n);
+    }
+}
+
+static void fail_job(gwj *j, int status, const char *code, const char *msg, uint64_t retry_ms)
+{
+    if (j->finished) return;
+    if (j->phase == GWJ_STREAM) { /* headers are out: an error event ends the stream */
+        size_t n;
+        char *s = oai_chunk_error(status, msg, code, &n);
+        sse_put(j, s, n);
+    } else {
+        j->phase = GWJ_DONE;
+        j->status = status;
+        j->retry_after = status != 429 ? 0 : retry_ms ? (unsigned)((retry_ms + 999) / 1000) : 1;
+        free(j->body);
+        j->body = oai_error_body(status, msg, NULL, code);
+        j->body_len = j->body ? strlen(j->body) : 0;
+    }
+    log_info("request %llu: %d %s", (unsigned long long)j->id, status, msg);
+    set_finished(j);
+}
+
+/* A PIECE's "probs" (checked by proto_decode) as oai_tokens; *alts to free. */
+static int piece_tokens(const msgpack_object *probs, int max_top, oai_token **toks, oai_alt **alts)
+{
+    uint32_t n = probs ? probs->via.array.size : 0;
+    *toks = n ? calloc(n, sizeof **toks) : NULL;
+    *alts = n && max_top ? calloc((size_t)n * (size_t)max_top, sizeof **alts) : NULL;
+    if (n && (!*toks || (max_top && !*alts))) return 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object_map *e = &probs->via.array.ptr[i].via.map;
+        oai_token *t = &(*toks)[i];
+        for (uint32_t k = 0; k < e->size; k++) {
+            const msgpack_object *key = &e->ptr[k].key, *v = &e->ptr[k].val;
+            if (key->type != MSGPACK_OBJECT_STR) continue;
+            const char *ks = key->via.str.ptr;
+            size_t kl = key->via.str.size;
+            double num = v->type == MSGPACK_OBJECT_FLOAT32 || v->type == MSGPACK_OBJECT_FLOAT64 ? v->via.f64
+                         : v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (double)v->via.i64 : (double)v->via.u64;
+            if (kl == 4 && !memcmp(ks, "text", 4)) { t->text = v->via.str.ptr; t->len = v->via.str.size; }
+            else if (kl == 7 && !memcmp(ks, "logprob", 7)) t->logprob = num;
+            else if (kl == 3 && !memcmp(ks, "top", 3) && max_top) {
+                oai_alt *a = *alts + (size_t)i * (size_t)max_top;
+                for (uint32_t m = 0; m < v->via.array.size && (int)m < max_top; m++) {
+                    const msgpack_object *pair = v->via.array.ptr[m].via.array.ptr;
+                    a[m].id = (int32_t)(pair[0].type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? pair[0].via.i64 : (int64_t)pair[0].via.u64);
+                    a[m].logprob = pair[1].type == MSGPACK_OBJECT_FLOAT32 || pair[1].type == MSGPACK_OBJECT_FLOAT64
+                                       ? pair[1].via.f64 : (double)pair[1].via.i64;
+                    t->n_top = (int)m + 1;
+                }
+                t->top = a;
+            }
+        }
+    }
+    return (int)n;
+}
+
+static void on_piece(gwj *j, const proto_msg *m)
+{
+    size_t n;
+    const char *text = proto_str(m, "text", &n);
+    uint64_t ntok = proto_u64(m, "ntok", j->n_seen);
+    int64_t now = gwj_now_us();
+    if (ntok > j->n_seen) {
+        if (!j->got_first) gwm_ttft(j->metrics, (double)(now - j->t0_us) / 1e6);
+        else gwm_itl(j->metrics, (double)(now - j->t_last_us) / 1e6 / (double)(ntok - j->n_seen),
+                     (int)(ntok - j->n_seen));
+        j->got_first = true;
+        j->t_last_us = now;
+        j->n_seen = ntok;
+    }
+    oai_token *toks = NULL;
+    oai_alt *alts = NULL;
+    int nt = j->req.logprobs ? piece_tokens(proto_field(m, "probs"), j->req.top_logprobs, &toks, &alts) : 0;
+    if (j->req.stream) {
+        start_stream(j);
+        size_t len;
+        char *s = oai_chunk(&j->out, text, n, toks, nt, &len);
+        sse_put(j, s, len);
+    } else if (oai_add(&j->out, text, n, toks, nt) != 0) {
+        fail_job(j, 500, "internal", "gateway out of memory", 0);
+    }
+    free(toks);
+    free(alts);
+}
+
+static void on_done(gwj *j, const proto_msg *m)
+{
+    char reason[32] = "";
+    proto_strcpy(m, "reason", reason, sizeof reason);
+    uint64_t np = proto_u64(m, "ntok_prompt", 0), ng = proto_u64(m, "ntok", 0);
+    gwm_tokens(j->metrics, np, ng);
+    size_t len;
+    if (j->req.stream) {
+        start_stream(j);
+        char *s = oai_chunk_end(&j->out, reason, np, ng, &len);
+        sse_put(j, s, len);
+    } else {
+        j->phase = GWJ_DONE;
+        j->status = 200;
+        j->body = oai_response(&j->out, reason, np, ng, &len);
+        j->body_len = len;
+        if (!j->body) j->status = 500;
+    }
+    log_debug("request %llu: done (%s), %llu prompt + %llu generated tokens", (unsigned long long)j->id, reason,
+              (unsigned long long)np, (unsigned long long)ng);
+    set_finished(j);
+}
+
+static void on_msg(void *job, const proto_msg *m)
+{
+    gwj *j = job;
+    pthread_mutex_lock(&j->mu);
+    if (!j->finished) {
+        if (m->type == PT_ACCEPTED) {
+            j->accepted = true;
+        } else if (m->type == PT_PIECE) {
+            on_piece(j, m);
+        } else if (m->type == PT_DONE) {
+            on_done(j, m);
+        } else if (m->type == PT_ERROR) {
+            char msg[400] = "the front door refused the request", code[40] = "";
+            proto_strcpy(m, "msg", msg, sizeof msg);
+            int has_code = proto_strcpy(m, "code", code, sizeof code) == 0;
+            fail_job(j, oai_error_status(has_code ? code : NULL, j->accepted), has_code ? code : NULL, msg,
+                     proto_u64(m, "retry_ms", 0));
+        }
+    }
+    wake_http(j);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void on_fail(void *job, int status, const char *code, const char *msg)
+{
+    gwj *j = job;
+    pthread_mutex_lock(&j->mu);
+    fail_job(j, status, code, msg, 0);
+    wake_http(j);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* A suspended connection is not watched by libmicrohttpd: peek at its socket. */
+static int gone(void *job)
+{
+    gwj *j = job;
+    pthread_mutex_lock(&j->mu);
+    if (!j->cancelled && j->suspended && j->fd >= 0) {
+        char c;
+        ssize_t r = recv(j->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            j->cancelled = true;
+            set_finished(j);
+            wake_http(j); /* libmicrohttpd closes it */
+        }
+    }
+    int r = j->cancelled;
+    pthread_mutex_unlock(&j->mu);
+    return r;
+}
+
+static void release(void *job)
+{
+    gwj_unref(job);
+}
+
+static void generate(void *job, uint64_t id, const gwb_resume *rs, proto_writer *w)
+{
+    gwj_generate(job, id, rs, w);
+}
+
+const gwb_ops gwj_ops = {on_msg, on_fail, gone, release, generate};
+
+/* ---- the HTTP side ---- */
+
+int gwj_wait(gwj *j)
+{
+    pthread_mutex_lock(&j->mu);
+    int wait = j->phase == GWJ_WAIT && !j->finished;
+    if (wait) {
+        j->suspended = true;
+        MHD_suspend_connection(j->conn);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return wait;
+}
+
+int gwj_detach(gwj *j)
+{
+    pthread_mutex_lock(&j->mu);
+    int open = !j->finished;
+    if (open) {
+        j->cancelled = true;
+        set_finished(j);
+    }
+    j->conn = NULL;
+    j->fd = -1;
+    j->suspended = false;
+    pthread_mutex_unlock(&j->mu);
+    return open;
+}
+
+ssize_t gwj_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    gwj *j = cls;
+    (void)pos;
+    pthread_mutex_lock(&j->mu);
+    ssize_t r;
+    if (j->sse_pos < j->sse_len) {
+        size_t n = j->sse_len - j->sse_pos < max ? j->sse_len - j->sse_pos : max;
+        memcpy(buf, j->sse + j->sse_pos, n);
+        j->sse_pos += n;
+        r = (ssize_t)n;
+    } else if (j->finished) {
+        r = j->cancelled ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
+    } else if (j->conn) {
+        j->suspended = true;
+        MHD_suspend_connection(j->conn);
+        r = 0;
+    } else {
+        r = MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    pthread_mutex_unlock(&j->mu);
+    return r;
+}
+
+void gwj_read_free(void *cls)
+{
+    gwj_unref(cls);
+}

@@ -1,0 +1,365 @@
+/* Tests for client/oai (OpenAI request parsing and response JSON) and client/gw_metrics
+ * (Prometheus text). Suite "oai". */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_job.h"
+#include "gw_metrics.h"
+#include "oai.h"
+#include "proto.h"
+
+static const char *param(const oai_req *r, const char *name)
+{
+    for (int i = 0; i < r->n_params; i++)
+        if (strcmp(r->pk[i], name) == 0) return r->pv[i];
+    return NULL;
+}
+
+static int parse(oai_req *r, oai_kind k, const char *body, oai_err *e)
+{
+    return oai_parse(r, k, body, strlen(body), e);
+}
+
+START_TEST(test_completion_mapping)
+{
+    oai_req r;
+    oai_err e;
+    ck_assert_int_eq(parse(&r, OAI_COMPLETION,
+                           "{\"model\":\"x\",\"prompt\":\"Once\",\"max_tokens\":12,\"temperature\":0,\"top_p\":0.9,"
+                           "\"seed\":42,\"stop\":\"\\n\",\"top_k\":5,\"min_p\":0.1,\"repeat_penalty\":1.1,"
+                           "\"ignore_eos\":true,\"samplers\":[\"top_k\",\"temperature\"],\"user\":\"u\","
+                           "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"echo\":true}",
+                           &e), 0);
+    ck_assert_int_eq(r.kind, OAI_COMPLETION);
+    ck_assert_str_eq(r.prompt, "Once");
+    ck_assert_int_eq(r.n_predict, 12);
+    ck_assert_str_eq(param(&r, "temperature"), "0");
+    ck_assert_str_eq(param(&r, "top_p"), "0.9");
+    ck_assert_str_eq(param(&r, "seed"), "42");
+    ck_assert_str_eq(param(&r, "top_k"), "5");
+    ck_assert_str_eq(param(&r, "repeat_penalty"), "1.1");
+    ck_assert_str_eq(param(&r, "ignore_eos"), "true");
+    ck_assert_str_eq(param(&r, "samplers"), "top_k;temperature");
+    ck_assert_ptr_null(param(&r, "user"));
+    ck_assert_ptr_null(param(&r, "model"));
+    ck_assert_int_eq(r.n_stops, 1);
+    ck_assert_str_eq(r.stops[0], "\n");
+    ck_assert(r.stream && r.include_usage && r.echo && r.greedy);
+    ck_assert_int_eq(r.logprobs, 0);
+    oai_req_free(&r);
+    /* a prompt array of one string; logprobs N -> n_probs N; defaults */
+    ck_assert_int_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":[\"Hi\"],\"logprobs\":3,\"stop\":[\"a\",\"\",\"b\"]}", &e), 0);
+    ck_assert_str_eq(r.prompt, "Hi");
+    ck_assert_int_eq(r.n_predict, -1);
+    ck_assert(r.logprobs && r.top_logprobs == 3);
+    ck_assert_str_eq(param(&r, "n_probs"), "3");
+    ck_assert_int_eq(r.n_stops, 2); /* empty stop strings are dropped */
+    oai_req_free(&r);
+}
+END_TEST
+
+START_TEST(test_chat_mapping)
+{
+    oai_req r;
+    oai_err e;
+    ck_assert_int_eq(parse(&r, OAI_CHAT,
+                           "{\"messages\":[{\"role\":\"developer\",\"content\":\"Be brief\"},"
+                           "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hello \"},"
+                           "{\"type\":\"text\",\"text\":\"there\"}]},{\"role\":\"assistant\",\"content\":null}],"
+                           "\"max_completion_tokens\":7,\"logprobs\":true,\"top_logprobs\":2,"
+                           "\"logit_bias\":{\"15\":-100,\"7\":2.5},\"presence_penalty\":0.5}",
+                           &e), 0);
+    ck_assert_int_eq(r.n_msgs, 6);
+    ck_assert_str_eq(r.msgs[0], "system");
+    ck_assert_str_eq(r.msgs[1], "Be brief");
+    ck_assert_str_eq(r.msgs[3], "Hello there");
+    ck_assert_str_eq(r.msgs[4], "assistant");
+    ck_assert_str_eq(r.msgs[5], "");
+    ck_assert_int_eq(r.n_predict, 7);
+    ck_assert(r.logprobs && r.top_logprobs == 2);
+    ck_assert_str_eq(param(&r, "n_probs"), "2");
+    ck_assert_str_eq(param(&r, "logit_bias"), "15:-100,7:2.5");
+    ck_assert_str_eq(param(&r, "presence_penalty"), "0.5");
+    oai_req_free(&r);
+    /* logprobs alone: the chosen token's log-prob needs n_probs 1 */
+    ck_assert_int_eq(parse(&r, OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}", &e), 0);
+    ck_assert_str_eq(param(&r, "n_probs"), "1");
+    oai_req_free(&r);
+}
+END_TEST
+
+/* Every refusal names the parameter and leaves nothing allocated (checked by ASan). */
+START_TEST(test_refusals)
+{
+    static const struct { oai_kind k; const char *body, *param, *msg; } cases[] = {
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":-1}", "temperature", "temperature"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"top_k\":\"many\"}", "top_k", "not an integer"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":\"ten\"}", "max_tokens", "integer"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"seed\":-5}", "seed", "seed"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":3}", "n", "only 1"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"best_of\":2}", "best_of", "only 1"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"suffix\":\"end\"}", "suffix", "not supported"},
+        {OAI_COMPLETION, "{\"prompt\":[1,2,3]}", "prompt", "token-id"},
+        {OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "prompt", "one prompt"},
+        {OAI_COMPLETION, "{\"max_tokens\":3}", "prompt", "required"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"stop\":[1]}", "stop", "stop"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}", "stop", "at most"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"abc\":1}}", "logit_bias", "token ids"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"mirostat\":{}}", "mirostat", "number"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"stream\":\"yes\"}", "stream", "true or false"},
+        {OAI_COMPLETION, "[1,2]", "", "JSON object"},
+        {OAI_COMPLETION, "{\"prompt\":", "", "not valid JSON"},
+        {OAI_COMPLETION, "{\"prompt\":\"a\\u0000b\"}", "", "not valid JSON"},
+        {OAI_CHAT, "{\"messages\":[]}", "messages", "1 to"},
+        {OAI_CHAT, "{\"messages\":[{\"content\":\"x\"}]}", "messages", "role"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages", "not supported"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages", "text"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", "top_logprobs", "logprobs"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":21,\"logprobs\":true}", "top_logprobs", "[0, 20]"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", "tools", "not supported"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", "response_format", "text"},
+        {OAI_CHAT, "{\"prompt\":\"x\"}", "messages", "required"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        oai_req r;
+        oai_err e;
+        ck_assert_msg(parse(&r, cases[i].k, cases[i].body, &e) == -1, "accepted %s", cases[i].body);
+        ck_assert_msg(strcmp(e.param, cases[i].param) == 0, "%s: param '%s'", cases[i].body, e.param);
+        ck_assert_msg(strstr(e.msg, cases[i].msg) != NULL, "%s: message '%s'", cases[i].body, e.msg);
+        ck_assert_int_eq(r.n_params + r.n_msgs + r.n_stops, 0); /* freed */
+    }
+}
+END_TEST
+
+static json_t *sse_json(const char *s, size_t n, int *events)
+{
+    /* the last "data: {...}" event before any [DONE] */
+    json_t *last = NULL;
+    *events = 0;
+    const char *p = s, *end = s + n;
+    while (p < end) {
+        const char *e = strstr(p, "\n\n");
+        ck_assert_ptr_nonnull(e);
+        ck_assert(strncmp(p, "data: ", 6) == 0);
+        (*events)++;
+        if (strncmp(p + 6, "[DONE]", 6) != 0) {
+            json_decref(last);
+            last = json_loadb(p + 6, (size_t)(e - p - 6), 0, NULL);
+            ck_assert_ptr_nonnull(last);
+        }
+        p = e + 2;
+    }
+    return last;
+}
+
+static int text_fn(void *cls, int32_t id, char *buf, size_t cap)
+{
+    (void)cls;
+    return snprintf(buf, cap, "t%d", (int)id);
+}
+
+START_TEST(test_chat_stream_chunks)
+{
+    oai_req r;
+    oai_err e;
+    ck_assert_int_eq(parse(&r, OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,"
+                                         "\"stream_options\":{\"include_usage\":true},\"logprobs\":true,\"top_logprobs\":1}", &e), 0);
+    oai_out o;
+    oai_out_init(&o, &r, "m.gguf", 1700000000, 5);
+    o.text_fn = text_fn;
+    size_t n;
+    int ev;
+    char *s = oai_chunk_role(&o, &n);
+    json_t *j = sse_json(s, n, &ev);
+    ck_assert_int_eq(ev, 1);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "object")), "chat.completion.chunk");
+    json_t *delta = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta");
+    ck_assert_str_eq(json_string_value(json_object_get(delta, "role")), "assistant");
+    ck_assert(strncmp(json_string_value(json_object_get(j, "id")), "chatcmpl-", 9) == 0);
+    json_decref(j);
+    free(s);
+    /* a piece with one token, its log-prob and one alternative; invalid UTF-8 is repaired */
+    oai_alt alt = {9, -2.5};
+    oai_token t = {"\xe2\x82", 2, -INFINITY, &alt, 1};
+    s = oai_chunk(&o, "H\xe2\x82", 3, &t, 1, &n);
+    j = sse_json(s, n, &ev);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(c0, "delta"), "content")), "H\xef\xbf\xbd\xef\xbf\xbd");
+    json_t *lp = json_array_get(json_object_get(json_object_get(c0, "logprobs"), "content"), 0);
+    ck_assert(json_real_value(json_object_get(lp, "logprob")) == -9999.0); /* -inf is not JSON */
+    ck_assert_int_eq(json_array_size(json_object_get(lp, "bytes")), 2);
+    json_t *top = json_array_get(json_object_get(lp, "top_logprobs"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(top, "token")), "t9");
+    ck_assert(json_is_null(json_object_get(c0, "finish_reason")));
+    json_decref(j);
+    free(s);
+    /* end: finish chunk, usage chunk, [DONE] */
+    s = oai_chunk_end(&o, "context", 3, 4, &n);
+    ck_assert(n > 14 && memcmp(s + n - 14, "data: [DONE]\n\n", 14) == 0);
+    j = sse_json(s, n, &ev);
+    ck_assert_int_eq(ev, 3);
+    ck_assert_int_eq(json_array_size(json_object_get(j, "choices")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "usage"), "total_tokens")), 7);
+    json_decref(j);
+    ck_assert(strstr(s, "\"finish_reason\":\"length\"") != NULL);
+    free(s);
+    oai_out_free(&o);
+    oai_req_free(&r);
+}
+END_TEST
+
+START_TEST(test_completion_response)
+{
+    oai_req r;
+    oai_err e;
+    ck_assert_int_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"P\",\"logprobs\":2}", &e), 0);
+    oai_out o;
+    oai_out_init(&o, &r, "m", 1, 1);
+    oai_alt alts[2] = {{1, -0.1}, {2, -3}};
+    oai_token toks[2] = {{" a", 2, -0.1, alts, 2}, {"bc", 2, -0.2, alts, 2}};
+    ck_assert_int_eq(oai_add(&o, " a", 2, toks, 1), 0);
+    ck_assert_int_eq(oai_add(&o, "bc", 2, toks + 1, 1), 0);
+    size_t n;
+    char *s = oai_response(&o, "eog", 1, 2, &n);
+    json_t *j = json_loadb(s, n, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(c0, "text")), " abc");
+    ck_assert_str_eq(json_string_value(json_object_get(c0, "finish_reason")), "stop");
+    json_t *lp = json_object_get(c0, "logprobs");
+    ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(lp, "text_offset"), 1)), 2);
+    ck_assert_int_eq(json_object_size(json_array_get(json_object_get(lp, "top_logprobs"), 0)), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "object")), "text_completion");
+    json_decref(j);
+    free(s);
+    oai_out_free(&o);
+    oai_req_free(&r);
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    ck_assert_int_eq(oai_error_status("queue_full", 0), 429);
+    ck_assert_int_eq(oai_error_status("unavailable", 1), 503);
+    ck_assert_int_eq(oai_error_status("internal", 0), 500);
+    ck_assert_int_eq(oai_error_status("invalid_request", 1), 400);
+    ck_assert_int_eq(oai_error_status("context_length_exceeded", 0), 400);
+    ck_assert_int_eq(oai_error_status(NULL, 0), 400);
+    ck_assert_int_eq(oai_error_status(NULL, 1), 500);
+    ck_assert_int_eq(oai_error_status("something_new", 1), 500);
+    ck_assert_str_eq(oai_finish_reason("length"), "length");
+    ck_assert_str_eq(oai_finish_reason("context"), "length");
+    ck_assert_str_eq(oai_finish_reason("eog"), "stop");
+    ck_assert_str_eq(oai_finish_reason("stop"), "stop");
+    char *b = oai_error_body(401, "bad \"key\"", NULL, "invalid_api_key");
+    ck_assert_str_eq(b, "{\"error\":{\"message\":\"bad \\\"key\\\"\",\"type\":\"authentication_error\",\"param\":null,"
+                        "\"code\":\"invalid_api_key\"}}");
+    free(b);
+    size_t n;
+    b = oai_chunk_error(500, "boom", NULL, &n);
+    ck_assert_str_eq(b, "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n"
+                        "data: [DONE]\n\n");
+    ck_assert_uint_eq(n, strlen(b));
+    free(b);
+}
+END_TEST
+
+START_TEST(test_metrics_text)
+{
+    gwm m;
+    gwm_init(&m);
+    gwm_request(&m, GWM_EP_CHAT, 200);
+    gwm_request(&m, GWM_EP_CHAT, 200);
+    gwm_request(&m, GWM_EP_COMPLETIONS, 429);
+    gwm_tokens(&m, 10, 20);
+    gwm_ttft(&m, 0.03);
+    gwm_itl(&m, 0.004, 3);
+    gwm_itl(&m, 100, 1); /* beyond every bound: only +Inf */
+    gwm_front f = {.fresh = 1, .workers = 2, .queued = 5, .max_requests = 1024, .max_per_client = 64, .samplerd_up = -1};
+    size_t n;
+    char *t = gwm_render(&m, &f, &n);
+    ck_assert_uint_eq(n, strlen(t));
+    ck_assert(strstr(t, "llm_http_requests_total{endpoint=\"/v1/chat/completions\",code=\"200\"} 2\n"));
+    ck_assert(strstr(t, "llm_http_requests_total{endpoint=\"/v1/completions\",code=\"429\"} 1\n"));
+    ck_assert(strstr(t, "llm_prompt_tokens_total 10\n") && strstr(t, "llm_generated_tokens_total 20\n"));
+    ck_assert(strstr(t, "llm_time_to_first_token_seconds_bucket{le=\"0.025\"} 0\n"));
+    ck_assert(strstr(t, "llm_time_to_first_token_seconds_bucket{le=\"0.05\"} 1\n"));
+    ck_assert(strstr(t, "llm_inter_token_seconds_bucket{le=\"0.005\"} 3\n")); /* cumulative from here on */
+    ck_assert(strstr(t, "llm_inter_token_seconds_bucket{le=\"10\"} 3\n"));
+    ck_assert(strstr(t, "llm_inter_token_seconds_bucket{le=\"+Inf\"} 4\n"));
+    ck_assert(strstr(t, "llm_inter_token_seconds_count 4\n"));
+    ck_assert(strstr(t, "llm_queue_depth 5\n") && strstr(t, "llm_workers_live 2\n"));
+    ck_assert(strstr(t, "llm_queue_capacity{scope=\"per_client\"} 64\n"));
+    ck_assert(strstr(t, "llm_up{daemon=\"engined\"} 1\n") && !strstr(t, "daemon=\"samplerd\""));
+    free(t);
+    f = (gwm_front){.fresh = 0, .samplerd_up = 0};
+    t = gwm_render(&m, &f, &n);
+    ck_assert(strstr(t, "llm_up{daemon=\"tokenizerd\"} 0\n") && strstr(t, "llm_up{daemon=\"samplerd\"} 0\n"));
+    ck_assert(!strstr(t, "llm_queue_depth")); /* no stale front door figures */
+    free(t);
+    gwm_free(&m);
+}
+END_TEST
+
+/* The GENERATE of a job, fresh and as a resume: same request, resume fields, the
+ * resolved seed pinned as the last parameter (it wins over the client's). */
+START_TEST(test_job_generate)
+{
+    oai_req r;
+    oai_err e;
+    ck_assert_int_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"Once\",\"max_tokens\":9,\"seed\":5,\"stop\":[\".\"]}", &e), 0);
+    gwm m;
+    gwm_init(&m);
+    gwj *j = gwj_new(&r, GWM_EP_COMPLETIONS, 42, "m", NULL, NULL, &m, 0);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_ptr_null(r.prompt); /* taken */
+    for (int resume = 0; resume < 2; resume++) {
+        gwb_resume rs = {.sess = 77, .seed = 123456, .have_seed = 1, .rbytes = 31};
+        snprintf(rs.key, sizeof rs.key, "%s", "00112233445566778899aabbccddeeff");
+        proto_writer w;
+        gwj_generate(j, resume ? 43 : 42, resume ? &rs : NULL, &w);
+        proto_msg msg;
+        char err[200];
+        ck_assert_int_eq(proto_decode(&msg, proto_data(&w), proto_size(&w), err, sizeof err), 0);
+        ck_assert_int_eq(msg.type, PT_GENERATE);
+        ck_assert_uint_eq(msg.id, resume ? 43 : 42);
+        ck_assert_int_eq(proto_i64(&msg, "n", 0), 9);
+        char s[64];
+        ck_assert_int_eq(proto_strcpy(&msg, "prompt", s, sizeof s), 0);
+        ck_assert_str_eq(s, "Once");
+        ck_assert_uint_eq(proto_u64(&msg, "resume", 0), resume ? 77 : 0);
+        ck_assert_uint_eq(proto_u64(&msg, "rbytes", 0), resume ? 31 : 0);
+        ck_assert_int_eq(proto_strcpy(&msg, "key", s, sizeof s), resume ? 0 : -1);
+        const msgpack_object *p = proto_field(&msg, "params");
+        ck_assert_ptr_nonnull(p);
+        const msgpack_object_kv *last = &p->via.map.ptr[p->via.map.size - 1];
+        ck_assert_uint_eq(p->via.map.size, resume ? 2 : 1);
+        ck_assert(last->key.via.str.size == 4 && memcmp(last->key.via.str.ptr, "seed", 4) == 0);
+        ck_assert(resume ? memcmp(last->val.via.str.ptr, "123456", 6) == 0 : memcmp(last->val.via.str.ptr, "5", 1) == 0);
+        ck_assert_int_eq((int)proto_field(&msg, "stop")->via.array.size, 1);
+        proto_msg_free(&msg);
+        proto_writer_free(&w);
+    }
+    gwj_unref(j);
+    gwm_free(&m);
+}
+END_TEST
+
+Suite *oai_suite(void)
+{
+    Suite *s = suite_create("oai");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_completion_mapping);
+    tcase_add_test(tc, test_chat_mapping);
+    tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_chat_stream_chunks);
+    tcase_add_test(tc, test_completion_response);
+    tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_metrics_text);
+    tcase_add_test(tc, test_job_generate);
+    suite_add_tcase(s, tc);
+    return s;
+}
