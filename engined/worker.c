@@ -27,6 +27,7 @@
  * tokens being in the report.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -623,6 +624,12 @@ static long poll_timeout(const worker *w, int64_t now)
     return t < 0 ? 0 : t;
 }
 
+static void *warm_main(void *m)
+{
+    eng_warm(m);
+    return NULL;
+}
+
 int engd_worker_run(const engd_opts *o)
 {
     worker w = {.o = o};
@@ -682,6 +689,10 @@ int engd_worker_run(const engd_opts *o)
         worker_free(&w);
         return 1;
     }
+    /* map the weights' pages in the background: the worker registers at once, and its
+     * first request does not pay a page fault per 4 KiB of weights */
+    pthread_t warm;
+    int warming = pthread_create(&warm, NULL, warm_main, w.m) == 0;
     log_info("serving up to %d sessions of %d positions, steps of up to %d tokens (%d when none decodes)", w.n_s,
              w.n_ctx, w.batch_tokens, w.idle_tokens);
     while (!dmn_stop) {
@@ -703,6 +714,7 @@ int engd_worker_run(const engd_opts *o)
     int active = 0;
     for (int i = 0; i < w.n_s; i++) active += w.s[i].state != WS_FREE;
     log_info("shutting down (%d active sessions handed back to the front door)", active);
+    if (warming) pthread_join(warm, NULL);
     worker_free(&w);
     return 0;
 }
