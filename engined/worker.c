@@ -479,6 +479,17 @@ static void on_front(worker *w, const proto_msg *pm)
  * Returns 1 if a step ran. */
 static int step(worker *w)
 {
+    /* the last step's tokens are due from samplerd any moment: wait for them (the loop
+     * polls until then), so that decoding sessions join this step; and while sessions
+     * are mid-generation the step keeps the smaller budget */
+    int64_t now = net_now_ms();
+    int generating = 0;
+    for (int i = 0; i < w->n_s; i++) {
+        const wsess *x = &w->s[i];
+        if (x->state != WS_WAIT) continue;
+        if (now - x->sent_ms < SAMPLE_WAIT_MS) return 0;
+        generating = 1;
+    }
     int n = 0, nl = 0, no = 0, *order = w->order;
     wsess **lrow = w->lrow;
     for (int i = 0; i < w->n_s; i++) {
@@ -500,7 +511,7 @@ static int step(worker *w)
      * PREFILL_MIN (or the whole budget if smaller): many decoders cannot starve a newcomer */
     /* nobody decoding: nobody waits on this step, so it may take more (one pass over the
      * weights serves every prompt that arrived together) */
-    int budget = n ? w->batch_tokens : w->idle_tokens;
+    int budget = n || generating ? w->batch_tokens : w->idle_tokens;
     int room = budget - n, floor = budget < PREFILL_MIN ? budget : PREFILL_MIN;
     if (room < floor) room = floor;
     for (int k = 0; k < no && room > 0; k++) {
@@ -521,7 +532,11 @@ static int step(worker *w)
         return 0;
     }
     char err[256];
-    if (eng_step(w->m, w->items, n, w->logits, err, sizeof err) != 0) {
+    int64_t t0 = net_now_ms();
+    int rc = eng_step(w->m, w->items, n, w->logits, err, sizeof err);
+    log_debug("step: %d items (%d rows of logits, %d sessions prefilling) in %lld ms", n, nl, no,
+              (long long)(net_now_ms() - t0));
+    if (rc != 0) {
         for (int i = 0; i < n; i++) { /* every session of the step (tokens were checked: out of memory) */
             wsess *s = NULL;
             for (int k = 0; k < w->n_s && !s; k++)
