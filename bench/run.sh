@@ -22,5 +22,10 @@ run engine env BUILD="$BUILD" bash bench/bench_engine.sh
 run tokenizer "$BUILD/bench/bench_tok"
 run sampler "$BUILD/bench/bench_sampler"
 run quant "$BUILD/bench/bench_quant"
+# serving: ours against llama-server when LLAMA_SERVER points at one (same file, same run),
+# with the long-prompt case; then the gateway's cost against llmc
 run serve python3 bench/bench_serve.py --build "$BUILD" --model "${BENCH_DIR:-/tmp/llm-bench}/tinyllama-1.1b-Q8_0.gguf" \
+    --streams 1,8 --tokens 64 --long --reps 2
+run gateway env -u LLAMA_SERVER python3 bench/bench_serve.py --build "$BUILD" --model "${BENCH_DIR:-/tmp/llm-bench}/tinyllama-1.1b-Q8_0.gguf" \
     --streams 1,8 --reps 3 --gateway
+run restart env BUILD="$BUILD" bash bench/bench_restart.sh "${BENCH_DIR:-/tmp/llm-bench}/tinyllama-1.1b-Q8_0.gguf" 8
