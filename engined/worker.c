@@ -96,6 +96,7 @@ typedef struct {
     eng_item   *items;     /* (max(batch_tokens, idle_tokens) + PREFILL_MIN + max_sessions) */
     int         registered;
     long        stall_step; /* fault injection for tests: LLM_FAULT_STALL_STEP */
+    long        step_delay_ms; /* test hook: LLM_FAULT_STEP_DELAY_MS slows every step */
     int64_t     sampler_timeout_ms; /* a sample row unanswered this long fails its session
                                      * (LLM_SAMPLER_TIMEOUT_MS, default 20 s) */
     int64_t     retry_log_ms;
@@ -531,6 +532,7 @@ static int step(worker *w)
         while (!dmn_stop) usleep(50 * 1000);
         return 0;
     }
+    if (w->step_delay_ms > 0) usleep((useconds_t)w->step_delay_ms * 1000);
     char err[256];
     int64_t t0 = net_now_ms();
     int rc = eng_step(w->m, w->items, n, w->logits, err, sizeof err);
@@ -672,6 +674,9 @@ int engd_worker_run(const engd_opts *o)
     w.idle_tokens = o->idle_tokens > 0 ? o->idle_tokens : ENGD_IDLE_TOKENS_DEFAULT;
     const char *fs = getenv("LLM_FAULT_STALL_STEP");
     w.stall_step = fs ? atol(fs) : 0;
+    const char *fd = getenv("LLM_FAULT_STEP_DELAY_MS");
+    w.step_delay_ms = fd && atol(fd) > 0 && atol(fd) < 10000 ? atol(fd) : 0;
+    if (w.step_delay_ms) log_warn("LLM_FAULT_STEP_DELAY_MS=%ld: every step is slowed (test)", w.step_delay_ms);
     const char *st = getenv("LLM_SAMPLER_TIMEOUT_MS");
     w.sampler_timeout_ms = st && atol(st) > 0 ? atol(st) : 20000;
     w.s = calloc((size_t)w.n_s, sizeof *w.s);
