@@ -142,6 +142,8 @@ _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K size");
 
 /* Kernels of quant_k.c, referenced by the traits table in quant.c. Each converts n
  * values, n a multiple of QK_K. */
+/* Q3_K's 16 sub-block scales (12 packed bytes) as ints in -32..31. */
+void quant_q3_K_scales(const uint8_t *packed, int *out);
 void quant_dequant_q2_K(const void *src, float *dst, int64_t n);
 void quant_dequant_q3_K(const void *src, float *dst, int64_t n);
 void quant_dequant_q4_K(const void *src, float *dst, int64_t n);

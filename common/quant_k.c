@@ -69,7 +69,7 @@ static void dequant_q2_K_scalar(const void *src, float *y, int64_t n)
 
 /* Unpacks Q3_K's 16 6-bit scales: low 4 bits in bytes 0..7 (low nibble = scales
  * 0..7, high nibble = 8..15), top 2 bits in bytes 8..11. Result biased by -32. */
-static void q3_scales(const uint8_t *p, int *out)
+void quant_q3_K_scales(const uint8_t *p, int *out)
 {
     for (int j = 0; j < 16; j++) {
         const int lo = j < 8 ? p[j] & 0x0f : p[j - 8] >> 4;
@@ -87,7 +87,7 @@ static void dequant_q3_K_scalar(const void *src, float *y, int64_t n)
         const uint8_t *q = b->qs;
         int sc[16], is = 0;
         uint8_t m = 1;
-        q3_scales(b->scales, sc);
+        quant_q3_K_scales(b->scales, sc);
         for (int half = 0; half < 2; half++, q += 32) {
             for (int shift = 0; shift < 8; shift += 2, m <<= 1) {
                 for (int k = 0; k < 2; k++) {
@@ -326,7 +326,7 @@ AVX2_FN static void dequant_q3_K_avx2(const void *src, float *y, int64_t n)
         const float d = f16_to_f32(b->d);
         const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
         int sc[16], is = 0, bit = 0;
-        q3_scales(b->scales, sc);
+        quant_q3_K_scales(b->scales, sc);
         for (int half = 0; half < 2; half++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * half));
             for (int shift = 0; shift < 8; shift += 2, bit++, is += 2, y += 32) {
@@ -780,7 +780,7 @@ void quant_quant_q2_K(const float *x, void *dst, int64_t n)
     }
 }
 
-/* Packs 16 6-bit values (0..63) the way q3_scales() unpacks them. */
+/* Packs 16 6-bit values (0..63) the way quant_q3_K_scales() unpacks them. */
 static void q3_pack_scales(const int *ls, uint8_t *p)
 {
     memset(p, 0, 12);
@@ -816,7 +816,7 @@ void quant_quant_q3_K(const float *x, void *dst, int64_t n)
         }
         q3_pack_scales(ls, y->scales);
         int sc[16];
-        q3_scales(y->scales, sc);
+        quant_q3_K_scales(y->scales, sc);
         for (int j = 0; j < 16; j++) {
             const float d = f16_to_f32(y->d) * (float)sc[j];
             if (d == 0) continue;

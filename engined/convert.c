@@ -42,8 +42,12 @@ static void plan_tensor(const gguf_tensor *t, uint32_t precision, seg_tensor *e)
     e->ne[0] = t->ne[0];
     e->ne[1] = t->ne[1] * t->ne[2] * t->ne[3];
     bool matrix = t->n_dims >= 2 && e->ne[1] > 1;
-    e->type = (matrix && precision == 0) ? SEG_T_Q8T : SEG_T_F32;
-    e->row_bytes = e->type == SEG_T_Q8T ? kern_q8t_tile_bytes(e->ne[0]) : (uint64_t)e->ne[0] * sizeof(float);
+    e->type = SEG_T_F32;
+    if (matrix && precision != 1) e->type = SEG_T_Q8T;
+    int wt = kern_qn_from_qtype(t->type);
+    if (matrix && precision == 2 && wt > 0 && t->ne[0] % KERN_QK == 0 && qt_row_size(t->type, t->ne[0]) != 0)
+        e->type = SEG_T_QN0 + (uint32_t)(wt - 1);
+    e->row_bytes = e->type == SEG_T_F32 ? (uint64_t)e->ne[0] * sizeof(float) : kern_w_tile_bytes(seg_wtype(e->type), e->ne[0]);
     e->nbytes = e->row_bytes * seg_stored_rows(e);
 }
 
@@ -93,6 +97,11 @@ static void cvt_part(void *arg, int ith, int nth)
             continue;
         }
         int64_t r0 = u * KERN_TILE, n = j->e->ne[1] - r0 < KERN_TILE ? j->e->ne[1] - r0 : KERN_TILE;
+        if (j->e->type != SEG_T_Q8T) { /* native: the source blocks as they are */
+            kern_qn_pack(seg_wtype(j->e->type), j->t->type, (const char *)j->t->data + (size_t)r0 * j->src_row, j->src_row,
+                         (int)n, j->e->ne[0], out);
+            continue;
+        }
         for (int64_t i = 0; i < n; i++) source_q8_row(j, r0 + i, row, q8 + (size_t)i * rb);
         kern_q8t_pack(q8, (int)n, j->e->ne[0], out);
     }
@@ -211,7 +220,7 @@ int cvt_build(const char *gguf_path, const seg_ident *id, const char *name, uint
         off = align_up(off + dir[i].nbytes);
     }
     log_info("creating segment %s: %.1f MB for %lld tensors (%s)", name, off / 1e6, (long long)nt,
-             precision ? "f32" : "int8");
+             precision == 1 ? "f32" : precision == 0 ? "int8 (q8t)" : "native");
     rc = seg_create(name, off, &sm, err, errlen);
     if (rc != 0) goto out;
     rc = -1;

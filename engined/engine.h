@@ -40,8 +40,11 @@
 
 #include "model.h"
 
-/* What the segment holds: INT8 q8w matrices, or f32 copies for the float path. */
-typedef enum { ENG_INT8 = 0, ENG_FLOAT = 1, ENG_PRECISION_COUNT } eng_precision;
+/* What the segment holds: ENG_NATIVE (the default) keeps Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/
+ * Q5_K/Q6_K matrices in their own width (kernels.h "qn") and every other type as q8t;
+ * ENG_INT8 widens every matrix to q8t; ENG_FLOAT keeps f32 copies (the reference path).
+ * The first two run the INT8-activation kernels. */
+typedef enum { ENG_INT8 = 0, ENG_FLOAT = 1, ENG_NATIVE = 2, ENG_PRECISION_COUNT } eng_precision;
 
 /* KV cache element type of a session. */
 typedef enum { ENG_KV_F16 = 0, ENG_KV_F32 = 1, ENG_KV_COUNT } eng_kv_type;

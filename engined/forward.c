@@ -65,7 +65,7 @@ eng_model *eng_handle_new(seg_map *sm, char *err, size_t errlen)
     const seg_header *h = seg_hdr(&m->seg);
     m->cfg = h->config;
     m->cfg.arch_name[sizeof m->cfg.arch_name - 1] = 0;
-    m->prec = h->precision == ENG_FLOAT ? ENG_FLOAT : ENG_INT8;
+    m->prec = h->precision < ENG_PRECISION_COUNT ? (eng_precision)h->precision : ENG_INT8;
     if (m->cfg.arch_id < 0 || m->cfg.arch_id >= MDL_ARCH_COUNT || m->cfg.n_layer <= 0 ||
         m->cfg.n_head <= 0 || m->cfg.n_head_kv <= 0 || m->cfg.n_head % m->cfg.n_head_kv != 0 ||
         m->cfg.head_dim <= 0 || m->cfg.n_rot <= 0 || m->cfg.n_rot > m->cfg.head_dim) {
@@ -292,6 +292,7 @@ typedef struct {
     float       *y;     /* RMS: output rows; SWIGLU: gate rows, updated in place */
     const float *up;    /* SWIGLU: up rows */
     void        *q;     /* QUANT: xq rows */
+    int          xk;    /* QUANT: KERN_X_Q8_0, _Q8_K (kern_xk_quantize) or _Q8_1 */
     int          dim;   /* values per row */
     float        eps;
     int64_t      n_rows;
@@ -305,6 +306,8 @@ static void rows_do(const rows_job *j, int64_t r0, int64_t r1)
     if (r0 >= r1) return;
     if (j->op == ROWS_RMS) rms_norm(j->x + r0 * d, j->w, j->y + r0 * d, (int)(r1 - r0), j->dim, j->eps);
     else if (j->op == ROWS_SWIGLU) swiglu_rows(j->y + r0 * d, j->up + r0 * d, (size_t)(r1 - r0) * d);
+    else if (j->xk == KERN_X_Q8_1) kern_x1_quantize(j->x + r0 * d, r1 - r0, j->dim, (char *)j->q + (size_t)r0 * kern_xq_row_bytes(j->dim));
+    else if (j->xk == KERN_X_Q8_K) kern_xk_quantize(j->x + r0 * d, r1 - r0, j->dim, (char *)j->q + (size_t)r0 * kern_xq_row_bytes(j->dim));
     else kern_xq_quantize(j->x + r0 * d, r1 - r0, j->dim, (char *)j->q + (size_t)r0 * kern_xq_row_bytes(j->dim));
 }
 
@@ -356,7 +359,7 @@ static void mm_part(void *arg, int ith, int nth)
         while (u >= j->first[i + 1]) i++;
         const mdl_mat *w = j->w[i];
         int64_t r0 = (u - j->first[i]) * j->unit, r1 = r0 + j->unit < w->rows ? r0 + j->unit : w->rows;
-        if (w->q8) kern_q8t_matmul(w->data, w->cols, j->xq, j->n_tok, j->y[i], j->ldy[i], r0, r1);
+        if (w->q8) kern_wmatmul(w->wt, w->data, w->cols, j->xq, j->n_tok, j->y[i], j->ldy[i], r0, r1);
         else kern_f32_matmul(w->data, w->cols, j->x, j->n_tok, j->y[i], j->ldy[i], r0, r1);
     }
 }
@@ -366,8 +369,13 @@ static void mm_part(void *arg, int ith, int nth)
 static void matmul(eng_model *m, const float *x, int n, int nw, const mdl_mat *const *w,
                    float *const *y, const int64_t *ldy)
 {
+    for (int i = 1; i < nw; i++)
+        if (w[i]->xk != w[0]->xk) { /* activations rounded two ways: one product each */
+            for (int k = 0; k < nw; k++) matmul(m, x, n, 1, &w[k], &y[k], ldy ? &ldy[k] : NULL);
+            return;
+        }
     mm_job j = { .nw = nw, .x = x, .n_tok = n };
-    j.unit = w[0]->q8 ? kern_q8t_panel_rows(w[0]->cols, n) : 64;
+    j.unit = w[0]->q8 ? kern_w_panel_rows(w[0]->wt, w[0]->cols, n) : 64;
     atomic_init(&j.next, 0);
     for (int i = 0; i < nw; i++) {
         LLM_ASSERT(w[i]->cols == w[0]->cols && w[i]->q8 == w[0]->q8);
@@ -377,7 +385,7 @@ static void matmul(eng_model *m, const float *x, int n, int nw, const mdl_mat *c
         j.first[i + 1] = j.first[i] + (int)((w[i]->rows + j.unit - 1) / j.unit);
     }
     if (w[0]->q8) {
-        rows_job q = { .op = ROWS_QUANT, .x = x, .q = m->xq, .dim = (int)w[0]->cols };
+        rows_job q = { .op = ROWS_QUANT, .x = x, .q = m->xq, .xk = w[0]->xk, .dim = (int)w[0]->cols };
         rows_run(m, &q, n);
         j.xq = m->xq;
     }
@@ -446,7 +454,7 @@ static int forward(eng_model *m, eng_session *const *sess, const int *pos, const
     int E = c->n_embd;
     const mdl_mat *te = &m->w.tok_embd;
     for (int i = 0; i < n; i++) {
-        if (te->q8) kern_q8t_dequant_row(te->data, E, tok[i], m->x + (size_t)i * E);
+        if (te->q8) kern_w_dequant_row(te->wt, te->data, E, tok[i], m->x + (size_t)i * E);
         else memcpy(m->x + (size_t)i * E, (const char *)te->data + (size_t)tok[i] * te->row_bytes,
                     (size_t)E * sizeof(float));
         rope_table(c, m->w.rope_freqs, pos[i], m->rope + (size_t)i * c->n_rot);

@@ -24,8 +24,10 @@
  *
  * Activation layout "xq" (per forward pass, caller's scratch): per token a row of
  * kern_xq_row_bytes(cols) bytes: the int8 values of every block (blocks padded to the
- * tiles' even count), then each block's scale as a float, then -128 * (sum of its
- * values) as an int32 (what lets vpdpbusd take the unsigned weights).
+ * tiles' even count), then each block's scale D as a float, then -128 * (sum of its
+ * values) as an int32 (what lets vpdpbusd take the unsigned weights), then (for the
+ * native layouts) the sum of its first 16 values as an int32, then sum * D as a float
+ * (exact: 12 by 11 bits).
  *
  * The product, and its order (the contract every table keeps bit for bit): for each
  * output y[t][r] = one chain over the blocks k = 0, 1, ... of the row,
@@ -34,6 +36,16 @@
  * Nothing else enters, so y[t][r] is a pure function of (weight row r, activation row
  * t): the same bits whatever the number of tokens, the row range, the thread split or
  * the kernel table (batch invariance; tests/check_kernels.c asserts it).
+ *
+ * The native layouts keep one chain per output the same way; per block k, with
+ * p = the exact int32 dot of the unsigned values and the block's int8 activations
+ * (p_0, p_1 over its two halves), S = sum of the block's activations, D its scale:
+ *   B0: acc = fmaf((float)(p - off * S), d * D, acc)
+ *   B1: acc = fmaf((float)p, d * D, acc); acc = fmaf(m, S * D, acc)
+ *   K:  acc = fmaf((float)p, (d * sc) * D, acc); acc = fmaf(dmin * mn, -(S * D), acc)
+ *   K6: for h = 0, 1: acc = fmaf((float)(p_h - 32 * S_h), (d * sc_h) * D, acc)
+ * (d * sc and dmin * mn are exact in float). Same properties: batch invariance, and
+ * the same bits from every table.
  *
  * Activation rounding follows llama.cpp's AVX2 Q8_0 quantizer (scale 127/amax, round
  * half to even); weight rounding is ggml's reference quantize_row_q8_0 (common/quant.c).
@@ -73,6 +85,34 @@ typedef void (*kern_q8t_block_fn)(const uint8_t *w, size_t tile_bytes, int nr, i
                                   const uint8_t *xq, size_t xs, int nt, float *y, int64_t ldy,
                                   int lo, int hi, int stream);
 
+/* Tiled weight types: q8t, and the native layouts (kernels_qn.c). */
+typedef enum {
+    KERN_W_Q8T = 0, KERN_W_Q4_0, KERN_W_Q4_1, KERN_W_Q5_0, KERN_W_Q5_1, KERN_W_Q4_K,
+    KERN_W_Q5_K, KERN_W_Q6_K, KERN_W_COUNT
+} kern_wtype;
+
+#define KERN_QN_BLOCKS 8 /* 32-value blocks per native super-block */
+typedef enum { KERN_QN_B0, KERN_QN_B1, KERN_QN_K, KERN_QN_K6 } kern_qn_kind;
+/* What a native layout is: see the layout comment above. */
+typedef struct {
+    const char *name;
+    uint32_t    qtype;     /* the GGUF type it keeps */
+    int         kind;      /* kern_qn_kind */
+    int         bits;      /* 4, 5 or 6 */
+    int         offset;    /* B0: the value offset (8, 16); K6: 32 */
+    size_t      hdr;       /* header bytes of a super-block */
+    size_t      sb_bytes;  /* bytes of a super-block of 16 rows (a multiple of 64) */
+} kern_qn_desc;
+
+/* Rows [lo, hi) of one native tile (tb bytes; nr is 1) times nt tokens (nt <= the
+ * table's qn_tmax) over a row of cols values: y[t * ldy + i]. stream as for q8t. */
+typedef void (*kern_qn_block_fn)(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols,
+                                 const uint8_t *xq, size_t xs, int nt, float *y, int64_t ldy,
+                                 int lo, int hi, int stream);
+/* The scalar definition (kernels_qn.c); the tables without their own use it. */
+void kern_qn_block_ref(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
+                       size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream);
+
 /* The dispatch table: one per instruction set. */
 typedef struct {
     const char *name; /* "scalar", "avx2", "avxvnni", "avx512vnni", "neon" */
@@ -81,6 +121,8 @@ typedef struct {
     kern_q8t_block_fn q8t_block;
     int   q8t_tmax;                        /* tokens per micro call in a long product */
     uint8_t q8t_rows[KERN_MICRO_T + 1];    /* tiles per micro call for nt tokens */
+    kern_qn_block_fn qn_block;             /* native layouts */
+    int   qn_tmax;                         /* tokens per qn_block call in a long product */
     void  (*f32_matmul)(const float *w, int64_t cols, const float *x, int64_t n_tok,
                         float *y, int64_t ldy, int64_t r0, int64_t r1);
     /* attention and element-wise pieces (see the wrappers below) */
@@ -130,7 +172,7 @@ static inline size_t kern_q8t_bytes(int64_t rows, int64_t cols)
 static inline size_t kern_xq_row_bytes(int64_t cols)
 {
     size_t nbp = (size_t)kern_nsb(cols) * KERN_SB_BLOCKS;
-    return (nbp * (KERN_QK + 8) + 63) / 64 * 64;
+    return (nbp * (KERN_QK + 16) + 63) / 64 * 64;
 }
 /* Bytes of one block_q8_0 row of `cols` values (the last block zero-padded). */
 static inline size_t kern_q8_row_bytes(int64_t cols)
@@ -149,9 +191,56 @@ void kern_q8t_dequant_row(const void *w, int64_t cols, int64_t r, float *dst);
 
 /* ---- products ---- */
 
+/* Fills the native layouts' sums (first-half sums, S * D) of n_rows xq rows whose
+ * values, scales and -128 * sums are written. Plain C: the same bits everywhere. */
+void kern_xq_finish(void *xq, int64_t n_rows, int64_t cols);
+
 /* Quantizes n_rows activation rows (row stride cols floats) into n_rows xq rows. */
 static inline void kern_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
-{ kern_active->xq_quantize(x, n_rows, cols, dst); }
+{
+    kern_active->xq_quantize(x, n_rows, cols, dst);
+    kern_xq_finish(dst, n_rows, cols);
+}
+
+/* The same xq layout with llama.cpp's K-quant activation rounding (Q8_K: one float
+ * scale per 256 values, given to each of its blocks), for matrices from K-quant files,
+ * so that their logits follow llama.cpp's. Plain C (activations only). */
+void kern_xk_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst);
+/* kern_xq_quantize, then the S * D entries as llama.cpp's Q8_1 sums (half(amax / 127 *
+ * S)), for matrices from Q4_1/Q5_1 files. */
+void kern_x1_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst);
+/* Activation rounding styles: which of the three quantizers a matrix takes. */
+enum { KERN_X_Q8_0 = 0, KERN_X_Q8_K = 1, KERN_X_Q8_1 = 2 };
+
+/* ---- native layouts (kernels_qn.c) ---- */
+
+/* Super-blocks of a native row (the last one may be partial). */
+static inline int64_t kern_qn_nsb(int64_t cols) { return (cols + 255) / 256; }
+/* The layout of type wt (KERN_W_Q4_0..), or NULL for q8t and invalid values. */
+const kern_qn_desc *kern_qn_get(int wt);
+/* The native layout that keeps GGUF type src_type, or -1 when there is none (then
+ * q8t): each type its own; Q3_K goes to Q6_K (its values exactly); Q2_K has none. */
+int kern_qn_from_qtype(uint32_t src_type);
+/* Bytes of one native tile of rows of cols values (cols a multiple of the source's
+ * block size). */
+size_t kern_qn_tile_bytes(int wt, int64_t cols);
+/* Packs n <= 16 GGUF rows of type src (wt's own, or Q3_K into Q6_K; src_row_bytes
+ * apart, cols values each) into one tile of kern_qn_tile_bytes(wt, cols) bytes; rows
+ * n..15 are zero. */
+void kern_qn_pack(int wt, uint32_t src, const void *src_rows, size_t src_row_bytes, int n, int64_t cols, void *tile);
+/* Row r of a native matrix as floats: ggml's dequantized values (equal, up to a zero's sign). */
+void kern_qn_dequant_row(int wt, const void *w, int64_t cols, int64_t r, float *dst);
+/* As kern_q8t_matmul over a native matrix; kern_qn_panel_rows as kern_q8t_panel_rows. */
+void kern_qn_matmul(int wt, const void *w, int64_t cols, const void *xq, int64_t n_tok,
+                    float *y, int64_t ldy, int64_t r0, int64_t r1);
+int64_t kern_qn_panel_rows(int wt, int64_t cols, int64_t n_tok);
+
+/* Any tiled type (q8t or native): tile bytes, product, panel rows, row dequantization. */
+size_t kern_w_tile_bytes(int wt, int64_t cols);
+void kern_wmatmul(int wt, const void *w, int64_t cols, const void *xq, int64_t n_tok,
+                  float *y, int64_t ldy, int64_t r0, int64_t r1);
+int64_t kern_w_panel_rows(int wt, int64_t cols, int64_t n_tok);
+void kern_w_dequant_row(int wt, const void *w, int64_t cols, int64_t r, float *dst);
 
 /* y[t * ldy + r] = the product of weight row r (q8t matrix w) and xq row t, for r in
  * [r0, r1) and t in [0, n_tok), in the order stated above. Tiles in L2-sized panels,

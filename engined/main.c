@@ -25,7 +25,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: engined --model FILE --eval TOKENS.txt [--logits-out OUT.f32] [-n N]\n"
-        "               [--precision int8|float] [--threads N] [--kv f16|f32] [--ctx N]\n"
+        "               [--precision native|int8|float] [--threads N] [--kv f16|f32] [--ctx N]\n"
         "       engined --list-segments\n"
         "       engined --remove-segment NAME | --all\n"
         "       engined --verify-segment NAME | --all    (attach as a worker, check every checksum)\n"
@@ -34,7 +34,8 @@ static void usage(FILE *f)
         "  --eval FILE        token ids, one per line, evaluated in one prompt pass\n"
         "  --logits-out FILE  write n_tokens x n_vocab float32 logits (little-endian)\n"
         "  -n N               without --logits-out: greedy-decode N tokens (default 32)\n"
-        "  --precision P      int8 (q8 weights, default) or float (f32 reference path)\n"
+        "  --precision P      native (default: 4/5/6-bit matrices kept at their width, others\n"
+        "                     q8), int8 (every matrix widened to q8) or float (f32 reference)\n"
         "  --threads N        compute threads (default 2)\n"
         "  --kv T             KV cache type f16 (default) or f32\n");
 }
@@ -277,7 +278,7 @@ static int verify_segments(const char *what)
 /* Parses eval options; returns 0, or 2 on a usage error (message printed). */
 static int parse_eval(int argc, char **argv, eval_opts *o)
 {
-    *o = (eval_opts){ .n_gen = 32, .threads = 2, .prec = ENG_INT8, .kv = ENG_KV_F16 };
+    *o = (eval_opts){ .n_gen = 32, .threads = 2, .prec = ENG_NATIVE, .kv = ENG_KV_F16 };
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--model") && v) o->model = v;
@@ -286,8 +287,8 @@ static int parse_eval(int argc, char **argv, eval_opts *o)
         else if (!strcmp(a, "-n") && v) o->n_gen = atoi(v);
         else if (!strcmp(a, "--threads") && v) o->threads = atoi(v);
         else if (!strcmp(a, "--ctx") && v) o->n_ctx = atoi(v);
-        else if (!strcmp(a, "--precision") && v && (!strcmp(v, "int8") || !strcmp(v, "float")))
-            o->prec = !strcmp(v, "float") ? ENG_FLOAT : ENG_INT8;
+        else if (!strcmp(a, "--precision") && v && (!strcmp(v, "int8") || !strcmp(v, "float") || !strcmp(v, "native")))
+            o->prec = !strcmp(v, "float") ? ENG_FLOAT : !strcmp(v, "int8") ? ENG_INT8 : ENG_NATIVE;
         else if (!strcmp(a, "--kv") && v && (!strcmp(v, "f16") || !strcmp(v, "f32")))
             o->kv = !strcmp(v, "f32") ? ENG_KV_F32 : ENG_KV_F16;
         else {

@@ -48,7 +48,9 @@ static void usage(FILE *f)
             "                      session plus prefill chunks (default %d)\n"
             "  --idle-batch-tokens N  the same when no session is decoding (default %d)\n"
             "  --kv f16|f32        KV cache type (default f32)\n"
-            "  --float             keep f32 weights in the segment instead of INT8\n"
+            "  --precision P       native (default: 4/5/6-bit weights kept at their width, the\n"
+            "                      rest INT8), int8 (every matrix widened to Q8) or float (f32)\n"
+            "  --float             the same as --precision float\n"
             "  --front EP          front door's worker endpoint (default ipc://RUN_DIR/workers.sock) [LLM_WORKERS]\n"
             "  --sampler EP        samplerd endpoint (default ipc://RUN_DIR/sampler.sock) [LLM_SAMPLER]\n"
             "one-shot commands: engined --eval/--list-segments/--remove-segment/--verify-segment (above)\n",
@@ -83,6 +85,11 @@ static int parse(int argc, char **argv, engd_opts *o, int *attach)
             else { fprintf(stderr, "error: --kv must be f16 or f32\n"); r = -1; }
         }
         else if (dmn_flag(argv[i], "--float")) { o->precision = ENG_FLOAT; r = 1; }
+        else if (OPT("--precision")) {
+            if (r > 0 && (!strcmp(val, "native") || !strcmp(val, "int8") || !strcmp(val, "float")))
+                o->precision = val[0] == 'n' ? ENG_NATIVE : val[0] == 'i' ? ENG_INT8 : ENG_FLOAT;
+            else { fprintf(stderr, "error: --precision must be native, int8 or float\n"); r = -1; }
+        }
         else if (dmn_flag(argv[i], "--worker")) { o->worker = 1; r = 1; }
         else if (dmn_flag(argv[i], "--attach")) { *attach = 1; o->worker = 1; r = 1; }
         else if (dmn_flag(argv[i], "--help") || dmn_flag(argv[i], "-h")) { usage(stdout); return 1; }

@@ -225,10 +225,11 @@ static int bind_mat(const seg_map *m, const char *name, int64_t cols, int64_t ro
                  name, (long long)t->ne[0], (long long)t->ne[1], (long long)cols, (long long)rows);
         return -1;
     }
-    size_t want = t->type == SEG_T_Q8T ? kern_q8t_tile_bytes(cols) : (size_t)cols * sizeof(float);
+    int wt = seg_wtype(t->type);
+    size_t want = wt >= 0 ? kern_w_tile_bytes(wt, cols) : (size_t)cols * sizeof(float);
     if (t->row_bytes != want || t->nbytes < t->row_bytes * seg_stored_rows(t)) {
         snprintf(err, errlen, "segment %s: tensor %s has %llu-byte %s, expected %zu", m->name, name,
-                 (unsigned long long)t->row_bytes, t->type == SEG_T_Q8T ? "tiles" : "rows", want);
+                 (unsigned long long)t->row_bytes, wt >= 0 ? "tiles" : "rows", want);
         return -1;
     }
     out->data = seg_data(m, t);
@@ -236,7 +237,15 @@ static int bind_mat(const seg_map *m, const char *name, int64_t cols, int64_t ro
     out->cols = cols;
     out->row_bytes = t->row_bytes;
     out->nbytes = t->row_bytes * seg_stored_rows(t);
-    out->q8 = t->type == SEG_T_Q8T;
+    out->q8 = wt >= 0;
+    out->wt = wt;
+    /* K-quant sources in a native segment: llama.cpp's activation rounding for them */
+    uint32_t st = t->src_type;
+    out->xk = KERN_X_Q8_0;
+    if (seg_hdr(m)->precision == 2 && wt >= 0) {
+        if (st == QT_Q2_K || st == QT_Q3_K || st == QT_Q4_K || st == QT_Q5_K || st == QT_Q6_K) out->xk = KERN_X_Q8_K;
+        if (st == QT_Q4_1 || st == QT_Q5_1) out->xk = KERN_X_Q8_1;
+    }
     return 0;
 }
 

@@ -64,15 +64,18 @@ int mdl_arch_from_name(const char *name);
  * tensor is there with a consistent shape. 0, or -1 with a message naming the key. */
 int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t errlen);
 
-/* A weight matrix bound inside a segment: rows x cols, stored as q8t tiles of 16 rows
- * (INT8 path, kernels.h) or f32 rows (float path, row r at data + r * row_bytes). */
+/* A weight matrix bound inside a segment: rows x cols, stored as tiles of 16 rows (q8t
+ * or a native layout, INT8 activations, kernels.h) or f32 rows (float path, row r at data + r * row_bytes). */
 typedef struct {
     const void *data;
     int64_t     rows;      /* output features */
     int64_t     cols;      /* input features (row length) */
     size_t      row_bytes; /* f32: bytes per row; q8t: bytes per tile */
     uint64_t    nbytes;    /* bytes of the whole matrix */
-    int         q8;        /* 1: q8t tiles, 0: f32 rows */
+    int         q8;        /* 1: tiles (INT8 activations), 0: f32 rows */
+    int         wt;        /* the tiles' kern_wtype (q8t or a native layout); -1: f32 */
+    int         xk;        /* activation rounding, KERN_X_*: in a native segment llama.cpp's
+                            * for the source type (Q8_K for K-quants, Q8_1 for Q4_1/Q5_1) */
 } mdl_mat;
 
 typedef struct {

@@ -79,8 +79,8 @@ static void note_stale(const char *real_path, const char *name)
     seg_info *infos = malloc(MAX * sizeof *infos);
     char err[256];
     int n = infos ? seg_list(infos, MAX, err, sizeof err) : 0;
-    size_t stem = strlen(name); /* the name without "-f32": the other precision is not stale */
-    if (stem > 4 && strcmp(name + stem - 4, "-f32") == 0) stem -= 4;
+    const char *dash = strrchr(name, '-'); /* the name without "-f32"/"-q8": other precisions are not stale */
+    size_t stem = dash && (!strcmp(dash, "-f32") || !strcmp(dash, "-q8")) ? (size_t)(dash - name) : strlen(name);
     for (int i = 0; i < n && i < MAX; i++)
         if (strcmp(infos[i].src_path, real_path) == 0 && infos[i].uid == (uint32_t)geteuid() &&
             strncmp(infos[i].name, name, stem) != 0)
@@ -96,7 +96,7 @@ eng_model *eng_open(const char *gguf_path, eng_precision prec, eng_open_info *in
     eng_open_info local;
     if (!info) info = &local;
     memset(info, 0, sizeof *info);
-    if (prec != ENG_INT8 && prec != ENG_FLOAT) {
+    if (prec != ENG_INT8 && prec != ENG_FLOAT && prec != ENG_NATIVE) {
         snprintf(err, errlen, "invalid precision %d", (int)prec);
         return NULL;
     }

@@ -80,7 +80,7 @@ int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], 
     uint32_t lv = SEG_LAYOUT_VERSION;
     h = fnv1a(h, &lv, sizeof lv);
     snprintf(name, SEG_NAME_MAX, "/llm-%u-%016llx%s", (unsigned)geteuid(), (unsigned long long)h,
-             precision ? "-f32" : "");
+             precision == 1 ? "-f32" : precision == 0 ? "-q8" : "");
     return 0;
 }
 

@@ -37,7 +37,7 @@
 #include "model.h"
 
 #define SEG_MAGIC 0x31474553474d4c4cull /* "LLMGSEG1" little-endian */
-#define SEG_LAYOUT_VERSION 3u /* 2: checksums, uid in the name; 3: q8t row tiles (kernels.h) */
+#define SEG_LAYOUT_VERSION 4u /* 2: checksums, uid in the name; 3: q8t row tiles (kernels.h); 4: native qn tiles */
 #define SEG_NAME_MAX 64
 #define SEG_ALIGN 64
 #define SEG_HEADER_BYTES 8192
@@ -45,8 +45,9 @@
 
 typedef enum { SEG_STATE_LOADING = 1, SEG_STATE_READY = 2 } seg_state;
 
-/* Element type of a tensor in the segment. 1 was version 1's q8 rows (no longer made). */
-typedef enum { SEG_T_F32 = 0, SEG_T_Q8T = 2, SEG_T_COUNT } seg_ttype;
+/* Element type of a tensor in the segment. 1 was version 1's q8 rows (no longer made).
+ * SEG_T_QN0 + (w - 1) is native layout w (kern_wtype KERN_W_Q4_0 .. KERN_W_Q6_K). */
+typedef enum { SEG_T_F32 = 0, SEG_T_Q8T = 2, SEG_T_QN0 = 3, SEG_T_QN_LAST = 9, SEG_T_COUNT } seg_ttype;
 
 /* One directory entry. */
 typedef struct {
@@ -66,11 +67,19 @@ _Static_assert(sizeof(seg_tensor) == 128, "seg_tensor is part of the segment lay
 #define SEG_TILE_ROWS 16
 
 /* Whether a directory entry's type is one this layout version makes. */
-static inline int seg_type_valid(uint32_t type) { return type == SEG_T_F32 || type == SEG_T_Q8T; }
-/* Units of row_bytes a tensor stores: its rows (f32) or its tiles (q8t). */
+static inline int seg_type_valid(uint32_t type)
+{
+    return type == SEG_T_F32 || type == SEG_T_Q8T || (type >= SEG_T_QN0 && type <= SEG_T_QN_LAST);
+}
+/* The kernels' weight type (kern_wtype) of a tiled entry type; -1 for f32. */
+static inline int seg_wtype(uint32_t type)
+{
+    return type == SEG_T_Q8T ? 0 : type >= SEG_T_QN0 && type <= SEG_T_QN_LAST ? (int)(type - SEG_T_QN0) + 1 : -1;
+}
+/* Units of row_bytes a tensor stores: its rows (f32) or its tiles (q8t, qn). */
 static inline uint64_t seg_stored_rows(const seg_tensor *t)
 {
-    return t->type == SEG_T_Q8T ? ((uint64_t)t->ne[1] + SEG_TILE_ROWS - 1) / SEG_TILE_ROWS : (uint64_t)t->ne[1];
+    return t->type != SEG_T_F32 ? ((uint64_t)t->ne[1] + SEG_TILE_ROWS - 1) / SEG_TILE_ROWS : (uint64_t)t->ne[1];
 }
 
 /* The segment header, at offset 0. */
@@ -79,7 +88,7 @@ typedef struct {
     uint32_t   layout_version; /* SEG_LAYOUT_VERSION */
     uint32_t   state;          /* seg_state, written last (atomic release) */
     int32_t    loader_pid;     /* pid of the process that built it */
-    uint32_t   precision;      /* eng_precision: 0 INT8 (q8w matrices), 1 float (f32) */
+    uint32_t   precision;      /* eng_precision: 0 INT8 (q8t), 1 float (f32), 2 native (qn + q8t) */
     uint64_t   total_bytes;    /* size of the segment */
     int64_t    created_ns;     /* CLOCK_REALTIME at creation, nanoseconds */
     int64_t    ready_ns;       /* CLOCK_REALTIME when marked READY */

@@ -110,7 +110,7 @@ void engd_opts_default(engd_opts *o)
     o->max_sessions = 16;
     o->batch_tokens = ENGD_BATCH_TOKENS_DEFAULT;
     o->idle_tokens = ENGD_IDLE_TOKENS_DEFAULT;
-    o->precision = ENG_INT8;
+    o->precision = ENG_NATIVE;
 }
 
 static void publish_load(worker *w)

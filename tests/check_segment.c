@@ -64,8 +64,8 @@ START_TEST(test_name_identity)
     char path[1100], a[SEG_NAME_MAX], b[SEG_NAME_MAX], f[SEG_NAME_MAX], err[256];
     seg_ident id;
     copy_model("stories260K-f32.gguf", path, sizeof path);
-    ck_assert_int_eq(seg_name_for(path, 0, a, &id, err, sizeof err), 0);
-    ck_assert_int_eq(seg_name_for(path, 0, b, &id, err, sizeof err), 0);
+    ck_assert_int_eq(seg_name_for(path, 2, a, &id, err, sizeof err), 0); /* native, the default */
+    ck_assert_int_eq(seg_name_for(path, 2, b, &id, err, sizeof err), 0);
     ck_assert_str_eq(a, b);
     char prefix[32];
     int np = snprintf(prefix, sizeof prefix, "/llm-%u-", (unsigned)geteuid());
@@ -73,10 +73,14 @@ START_TEST(test_name_identity)
     ck_assert_int_eq(strlen(a), (size_t)np + 16);
     ck_assert_int_eq(seg_name_for(path, 1, f, &id, err, sizeof err), 0);
     ck_assert_str_ne(a, f);
+    ck_assert_int_eq(strncmp(a, f, strlen(a)), 0);
+    ck_assert_str_eq(f + strlen(a), "-f32");
+    ck_assert_int_eq(seg_name_for(path, 0, f, &id, err, sizeof err), 0); /* int8: every matrix widened */
+    ck_assert_str_eq(f + strlen(a), "-q8");
     /* a changed file (new mtime and content) gets another name */
     struct timespec ts[2] = { { 0, UTIME_OMIT }, { 1000000, 0 } };
     ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
-    ck_assert_int_eq(seg_name_for(path, 0, b, &id, err, sizeof err), 0);
+    ck_assert_int_eq(seg_name_for(path, 2, b, &id, err, sizeof err), 0);
     ck_assert_str_ne(a, b);
     ck_assert_int_eq(seg_name_for("/nonexistent.gguf", 0, b, &id, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "/nonexistent.gguf"));

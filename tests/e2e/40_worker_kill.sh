@@ -6,6 +6,8 @@
 # is measured.
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 240
+# Each step is slowed by 3 ms (a test hook) so the streams outlast the fault on any machine.
+export LLM_FAULT_STEP_DELAY_MS=3
 start_pipeline 2
 N=${E2E_KILL_N:-1500}
 prompts=("Once upon a time" "The little dog" "Lily and Tom went to the park" "One day, a big bear")

@@ -4,7 +4,8 @@
 # request; the RNG is a pure function of seed and step).
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 180
-start_pipeline 1
+# Each step is slowed by 5 ms (a test hook) so the stream outlasts the restart on any machine.
+LLM_FAULT_STEP_DELAY_MS=5 start_pipeline 1
 args=(-n "${E2E_N:-1500}" --temp 0.8 --top-k 40 --top-p 0.95 --repeat-penalty 1.1 --seed 1234 "Once upon a time")
 llmc "${args[@]}" >"$RUN/ref.txt" || fail "reference run failed"
 [ "$(wc -c <"$RUN/ref.txt")" -gt 500 ] || fail "reference run too short to restart mid-stream"

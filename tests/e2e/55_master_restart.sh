@@ -4,6 +4,8 @@
 # across the restart completes with the text of an uninterrupted run.
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 120
+# Each step is slowed by 3 ms (a test hook) so the streams outlast the fault on any machine.
+export LLM_FAULT_STEP_DELAY_MS=3
 start_pipeline 2
 ref=$LLM_SHARED/reference/stories260K-f32/story
 llmc -n 1500 --temp 0 "Once upon a time" >"$RUN/ref.txt" || fail "reference run failed"

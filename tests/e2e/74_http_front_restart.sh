@@ -8,6 +8,8 @@
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 240
 PORT=$(free_port)
+# Each step is slowed by 3 ms (a test hook) so the streams outlast the fault on any machine.
+export LLM_FAULT_STEP_DELAY_MS=3
 start_pipeline 2 --supervise --http "$PORT"
 N=1200
 prompts=("Once upon a time" "The little dog" "Lily and Tom went to the park" "One day, a big bear" "Sam had a red ball" "The sun was hot")

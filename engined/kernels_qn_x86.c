@@ -1,0 +1,296 @@
+/*
+ * kernels_qn_x86.c - the native 4/5/6-bit products (kernels.h "qn") on x86: AVX-512
+ * VNNI (one zmm per 64-byte group: 16 rows), AVX-VNNI and AVX2 (a tile as two halves
+ * of 8 rows, one ymm each). Bit-identical with the scalar twin kern_qn_block_ref
+ * (tests/check_qn.c).
+ *
+ * Per tile and 32-value block, the eight groups are unpacked once into unsigned bytes
+ * (low nibbles, plus the 5th or 5th-6th bits shifted into place) and the block's row
+ * factors (d, d * sc, dmin * mn) made once as float vectors; then every token of the
+ * call passes over them: its int32 dots start from the integer offset term (B0, K6),
+ * take 8 vpdpbusd (or maddubs + madd on plain AVX2, exact: values <= 63), and go into
+ * the chain as kernels.h states. Decode is memory-bound: each byte is read once.
+ */
+#include "kernels.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#define Z_TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define Z_IN static inline __attribute__((always_inline, target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+
+static inline int32_t ld32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Where a token's pieces sit in its xq row (kernels.h). */
+typedef struct {
+    size_t dxo, co, ho, so;
+} xq_offs;
+
+static inline xq_offs xq_offsets(int64_t cols)
+{
+    size_t nbp = (size_t)kern_nsb(cols) * KERN_SB_BLOCKS;
+    xq_offs o = { nbp * KERN_QK, nbp * (KERN_QK + 4), nbp * (KERN_QK + 8), nbp * (KERN_QK + 12) };
+    return o;
+}
+
+/* ---- AVX-512 ---------------------------------------------------------------------------- */
+
+/* Group g of block b, unsigned values of 16 rows. */
+Z_IN __m512i z_group(const uint8_t *sb, size_t hdr, int bits, int b, int g)
+{
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512i nv = _mm512_load_si512((const void *)(sb + hdr + 256 * b + 64 * (g % 4)));
+    __m512i v = g < 4 ? _mm512_and_si512(nv, m4) : _mm512_and_si512(_mm512_srli_epi16(nv, 4), m4);
+    if (bits == 5) {
+        __m512i h = _mm512_load_si512((const void *)(sb + hdr + 2048 + 64 * b));
+        h = g <= 4 ? _mm512_slli_epi16(h, 4 - g) : _mm512_srli_epi16(h, g - 4);
+        v = _mm512_or_si512(v, _mm512_and_si512(h, _mm512_set1_epi8(0x10)));
+    } else if (bits == 6) {
+        __m512i h = _mm512_load_si512((const void *)(sb + hdr + 2048 + 128 * b + 64 * (g / 4)));
+        int j = g % 4;
+        h = j < 2 ? _mm512_slli_epi16(h, 4 - 2 * j) : j == 2 ? h : _mm512_srli_epi16(h, 2);
+        v = _mm512_or_si512(v, _mm512_and_si512(h, _mm512_set1_epi8(0x30)));
+    }
+    return v;
+}
+
+Z_IN __m512 z_h16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+Z_IN __m512 z_u8f(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
+Z_IN __m512 z_i8f(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))); }
+
+/* One tile (16 rows) times T tokens over nb blocks, for one layout (KIND, BITS, OFF). */
+#define ZQN(NAME, KIND, BITS, OFF, T)                                                         \
+static Z_TGT void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq, \
+                             size_t xs, xq_offs o, float *y, int64_t ldy, __mmask16 mask)     \
+{                                                                                             \
+    __m512 acc[T];                                                                            \
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();        \
+    for (int64_t k = 0; k < nb; k++) {                                                        \
+        const uint8_t *sb = w + (size_t)(k / KERN_QN_BLOCKS) * sbb;                           \
+        const int b = (int)(k % KERN_QN_BLOCKS);                                              \
+        __m512i wv[8];                                                                        \
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] = z_group(sb, hdr, BITS, b, g); \
+        __m512 f0, f1;                                                                        \
+        if (KIND == KERN_QN_B0 || KIND == KERN_QN_B1) {                                       \
+            f0 = z_h16(sb + 32 * b);                                                          \
+            f1 = KIND == KERN_QN_B1 ? z_h16(sb + 256 + 32 * b) : f0;                          \
+        } else if (KIND == KERN_QN_K) {                                                       \
+            f0 = _mm512_mul_ps(z_h16(sb), z_u8f(sb + 64 + 16 * b));                           \
+            f1 = _mm512_mul_ps(z_h16(sb + 32), z_u8f(sb + 192 + 16 * b));                     \
+        } else {                                                                              \
+            f0 = _mm512_mul_ps(z_h16(sb), z_i8f(sb + 64 + 32 * b));                           \
+            f1 = _mm512_mul_ps(z_h16(sb), z_i8f(sb + 64 + 32 * b + 16));                      \
+        }                                                                                     \
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                                \
+            const uint8_t *xr = xq + (size_t)t * xs;                                          \
+            const int8_t *a = (const int8_t *)xr + k * KERN_QK;                               \
+            const float D = ((const float *)(xr + o.dxo))[k];                                 \
+            const int32_t S = -((const int32_t *)(xr + o.co))[k] / 128;                       \
+            if (KIND == KERN_QN_K6) {                                                         \
+                const int32_t h0 = ((const int32_t *)(xr + o.ho))[k];                         \
+                __m512i i0 = _mm512_set1_epi32(-32 * h0), i1 = _mm512_set1_epi32(-32 * (S - h0)); \
+                _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                        \
+                    i0 = _mm512_dpbusd_epi32(i0, wv[g], _mm512_set1_epi32(ld32(a + 4 * g)));  \
+                    i1 = _mm512_dpbusd_epi32(i1, wv[g + 4], _mm512_set1_epi32(ld32(a + 16 + 4 * g))); \
+                }                                                                             \
+                const __m512 vD = _mm512_set1_ps(D);                                          \
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(f0, vD), acc[t]); \
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(f1, vD), acc[t]); \
+                continue;                                                                     \
+            }                                                                                 \
+            __m512i is = _mm512_set1_epi32(KIND == KERN_QN_B0 ? -(OFF) * S : 0);              \
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++)                              \
+                is = _mm512_dpbusd_epi32(is, wv[g], _mm512_set1_epi32(ld32(a + 4 * g)));      \
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(f0, _mm512_set1_ps(D)), acc[t]); \
+            if (KIND == KERN_QN_B1)                                                           \
+                acc[t] = _mm512_fmadd_ps(f1, _mm512_set1_ps(((const float *)(xr + o.so))[k]), acc[t]); \
+            if (KIND == KERN_QN_K)                                                            \
+                acc[t] = _mm512_fmadd_ps(f1, _mm512_set1_ps(-((const float *)(xr + o.so))[k]), acc[t]); \
+        }                                                                                     \
+    }                                                                                         \
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]); \
+}
+#define ZQN_ALL(NAME, KIND, BITS, OFF)                                                        \
+    ZQN(NAME, KIND, BITS, OFF, 1) ZQN(NAME, KIND, BITS, OFF, 2) ZQN(NAME, KIND, BITS, OFF, 3) \
+    ZQN(NAME, KIND, BITS, OFF, 4) ZQN(NAME, KIND, BITS, OFF, 5) ZQN(NAME, KIND, BITS, OFF, 6) \
+    ZQN(NAME, KIND, BITS, OFF, 7) ZQN(NAME, KIND, BITS, OFF, 8)                               \
+    static void (*const NAME[9])(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, \
+                                 xq_offs, float *, int64_t, __mmask16) = {                    \
+        NULL, NAME##_1, NAME##_2, NAME##_3, NAME##_4, NAME##_5, NAME##_6, NAME##_7, NAME##_8 };
+ZQN_ALL(z_q4_0, KERN_QN_B0, 4, 8)
+ZQN_ALL(z_q4_1, KERN_QN_B1, 4, 0)
+ZQN_ALL(z_q5_0, KERN_QN_B0, 5, 16)
+ZQN_ALL(z_q5_1, KERN_QN_B1, 5, 0)
+ZQN_ALL(z_q4_k, KERN_QN_K, 4, 0)
+ZQN_ALL(z_q5_k, KERN_QN_K, 5, 0)
+ZQN_ALL(z_q6_k, KERN_QN_K6, 6, 32)
+
+typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, xq_offs, float *,
+                       int64_t, __mmask16);
+static const zqn_fn *const z_tables[KERN_W_COUNT] = {
+    [KERN_W_Q4_0] = z_q4_0, [KERN_W_Q4_1] = z_q4_1, [KERN_W_Q5_0] = z_q5_0, [KERN_W_Q5_1] = z_q5_1,
+    [KERN_W_Q4_K] = z_q4_k, [KERN_W_Q5_K] = z_q5_k, [KERN_W_Q6_K] = z_q6_k,
+};
+
+void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
+                          size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
+{
+    (void)tb, (void)nr, (void)stream;
+    const kern_qn_desc *D = kern_qn_get(wt);
+    __mmask16 mask = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+    xq_offs o = xq_offsets(cols);
+    for (int t = 0; t < nt; t += 8) {
+        int n = nt - t < 8 ? nt - t : 8;
+        z_tables[wt][n](w, D->hdr, D->sb_bytes, cols / KERN_QK, xq + (size_t)t * xs, xs, o, y + (int64_t)t * ldy, ldy, mask);
+    }
+}
+
+/* ---- AVX2 and AVX-VNNI: a tile as two halves of 8 rows ----------------------------------- */
+
+#define Y_ATTR_0 __attribute__((target("avx2,fma,f16c")))
+#define Y_ATTR_1 __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define Y_ATTR(V) Y_ATTR_##V
+#define Y_IN static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+Y_IN __m256i y_group(const uint8_t *sb, size_t hdr, int bits, int b, int g, int half)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i nv = _mm256_load_si256((const __m256i *)(sb + hdr + 256 * b + 64 * (g % 4) + 32 * half));
+    __m256i v = g < 4 ? _mm256_and_si256(nv, m4) : _mm256_and_si256(_mm256_srli_epi16(nv, 4), m4);
+    if (bits == 5) {
+        __m256i h = _mm256_load_si256((const __m256i *)(sb + hdr + 2048 + 64 * b + 32 * half));
+        h = g <= 4 ? _mm256_slli_epi16(h, 4 - g) : _mm256_srli_epi16(h, g - 4);
+        v = _mm256_or_si256(v, _mm256_and_si256(h, _mm256_set1_epi8(0x10)));
+    } else if (bits == 6) {
+        __m256i h = _mm256_load_si256((const __m256i *)(sb + hdr + 2048 + 128 * b + 64 * (g / 4) + 32 * half));
+        int j = g % 4;
+        h = j < 2 ? _mm256_slli_epi16(h, 4 - 2 * j) : j == 2 ? h : _mm256_srli_epi16(h, 2);
+        v = _mm256_or_si256(v, _mm256_and_si256(h, _mm256_set1_epi8(0x30)));
+    }
+    return v;
+}
+
+Y_IN __m256 y_h16(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+Y_IN __m256 y_u8f(const uint8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
+Y_IN __m256 y_i8f(const uint8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
+
+/* acc + the exact int32 dots of 8 rows' four unsigned values with four int8 values. */
+#define Y_DOT_1(acc, wv, xb) _mm256_dpbusd_avx_epi32(acc, wv, xb)
+#define Y_DOT_0(acc, wv, xb) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xb), _mm256_set1_epi16(1)))
+#define Y_DOT(VNNI, acc, wv, xb) Y_DOT_##VNNI(acc, wv, xb)
+
+#define YQN(NAME, VNNI, KIND, BITS, OFF, T)                                                   \
+static Y_ATTR(VNNI) void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq, \
+                                    size_t xs, xq_offs o, float *y, int64_t ldy, int half, __m256i mask) \
+{                                                                                             \
+    __m256 acc[T];                                                                            \
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();        \
+    for (int64_t k = 0; k < nb; k++) {                                                        \
+        const uint8_t *sb = w + (size_t)(k / KERN_QN_BLOCKS) * sbb;                           \
+        const int b = (int)(k % KERN_QN_BLOCKS), r8 = 8 * half;                               \
+        __m256i wv[8];                                                                        \
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] = y_group(sb, hdr, BITS, b, g, half); \
+        __m256 f0, f1;                                                                        \
+        if (KIND == KERN_QN_B0 || KIND == KERN_QN_B1) {                                       \
+            f0 = y_h16(sb + 32 * b + 2 * r8);                                                 \
+            f1 = KIND == KERN_QN_B1 ? y_h16(sb + 256 + 32 * b + 2 * r8) : f0;                 \
+        } else if (KIND == KERN_QN_K) {                                                       \
+            f0 = _mm256_mul_ps(y_h16(sb + 2 * r8), y_u8f(sb + 64 + 16 * b + r8));             \
+            f1 = _mm256_mul_ps(y_h16(sb + 32 + 2 * r8), y_u8f(sb + 192 + 16 * b + r8));       \
+        } else {                                                                              \
+            f0 = _mm256_mul_ps(y_h16(sb + 2 * r8), y_i8f(sb + 64 + 32 * b + r8));             \
+            f1 = _mm256_mul_ps(y_h16(sb + 2 * r8), y_i8f(sb + 64 + 32 * b + 16 + r8));        \
+        }                                                                                     \
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                                \
+            const uint8_t *xr = xq + (size_t)t * xs;                                          \
+            const int8_t *a = (const int8_t *)xr + k * KERN_QK;                               \
+            const float D = ((const float *)(xr + o.dxo))[k];                                 \
+            const int32_t S = -((const int32_t *)(xr + o.co))[k] / 128;                       \
+            if (KIND == KERN_QN_K6) {                                                         \
+                const int32_t h0 = ((const int32_t *)(xr + o.ho))[k];                         \
+                __m256i i0 = _mm256_set1_epi32(-32 * h0), i1 = _mm256_set1_epi32(-32 * (S - h0)); \
+                _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                        \
+                    i0 = Y_DOT(VNNI, i0, wv[g], _mm256_set1_epi32(ld32(a + 4 * g)));          \
+                    i1 = Y_DOT(VNNI, i1, wv[g + 4], _mm256_set1_epi32(ld32(a + 16 + 4 * g))); \
+                }                                                                             \
+                const __m256 vD = _mm256_set1_ps(D);                                          \
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(f0, vD), acc[t]); \
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(f1, vD), acc[t]); \
+                continue;                                                                     \
+            }                                                                                 \
+            __m256i is = _mm256_set1_epi32(KIND == KERN_QN_B0 ? -(OFF) * S : 0);              \
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++)                              \
+                is = Y_DOT(VNNI, is, wv[g], _mm256_set1_epi32(ld32(a + 4 * g)));              \
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(f0, _mm256_set1_ps(D)), acc[t]); \
+            if (KIND == KERN_QN_B1)                                                           \
+                acc[t] = _mm256_fmadd_ps(f1, _mm256_set1_ps(((const float *)(xr + o.so))[k]), acc[t]); \
+            if (KIND == KERN_QN_K)                                                            \
+                acc[t] = _mm256_fmadd_ps(f1, _mm256_set1_ps(-((const float *)(xr + o.so))[k]), acc[t]); \
+        }                                                                                     \
+    }                                                                                         \
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) _mm256_maskstore_ps(y + t * ldy + 8 * half, mask, acc[t]); \
+}
+typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, xq_offs, float *,
+                       int64_t, int, __m256i);
+#define YQN_ALL(NAME, VNNI, KIND, BITS, OFF)                                                  \
+    YQN(NAME, VNNI, KIND, BITS, OFF, 1) YQN(NAME, VNNI, KIND, BITS, OFF, 2)                   \
+    YQN(NAME, VNNI, KIND, BITS, OFF, 3) YQN(NAME, VNNI, KIND, BITS, OFF, 4)                   \
+    static const yqn_fn NAME[5] = { NULL, NAME##_1, NAME##_2, NAME##_3, NAME##_4 };
+#define YQN_SET(P, VNNI)                                                                      \
+    YQN_ALL(P##_q4_0, VNNI, KERN_QN_B0, 4, 8) YQN_ALL(P##_q4_1, VNNI, KERN_QN_B1, 4, 0)       \
+    YQN_ALL(P##_q5_0, VNNI, KERN_QN_B0, 5, 16) YQN_ALL(P##_q5_1, VNNI, KERN_QN_B1, 5, 0)      \
+    YQN_ALL(P##_q4_k, VNNI, KERN_QN_K, 4, 0) YQN_ALL(P##_q5_k, VNNI, KERN_QN_K, 5, 0)         \
+    YQN_ALL(P##_q6_k, VNNI, KERN_QN_K6, 6, 32)                                                \
+    static const yqn_fn *const P##_tables[KERN_W_COUNT] = {                                   \
+        [KERN_W_Q4_0] = P##_q4_0, [KERN_W_Q4_1] = P##_q4_1, [KERN_W_Q5_0] = P##_q5_0,         \
+        [KERN_W_Q5_1] = P##_q5_1, [KERN_W_Q4_K] = P##_q4_k, [KERN_W_Q5_K] = P##_q5_k,         \
+        [KERN_W_Q6_K] = P##_q6_k };
+YQN_SET(y2, 0)
+YQN_SET(yv, 1)
+
+/* Lanes [lo, hi) of half h (rows 8h..8h+7) as a maskstore mask. */
+Y_IN __m256i half_mask(int lo, int hi, int h)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_and_si256(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(lo - 8 * h - 1)),
+                            _mm256_cmpgt_epi32(_mm256_set1_epi32(hi - 8 * h), idx));
+}
+
+static Y_ATTR(0) void y_block(const yqn_fn *const *tables, int wt, const uint8_t *w, int64_t cols, const uint8_t *xq,
+                    size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
+{
+    const kern_qn_desc *D = kern_qn_get(wt);
+    xq_offs o = xq_offsets(cols);
+    for (int h = 0; h < 2; h++) {
+        if (hi <= 8 * h || lo >= 8 * h + 8) continue;
+        __m256i mask = half_mask(lo, hi, h);
+        for (int t = 0; t < nt; t += 4) {
+            int n = nt - t < 4 ? nt - t : 4;
+            tables[wt][n](w, D->hdr, D->sb_bytes, cols / KERN_QK, xq + (size_t)t * xs, xs, o, y + (int64_t)t * ldy,
+                          ldy, h, mask);
+        }
+    }
+}
+
+void kern_qn_avx2_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
+                        size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
+{
+    (void)tb, (void)nr, (void)stream;
+    y_block(y2_tables, wt, w, cols, xq, xs, nt, y, ldy, lo, hi);
+}
+
+void kern_qn_avxvnni_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
+                           size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
+{
+    (void)tb, (void)nr, (void)stream;
+    y_block(yv_tables, wt, w, cols, xq, xs, nt, y, ldy, lo, hi);
+}
+
+#endif
