@@ -1,13 +1,17 @@
 #!/bin/bash
-# bench_engine.sh - the engine's speed on TinyLlama-1.1B-shaped Q8_0 and Q4_0 files, side
-# by side with llama.cpp and ik_llama.cpp on the same files in the same run.
+# bench_engine.sh - the engine's speed on TinyLlama-1.1B-shaped Q8_0, Q4_0 and Q4_K_M
+# files, side by side with llama.cpp and ik_llama.cpp on the same files in the same run.
 #
 #   bash bench/bench_engine.sh                  # ours only
 #   LLAMA_BENCH=.../llama.cpp/build/bin/llama-bench \
 #   IK_LLAMA_BENCH=.../ik_llama.cpp/build/bin/llama-bench bash bench/bench_engine.sh
 #
-# Files: $BENCH_DIR/tinyllama-1.1b-{Q8_0,Q4_0}.gguf (default /tmp/llm-bench), made with
-# `llmc synth --seed 2001` when missing (../shared/BENCH.md). Prompt processing: one
+# Files: $BENCH_DIR/tinyllama-1.1b-{Q8_0,Q4_0,Q4_K_M}.gguf (default /tmp/llm-bench), made
+# with `llmc synth --seed 2001` when missing (../shared/BENCH.md); Q4_K_M is `llmc quantize`
+# of the Q8_0 file (llama.cpp's mix). Ours run the default native segment (4-bit tiles
+# for 4-bit files); decode GB/s = the file's bytes read per token (every tensor but
+# token_embd, of which a step reads one row) x tok/s, next to bench_bw's read bandwidth.
+# PRECISION=int8 runs our widened Q8 layout instead, for comparison. Prompt processing: one
 # 512-token prompt pass (engined --eval, weights mapped in first, as llama-bench's
 # warm-up does); decode: 128 greedy one-token steps after a 1-token prompt. Peers:
 # `llama-bench -m FILE -p 512 -n 128 -r 3 -t T -fa 0` (its mean of 3). $REPS rounds
@@ -24,7 +28,8 @@ SH=${LLM_SHARED:-../shared}
 DIR=${BENCH_DIR:-/tmp/llm-bench}
 REPS=${REPS:-3}
 THREADS=${THREADS:-"1 2"}
-TYPES=${TYPES:-"Q8_0 Q4_0"}
+TYPES=${TYPES:-"Q8_0 Q4_0 Q4_K_M"}
+PREC=${PRECISION:-native}
 mkdir -p "$DIR"
 
 awk 'BEGIN { print 1; for (i = 1; i < 512; i++) print 100 + (i * 7919) % 31000 }' >"$DIR/p512.txt"
@@ -34,13 +39,18 @@ echo 1 >"$DIR/p1.txt"
 built=()
 for ty in $TYPES; do
     f=$DIR/tinyllama-1.1b-$ty.gguf
+    if [ ! -f "$f" ] && [ "$ty" = Q4_K_M ]; then
+        [ -f "$DIR/tinyllama-1.1b-Q8_0.gguf" ] || "$BIN/llmc" synth --shape tinyllama-1.1b --type Q8_0 \
+            --vocab-from "$SH/reference/tokenizer/ggml-vocab-llama-spm.gguf" --seed 2001 -o "$DIR/tinyllama-1.1b-Q8_0.gguf"
+        "$BIN/llmc" quantize "$DIR/tinyllama-1.1b-Q8_0.gguf" "$f" Q4_K_M
+    fi
     if [ ! -f "$f" ]; then
         echo "making $f with llmc synth (seed 2001) ..."
         "$BIN/llmc" synth --shape tinyllama-1.1b --type "$ty" \
             --vocab-from "$SH/reference/tokenizer/ggml-vocab-llama-spm.gguf" --seed 2001 -o "$f"
     fi
     # build or attach the segment once, outside the timings
-    "$BIN/engined" --model "$f" --eval "$DIR/p1.txt" -n 2 --threads 2 >/dev/null 2>"$DIR/open.log"
+    "$BIN/engined" --model "$f" --precision "$PREC" --eval "$DIR/p1.txt" -n 2 --threads 2 >/dev/null 2>"$DIR/open.log"
     grep -E "converted|built segment|attached READY" "$DIR/open.log" | sed 's/^[^ ]* //'
     seg=$(sed -n 's/.*built segment \(\/llm-[0-9a-f-]*\) from.*/\1/p' "$DIR/open.log")
     [ -n "$seg" ] && built+=("$seg")
@@ -48,11 +58,11 @@ done
 
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "-" || a == "" ? b : b == "-" || b == "" ? a : (a + 0 > b + 0 ? a : b)) }'; }
 ours_pp() { # file threads prompt -> tok/s of one run
-    "$BIN/engined" --model "$1" --eval "$3" -n 1 --threads "$2" 2>&1 >/dev/null |
+    "$BIN/engined" --model "$1" --precision "$PREC" --eval "$3" -n 1 --threads "$2" 2>&1 >/dev/null |
         sed -n 's/.*prefill: [0-9]* tokens in .* ms (\([0-9.]*\) tok\/s).*/\1/p'
 }
 ours_tg() { # file threads -> tok/s of one run
-    "$BIN/engined" --model "$1" --eval "$DIR/p1.txt" -n 129 --threads "$2" 2>&1 >/dev/null |
+    "$BIN/engined" --model "$1" --precision "$PREC" --eval "$DIR/p1.txt" -n 129 --threads "$2" 2>&1 >/dev/null |
         sed -n 's/.*decode: 128 tokens in .* ms (\([0-9.]*\) tok\/s.*/\1/p'
 }
 # llama-bench -o csv -> "pp512 tg128" (mean tok/s of its -r 3), or "- -" without the binary
@@ -68,11 +78,12 @@ print(pp, tg)'
 }
 
 echo
-echo "engine on tinyllama-1.1b ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg), kernels ${LLM_KERNELS:-auto})"
+echo "engine on tinyllama-1.1b ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg), kernels ${LLM_KERNELS:-auto}, precision $PREC)"
 echo "ratio = ours / the faster peer"
 echo
-echo "| file | threads | pp512 ours | llama.cpp | ik_llama.cpp | ratio | tg128 ours | llama.cpp | ik_llama.cpp | ratio |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| file | threads | pp512 ours | llama.cpp | ik_llama.cpp | ratio | tg128 ours | llama.cpp | ik_llama.cpp | ratio | decode GB/s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+read_bytes() { "$BIN/llmc" inspect "$1" --tensors | awk '$1 != "token_embd.weight" && $NF ~ /^[0-9]+$/ { s += $NF } END { print s }'; }
 declare -A PP512
 for ty in $TYPES; do
     f=$DIR/tinyllama-1.1b-$ty.gguf
@@ -85,12 +96,12 @@ for ty in $TYPES; do
             read -r a b <<<"$(peer "${IK_LLAMA_BENCH:-}" "$f" "$t")"; ip=$(max "$ip" "$a"); ig=$(max "$ig" "$b")
         done
         PP512[$ty.$t]=$p
-        awk -v ty="$ty" -v t="$t" -v p="$p" -v lp="$lp" -v ip="$ip" -v g="$g" -v lg="$lg" -v ig="$ig" '
+        awk -v ty="$ty" -v t="$t" -v p="$p" -v lp="$lp" -v ip="$ip" -v g="$g" -v lg="$lg" -v ig="$ig" -v rb="$(read_bytes "$f")" '
             function best(a, b) { return a == "-" ? b : b == "-" ? a : (a + 0 > b + 0 ? a : b) }
             function ratio(x, y) { return y == "-" ? "-" : sprintf("%.2f", x / y) }
             BEGIN { bp = best(lp, ip); bg = best(lg, ig)
-                    printf "| %s | %d | %.1f | %s | %s | %s | %.1f | %s | %s | %s |\n",
-                           ty, t, p, lp, ip, ratio(p, bp), g, lg, ig, ratio(g, bg) }'
+                    printf "| %s | %d | %.1f | %s | %s | %s | %.1f | %s | %s | %s | %.1f |\n",
+                           ty, t, p, lp, ip, ratio(p, bp), g, lg, ig, ratio(g, bg), g * rb / 1e9 }'
     done
 done
 if [[ " $TYPES " == *" Q8_0 "* ]]; then
@@ -107,6 +118,8 @@ if [[ " $TYPES " == *" Q8_0 "* ]]; then
     echo "batched decode (one pass over the weights for B sessions), Q8_0, 2 threads:"
     "$BUILD/bench/engine" "$DIR/tinyllama-1.1b-Q8_0.gguf" 2 32
 fi
+echo
+[ -x "$BUILD/bench/bench_bw" ] && "$BUILD/bench/bench_bw" 512 3
 if [ "${KEEP_SEGMENTS:-0}" != 1 ]; then
     for s in "${built[@]}"; do "$BIN/engined" --remove-segment "$s" >/dev/null 2>&1 || true; done
 fi
