@@ -2,13 +2,20 @@
  * cmd_quantize.c - `llmc quantize IN.gguf OUT.gguf TYPE`: re-quantize a model.
  *
  *   llmc quantize ../shared/models/tiny-llama2-Q8_0.gguf /tmp/q4.gguf Q4_0
+ *   llmc quantize ../shared/models/tiny-llama2-Q8_0.gguf /tmp/q4km.gguf Q4_K_M
  *
- * Every weight matrix goes to TYPE ("pure" mode: token_embd and output too; a 3-D
- * stack of matrices too); a matrix whose row length is not a multiple of TYPE's
- * block size falls back to Q8_0 or F16 (said on stderr); 1-D tensors (norms,
- * biases) become F32. Metadata is copied, general.file_type updated. A tensor already
- * in its target type is copied bit for bit. Progress: a bar on a TTY, otherwise one
- * line per stage. Exit 0, 1 with one "error: ..." line, 2 for usage.
+ * TYPE is a weight type or one of llama.cpp's mixes Q4_K_M / Q5_K_M.
+ * A weight type is "pure" mode: every weight matrix goes to TYPE (token_embd and
+ * output too; a 3-D stack of matrices too); a matrix whose row length is not a
+ * multiple of TYPE's block size falls back to Q8_0 or F16 (said on stderr).
+ * A mix gives each tensor the type llama.cpp's rules give it (qmix.h: Q6_K for the
+ * output matrix and for attn_v / ffn_down on some layers, Q4_K or Q5_K elsewhere,
+ * Q5_0 / Q5_1 / Q8_0 / F16 where a row does not fill 256-value blocks), and
+ * general.file_type says the mix (15, 17) as llama-quantize writes it.
+ * In both modes 1-D tensors (norms, biases) become F32. Metadata is copied,
+ * general.file_type updated. A tensor already in its target type is copied bit for
+ * bit. Progress: a bar on a TTY, otherwise one line per stage. Exit 0, 1 with one
+ * "error: ..." line, 2 for usage.
  * Owner: gguf helper.
  */
 #include <stdio.h>
@@ -17,9 +24,13 @@
 
 #include "cmds.h"
 #include "gguf.h"
+#include "qmix.h"
 #include "synth_util.h"
 
-#define USAGE "usage: llmc quantize IN.gguf OUT.gguf TYPE   (TYPE: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K F16 BF16 F32)\n"
+#define USAGE                                                                             \
+    "usage: llmc quantize IN.gguf OUT.gguf TYPE\n"                                         \
+    "  TYPE: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K F16 BF16 F32 (every matrix)\n" \
+    "        Q4_K_M Q5_K_M (llama.cpp's mixes: Q6_K output, attn_v and ffn_down on some layers)\n"
 
 typedef struct {
     const gguf_ctx *in;
@@ -28,13 +39,21 @@ typedef struct {
     char            err[512];
 } quant_job;
 
+/* What was asked for: a weight type for every matrix, or a mix. */
+typedef struct {
+    uint32_t   type;      /* pure mode's type */
+    bool       is_mix;
+    qmix_model mix;       /* when is_mix */
+} quant_target;
+
 /* Target type of one tensor; fills why when a matrix falls back. Rows are what
  * gets quantized, so a 3-D stack of matrices (MoE experts) counts as a matrix. */
-static uint32_t plan_type(const gguf_tensor *t, uint32_t want, char *why, size_t whylen)
+static uint32_t plan_type(const quant_target *q, const gguf_tensor *t, char *why, size_t whylen)
 {
     why[0] = 0;
+    if (q->is_mix) return qmix_tensor_type(&q->mix, t->name, t->n_dims, t->ne, why, whylen);
     if (t->ne[1] * t->ne[2] * t->ne[3] == 1) return QT_F32; /* norms, biases */
-    return synth_pick_type(want, t->ne[0], why, whylen);
+    return synth_pick_type(q->type, t->ne[0], why, whylen);
 }
 
 static int fill_tensor(void *user, int64_t i, const char *name, void *dst, uint64_t nbytes)
@@ -66,7 +85,45 @@ static int check_plan(const gguf_ctx *in, const uint32_t *out_type, char *err, s
     return 0;
 }
 
-static int run(const char *in_path, const char *out_path, uint32_t type)
+/* "Q4_K 24, Q6_K 5, F32 9": how many tensors of each type the plan writes. */
+static void plan_summary(const uint32_t *out_type, int64_t n, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (uint32_t ty = 0; ty < QT_COUNT; ty++) {
+        int c = 0;
+        for (int64_t i = 0; i < n; i++) c += out_type[i] == ty;
+        if (c && off < len)
+            off += (size_t)snprintf(buf + off, len - off, "%s%s %d", off ? ", " : "", qt_name(ty), c);
+    }
+}
+
+/* Chooses every tensor's type and declares it to the writer. Returns the bytes of
+ * tensor data to write, or -1 with a message in err. */
+static int64_t plan(const quant_target *q, const gguf_ctx *in, gguf_writer *w, uint32_t *out_type,
+                    int *n_fallback, char *err, size_t errlen)
+{
+    uint64_t total = 0;
+    *n_fallback = 0;
+    for (int64_t i = 0; i < gguf_n_tensors(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        char why[200];
+        out_type[i] = plan_type(q, t, why, sizeof why);
+        if (why[0]) {
+            fprintf(stderr, "quantize: %s: %s\n", t->name, why);
+            ++*n_fallback;
+        }
+        if (gguf_writer_add_tensor(w, t->name, out_type[i], t->n_dims, t->ne, NULL) != 0) {
+            snprintf(err, errlen, "%s", gguf_writer_error(w));
+            return -1;
+        }
+        total += (uint64_t)qt_row_size(out_type[i], t->ne[0]) * (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+    }
+    if (check_plan(in, out_type, err, errlen) != 0) return -1;
+    return (int64_t)total;
+}
+
+static int run(const char *in_path, const char *out_path, quant_target *q, const char *type_name)
 {
     char err[1024];
     double t0 = synth_now();
@@ -78,39 +135,29 @@ static int run(const char *in_path, const char *out_path, uint32_t type)
     int64_t n = gguf_n_tensors(in);
     uint32_t *out_type = calloc(n ? (size_t)n : 1, sizeof *out_type);
     gguf_writer *w = gguf_writer_new();
-    int rc = 1;
+    int rc = 1, n_fallback;
     if (!out_type || !w) {
         fprintf(stderr, "error: out of memory\n");
         goto out;
     }
-    gguf_writer_copy_kv(w, in, NULL);
-    gguf_writer_set_u32(w, "general.file_type", synth_ftype(type));
-    gguf_writer_set_u32(w, "general.quantization_version", 2);
-    uint64_t total = 0;
-    int n_target = 0, n_fallback = 0, n_f32 = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const gguf_tensor *t = gguf_tensor_at(in, i);
-        char why[200];
-        out_type[i] = plan_type(t, type, why, sizeof why);
-        if (why[0]) {
-            fprintf(stderr, "quantize: %s: %s\n", t->name, why);
-            n_fallback++;
-        } else if (out_type[i] == type) n_target++;
-        else if (out_type[i] == QT_F32) n_f32++;
-        if (gguf_writer_add_tensor(w, t->name, out_type[i], t->n_dims, t->ne, NULL) != 0) {
-            fprintf(stderr, "error: %s\n", gguf_writer_error(w));
-            goto out;
-        }
-        total += (uint64_t)qt_row_size(out_type[i], t->ne[0]) * (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+    if (q->is_mix && qmix_model_init(&q->mix, q->mix.kind, in, err, sizeof err) != 0) {
+        fprintf(stderr, "error: %s: %s\n", in_path, err);
+        goto out;
     }
-    if (check_plan(in, out_type, err, sizeof err) != 0) {
+    gguf_writer_copy_kv(w, in, NULL);
+    gguf_writer_set_u32(w, "general.file_type", q->is_mix ? qmix_ftype(q->mix.kind) : synth_ftype(q->type));
+    gguf_writer_set_u32(w, "general.quantization_version", 2);
+    int64_t total = plan(q, in, w, out_type, &n_fallback, err, sizeof err);
+    if (total < 0) {
         fprintf(stderr, "error: %s\n", err);
         goto out;
     }
+    char types[256];
+    plan_summary(out_type, n, types, sizeof types);
     quant_job job = {.in = in, .out_type = out_type};
-    fprintf(stderr, "quantize: %s: %lld tensors -> %s (%d %s, %d fallback, %d F32)\n",
-            in_path, (long long)n, out_path, n_target, qt_name(type), n_fallback, n_f32);
-    synth_progress_start(&job.prog, "quantize", total);
+    fprintf(stderr, "quantize: %s: %lld tensors -> %s as %s (%s; %d fallback)\n", in_path,
+            (long long)n, out_path, type_name, types, n_fallback);
+    synth_progress_start(&job.prog, "quantize", (uint64_t)total);
     int wr = gguf_writer_write(w, out_path, fill_tensor, &job, err, sizeof err);
     synth_progress_end(&job.prog);
     if (wr != 0) {
@@ -151,11 +198,19 @@ int cmd_quantize(int argc, char **argv)
         fputs(USAGE, stderr);
         return 2;
     }
+    quant_target q = {0};
+    int mix = qmix_from_name(pos[2]);
+    if (mix >= 0) {
+        q.is_mix = true;
+        q.mix.kind = (qmix_kind)mix;
+        return run(pos[0], pos[1], &q, qmix_name(q.mix.kind));
+    }
     int type = qt_from_name(pos[2]);
-    const qt_traits *q = type >= 0 ? qt_get((uint32_t)type) : NULL;
-    if (!q || !q->quant) {
+    const qt_traits *tr = type >= 0 ? qt_get((uint32_t)type) : NULL;
+    if (!tr || !tr->quant) {
         fprintf(stderr, "llmc quantize: cannot quantize to %s\n" USAGE, pos[2]);
         return 2;
     }
-    return run(pos[0], pos[1], (uint32_t)type);
+    q.type = (uint32_t)type;
+    return run(pos[0], pos[1], &q, tr->name);
 }

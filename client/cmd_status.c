@@ -1,7 +1,7 @@
 /*
  * cmd_status.c - `llmc status [--json] [-e EP] [--run-dir DIR]`: the front door's view of
  * the pipeline: workers (pid, host, sessions, uptime), samplerd's health (from the
- * workers' heartbeats), the segment, requests, uptime.
+ * workers' heartbeats), the segment and its bits per weight, requests, uptime.
  * Exit 0 when the front door answered, 1 otherwise (with how to start the pipeline).
  * Owner: pipeline.
  */
@@ -19,7 +19,9 @@ static void print_text(const proto_msg *m)
     proto_strcpy(m, "template", tmpl, sizeof tmpl);
     printf("front door: pid %llu, up %.1f s, model %s, chat template %s\n",
            (unsigned long long)proto_u64(m, "pid", 0), proto_f64(m, "uptime", 0), model, tmpl);
-    printf("segment: %s\n", seg[0] ? seg : "(no worker connected)");
+    if (!seg[0]) printf("segment: (no worker connected)\n");
+    else if (proto_field(m, "bpw")) printf("segment: %s (%.2f bits/weight)\n", seg, proto_f64(m, "bpw", 0));
+    else printf("segment: %s\n", seg); /* its workers are too old to say */
     printf("requests: %llu active, %llu queued, %llu chat sessions held; %llu served, %llu failed\n",
            (unsigned long long)proto_u64(m, "active", 0), (unsigned long long)proto_u64(m, "queued", 0),
            (unsigned long long)proto_u64(m, "held", 0), (unsigned long long)proto_u64(m, "served", 0),

@@ -28,7 +28,8 @@ typedef struct {
  * retry_ms U64. WORKER_HB: prog U64 (forward work done), busy U64 (sessions with compute
  * pending), ctx U64 (positions per session), cap U64, bye BOOL, nv U64 + vid U64 (the
  * vocabulary's size and gguf_vocab_id), swait U64 (ms the oldest sample request has
- * waited for samplerd). RUN: eog INTS, mu F64,
+ * waited for samplerd), bpw F64 (bits per weight of its segment). STATUS_REPLY: bpw
+ * F64 (of the segment named, absent when no worker said). RUN: eog INTS, mu F64,
  * fb BIN (the front door's own record of the request, kept and echoed by the worker).
  * REPORT: fb, mu, eog, idle BOOL (the generation ended on the worker).
  * SAMPLE: eos I64, seg STR. TOKEN (when n_probs > 0): logprob F64 (the chosen token's),
@@ -306,7 +307,7 @@ static const proto_field_spec proto_optional[] = {
     {"code", PK_STR}, {"retry_ms", PK_U64}, {"prog", PK_U64}, {"busy", PK_U64}, {"ctx", PK_U64},
     {"cap", PK_U64}, {"eos", PK_I64}, {"seg", PK_STR}, {"fb", PK_BIN}, {"idle", PK_BOOL},
     {"resume", PK_U64}, {"rbytes", PK_U64}, {"seed", PK_U64}, {"nv", PK_U64}, {"vid", PK_U64},
-    {"swait", PK_U64}, {NULL, 0}};
+    {"swait", PK_U64}, {"bpw", PK_F64}, {NULL, 0}};
 
 int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t errcap)
 {

@@ -85,6 +85,9 @@ const void *eng_tokenizer_blob(const eng_model *m, size_t *len);
 /* Bytes of weights one decode step reads (every matrix once, the embedding only
  * when it is also the output): the numerator of decode's GB/s. */
 uint64_t eng_weight_bytes_per_token(const eng_model *m);
+/* Bits of segment memory per weight (seg_bits_per_weight): about 8.5 for INT8 tiles,
+ * 32 for the float path. */
+double eng_bits_per_weight(const eng_model *m);
 /* Sets the thread count of this handle's pool (>= 1; default 2). 0 on success. */
 int eng_set_threads(eng_model *m, int n_threads);
 

@@ -4,7 +4,7 @@
  *
  *   engined --model M.gguf --eval tokens.txt --logits-out out.f32 [--precision int8]
  *   engined --model M.gguf --eval tokens.txt -n 32          # greedy ids, one a line
- *   engined --list-segments
+ *   engined --list-segments                                  # with bits per weight
  *   engined --remove-segment /llm-1000-0123456789abcdef | --all
  *   engined --verify-segment /llm-1000-0123456789abcdef | --all   # every checksum
  *   engined --model M.gguf --workers 2                      # daemon (engd_serve)
@@ -177,6 +177,17 @@ done:
     return rc;
 }
 
+/* Bits per weight of a READY segment we may attach (validated as a worker would),
+ * as "8.50"; bpw is left as it is ("-") for any other. */
+static void segment_bpw(const seg_info *s, char *bpw, size_t len)
+{
+    seg_map sm;
+    char err[256];
+    if (s->state != SEG_STATE_READY || seg_attach(s->name, &sm, NULL, err, sizeof err) != 0) return;
+    snprintf(bpw, len, "%.2f", seg_bits_per_weight(&sm));
+    seg_unmap(&sm);
+}
+
 static int list_segments(void)
 {
     char err[256];
@@ -186,13 +197,16 @@ static int list_segments(void)
         fprintf(stderr, "error: %s\n", err);
         return 1;
     }
-    printf("%-32s %-8s %6s %5s %10s %10s  %s\n", "NAME", "STATE", "UID", "MODE", "SIZE_MB", "AGE_S", "MODEL");
+    printf("%-32s %-8s %6s %5s %10s %8s %10s  %s\n", "NAME", "STATE", "UID", "MODE", "SIZE_MB", "BITS/W", "AGE_S",
+           "MODEL");
     for (int i = 0; i < n && i < 256; i++) {
         const seg_info *s = &infos[i];
         const char *st = s->state == SEG_STATE_READY ? "READY"
                        : s->state == SEG_STATE_LOADING ? (s->loader_dead ? "STALE" : "LOADING") : "UNKNOWN";
-        printf("%-32s %-8s %6u %05o %10.1f %10.0f  %s\n", s->name, st, (unsigned)s->uid, (unsigned)s->mode,
-               s->bytes / 1e6, s->age_s, s->src_path);
+        char bpw[16] = "-";
+        segment_bpw(s, bpw, sizeof bpw);
+        printf("%-32s %-8s %6u %05o %10.1f %8s %10.0f  %s\n", s->name, st, (unsigned)s->uid, (unsigned)s->mode,
+               s->bytes / 1e6, bpw, s->age_s, s->src_path);
     }
     return 0;
 }

@@ -147,6 +147,8 @@ eng_model *eng_open(const char *gguf_path, eng_precision prec, eng_open_info *in
     }
 }
 
+double eng_bits_per_weight(const eng_model *m) { return seg_bits_per_weight(eng_handle_map(m)); }
+
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
 #endif

@@ -380,6 +380,18 @@ const seg_tensor *seg_find(const seg_map *m, const char *name)
     return NULL;
 }
 
+double seg_bits_per_weight(const seg_map *m)
+{
+    const seg_header *h = seg_hdr(m);
+    const seg_tensor *dir = (const seg_tensor *)((const char *)m->base + h->dir_offset);
+    double bytes = 0, values = 0;
+    for (uint64_t i = 0; i < h->n_tensors; i++) {
+        bytes += (double)dir[i].nbytes;
+        values += (double)dir[i].ne[0] * (double)dir[i].ne[1];
+    }
+    return values > 0 ? 8.0 * bytes / values : 0.0;
+}
+
 struct gguf_ctx *seg_tokenizer_open(const char *name, seg_map *m, char *err, size_t errlen)
 {
     int32_t pid = 0;

@@ -197,6 +197,9 @@ struct gguf_ctx *seg_tokenizer_open(const char *name, seg_map *m, char *err, siz
 
 /* Pointer to a directory entry by name, NULL when absent. */
 const seg_tensor *seg_find(const seg_map *m, const char *name);
+/* Bits of segment memory per weight: 8 x the bytes of every tensor (tile padding,
+ * scales and f32 norms included) / their values. 0 for an empty directory. */
+double seg_bits_per_weight(const seg_map *m);
 /* Data of a directory entry. */
 static inline const void *seg_data(const seg_map *m, const seg_tensor *t)
 {

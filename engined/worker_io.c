@@ -27,6 +27,7 @@ void wio_init(wio *io, void *ctx, void *front, eng_model *m, uint64_t wid, const
     snprintf(io->host, sizeof io->host, "%s", host);
     io->cap = cap;
     io->n_ctx = n_ctx;
+    io->bpw = eng_bits_per_weight(m);
     size_t bl = 0;
     const void *blob = eng_tokenizer_blob(m, &bl);
     char err[200];
@@ -63,6 +64,7 @@ static void send_beat(wio *io, int bye)
     proto_put_u64(&pw, "nv", io->n_vocab);
     proto_put_u64(&pw, "vid", io->vocab_id);
     proto_put_u64(&pw, "swait", (uint64_t)__atomic_load_n(&io->swait, __ATOMIC_RELAXED));
+    proto_put_f64(&pw, "bpw", io->bpw);
     net_send(io->front, NULL, 0, proto_data(&pw), proto_size(&pw));
     proto_writer_free(&pw);
 }

@@ -43,6 +43,7 @@ typedef struct {
     int         swait;        /* ms its oldest sample request has waited for samplerd (atomic) */
     uint32_t    n_vocab;      /* the vocabulary's identity (gguf_vocab_id of the segment's */
     uint64_t    vocab_id;     /* tokenizer blob): the front door refuses a different one */
+    double      bpw;          /* bits per weight of the segment, for llmc status */
     int         stop;         /* atomic: the I/O thread says goodbye and ends */
     int         running;
     pthread_t   thread;

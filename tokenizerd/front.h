@@ -65,6 +65,7 @@ typedef struct {
     int64_t  last_ms;    /* last message from it */
     int64_t  since_ms;   /* registration time */
     int      swait;      /* ms its oldest sample request has waited for samplerd (last beat) */
+    double   bpw;        /* bits per weight of its segment (0: an older worker did not say) */
     char     origin[64]; /* who it is for the per-host cap: its CURVE key, else its peer
                           * address (tcp), else the host it reports (ipc: same uid) */
 } front_worker;

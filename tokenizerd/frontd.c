@@ -74,12 +74,14 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
     proto_begin(&w, PT_STATUS_REPLY, id);
     proto_put_array_begin(&w, "workers", (uint32_t)n);
     const char *seg = "";
-    int swait = 0; /* the longest any worker waits for samplerd: its health */
+    double bpw = 0; /* of that segment */
+    int swait = 0;  /* the longest any worker waits for samplerd: its health */
     for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
         const front_worker *x = &f->w[i];
         if (!x->live) continue;
         seg = x->seg;
-        msgpack_pack_map(&w.pk, 10);
+        bpw = x->bpw;
+        msgpack_pack_map(&w.pk, 11);
         proto_pack_str(&w.pk, "pid"); msgpack_pack_int64(&w.pk, x->pid);
         proto_pack_str(&w.pk, "host"); proto_pack_str(&w.pk, x->host);
         proto_pack_str(&w.pk, "seg"); proto_pack_str(&w.pk, x->seg);
@@ -90,6 +92,7 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
         proto_pack_str(&w.pk, "stalled"); if (x->stalled) msgpack_pack_true(&w.pk); else msgpack_pack_false(&w.pk);
         proto_pack_str(&w.pk, "up"); msgpack_pack_double(&w.pk, (double)(now - x->since_ms) / 1000.0);
         proto_pack_str(&w.pk, "swait"); msgpack_pack_int64(&w.pk, x->swait);
+        proto_pack_str(&w.pk, "bpw"); msgpack_pack_double(&w.pk, x->bpw);
         if (x->swait > swait) swait = x->swait;
     }
     /* the queue, first come first served: position, session, prompt tokens, wait */
@@ -106,6 +109,7 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
     proto_put_u64(&w, "max_requests", (uint64_t)f->lim.max_requests);
     proto_put_u64(&w, "max_per_client", (uint64_t)f->lim.max_per_client);
     proto_put_str(&w, "segment", seg);
+    if (bpw > 0) proto_put_f64(&w, "bpw", bpw); /* absent: no worker, or one too old to say */
     proto_put_str(&w, "model", f->model);
     proto_put_f64(&w, "uptime", (double)(now - f->start_ms) / 1000.0);
     proto_put_u64(&w, "active", (uint64_t)front_count(f, RQ_RUNNING));
@@ -243,8 +247,10 @@ static int worker_register(front *f, const uint8_t *rid, size_t rl, const proto_
         w->pid = (int)proto_u64(m, "pid", 0);
         proto_strcpy(m, "host", w->host, sizeof w->host);
         proto_strcpy(m, "seg", w->seg, sizeof w->seg);
+        w->bpw = proto_f64(m, "bpw", 0);
+        if (!(w->bpw > 0 && w->bpw < 1000)) w->bpw = 0; /* NaN or nonsense: unknown */
         snprintf(w->origin, sizeof w->origin, "%s", origin);
-        log_info("worker pid %d on %s registered (segment %s)", w->pid, w->host, w->seg);
+        log_info("worker pid %d on %s registered (segment %s, %.2f bits/weight)", w->pid, w->host, w->seg, w->bpw);
     }
     return wi;
 }

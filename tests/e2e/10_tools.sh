@@ -88,6 +88,21 @@ say "synth tiny Q8_0: $(stat -c %s "$T/a.gguf") bytes"
 "$L" inspect "$T/q4.gguf" | grep -Eq "^  F32 +9 tensors" || bad "quantize Q4_0: norms are not F32"
 "$L" quantize "$src" "$T/k.gguf" Q4_K 2>"$T/k.log" || bad "quantize Q4_K failed"
 grep -q "using F16" "$T/k.log" || bad "quantize Q4_K of stories260K did not report the F16 fallback"
+# the mixes: every tensor gets the type llama-quantize gave it in the shared files
+types_of() { "$L" inspect "$1" --tensors | awk 'NF >= 5 && $1 ~ /\.(weight|bias)$/ { print $1, $2 }' | sort; }
+for mix in Q4_K_M:15 Q5_K_M:17; do
+    m=${mix%:*} ft=${mix#*:}
+    "$L" quantize "$SH/models/tiny-llama2-Q8_0.gguf" "$T/$m.gguf" "$m" 2>"$T/m.log" || bad "quantize $m failed: $(cat "$T/m.log")"
+    types_of "$T/$m.gguf" >"$T/$m.ours"
+    types_of "$SH/models/tiny-llama2-$m.gguf" >"$T/$m.ref"
+    [ "$(wc -l <"$T/$m.ref")" -eq 38 ] || bad "tiny-llama2-$m: not 38 tensors listed"
+    cmp -s "$T/$m.ours" "$T/$m.ref" || bad "quantize $m: types differ from llama-quantize's: $(diff "$T/$m.ours" "$T/$m.ref" | head -4 | tr '\n' ' ')"
+    "$L" inspect "$T/$m.gguf" | grep -Eq "^file type +$ft\$" || bad "quantize $m: file type is not $ft"
+    "$L" quantize "$src" "$T/s$m.gguf" "$m" 2>"$T/m.log" || bad "quantize stories260K $m failed: $(cat "$T/m.log")"
+    grep -q "ffn_down.weight: row length 172 .* using F16" "$T/m.log" || bad "quantize stories260K $m: no F16 fallback said"
+done
+say "quantize Q4_K_M / Q5_K_M: per-tensor types equal llama-quantize's"
+"$L" quantize "$src" "$T/x.gguf" Q4_K_S 2>/dev/null; [ $? -eq 2 ] || bad "quantize to Q4_K_S: exit is not 2"
 "$L" quantize "$T/trunc.gguf" "$T/x.gguf" Q4_0 2>"$T/e.log"; [ $? -eq 1 ] || bad "quantize of a bad file: exit is not 1"
 [ "$(grep -c '^error: ' "$T/e.log")" -eq 1 ] || bad "quantize of a bad file: not one error line"
 

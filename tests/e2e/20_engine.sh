@@ -52,6 +52,20 @@ grep -q "READY .*$T/m.gguf" "$T/list" || bad "segment not listed: $(cat "$T/list
 seg=$(awk -v t="$T/m.gguf" '$NF == t && $1 !~ /f32$/ {print $1}' "$T/list" | head -1)
 [ -n "$seg" ] || bad "no int8 segment for the model in the list"
 "$E" --verify-segment "$seg" | grep -q "^$seg OK (llama)" || bad "--verify-segment $seg"
+# bits per weight (column 6): F32 weights become INT8 tiles (8 bits + scales + padding);
+# the float segment holds f32 (32); a Q8_0 file's segment holds what the file holds
+bpw_of() { awk -v n="$1" '$1 == n {print $6}' "$T/list"; }
+fseg=$(awk -v t="$T/m.gguf" '$NF == t && $1 ~ /f32$/ {print $1}' "$T/list" | head -1)
+awk -v b="$(bpw_of "$seg")" 'BEGIN { exit !(b >= 8.0 && b <= 9.5) }' || bad "int8 segment: bits/weight '$(bpw_of "$seg")' not in [8, 9.5]"
+awk -v b="$(bpw_of "$fseg")" 'BEGIN { exit !(b >= 31.9 && b <= 33) }' || bad "float segment $fseg: bits/weight '$(bpw_of "$fseg")' is not 32"
+cp "$SH/models/tiny-llama2-Q8_0.gguf" "$T/q8.gguf"
+"$E" --model "$T/q8.gguf" --eval "$REF/hello/tokens.txt" -n 1 >/dev/null 2>"$T/logq" || bad "Q8_0 eval failed: $(cat "$T/logq")"
+"$E" --list-segments >"$T/list"
+qseg=$(awk -v t="$T/q8.gguf" '$NF == t {print $1}' "$T/list" | head -1)
+file_bpw=$("$BIN/llmc" inspect "$T/q8.gguf" | awk '/^parameters/ {p = $2} /^total size/ {b = $3} END {printf "%.3f", 8 * b / p}')
+awk -v b="$(bpw_of "$qseg")" -v f="$file_bpw" 'BEGIN { exit !(b >= 0.97 * f && b <= 1.1 * f) }' \
+    || bad "Q8_0 segment $qseg: bits/weight '$(bpw_of "$qseg")' not within [0.97, 1.1] x the file's $file_bpw"
+say "bits/weight: int8 $(bpw_of "$seg"), float $(bpw_of "$fseg"), Q8_0 file $file_bpw -> segment $(bpw_of "$qseg")"
 "$E" --verify-segment /llm-0000000000000000 >/dev/null 2>&1 && bad "verify of a missing segment succeeded"
 case "$seg" in "/llm-$(id -u)-"*) ;; *) bad "segment name $seg does not carry uid $(id -u)";; esac
 

@@ -58,6 +58,18 @@ wait_until 20 '[ "$(status_field workers)" = 2 ]' || fail "engined --attach did 
 grep -q "attached segment .* (no reload)" "$RUN/attach.log" || fail "--attach did not attach the segment"
 grep -q "converted" "$RUN/attach.log" && fail "--attach converted the model"
 [ "$("$LLM_BIN/llmc" status --run-dir "$RUN" | grep -c "seg\|segment")" -ge 1 ] || fail "no segment in status"
+# the segment's bits per weight, as the workers report it, equal what --list-segments
+# computes from the same directory; stories260K's F32 weights are INT8 tiles (8 bits +
+# scales + padding of its 172-wide rows), far below the file's 32
+sline=$("$LLM_BIN/llmc" status --run-dir "$RUN" | grep "^segment: ")
+sname=$(echo "$sline" | awk '{print $2}') sbpw=$(echo "$sline" | sed -n 's/.*(\([0-9.]*\) bits\/weight)$/\1/p')
+lbpw=$("$LLM_BIN/engined" --list-segments | awk -v n="$sname" '$1 == n {print $6}')
+[ -n "$sbpw" ] && [ "$sbpw" = "$lbpw" ] || fail "status '$sline': bits/weight is not --list-segments' '$lbpw'"
+awk -v b="$sbpw" 'BEGIN { exit !(b >= 8 && b <= 9.5) }' || fail "status: $sbpw bits/weight for an INT8 segment"
+jbpw=$("$LLM_BIN/llmc" status --json --run-dir "$RUN" | grep -o '"segment":"[^"]*","bpw":[0-9.e+-]*' | sed 's/.*"bpw"://')
+awk -v j="$jbpw" -v s="$sbpw" 'BEGIN { exit !(j != "" && j - s <= 0.005 && s - j <= 0.005) }' \
+    || fail "status --json: bpw '$jbpw' next to the segment, text says $sbpw"
+echo "status: $sline"
 pids=()
 for i in 1 2 3 4; do llmc -n 32 --temp 0 "$(cat "$ref/prompt.txt")" >"$RUN/g$i.txt" & pids+=($!); done
 for p in "${pids[@]}"; do wait "$p" || fail "a request with 2 workers failed"; done
