@@ -203,6 +203,39 @@ START_TEST(test_reference_native)
 }
 END_TEST
 
+/* Memory (issue 13): a native segment of a Q4_0, Q4_K_M or Q6_K file holds at most 1.1x
+ * the file's tensor bytes per weight; the widened int8 one holds ~8.5 bits. */
+START_TEST(test_native_segment_bytes)
+{
+    static const char *const files[] = { "tiny-llama2-Q4_0.gguf", "tiny-llama2-Q4_K_M.gguf", "tiny-llama2-Q6_K.gguf" };
+    for (int i = 0; i < 3; i++) {
+        char path[1024], err[512];
+        snprintf(path, sizeof path, "%s/models/%s", shared(), files[i]);
+        gguf_ctx *g = gguf_open(path, err, sizeof err);
+        ck_assert_msg(g != NULL, "%s", err);
+        double bytes = 0, values = 0;
+        for (int64_t t = 0; t < gguf_n_tensors(g); t++) {
+            const gguf_tensor *e = gguf_tensor_at(g, t);
+            bytes += (double)e->nbytes;
+            values += (double)e->ne[0] * (double)e->ne[1] * (double)e->ne[2] * (double)e->ne[3];
+        }
+        gguf_close(g);
+        double file_bpw = 8 * bytes / values;
+        bool built;
+        eng_model *m = open_model(files[i], ENG_NATIVE, &built);
+        double bpw = eng_bits_per_weight(m);
+        close_model(m, built);
+        m = open_model(files[i], ENG_INT8, &built);
+        double wide = eng_bits_per_weight(m);
+        close_model(m, built);
+        fprintf(stderr, "%s: file %.3f bits/weight, native segment %.3f (%.3fx), int8 %.3f\n", files[i], file_bpw,
+                bpw, bpw / file_bpw, wide);
+        ck_assert_msg(bpw <= 1.1 * file_bpw, "%s: native segment %.3f bits/weight > 1.1 x %.3f", files[i], bpw, file_bpw);
+        ck_assert(wide > 8.0);
+    }
+}
+END_TEST
+
 /* Greedy continuation by one-token decode steps, compared with greedy.txt. */
 static void check_greedy(eng_model *m, const char *model_stem, const char *cas, eng_kv_type kv)
 {
@@ -729,6 +762,7 @@ Suite *forward_suite(void)
     tcase_add_test(tc, test_reference_float);
     tcase_add_test(tc, test_reference_int8);
     tcase_add_test(tc, test_reference_native);
+    tcase_add_test(tc, test_native_segment_bytes);
     tcase_add_test(tc, test_greedy_stories);
     tcase_add_test(tc, test_batched_decode_int8);
     tcase_add_test(tc, test_batched_decode_float);
