@@ -7,6 +7,8 @@
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 300
 PORT=$(free_port)
+# Each step is slowed by 3 ms (a test hook) so the long streams outlast the kill on any machine.
+export LLM_FAULT_STEP_DELAY_MS=3
 start_pipeline 2 --http "$PORT"
 URL=http://127.0.0.1:$PORT/v1/completions
 # sse_text FILE: the text of a completion stream; fails on bad framing or an error event
