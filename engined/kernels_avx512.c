@@ -221,10 +221,9 @@ static TGT void avx512_xq_quantize(const float *x, int64_t n_rows, int64_t cols,
 
 #define TGT_INLINE static inline __attribute__((always_inline, target(TGT_STR)))
 
-/* kern_expf on 16 lanes, step for step. */
-TGT_INLINE __m512 z_expf(__m512 x)
+/* kern_expf's polynomial times 2^n for xc in [-87, 88], step for step. */
+TGT_INLINE __m512 z_expf_core(__m512 xc)
 {
-    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), xc);
@@ -239,6 +238,13 @@ TGT_INLINE __m512 z_expf(__m512 x)
     p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
     __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
     __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return y;
+}
+
+/* kern_expf on 16 lanes, step for step. */
+TGT_INLINE __m512 z_expf(__m512 x)
+{
+    __m512 y = z_expf_core(_mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f)));
     __mmask16 big = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.0f), _CMP_GT_OQ);
     __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
     __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
@@ -382,21 +388,7 @@ static TGT void avx512_att_pv(const float *p, int64_t lds, int nq, int64_t a, in
 /* kern_expf for lanes <= 0 or NaN (softmax): the overflow blend is not needed. */
 TGT_INLINE __m512 z_expf_nonpos(__m512 x)
 {
-    __m512 xc = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), xc);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
-    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
-    __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    __m512 y = z_expf_core(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)));
     __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
     __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     y = _mm512_maskz_mov_ps(ok, y);
