@@ -293,6 +293,7 @@ typedef struct {
     const float *up;    /* SWIGLU: up rows */
     void        *q;     /* QUANT: xq rows */
     int          xk;    /* QUANT: KERN_X_Q8_0, _Q8_K (kern_xk_quantize) or _Q8_1 */
+    int          native;/* QUANT: a native matrix reads the rows (kern_xq_finish) */
     int          dim;   /* values per row */
     float        eps;
     int64_t      n_rows;
@@ -308,7 +309,11 @@ static void rows_do(const rows_job *j, int64_t r0, int64_t r1)
     else if (j->op == ROWS_SWIGLU) swiglu_rows(j->y + r0 * d, j->up + r0 * d, (size_t)(r1 - r0) * d);
     else if (j->xk == KERN_X_Q8_1) kern_x1_quantize(j->x + r0 * d, r1 - r0, j->dim, (char *)j->q + (size_t)r0 * kern_xq_row_bytes(j->dim));
     else if (j->xk == KERN_X_Q8_K) kern_xk_quantize(j->x + r0 * d, r1 - r0, j->dim, (char *)j->q + (size_t)r0 * kern_xq_row_bytes(j->dim));
-    else kern_xq_quantize(j->x + r0 * d, r1 - r0, j->dim, (char *)j->q + (size_t)r0 * kern_xq_row_bytes(j->dim));
+    else {
+        char *q = (char *)j->q + (size_t)r0 * kern_xq_row_bytes(j->dim);
+        kern_xq_quantize(j->x + r0 * d, r1 - r0, j->dim, q);
+        if (j->native) kern_xq_finish(q, r1 - r0, j->dim);
+    }
 }
 
 static void rows_part(void *arg, int ith, int nth)
@@ -386,6 +391,7 @@ static void matmul(eng_model *m, const float *x, int n, int nw, const mdl_mat *c
     }
     if (w[0]->q8) {
         rows_job q = { .op = ROWS_QUANT, .x = x, .q = m->xq, .xk = w[0]->xk, .dim = (int)w[0]->cols };
+        for (int i = 0; i < nw; i++) q.native |= w[i]->wt != KERN_W_Q8T;
         rows_run(m, &q, n);
         j.xq = m->xq;
     }

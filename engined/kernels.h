@@ -174,6 +174,17 @@ static inline size_t kern_xq_row_bytes(int64_t cols)
     size_t nbp = (size_t)kern_nsb(cols) * KERN_SB_BLOCKS;
     return (nbp * (KERN_QK + 16) + 63) / 64 * 64;
 }
+/* Byte offsets, from the row's start, of the parts of an xq row of `cols` values after
+ * the int8 values: scales D, -128 * sums, first-half sums, sum * D (the layout above). */
+typedef struct {
+    size_t d, c, hs, sd;
+} kern_xq_offs;
+static inline kern_xq_offs kern_xq_offsets(int64_t cols)
+{
+    size_t nbp = (size_t)kern_nsb(cols) * KERN_SB_BLOCKS;
+    kern_xq_offs o = { nbp * KERN_QK, nbp * (KERN_QK + 4), nbp * (KERN_QK + 8), nbp * (KERN_QK + 12) };
+    return o;
+}
 /* Bytes of one block_q8_0 row of `cols` values (the last block zero-padded). */
 static inline size_t kern_q8_row_bytes(int64_t cols)
 {
@@ -191,22 +202,20 @@ void kern_q8t_dequant_row(const void *w, int64_t cols, int64_t r, float *dst);
 
 /* ---- products ---- */
 
-/* Fills the native layouts' sums (first-half sums, S * D) of n_rows xq rows whose
- * values, scales and -128 * sums are written. Plain C: the same bits everywhere. */
+/* Quantizes n_rows activation rows (row stride cols floats) into n_rows xq rows: the
+ * values, scales and -128 * sums (all q8t products read). */
+static inline void kern_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
+{ kern_active->xq_quantize(x, n_rows, cols, dst); }
+
+/* Then the native layouts' sums (first-half sums, S * D) of those rows, which their
+ * products also read. Plain C: the same bits everywhere. */
 void kern_xq_finish(void *xq, int64_t n_rows, int64_t cols);
 
-/* Quantizes n_rows activation rows (row stride cols floats) into n_rows xq rows. */
-static inline void kern_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
-{
-    kern_active->xq_quantize(x, n_rows, cols, dst);
-    kern_xq_finish(dst, n_rows, cols);
-}
-
-/* The same xq layout with llama.cpp's K-quant activation rounding (Q8_K: one float
- * scale per 256 values, given to each of its blocks), for matrices from K-quant files,
- * so that their logits follow llama.cpp's. Plain C (activations only). */
+/* The same xq layout, finished, with llama.cpp's K-quant activation rounding (Q8_K: one
+ * float scale per 256 values, given to each of its blocks), for matrices from K-quant
+ * files, so that their logits follow llama.cpp's. Plain C (activations only). */
 void kern_xk_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst);
-/* kern_xq_quantize, then the S * D entries as llama.cpp's Q8_1 sums (half(amax / 127 *
+/* kern_xq_quantize and kern_xq_finish, then the S * D entries as llama.cpp's Q8_1 sums (half(amax / 127 *
  * S)), for matrices from Q4_1/Q5_1 files. */
 void kern_x1_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst);
 /* Activation rounding styles: which of the three quantizers a matrix takes. */

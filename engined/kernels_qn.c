@@ -237,11 +237,11 @@ void kern_qn_dequant_row(int wt, const void *w, int64_t cols, int64_t r, float *
 /* ---- the product: the definition ------------------------------------------------------ */
 
 /* y for row i, token t (kernels.h states this order). */
-static float qn_dot(const kern_qn_desc *D, const uint8_t *tile, int lane, int64_t nb, const int8_t *xq, int64_t nbp)
+static float qn_dot(const kern_qn_desc *D, const uint8_t *tile, int lane, int64_t nb, const uint8_t *xr, kern_xq_offs o)
 {
-    const float *dx = (const float *)(xq + nbp * KERN_QK);
-    const int32_t *cx = (const int32_t *)(dx + nbp), *hs = cx + nbp;
-    const float *sd = (const float *)(hs + nbp);
+    const int8_t *xq = (const int8_t *)xr;
+    const float *dx = (const float *)(xr + o.d), *sd = (const float *)(xr + o.sd);
+    const int32_t *cx = (const int32_t *)(xr + o.c), *hs = (const int32_t *)(xr + o.hs);
     float acc = 0.0f;
     for (int64_t k = 0; k < nb; k++) {
         const uint8_t *sb = tile + (size_t)(k / KERN_QN_BLOCKS) * D->sb_bytes;
@@ -281,11 +281,11 @@ void kern_qn_block_ref(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols
 {
     (void)nr, (void)stream;
     const kern_qn_desc *D = &descs[wt];
-    int64_t nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
+    kern_xq_offs o = kern_xq_offsets(cols);
     for (int i = lo; i < hi; i++)
         for (int t = 0; t < nt; t++)
             y[(int64_t)t * ldy + i] = qn_dot(D, w + (size_t)(i / KERN_TILE) * tb, i % KERN_TILE, cols / KERN_QK,
-                                             (const int8_t *)(xq + (size_t)t * xs), nbp);
+                                             xq + (size_t)t * xs, o);
 }
 
 
@@ -294,11 +294,14 @@ void kern_qn_block_ref(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols
 void kern_xq_finish(void *xq, int64_t n_rows, int64_t cols)
 {
     int64_t nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
+    kern_xq_offs o = kern_xq_offsets(cols);
     for (int64_t r = 0; r < n_rows; r++) {
-        int8_t *q = (int8_t *)xq + (size_t)r * kern_xq_row_bytes(cols);
-        float *d = (float *)(q + nbp * KERN_QK);
-        int32_t *c = (int32_t *)(d + nbp), *hs = c + nbp;
-        float *sd = (float *)(hs + nbp);
+        uint8_t *row = (uint8_t *)xq + (size_t)r * kern_xq_row_bytes(cols);
+        const int8_t *q = (const int8_t *)row;
+        const float *d = (const float *)(row + o.d);
+        const int32_t *c = (const int32_t *)(row + o.c);
+        int32_t *hs = (int32_t *)(row + o.hs);
+        float *sd = (float *)(row + o.sd);
         for (int64_t k = 0; k < nbp; k++) {
             int32_t s = 0;
             for (int j = 0; j < 16; j++) s += q[k * KERN_QK + j];
@@ -315,11 +318,13 @@ void kern_xq_finish(void *xq, int64_t n_rows, int64_t cols)
 void kern_xk_quantize(const float *x, int64_t n_rows, int64_t cols, void *xq)
 {
     int64_t nb = (cols + KERN_QK - 1) / KERN_QK, nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
+    kern_xq_offs o = kern_xq_offsets(cols);
     for (int64_t r = 0; r < n_rows; r++) {
         const float *src = x + r * cols;
-        int8_t *q = (int8_t *)xq + (size_t)r * kern_xq_row_bytes(cols);
-        float *d = (float *)(q + nbp * KERN_QK);
-        int32_t *c = (int32_t *)(d + nbp);
+        uint8_t *row = (uint8_t *)xq + (size_t)r * kern_xq_row_bytes(cols);
+        int8_t *q = (int8_t *)row;
+        float *d = (float *)(row + o.d);
+        int32_t *c = (int32_t *)(row + o.c);
         memset(q, 0, (size_t)(nbp * KERN_QK));
         for (int64_t s0 = 0; s0 < cols; s0 += 256) {
             int64_t n = cols - s0 < 256 ? cols - s0 : 256;
@@ -349,12 +354,14 @@ void kern_xk_quantize(const float *x, int64_t n_rows, int64_t cols, void *xq)
 void kern_x1_quantize(const float *x, int64_t n_rows, int64_t cols, void *xq)
 {
     kern_xq_quantize(x, n_rows, cols, xq);
-    int64_t nb = (cols + KERN_QK - 1) / KERN_QK, nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
+    kern_xq_finish(xq, n_rows, cols);
+    int64_t nb = (cols + KERN_QK - 1) / KERN_QK;
+    kern_xq_offs o = kern_xq_offsets(cols);
     for (int64_t r = 0; r < n_rows; r++) {
         const float *src = x + r * cols;
-        int8_t *q = (int8_t *)xq + (size_t)r * kern_xq_row_bytes(cols);
-        int32_t *c = (int32_t *)((float *)(q + nbp * KERN_QK) + nbp);
-        float *sd = (float *)(c + 2 * nbp);
+        uint8_t *row = (uint8_t *)xq + (size_t)r * kern_xq_row_bytes(cols);
+        const int32_t *c = (const int32_t *)(row + o.c);
+        float *sd = (float *)(row + o.sd);
         for (int64_t k = 0; k < nb; k++) {
             float amax = 0.0f;
             for (int64_t j = k * KERN_QK; j < cols && j < (k + 1) * KERN_QK; j++)

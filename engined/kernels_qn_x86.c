@@ -28,18 +28,6 @@ static inline int32_t ld32(const void *p)
     return v;
 }
 
-/* Where a token's pieces sit in its xq row (kernels.h). */
-typedef struct {
-    size_t dxo, co, ho, so;
-} xq_offs;
-
-static inline xq_offs xq_offsets(int64_t cols)
-{
-    size_t nbp = (size_t)kern_nsb(cols) * KERN_SB_BLOCKS;
-    xq_offs o = { nbp * KERN_QK, nbp * (KERN_QK + 4), nbp * (KERN_QK + 8), nbp * (KERN_QK + 12) };
-    return o;
-}
-
 /* ---- AVX-512 ---------------------------------------------------------------------------- */
 
 /* Group g of block b, unsigned values of 16 rows. */
@@ -68,7 +56,7 @@ Z_IN __m512 z_i8f(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_e
 /* One tile (16 rows) times T tokens over nb blocks, for one layout (KIND, BITS, OFF). */
 #define ZQN(NAME, KIND, BITS, OFF, T)                                                         \
 static Z_TGT void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq, \
-                             size_t xs, xq_offs o, float *y, int64_t ldy, __mmask16 mask)     \
+                             size_t xs, kern_xq_offs o, float *y, int64_t ldy, __mmask16 mask)     \
 {                                                                                             \
     __m512 acc[T];                                                                            \
     _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();        \
@@ -91,10 +79,10 @@ static Z_TGT void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, int64_t n
         _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                                \
             const uint8_t *xr = xq + (size_t)t * xs;                                          \
             const int8_t *a = (const int8_t *)xr + k * KERN_QK;                               \
-            const float D = ((const float *)(xr + o.dxo))[k];                                 \
-            const int32_t S = -((const int32_t *)(xr + o.co))[k] / 128;                       \
+            const float D = ((const float *)(xr + o.d))[k];                                 \
+            const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128;                       \
             if (KIND == KERN_QN_K6) {                                                         \
-                const int32_t h0 = ((const int32_t *)(xr + o.ho))[k];                         \
+                const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];                         \
                 __m512i i0 = _mm512_set1_epi32(-32 * h0), i1 = _mm512_set1_epi32(-32 * (S - h0)); \
                 _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                        \
                     i0 = _mm512_dpbusd_epi32(i0, wv[g], _mm512_set1_epi32(ld32(a + 4 * g)));  \
@@ -110,9 +98,9 @@ static Z_TGT void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, int64_t n
                 is = _mm512_dpbusd_epi32(is, wv[g], _mm512_set1_epi32(ld32(a + 4 * g)));      \
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(f0, _mm512_set1_ps(D)), acc[t]); \
             if (KIND == KERN_QN_B1)                                                           \
-                acc[t] = _mm512_fmadd_ps(f1, _mm512_set1_ps(((const float *)(xr + o.so))[k]), acc[t]); \
+                acc[t] = _mm512_fmadd_ps(f1, _mm512_set1_ps(((const float *)(xr + o.sd))[k]), acc[t]); \
             if (KIND == KERN_QN_K)                                                            \
-                acc[t] = _mm512_fmadd_ps(f1, _mm512_set1_ps(-((const float *)(xr + o.so))[k]), acc[t]); \
+                acc[t] = _mm512_fmadd_ps(f1, _mm512_set1_ps(-((const float *)(xr + o.sd))[k]), acc[t]); \
         }                                                                                     \
     }                                                                                         \
     _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]); \
@@ -122,7 +110,7 @@ static Z_TGT void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, int64_t n
     ZQN(NAME, KIND, BITS, OFF, 4) ZQN(NAME, KIND, BITS, OFF, 5) ZQN(NAME, KIND, BITS, OFF, 6) \
     ZQN(NAME, KIND, BITS, OFF, 7) ZQN(NAME, KIND, BITS, OFF, 8)                               \
     static void (*const NAME[9])(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, \
-                                 xq_offs, float *, int64_t, __mmask16) = {                    \
+                                 kern_xq_offs, float *, int64_t, __mmask16) = {                    \
         NULL, NAME##_1, NAME##_2, NAME##_3, NAME##_4, NAME##_5, NAME##_6, NAME##_7, NAME##_8 };
 ZQN_ALL(z_q4_0, KERN_QN_B0, 4, 8)
 ZQN_ALL(z_q4_1, KERN_QN_B1, 4, 0)
@@ -132,7 +120,7 @@ ZQN_ALL(z_q4_k, KERN_QN_K, 4, 0)
 ZQN_ALL(z_q5_k, KERN_QN_K, 5, 0)
 ZQN_ALL(z_q6_k, KERN_QN_K6, 6, 32)
 
-typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, xq_offs, float *,
+typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs, float *,
                        int64_t, __mmask16);
 static const zqn_fn *const z_tables[KERN_W_COUNT] = {
     [KERN_W_Q4_0] = z_q4_0, [KERN_W_Q4_1] = z_q4_1, [KERN_W_Q5_0] = z_q5_0, [KERN_W_Q5_1] = z_q5_1,
@@ -145,7 +133,7 @@ void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t c
     (void)tb, (void)nr, (void)stream;
     const kern_qn_desc *D = kern_qn_get(wt);
     __mmask16 mask = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
-    xq_offs o = xq_offsets(cols);
+    kern_xq_offs o = kern_xq_offsets(cols);
     for (int t = 0; t < nt; t += 8) {
         int n = nt - t < 8 ? nt - t : 8;
         z_tables[wt][n](w, D->hdr, D->sb_bytes, cols / KERN_QK, xq + (size_t)t * xs, xs, o, y + (int64_t)t * ldy, ldy, mask);
@@ -188,7 +176,7 @@ Y_IN __m256 y_i8f(const uint8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_e
 
 #define YQN(NAME, VNNI, KIND, BITS, OFF, T)                                                   \
 static Y_ATTR(VNNI) void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq, \
-                                    size_t xs, xq_offs o, float *y, int64_t ldy, int half, __m256i mask) \
+                                    size_t xs, kern_xq_offs o, float *y, int64_t ldy, int half, __m256i mask) \
 {                                                                                             \
     __m256 acc[T];                                                                            \
     _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();        \
@@ -211,10 +199,10 @@ static Y_ATTR(VNNI) void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, in
         _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                                \
             const uint8_t *xr = xq + (size_t)t * xs;                                          \
             const int8_t *a = (const int8_t *)xr + k * KERN_QK;                               \
-            const float D = ((const float *)(xr + o.dxo))[k];                                 \
-            const int32_t S = -((const int32_t *)(xr + o.co))[k] / 128;                       \
+            const float D = ((const float *)(xr + o.d))[k];                                 \
+            const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128;                       \
             if (KIND == KERN_QN_K6) {                                                         \
-                const int32_t h0 = ((const int32_t *)(xr + o.ho))[k];                         \
+                const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];                         \
                 __m256i i0 = _mm256_set1_epi32(-32 * h0), i1 = _mm256_set1_epi32(-32 * (S - h0)); \
                 _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                        \
                     i0 = Y_DOT(VNNI, i0, wv[g], _mm256_set1_epi32(ld32(a + 4 * g)));          \
@@ -230,14 +218,14 @@ static Y_ATTR(VNNI) void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, in
                 is = Y_DOT(VNNI, is, wv[g], _mm256_set1_epi32(ld32(a + 4 * g)));              \
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(f0, _mm256_set1_ps(D)), acc[t]); \
             if (KIND == KERN_QN_B1)                                                           \
-                acc[t] = _mm256_fmadd_ps(f1, _mm256_set1_ps(((const float *)(xr + o.so))[k]), acc[t]); \
+                acc[t] = _mm256_fmadd_ps(f1, _mm256_set1_ps(((const float *)(xr + o.sd))[k]), acc[t]); \
             if (KIND == KERN_QN_K)                                                            \
-                acc[t] = _mm256_fmadd_ps(f1, _mm256_set1_ps(-((const float *)(xr + o.so))[k]), acc[t]); \
+                acc[t] = _mm256_fmadd_ps(f1, _mm256_set1_ps(-((const float *)(xr + o.sd))[k]), acc[t]); \
         }                                                                                     \
     }                                                                                         \
     _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) _mm256_maskstore_ps(y + t * ldy + 8 * half, mask, acc[t]); \
 }
-typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, xq_offs, float *,
+typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs, float *,
                        int64_t, int, __m256i);
 #define YQN_ALL(NAME, VNNI, KIND, BITS, OFF)                                                  \
     YQN(NAME, VNNI, KIND, BITS, OFF, 1) YQN(NAME, VNNI, KIND, BITS, OFF, 2)                   \
@@ -267,7 +255,7 @@ static Y_ATTR(0) void y_block(const yqn_fn *const *tables, int wt, const uint8_t
                     size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
 {
     const kern_qn_desc *D = kern_qn_get(wt);
-    xq_offs o = xq_offsets(cols);
+    kern_xq_offs o = kern_xq_offsets(cols);
     for (int h = 0; h < 2; h++) {
         if (hi <= 8 * h || lo >= 8 * h + 8) continue;
         __m256i mask = half_mask(lo, hi, h);

@@ -64,6 +64,7 @@ static uint8_t *make_xq(int64_t n, int64_t cols, float **xf_out)
     fill(xf, n * cols, 1.0f);
     uint8_t *xq = aligned_alloc(64, (size_t)n * kern_xq_row_bytes(cols));
     kern_xq_quantize(xf, n, cols, xq);
+    kern_xq_finish(xq, n, cols);
     if (xf_out) *xf_out = xf;
     else free(xf);
     return xq;
