@@ -45,7 +45,7 @@ static void plan_tensor(const gguf_tensor *t, uint32_t precision, seg_tensor *e)
     e->type = SEG_T_F32;
     if (matrix && precision != 1) e->type = SEG_T_Q8T;
     int wt = kern_qn_from_qtype(t->type);
-    if (matrix && precision == 2 && wt > 0 && t->ne[0] % KERN_QK == 0 && qt_row_size(t->type, t->ne[0]) != 0)
+    if (matrix && precision == 2 && wt > 0 && qt_row_size(t->type, t->ne[0]) != 0) /* whole blocks */
         e->type = SEG_T_QN0 + (uint32_t)(wt - 1);
     e->row_bytes = e->type == SEG_T_F32 ? (uint64_t)e->ne[0] * sizeof(float) : kern_w_tile_bytes(seg_wtype(e->type), e->ne[0]);
     e->nbytes = e->row_bytes * seg_stored_rows(e);
