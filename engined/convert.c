@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine.h"
 #include "gguf.h"
 #include "kernels.h"
 #include "log.h"
@@ -43,9 +44,9 @@ static void plan_tensor(const gguf_tensor *t, uint32_t precision, seg_tensor *e)
     e->ne[1] = t->ne[1] * t->ne[2] * t->ne[3];
     bool matrix = t->n_dims >= 2 && e->ne[1] > 1;
     e->type = SEG_T_F32;
-    if (matrix && precision != 1) e->type = SEG_T_Q8T;
+    if (matrix && precision != ENG_FLOAT) e->type = SEG_T_Q8T;
     int wt = kern_qn_from_qtype(t->type);
-    if (matrix && precision == 2 && wt > 0 && qt_row_size(t->type, t->ne[0]) != 0) /* whole blocks */
+    if (matrix && precision == ENG_NATIVE && wt > 0 && qt_row_size(t->type, t->ne[0]) != 0) /* whole blocks */
         e->type = SEG_T_QN0 + (uint32_t)(wt - 1);
     e->row_bytes = e->type == SEG_T_F32 ? (uint64_t)e->ne[0] * sizeof(float) : kern_w_tile_bytes(seg_wtype(e->type), e->ne[0]);
     e->nbytes = e->row_bytes * seg_stored_rows(e);
@@ -220,7 +221,7 @@ int cvt_build(const char *gguf_path, const seg_ident *id, const char *name, uint
         off = align_up(off + dir[i].nbytes);
     }
     log_info("creating segment %s: %.1f MB for %lld tensors (%s)", name, off / 1e6, (long long)nt,
-             precision == 1 ? "f32" : precision == 0 ? "int8 (q8t)" : "native");
+             precision == ENG_FLOAT ? "f32" : precision == ENG_INT8 ? "int8 (q8t)" : "native");
     rc = seg_create(name, off, &sm, err, errlen);
     if (rc != 0) goto out;
     rc = -1;

@@ -307,12 +307,15 @@ static void rows_do(const rows_job *j, int64_t r0, int64_t r1)
     if (r0 >= r1) return;
     if (j->op == ROWS_RMS) rms_norm(j->x + r0 * d, j->w, j->y + r0 * d, (int)(r1 - r0), j->dim, j->eps);
     else if (j->op == ROWS_SWIGLU) swiglu_rows(j->y + r0 * d, j->up + r0 * d, (size_t)(r1 - r0) * d);
-    else if (j->xk == KERN_X_Q8_1) kern_x1_quantize(j->x + r0 * d, r1 - r0, j->dim, (char *)j->q + (size_t)r0 * kern_xq_row_bytes(j->dim));
-    else if (j->xk == KERN_X_Q8_K) kern_xk_quantize(j->x + r0 * d, r1 - r0, j->dim, (char *)j->q + (size_t)r0 * kern_xq_row_bytes(j->dim));
     else {
+        const float *x = j->x + r0 * d;
         char *q = (char *)j->q + (size_t)r0 * kern_xq_row_bytes(j->dim);
-        kern_xq_quantize(j->x + r0 * d, r1 - r0, j->dim, q);
-        if (j->native) kern_xq_finish(q, r1 - r0, j->dim);
+        if (j->xk == KERN_X_Q8_1) kern_x1_quantize(x, r1 - r0, j->dim, q);
+        else if (j->xk == KERN_X_Q8_K) kern_xk_quantize(x, r1 - r0, j->dim, q);
+        else {
+            kern_xq_quantize(x, r1 - r0, j->dim, q);
+            if (j->native) kern_xq_finish(q, r1 - r0, j->dim);
+        }
     }
 }
 

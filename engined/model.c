@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
 #include "gguf.h"
 #include "kernels.h"
 #include "log.h"
@@ -242,7 +243,7 @@ static int bind_mat(const seg_map *m, const char *name, int64_t cols, int64_t ro
     /* K-quant sources in a native segment: llama.cpp's activation rounding for them */
     uint32_t st = t->src_type;
     out->xk = KERN_X_Q8_0;
-    if (seg_hdr(m)->precision == 2 && wt >= 0) {
+    if (seg_hdr(m)->precision == ENG_NATIVE && wt >= 0) {
         if (st == QT_Q2_K || st == QT_Q3_K || st == QT_Q4_K || st == QT_Q5_K || st == QT_Q6_K) out->xk = KERN_X_Q8_K;
         if (st == QT_Q4_1 || st == QT_Q5_1) out->xk = KERN_X_Q8_1;
     }

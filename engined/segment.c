@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "csum.h"
+#include "engine.h"
 #include "log.h"
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
@@ -80,7 +81,7 @@ int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], 
     uint32_t lv = SEG_LAYOUT_VERSION;
     h = fnv1a(h, &lv, sizeof lv);
     snprintf(name, SEG_NAME_MAX, "/llm-%u-%016llx%s", (unsigned)geteuid(), (unsigned long long)h,
-             precision == 1 ? "-f32" : precision == 0 ? "-q8" : "");
+             precision == ENG_FLOAT ? "-f32" : precision == ENG_INT8 ? "-q8" : "");
     return 0;
 }
 
