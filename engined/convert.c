@@ -32,6 +32,7 @@ static double mono_s(void)
 }
 
 _Static_assert(SEG_TILE_ROWS == KERN_TILE, "segment.h and kernels.h disagree on the tile");
+_Static_assert(SEG_T_QN_LAST - SEG_T_QN0 + 2 == KERN_W_COUNT, "segment.h has a type for every native layout");
 
 /* Rows and stored bytes of a GGUF tensor in the segment. 1-D tensors and every tensor
  * of the float path are f32 rows; matrices of the INT8 path are q8t tiles. */

@@ -44,8 +44,16 @@
  *   B1: acc = fmaf((float)p, d * D, acc); acc = fmaf(m, S * D, acc)
  *   K:  acc = fmaf((float)p, (d * sc) * D, acc); acc = fmaf(dmin * mn, -(S * D), acc)
  *   K6: for h = 0, 1: acc = fmaf((float)(p_h - 32 * S_h), (d * sc_h) * D, acc)
- * (d * sc and dmin * mn are exact in float). Same properties: batch invariance, and
- * the same bits from every table.
+ *   K2: acc = fmaf((float)(sc_0 p_0 + sc_1 p_1), d * D, acc);
+ *       acc = fmaf(-(float)(mn_0 S_0 + mn_1 S_1), dmin * D, acc)
+ * (d * sc and dmin * mn are exact in float; K2's integer terms are exact in int32).
+ * Same properties: batch invariance, and the same bits from every table.
+ * A native super-block holds 8 blocks of 16 rows: a header (f16 d per row, then the
+ * kind's per-block or per-half scales, B1's mins, K's dmin), then the unsigned values
+ * in 64-byte groups as q8t's: 4-, 5- and 6-bit kinds as nibbles (256 bytes a block,
+ * groups 0-3 low, 4-7 high) plus the 5th/6th bits after them; K2 (Q2_K) at 2 bits,
+ * 128 bytes a block, group g in bits 2(g % 4) of the block's 64-byte half g / 4, its
+ * header d, dmin and Q2_K's own byte (scale | min << 4) per 16-value half.
  *
  * Activation rounding follows llama.cpp's AVX2 Q8_0 quantizer (scale 127/amax, round
  * half to even); weight rounding is ggml's reference quantize_row_q8_0 (common/quant.c).
@@ -88,17 +96,17 @@ typedef void (*kern_q8t_block_fn)(const uint8_t *w, size_t tile_bytes, int nr, i
 /* Tiled weight types: q8t, and the native layouts (kernels_qn.c). */
 typedef enum {
     KERN_W_Q8T = 0, KERN_W_Q4_0, KERN_W_Q4_1, KERN_W_Q5_0, KERN_W_Q5_1, KERN_W_Q4_K,
-    KERN_W_Q5_K, KERN_W_Q6_K, KERN_W_COUNT
+    KERN_W_Q5_K, KERN_W_Q6_K, KERN_W_Q2_K, KERN_W_COUNT
 } kern_wtype;
 
 #define KERN_QN_BLOCKS 8 /* 32-value blocks per native super-block */
-typedef enum { KERN_QN_B0, KERN_QN_B1, KERN_QN_K, KERN_QN_K6 } kern_qn_kind;
+typedef enum { KERN_QN_B0, KERN_QN_B1, KERN_QN_K, KERN_QN_K6, KERN_QN_K2 } kern_qn_kind;
 /* What a native layout is: see the layout comment above. */
 typedef struct {
     const char *name;
     uint32_t    qtype;     /* the GGUF type it keeps */
     int         kind;      /* kern_qn_kind */
-    int         bits;      /* 4, 5 or 6 */
+    int         bits;      /* 2, 4, 5 or 6 */
     int         offset;    /* B0: the value offset (8, 16); K6: 32 */
     size_t      hdr;       /* header bytes of a super-block */
     size_t      sb_bytes;  /* bytes of a super-block of 16 rows (a multiple of 64) */
@@ -228,7 +236,7 @@ static inline int64_t kern_qn_nsb(int64_t cols) { return (cols + 255) / 256; }
 /* The layout of type wt (KERN_W_Q4_0..), or NULL for q8t and invalid values. */
 const kern_qn_desc *kern_qn_get(int wt);
 /* The native layout that keeps GGUF type src_type, or -1 when there is none (then
- * q8t): each type its own; Q3_K goes to Q6_K (its values exactly); Q2_K has none. */
+ * q8t): each type its own; Q3_K goes to Q6_K (its values exactly). */
 int kern_qn_from_qtype(uint32_t src_type);
 /* Bytes of one native tile of rows of cols values (cols a multiple of the source's
  * block size). */

@@ -1,6 +1,6 @@
 /*
- * kernels_qn.c - the native 4-, 5- and 6-bit weight layouts ("qn" tiles: Q4_0, Q4_1,
- * Q5_0, Q5_1, Q4_K, Q5_K, Q6_K kept at their own width), their packing from GGUF
+ * kernels_qn.c - the native 2-, 4-, 5- and 6-bit weight layouts ("qn" tiles: Q4_0, Q4_1,
+ * Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K kept at their own width), their packing from GGUF
  * blocks, row dequantization, the scalar reference product (the definition every SIMD
  * table matches bit for bit) and the blocking of a product into table calls.
  *
@@ -28,6 +28,7 @@ static const kern_qn_desc descs[KERN_W_COUNT] = {
     [KERN_W_Q4_K] = { "q4_k", QT_Q4_K, KERN_QN_K, 4, 0, 320, 2368 },
     [KERN_W_Q5_K] = { "q5_k", QT_Q5_K, KERN_QN_K, 5, 0, 320, 2880 },
     [KERN_W_Q6_K] = { "q6_k", QT_Q6_K, KERN_QN_K6, 6, 32, 320, 3392 },
+    [KERN_W_Q2_K] = { "q2_k", QT_Q2_K, KERN_QN_K2, 2, 0, 320, 1344 },
 };
 
 const kern_qn_desc *kern_qn_get(int wt)
@@ -54,7 +55,8 @@ size_t kern_qn_tile_bytes(int wt, int64_t cols)
 typedef struct {
     uint8_t  q[KERN_QK];
     uint16_t d, m;     /* f16: B0/B1 block scale and min; K: super-block d and dmin */
-    int      sc[2];    /* K: 6-bit scale (sc[0]) and min (sc[1]); K6: the two 16-value scales */
+    int      sc[2];    /* K: 6-bit scale (sc[0]) and min (sc[1]); K6: the two 16-value scales;
+                        * K2: the two halves' Q2_K bytes (scale | min << 4) */
 } qn_src;
 
 static uint32_t le32(const uint8_t *p) { return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
@@ -113,6 +115,15 @@ static void src_block(int wt, uint32_t src, const uint8_t *row, int64_t k, qn_sr
     }
     const int64_t s = k / 8;
     const int c = (int)(k % 8); /* 32-value block inside the super-block */
+    if (wt == KERN_W_Q2_K) { /* values 128 half + 32 (c % 4) + l: bits 2 (c % 4) of qs[32 half + l] */
+        const block_q2_K *b = (const block_q2_K *)row + s;
+        o->d = b->d, o->m = b->dmin;
+        int half = c / 4, shift = 2 * (c % 4);
+        for (int l = 0; l < KERN_QK; l++) o->q[l] = (uint8_t)((b->qs[32 * half + l] >> shift) & 3);
+        o->sc[0] = b->scales[2 * c];
+        o->sc[1] = b->scales[2 * c + 1];
+        return;
+    }
     if (wt == KERN_W_Q6_K) {
         const block_q6_K *b = (const block_q6_K *)row + s;
         o->d = b->d;
@@ -155,6 +166,15 @@ static void put_block(int wt, uint8_t *sb, int b, int r, const qn_src *s)
         sb[64 + (2 * b) * KERN_TILE + r] = (uint8_t)(int8_t)s->sc[0];
         sb[64 + (2 * b + 1) * KERN_TILE + r] = (uint8_t)(int8_t)s->sc[1];
         break;
+    case KERN_QN_K2:
+        h16[r] = s->d, h16[KERN_TILE + r] = s->m;
+        sb[64 + (2 * b) * KERN_TILE + r] = (uint8_t)s->sc[0];
+        sb[64 + (2 * b + 1) * KERN_TILE + r] = (uint8_t)s->sc[1];
+        for (int j = 0; j < KERN_QK; j++) {
+            int g = j / 4, i = 4 * r + j % 4;
+            sb[D->hdr + 128 * b + 64 * (g / 4) + i] |= (uint8_t)(s->q[j] << (2 * (g % 4)));
+        }
+        return;
     }
     uint8_t *nib = sb + D->hdr + 256 * b, *hi = sb + D->hdr + 2048;
     for (int j = 0; j < KERN_QK; j++) {
@@ -186,6 +206,7 @@ void kern_qn_pack(int wt, uint32_t src, const void *src_rows, size_t src_row_byt
 static int qn_value(const kern_qn_desc *D, const uint8_t *sb, int b, int r, int j)
 {
     int g = j / 4, i = 4 * r + j % 4;
+    if (D->bits == 2) return (sb[D->hdr + 128 * b + 64 * (g / 4) + i] >> (2 * (g % 4))) & 3;
     const uint8_t *nib = sb + D->hdr + 256 * b, *hi = sb + D->hdr + 2048;
     int v = (nib[64 * (g % 4) + i] >> (4 * (g / 4))) & 15;
     if (D->bits == 5) v |= ((hi[64 * b + i] >> g) & 1) << 4;
@@ -200,19 +221,26 @@ static float h16(const uint8_t *sb, int i)
     return f16_to_f32(h);
 }
 
-/* The float factors of block b, row r: value j = a[half] * q_j - c (half = j / 16). */
-static void qn_factors(const kern_qn_desc *D, const uint8_t *sb, int b, int r, float a[2], float *c)
+/* The float factors of block b, row r: value j = a[h] * q_j - c[h] (h = j / 16). */
+static void qn_factors(const kern_qn_desc *D, const uint8_t *sb, int b, int r, float a[2], float c[2])
 {
     switch (D->kind) {
-    case KERN_QN_B0: a[0] = a[1] = h16(sb, b * KERN_TILE + r), *c = a[0] * (float)D->offset; break;
-    case KERN_QN_B1: a[0] = a[1] = h16(sb, b * KERN_TILE + r), *c = -h16(sb, (KERN_QN_BLOCKS + b) * KERN_TILE + r); break;
+    case KERN_QN_B0: a[0] = a[1] = h16(sb, b * KERN_TILE + r), c[0] = c[1] = a[0] * (float)D->offset; break;
+    case KERN_QN_B1: a[0] = a[1] = h16(sb, b * KERN_TILE + r), c[0] = c[1] = -h16(sb, (KERN_QN_BLOCKS + b) * KERN_TILE + r); break;
     case KERN_QN_K:
         a[0] = a[1] = h16(sb, r) * (float)sb[64 + b * KERN_TILE + r];
-        *c = h16(sb, KERN_TILE + r) * (float)sb[192 + b * KERN_TILE + r];
+        c[0] = c[1] = h16(sb, KERN_TILE + r) * (float)sb[192 + b * KERN_TILE + r];
+        break;
+    case KERN_QN_K2:
+        for (int h = 0; h < 2; h++) {
+            int sm = sb[64 + (2 * b + h) * KERN_TILE + r];
+            a[h] = h16(sb, r) * (float)(sm & 15);
+            c[h] = h16(sb, KERN_TILE + r) * (float)(sm >> 4);
+        }
         break;
     default: /* K6 */
         for (int h = 0; h < 2; h++) a[h] = h16(sb, r) * (float)(int8_t)sb[64 + (2 * b + h) * KERN_TILE + r];
-        *c = NAN; /* per half: a[h] * 32 */
+        c[0] = c[1] = NAN; /* per half: a[h] * 32 */
         break;
     }
 }
@@ -225,11 +253,11 @@ void kern_qn_dequant_row(int wt, const void *w, int64_t cols, int64_t r, float *
     for (int64_t k = 0; k < cols / KERN_QK; k++) {
         const uint8_t *sb = tile + (size_t)(k / KERN_QN_BLOCKS) * D->sb_bytes;
         int b = (int)(k % KERN_QN_BLOCKS);
-        float a[2], c;
-        qn_factors(D, sb, b, lane, a, &c);
+        float a[2], c[2];
+        qn_factors(D, sb, b, lane, a, c);
         for (int j = 0; j < KERN_QK; j++) {
             int q = qn_value(D, sb, b, lane, j);
-            dst[k * KERN_QK + j] = D->kind == KERN_QN_K6 ? a[j / 16] * (float)(q - 32) : a[0] * (float)q - c;
+            dst[k * KERN_QK + j] = D->kind == KERN_QN_K6 ? a[j / 16] * (float)(q - 32) : a[j / 16] * (float)q - c[j / 16];
         }
     }
 }
@@ -262,6 +290,14 @@ static float qn_dot(const kern_qn_desc *D, const uint8_t *tile, int lane, int64_
             float dm = h16(sb, KERN_TILE + lane) * (float)sb[192 + b * KERN_TILE + lane];
             acc = fmaf((float)(part[0] + part[1]), ds * D_x, acc);
             acc = fmaf(dm, -sd[k], acc);
+            break;
+        }
+        case KERN_QN_K2: {
+            int s0 = sb[64 + 2 * b * KERN_TILE + lane], s1 = sb[64 + (2 * b + 1) * KERN_TILE + lane];
+            int32_t is = (s0 & 15) * part[0] + (s1 & 15) * part[1];
+            int32_t ms = (s0 >> 4) * hs[k] + (s1 >> 4) * (bs - hs[k]);
+            acc = fmaf((float)is, h16(sb, lane) * D_x, acc);
+            acc = fmaf(-(float)ms, h16(sb, KERN_TILE + lane) * D_x, acc);
             break;
         }
         default: /* K6 */

@@ -1,13 +1,14 @@
 /*
- * kernels_qn_x86.c - the native 4/5/6-bit products (kernels.h "qn") on x86: AVX-512
+ * kernels_qn_x86.c - the native 2/4/5/6-bit products (kernels.h "qn") on x86: AVX-512
  * VNNI (one zmm per 64-byte group: 16 rows), AVX-VNNI and AVX2 (a tile as two halves
  * of 8 rows, one ymm each). Bit-identical with the scalar twin kern_qn_block_ref
  * (tests/check_qn.c).
  *
  * Per tile and 32-value block, the eight groups are unpacked once into unsigned bytes
- * (low nibbles, plus the 5th or 5th-6th bits shifted into place) and the block's row
- * factors (d, d * sc, dmin * mn) made once as float vectors; then every token of the
- * call passes over them: its int32 dots start from the integer offset term (B0, K6),
+ * (low nibbles, plus the 5th or 5th-6th bits shifted into place; or 2-bit fields) and
+ * the block's row factors (d, d * sc, dmin * mn; K2's int32 scales and mins) made once;
+ * then every token of the call passes over them: its int32 dots start from the integer
+ * offset term (B0, K6),
  * take 8 vpdpbusd (or maddubs + madd on plain AVX2, exact: values <= 63), and go into
  * the chain as kernels.h states. Decode is memory-bound: each byte is read once.
  */
@@ -34,6 +35,10 @@ static inline int32_t ld32(const void *p)
 Z_IN __m512i z_group(const uint8_t *sb, size_t hdr, int bits, int b, int g)
 {
     const __m512i m4 = _mm512_set1_epi8(15);
+    if (bits == 2) {
+        __m512i v2 = _mm512_load_si512((const void *)(sb + hdr + 128 * b + 64 * (g / 4)));
+        return _mm512_and_si512(_mm512_srli_epi16(v2, 2 * (g % 4)), _mm512_set1_epi8(3));
+    }
     __m512i nv = _mm512_load_si512((const void *)(sb + hdr + 256 * b + 64 * (g % 4)));
     __m512i v = g < 4 ? _mm512_and_si512(nv, m4) : _mm512_and_si512(_mm512_srli_epi16(nv, 4), m4);
     if (bits == 5) {
@@ -66,9 +71,16 @@ static Z_TGT void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, int64_t n
         __m512i wv[8];                                                                        \
         _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] = z_group(sb, hdr, BITS, b, g); \
         __m512 f0, f1;                                                                        \
+        __m512i sc0 = _mm512_setzero_si512(), sc1 = sc0, mn0 = sc0, mn1 = sc0;                \
         if (KIND == KERN_QN_B0 || KIND == KERN_QN_B1) {                                       \
             f0 = z_h16(sb + 32 * b);                                                          \
             f1 = KIND == KERN_QN_B1 ? z_h16(sb + 256 + 32 * b) : f0;                          \
+        } else if (KIND == KERN_QN_K2) {                                                      \
+            f0 = z_h16(sb), f1 = z_h16(sb + 32);                                              \
+            const __m512i s0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sb + 64 + 32 * b))); \
+            const __m512i s1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sb + 80 + 32 * b))); \
+            sc0 = _mm512_and_si512(s0, _mm512_set1_epi32(15)), mn0 = _mm512_srli_epi32(s0, 4); \
+            sc1 = _mm512_and_si512(s1, _mm512_set1_epi32(15)), mn1 = _mm512_srli_epi32(s1, 4); \
         } else if (KIND == KERN_QN_K) {                                                       \
             f0 = _mm512_mul_ps(z_h16(sb), z_u8f(sb + 64 + 16 * b));                           \
             f1 = _mm512_mul_ps(z_h16(sb + 32), z_u8f(sb + 192 + 16 * b));                     \
@@ -81,6 +93,21 @@ static Z_TGT void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, int64_t n
             const int8_t *a = (const int8_t *)xr + k * KERN_QK;                               \
             const float D = ((const float *)(xr + o.d))[k];                                 \
             const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128;                       \
+            if (KIND == KERN_QN_K2) {                                                         \
+                const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];                         \
+                __m512i i0 = _mm512_setzero_si512(), i1 = i0;                                 \
+                _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                        \
+                    i0 = _mm512_dpbusd_epi32(i0, wv[g], _mm512_set1_epi32(ld32(a + 4 * g)));  \
+                    i1 = _mm512_dpbusd_epi32(i1, wv[g + 4], _mm512_set1_epi32(ld32(a + 16 + 4 * g))); \
+                }                                                                             \
+                const __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(i0, sc0), _mm512_mullo_epi32(i1, sc1)); \
+                const __m512i ms = _mm512_add_epi32(_mm512_mullo_epi32(mn0, _mm512_set1_epi32(h0)), \
+                                                    _mm512_mullo_epi32(mn1, _mm512_set1_epi32(S - h0))); \
+                const __m512 vD = _mm512_set1_ps(D);                                          \
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(f0, vD), acc[t]); \
+                acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(f1, vD), acc[t]); \
+                continue;                                                                     \
+            }                                                                                 \
             if (KIND == KERN_QN_K6) {                                                         \
                 const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];                         \
                 __m512i i0 = _mm512_set1_epi32(-32 * h0), i1 = _mm512_set1_epi32(-32 * (S - h0)); \
@@ -119,12 +146,13 @@ ZQN_ALL(z_q5_1, KERN_QN_B1, 5, 0)
 ZQN_ALL(z_q4_k, KERN_QN_K, 4, 0)
 ZQN_ALL(z_q5_k, KERN_QN_K, 5, 0)
 ZQN_ALL(z_q6_k, KERN_QN_K6, 6, 32)
+ZQN_ALL(z_q2_k, KERN_QN_K2, 2, 0)
 
 typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs, float *,
                        int64_t, __mmask16);
 static const zqn_fn *const z_tables[KERN_W_COUNT] = {
     [KERN_W_Q4_0] = z_q4_0, [KERN_W_Q4_1] = z_q4_1, [KERN_W_Q5_0] = z_q5_0, [KERN_W_Q5_1] = z_q5_1,
-    [KERN_W_Q4_K] = z_q4_k, [KERN_W_Q5_K] = z_q5_k, [KERN_W_Q6_K] = z_q6_k,
+    [KERN_W_Q4_K] = z_q4_k, [KERN_W_Q5_K] = z_q5_k, [KERN_W_Q6_K] = z_q6_k, [KERN_W_Q2_K] = z_q2_k,
 };
 
 void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
@@ -150,6 +178,10 @@ void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t c
 Y_IN __m256i y_group(const uint8_t *sb, size_t hdr, int bits, int b, int g, int half)
 {
     const __m256i m4 = _mm256_set1_epi8(15);
+    if (bits == 2) {
+        __m256i v2 = _mm256_load_si256((const __m256i *)(sb + hdr + 128 * b + 64 * (g / 4) + 32 * half));
+        return _mm256_and_si256(_mm256_srli_epi16(v2, 2 * (g % 4)), _mm256_set1_epi8(3));
+    }
     __m256i nv = _mm256_load_si256((const __m256i *)(sb + hdr + 256 * b + 64 * (g % 4) + 32 * half));
     __m256i v = g < 4 ? _mm256_and_si256(nv, m4) : _mm256_and_si256(_mm256_srli_epi16(nv, 4), m4);
     if (bits == 5) {
@@ -186,9 +218,16 @@ static Y_ATTR(VNNI) void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, in
         __m256i wv[8];                                                                        \
         _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] = y_group(sb, hdr, BITS, b, g, half); \
         __m256 f0, f1;                                                                        \
+        __m256i sc0 = _mm256_setzero_si256(), sc1 = sc0, mn0 = sc0, mn1 = sc0;                \
         if (KIND == KERN_QN_B0 || KIND == KERN_QN_B1) {                                       \
             f0 = y_h16(sb + 32 * b + 2 * r8);                                                 \
             f1 = KIND == KERN_QN_B1 ? y_h16(sb + 256 + 32 * b + 2 * r8) : f0;                 \
+        } else if (KIND == KERN_QN_K2) {                                                      \
+            f0 = y_h16(sb + 2 * r8), f1 = y_h16(sb + 32 + 2 * r8);                            \
+            const __m256i s0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sb + 64 + 32 * b + r8))); \
+            const __m256i s1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sb + 80 + 32 * b + r8))); \
+            sc0 = _mm256_and_si256(s0, _mm256_set1_epi32(15)), mn0 = _mm256_srli_epi32(s0, 4); \
+            sc1 = _mm256_and_si256(s1, _mm256_set1_epi32(15)), mn1 = _mm256_srli_epi32(s1, 4); \
         } else if (KIND == KERN_QN_K) {                                                       \
             f0 = _mm256_mul_ps(y_h16(sb + 2 * r8), y_u8f(sb + 64 + 16 * b + r8));             \
             f1 = _mm256_mul_ps(y_h16(sb + 32 + 2 * r8), y_u8f(sb + 192 + 16 * b + r8));       \
@@ -201,6 +240,21 @@ static Y_ATTR(VNNI) void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, in
             const int8_t *a = (const int8_t *)xr + k * KERN_QK;                               \
             const float D = ((const float *)(xr + o.d))[k];                                 \
             const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128;                       \
+            if (KIND == KERN_QN_K2) {                                                         \
+                const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];                         \
+                __m256i i0 = _mm256_setzero_si256(), i1 = i0;                                 \
+                _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                        \
+                    i0 = Y_DOT(VNNI, i0, wv[g], _mm256_set1_epi32(ld32(a + 4 * g)));          \
+                    i1 = Y_DOT(VNNI, i1, wv[g + 4], _mm256_set1_epi32(ld32(a + 16 + 4 * g))); \
+                }                                                                             \
+                const __m256i is = _mm256_add_epi32(_mm256_mullo_epi32(i0, sc0), _mm256_mullo_epi32(i1, sc1)); \
+                const __m256i ms = _mm256_add_epi32(_mm256_mullo_epi32(mn0, _mm256_set1_epi32(h0)), \
+                                                    _mm256_mullo_epi32(mn1, _mm256_set1_epi32(S - h0))); \
+                const __m256 vD = _mm256_set1_ps(D);                                          \
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(f0, vD), acc[t]); \
+                acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(f1, vD), acc[t]); \
+                continue;                                                                     \
+            }                                                                                 \
             if (KIND == KERN_QN_K6) {                                                         \
                 const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];                         \
                 __m256i i0 = _mm256_set1_epi32(-32 * h0), i1 = _mm256_set1_epi32(-32 * (S - h0)); \
@@ -235,11 +289,11 @@ typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
     YQN_ALL(P##_q4_0, VNNI, KERN_QN_B0, 4, 8) YQN_ALL(P##_q4_1, VNNI, KERN_QN_B1, 4, 0)       \
     YQN_ALL(P##_q5_0, VNNI, KERN_QN_B0, 5, 16) YQN_ALL(P##_q5_1, VNNI, KERN_QN_B1, 5, 0)      \
     YQN_ALL(P##_q4_k, VNNI, KERN_QN_K, 4, 0) YQN_ALL(P##_q5_k, VNNI, KERN_QN_K, 5, 0)         \
-    YQN_ALL(P##_q6_k, VNNI, KERN_QN_K6, 6, 32)                                                \
+    YQN_ALL(P##_q6_k, VNNI, KERN_QN_K6, 6, 32) YQN_ALL(P##_q2_k, VNNI, KERN_QN_K2, 2, 0)      \
     static const yqn_fn *const P##_tables[KERN_W_COUNT] = {                                   \
         [KERN_W_Q4_0] = P##_q4_0, [KERN_W_Q4_1] = P##_q4_1, [KERN_W_Q5_0] = P##_q5_0,         \
         [KERN_W_Q5_1] = P##_q5_1, [KERN_W_Q4_K] = P##_q4_k, [KERN_W_Q5_K] = P##_q5_k,         \
-        [KERN_W_Q6_K] = P##_q6_k };
+        [KERN_W_Q6_K] = P##_q6_k, [KERN_W_Q2_K] = P##_q2_k };
 YQN_SET(y2, 0)
 YQN_SET(yv, 1)
 

@@ -34,7 +34,7 @@ static void usage(FILE *f)
         "  --eval FILE        token ids, one per line, evaluated in one prompt pass\n"
         "  --logits-out FILE  write n_tokens x n_vocab float32 logits (little-endian)\n"
         "  -n N               without --logits-out: greedy-decode N tokens (default 32)\n"
-        "  --precision P      native (default: 4/5/6-bit matrices kept at their width, others\n"
+        "  --precision P      native (default: 2/4/5/6-bit matrices kept at their width, others\n"
         "                     q8), int8 (every matrix widened to q8) or float (f32 reference)\n"
         "  --threads N        compute threads (default 2)\n"
         "  --kv T             KV cache type f16 (default) or f32\n");

@@ -48,7 +48,7 @@ static void usage(FILE *f)
             "                      session plus prefill chunks (default %d)\n"
             "  --idle-batch-tokens N  the same when no session is decoding (default %d)\n"
             "  --kv f16|f32        KV cache type (default f32)\n"
-            "  --precision P       native (default: 4/5/6-bit weights kept at their width, the\n"
+            "  --precision P       native (default: 2/4/5/6-bit weights kept at their width, the\n"
             "                      rest INT8), int8 (every matrix widened to Q8) or float (f32)\n"
             "  --float             the same as --precision float\n"
             "  --front EP          front door's worker endpoint (default ipc://RUN_DIR/workers.sock) [LLM_WORKERS]\n"

@@ -37,7 +37,7 @@
 #include "model.h"
 
 #define SEG_MAGIC 0x31474553474d4c4cull /* "LLMGSEG1" little-endian */
-#define SEG_LAYOUT_VERSION 4u /* 2: checksums, uid in the name; 3: q8t row tiles (kernels.h); 4: native qn tiles */
+#define SEG_LAYOUT_VERSION 5u /* 2: checksums, uid in the name; 3: q8t row tiles (kernels.h); 4: native qn tiles; 5: native Q2_K */
 #define SEG_NAME_MAX 64
 #define SEG_ALIGN 64
 #define SEG_HEADER_BYTES 8192
@@ -46,8 +46,8 @@
 typedef enum { SEG_STATE_LOADING = 1, SEG_STATE_READY = 2 } seg_state;
 
 /* Element type of a tensor in the segment. 1 was version 1's q8 rows (no longer made).
- * SEG_T_QN0 + (w - 1) is native layout w (kern_wtype KERN_W_Q4_0 .. KERN_W_Q6_K). */
-typedef enum { SEG_T_F32 = 0, SEG_T_Q8T = 2, SEG_T_QN0 = 3, SEG_T_QN_LAST = 9, SEG_T_COUNT } seg_ttype;
+ * SEG_T_QN0 + (w - 1) is native layout w (kern_wtype KERN_W_Q4_0 .. KERN_W_Q2_K). */
+typedef enum { SEG_T_F32 = 0, SEG_T_Q8T = 2, SEG_T_QN0 = 3, SEG_T_QN_LAST = 10, SEG_T_COUNT } seg_ttype;
 
 /* One directory entry. */
 typedef struct {

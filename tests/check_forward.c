@@ -131,15 +131,16 @@ static int check_all(eng_precision prec)
         snprintf(file, sizeof file, "%s.gguf", e->d_name);
         bool f32 = strstr(e->d_name, "-f32") != NULL, f16 = strstr(e->d_name, "-f16") != NULL;
         bool q8 = strstr(e->d_name, "Q8_0") != NULL;
-        bool quantized = !f32 && !f16, q2k = strstr(e->d_name, "Q2_K") != NULL;
-        /* native: Q2_K has no layout of its own and is widened to q8t (4e-2, as int8) */
+        bool quantized = !f32 && !f16;
         double tol = prec == ENG_FLOAT ? (f32 ? 1e-4 : f16 ? 3e-3 : 5e-2)
-                   : q8 ? 1.2e-2 : prec == ENG_NATIVE && quantized && !q2k ? 2e-2 : 4e-2;
+                   : q8 ? 1.2e-2 : prec == ENG_NATIVE && quantized ? 2e-2 : 4e-2;
         /* native top-1 >= 95%, except Q3_K_M: 17/18 (a near-tie, top-2 gap 0.006 at row
-         * 11). Its weights are exact (Q3_K kept as Q6_K values) and most files match
-         * llama.cpp to 1e-6, but as with tiny-llama2-Q8_0 (8e-3), a 1e-7 difference
-         * upstream can flip one activation's int8 rounding, which these flat random
-         * models carry to ~1e-2 (rel 0.0149 here) */
+         * 11). Its weights are exact (Q3_K kept as Q6_K values) and rows 0-4 match
+         * llama.cpp to 2e-7, but a last-bit float difference flipped one activation's
+         * int8 rounding at position 5, which these flat random models carry to ~1e-2 in
+         * every later row (0.0149). llama.cpp c392e50 itself does that against this
+         * reference when run on another machine (measured on the AVX-512 dev VM:
+         * Q5_K_M/story 17/18 at 0.0138, Q4_K_M/unicode 0.0174, Q8_0/unicode 0.0105) */
         int top1_pct = strstr(e->d_name, "Q3_K_M") ? 94 : 95;
         bool built;
         eng_model *m = open_model(file, prec, &built);
@@ -193,7 +194,7 @@ START_TEST(test_reference_int8)
 }
 END_TEST
 
-/* The default path: 4/5/6-bit files keep their own width (kernels.h "qn"), INT8
+/* The default path: 2/4/5/6-bit files keep their own width (kernels.h "qn"), INT8
  * activations; every quantized file within 2e-2 of llama.cpp's logits and top-1 >= 95%
  * (issue 13; the widened path above needs 4e-2 for them). */
 START_TEST(test_reference_native)

@@ -70,8 +70,8 @@ static uint8_t *make_xq(int64_t n, int64_t cols, float **xf_out)
     return xq;
 }
 
-static const int wts[] = { KERN_W_Q4_0, KERN_W_Q4_1, KERN_W_Q5_0, KERN_W_Q5_1, KERN_W_Q4_K, KERN_W_Q5_K, KERN_W_Q6_K };
-#define N_WT 7
+static const int wts[] = { KERN_W_Q4_0, KERN_W_Q4_1, KERN_W_Q5_0, KERN_W_Q5_1, KERN_W_Q4_K, KERN_W_Q5_K, KERN_W_Q6_K, KERN_W_Q2_K };
+#define N_WT 8
 static int64_t min_cols(int wt) { return kern_qn_get(wt)->kind >= KERN_QN_K ? 256 : 32; }
 
 START_TEST(test_qn_pack_keeps_values)
@@ -105,7 +105,7 @@ START_TEST(test_qn_pack_keeps_values)
         for (int j = 0; j < 512; j++) ck_assert_msg(want[j] == got[j], "q3_K row %ld value %d: %a, ggml %a", (long)r, j, got[j], want[j]);
     }
     drop(&m);
-    ck_assert_int_eq(kern_qn_from_qtype(QT_Q2_K), -1);
+    ck_assert_int_eq(kern_qn_from_qtype(QT_Q2_K), KERN_W_Q2_K);
     ck_assert_int_eq(kern_qn_from_qtype(QT_Q8_0), -1);
     ck_assert_int_eq(kern_qn_from_qtype(QT_Q4_K), KERN_W_Q4_K);
     ck_assert_ptr_null(kern_qn_get(KERN_W_Q8T));
