@@ -5,6 +5,7 @@
 # is interrupted (SIGINT) cancels at once.
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 120
+export LLM_FAULT_STEP_DELAY_MS=3 # each step 3 ms longer: the streams outlast the kills on a fast machine
 start_pipeline 1
 "$LLM_BIN/llmc" -n 1800 --temp 0 "Once upon a time" >"$RUN/out.txt" 2>/dev/null & pid=$!
 E2E_PIDS+=($pid)
