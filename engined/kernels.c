@@ -312,6 +312,7 @@ static void scalar_f32_matmul(const float *w, int64_t cols, const float *x, int6
 const kern_ops kern_ops_scalar = {
     .name = "scalar",
     .xq_quantize = scalar_xq_quantize,
+    .xk_quantize = kern_xk_quantize_ref,
     .q8t_block = scalar_q8t_block,
     .q8t_tmax = KERN_MICRO_T,
     .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },

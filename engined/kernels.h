@@ -126,6 +126,8 @@ typedef struct {
     const char *name; /* "scalar", "avx2", "avxvnni", "avx512vnni", "neon" */
     /* x (n_rows x cols f32, row stride cols) -> n_rows xq rows */
     void  (*xq_quantize)(const float *x, int64_t n_rows, int64_t cols, void *dst);
+    /* the same with Q8_K rounding, finished (kern_xk_quantize) */
+    void  (*xk_quantize)(const float *x, int64_t n_rows, int64_t cols, void *dst);
     kern_q8t_block_fn q8t_block;
     int   q8t_tmax;                        /* tokens per micro call in a long product */
     uint8_t q8t_rows[KERN_MICRO_T + 1];    /* tiles per micro call for nt tokens */
@@ -221,8 +223,11 @@ void kern_xq_finish(void *xq, int64_t n_rows, int64_t cols);
 
 /* The same xq layout, finished, with llama.cpp's K-quant activation rounding (Q8_K: one
  * float scale per 256 values, given to each of its blocks), for matrices from K-quant
- * files, so that their logits follow llama.cpp's. Plain C (activations only). */
-void kern_xk_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst);
+ * files, so that their logits follow llama.cpp's. The table's own (AVX2, AVX-512) or
+ * the plain C definition, kern_xk_quantize_ref: the same bytes. */
+static inline void kern_xk_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
+{ kern_active->xk_quantize(x, n_rows, cols, dst); }
+void kern_xk_quantize_ref(const float *x, int64_t n_rows, int64_t cols, void *dst);
 /* kern_xq_quantize and kern_xq_finish, then the S * D entries as llama.cpp's Q8_1 sums (half(amax / 127 *
  * S)), for matrices from Q4_1/Q5_1 files. */
 void kern_x1_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst);

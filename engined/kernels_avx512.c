@@ -452,6 +452,7 @@ const kern_ops kern_ops_avx512vnni = {
     .q8t_tmax = ZS,
     .q8t_rows = { 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3 },
     .qn_block = kern_qn_avx512_block,
+    .xk_quantize = kern_xk_quantize_avx512,
     .qn_tmax = 8,
     .f32_matmul = kern_avx2_f32_matmul,
     .att_qk = avx512_att_qk,

@@ -228,6 +228,7 @@ const kern_ops kern_ops_neon = {
     .q8t_tmax = 12,
     .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
     .qn_block = kern_qn_block_ref,
+    .xk_quantize = kern_xk_quantize_ref,
     .qn_tmax = 16,
     .f32_matmul = neon_f32_matmul,
     .att_qk = neon_att_qk,

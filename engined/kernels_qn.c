@@ -351,7 +351,7 @@ void kern_xq_finish(void *xq, int64_t n_rows, int64_t cols)
  * products): per 256 values one float scale 1 / (-127 / v) with v the value of largest
  * magnitude (the first), q = nearest(x * -127 / v) capped at 127. Each of the 8 blocks
  * of a super-block gets that scale; a partial last super-block is scaled on its own. */
-void kern_xk_quantize(const float *x, int64_t n_rows, int64_t cols, void *xq)
+void kern_xk_quantize_ref(const float *x, int64_t n_rows, int64_t cols, void *xq)
 {
     int64_t nb = (cols + KERN_QK - 1) / KERN_QK, nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
     kern_xq_offs o = kern_xq_offsets(cols);

@@ -17,6 +17,7 @@
 #if defined(__x86_64__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define Z_TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
@@ -165,6 +166,65 @@ void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t c
     for (int t = 0; t < nt; t += 8) {
         int n = nt - t < 8 ? nt - t : 8;
         z_tables[wt][n](w, D->hdr, D->sb_bytes, cols / KERN_QK, xq + (size_t)t * xs, xs, o, y + (int64_t)t * ldy, ldy, mask);
+    }
+}
+
+/* ---- Q8_K activations (kern_xk_quantize_ref's bytes) -------------------------------------
+ * Per 256 values: amax = the largest |x| (NaN ignored, as the reference's ">" does), its
+ * first occurrence's sign gives the scale -127 / v; q = round-half-even(x * scale), which
+ * cvtps gives as the reference's magic-number addition does for |q| <= 127 (a NaN
+ * product, which the addition makes 0, is zeroed first); then each block's sums. Rows whose length is not whole super-blocks take the reference. */
+
+/* The first value of src[0..256) whose magnitude is amax. */
+static float first_with_magnitude(const float *src, float amax)
+{
+    int j = 0;
+    while (fabsf(src[j]) != amax) j++;
+    return src[j];
+}
+
+/* The block parts of xq row `row` for block k from its two int32 halves' sums. */
+static inline void xk_block_sums(uint8_t *row, kern_xq_offs o, int64_t k, float dk, int32_t s0, int32_t s1)
+{
+    ((float *)(row + o.d))[k] = dk;
+    ((int32_t *)(row + o.c))[k] = -128 * (s0 + s1);
+    ((int32_t *)(row + o.hs))[k] = s0;
+    ((float *)(row + o.sd))[k] = (float)(s0 + s1) * dk;
+}
+
+Z_TGT void kern_xk_quantize_avx512(const float *x, int64_t n_rows, int64_t cols, void *xq)
+{
+    if (cols % 256) {
+        kern_xk_quantize_ref(x, n_rows, cols, xq);
+        return;
+    }
+    kern_xq_offs o = kern_xq_offsets(cols);
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    const __m512i cap = _mm512_set1_epi32(127);
+    for (int64_t r = 0; r < n_rows; r++) {
+        uint8_t *row = (uint8_t *)xq + (size_t)r * kern_xq_row_bytes(cols);
+        for (int64_t s0 = 0; s0 < cols; s0 += 256) {
+            const float *src = x + r * cols + s0;
+            __m512 am = _mm512_setzero_ps();
+            for (int j = 0; j < 256; j += 16) am = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(src + j)), am);
+            float amax = _mm512_reduce_max_ps(am), iscale = 0.0f, dk = 0.0f;
+            if (amax != 0.0f) {
+                iscale = -127.0f / first_with_magnitude(src, amax);
+                dk = 1.0f / iscale;
+            }
+            const __m512 vs = _mm512_set1_ps(iscale);
+            for (int b = 0; b < 8; b++) {
+                __m512 v0 = _mm512_mul_ps(_mm512_loadu_ps(src + 32 * b), vs);
+                __m512 v1 = _mm512_mul_ps(_mm512_loadu_ps(src + 32 * b + 16), vs);
+                v0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v0, v0, _CMP_ORD_Q), v0);
+                v1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v1, v1, _CMP_ORD_Q), v1);
+                __m512i q0 = _mm512_min_epi32(_mm512_cvtps_epi32(v0), cap);
+                __m512i q1 = _mm512_min_epi32(_mm512_cvtps_epi32(v1), cap);
+                _mm_storeu_si128((__m128i *)(row + s0 + 32 * b), _mm512_cvtepi32_epi8(q0));
+                _mm_storeu_si128((__m128i *)(row + s0 + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
+                xk_block_sums(row, o, s0 / KERN_QK + b, dk, _mm512_reduce_add_epi32(q0), _mm512_reduce_add_epi32(q1));
+            }
+        }
     }
 }
 
@@ -333,6 +393,68 @@ void kern_qn_avxvnni_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t 
 {
     (void)tb, (void)nr, (void)stream;
     y_block(yv_tables, wt, w, cols, xq, xs, nt, y, ldy, lo, hi);
+}
+
+static inline __attribute__((always_inline, target("avx2,fma,f16c"))) int32_t y_hsum(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* 8 int32 (each in int8 range) -> their low bytes, in order, at dst. */
+static inline __attribute__((always_inline, target("avx2,fma,f16c"))) void y_store8(uint8_t *dst, __m256i v)
+{
+    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256i b = _mm256_shuffle_epi8(v, pick);
+    uint32_t lo = (uint32_t)_mm256_extract_epi32(b, 0), hi = (uint32_t)_mm256_extract_epi32(b, 4);
+    memcpy(dst, &lo, 4);
+    memcpy(dst + 4, &hi, 4);
+}
+
+Y_ATTR(0) void kern_xk_quantize_avx2(const float *x, int64_t n_rows, int64_t cols, void *xq)
+{
+    if (cols % 256) {
+        kern_xk_quantize_ref(x, n_rows, cols, xq);
+        return;
+    }
+    kern_xq_offs o = kern_xq_offsets(cols);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i cap = _mm256_set1_epi32(127);
+    for (int64_t r = 0; r < n_rows; r++) {
+        uint8_t *row = (uint8_t *)xq + (size_t)r * kern_xq_row_bytes(cols);
+        for (int64_t s0 = 0; s0 < cols; s0 += 256) {
+            const float *src = x + r * cols + s0;
+            __m256 am = _mm256_setzero_ps();
+            for (int j = 0; j < 256; j += 8) am = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(src + j)), am);
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+            float amax = _mm_cvtss_f32(m4), iscale = 0.0f, dk = 0.0f;
+            if (amax != 0.0f) {
+                iscale = -127.0f / first_with_magnitude(src, amax);
+                dk = 1.0f / iscale;
+            }
+            const __m256 vs = _mm256_set1_ps(iscale);
+            for (int b = 0; b < 8; b++) {
+                int32_t h[2];
+                for (int half = 0; half < 2; half++) {
+                    const float *p = src + 32 * b + 16 * half;
+                    __m256 v0 = _mm256_mul_ps(_mm256_loadu_ps(p), vs), v1 = _mm256_mul_ps(_mm256_loadu_ps(p + 8), vs);
+                    v0 = _mm256_and_ps(v0, _mm256_cmp_ps(v0, v0, _CMP_ORD_Q));
+                    v1 = _mm256_and_ps(v1, _mm256_cmp_ps(v1, v1, _CMP_ORD_Q));
+                    __m256i q0 = _mm256_min_epi32(_mm256_cvtps_epi32(v0), cap);
+                    __m256i q1 = _mm256_min_epi32(_mm256_cvtps_epi32(v1), cap);
+                    y_store8(row + s0 + 32 * b + 16 * half, q0);
+                    y_store8(row + s0 + 32 * b + 16 * half + 8, q1);
+                    h[half] = y_hsum(_mm256_add_epi32(q0, q1));
+                }
+                xk_block_sums(row, o, s0 / KERN_QK + b, dk, h[0], h[1]);
+            }
+        }
+    }
 }
 
 #endif

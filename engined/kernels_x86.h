@@ -14,6 +14,9 @@ void kern_qn_avx2_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t col
 void kern_qn_avxvnni_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                            size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream);
 void kern_x86_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst);
+/* kern_xk_quantize_ref's bytes (kernels_qn_x86.c) */
+void kern_xk_quantize_avx512(const float *x, int64_t n_rows, int64_t cols, void *dst);
+void kern_xk_quantize_avx2(const float *x, int64_t n_rows, int64_t cols, void *dst);
 void kern_avx2_f32_matmul(const float *w, int64_t cols, const float *x, int64_t n_tok,
                           float *y, int64_t ldy, int64_t r0, int64_t r1);
 void kern_avx2_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,

@@ -214,12 +214,46 @@ START_TEST(test_qn_batch_invariance)
 }
 END_TEST
 
+/* Q8_K activations: every table's quantizer writes the reference's bytes (values,
+ * scales, sums), with outliers, ties of |x| with opposite signs, zero super-blocks, a
+ * NaN and an infinity; rows that are not whole super-blocks take the reference. */
+START_TEST(test_xk_quantize_tables)
+{
+    static const int64_t cols_list[] = { 256, 2048, 5632, 96, 320 };
+    for (int c = 0; c < 5; c++) {
+        int64_t cols = cols_list[c], n = 7;
+        size_t xs = kern_xq_row_bytes(cols);
+        float *x = malloc((size_t)(n * cols) * sizeof *x);
+        fill(x, n * cols, 3.0f);
+        for (int64_t j = 0; j < cols && j < 256; j++) x[1 * cols + j] = 0.0f;   /* row 1: a zero super-block */
+        x[2 * cols + 7] = 50.0f, x[2 * cols + 3] = -50.0f;                      /* row 2: a tie, the first negative */
+        x[3 * cols + 5] = NAN;                                                  /* row 3: NaN ignored */
+        x[4 * cols + 9] = INFINITY;                                             /* row 4: inf (garbage, but the same) */
+        x[5 * cols + cols - 1] = -1e-30f;                                       /* row 5: tiny values */
+        uint8_t *want = aligned_alloc(64, xs * (size_t)n), *got = aligned_alloc(64, xs * (size_t)n);
+        memset(want, 0, xs * (size_t)n);
+        kern_xk_quantize_ref(x, n, cols, want);
+        for (int i = 0; i < N_TABLES; i++) {
+            const kern_ops *ops = kern_get(tables[i]);
+            if (!ops) continue;
+            memset(got, 0, xs * (size_t)n);
+            ops->xk_quantize(x, n, cols, got);
+            for (size_t b = 0; b < xs * (size_t)n; b++)
+                ck_assert_msg(want[b] == got[b], "%s cols %ld: xq row %zu byte %zu is %u, reference %u", tables[i],
+                              (long)cols, b / xs, b % xs, got[b], want[b]);
+        }
+        free(x); free(want); free(got);
+    }
+}
+END_TEST
+
 Suite *qn_suite(void)
 {
     Suite *s = suite_create("qn");
     TCase *tc = tcase_create("layout");
     tcase_add_test(tc, test_qn_pack_keeps_values);
     tcase_add_test(tc, test_qn_bytes);
+    tcase_add_test(tc, test_xk_quantize_tables);
     suite_add_tcase(s, tc);
     tc = tcase_create("products");
     tcase_set_timeout(tc, 300);
