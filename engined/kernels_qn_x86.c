@@ -173,59 +173,69 @@ void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t c
  * Per 256 values: amax = the largest |x| (NaN ignored, as the reference's ">" does), its
  * first occurrence's sign gives the scale -127 / v; q = round-half-even(x * scale), which
  * cvtps gives as the reference's magic-number addition does for |q| <= 127 (a NaN
- * product, which the addition makes 0, is zeroed first); then each block's sums. Rows whose length is not whole super-blocks take the reference. */
+ * product, which the addition makes 0, is zeroed first); then each block's sums. One
+ * driver; each vector width gives the two pieces. Rows whose length is not whole
+ * super-blocks take the reference. */
 
-/* The first value of src[0..256) whose magnitude is amax. */
-static float first_with_magnitude(const float *src, float amax)
-{
-    int j = 0;
-    while (fabsf(src[j]) != amax) j++;
-    return src[j];
-}
+/* The largest |x| of 256 values, NaN ignored. */
+typedef float (*xk_amax_fn)(const float *src);
+/* 32 values at scale iscale: their int8 bytes at q, the sums of the two halves. */
+typedef void (*xk_block_fn)(const float *src, float iscale, uint8_t *q, int32_t half[2]);
 
-/* The block parts of xq row `row` for block k from its two int32 halves' sums. */
-static inline void xk_block_sums(uint8_t *row, kern_xq_offs o, int64_t k, float dk, int32_t s0, int32_t s1)
-{
-    ((float *)(row + o.d))[k] = dk;
-    ((int32_t *)(row + o.c))[k] = -128 * (s0 + s1);
-    ((int32_t *)(row + o.hs))[k] = s0;
-    ((float *)(row + o.sd))[k] = (float)(s0 + s1) * dk;
-}
-
-Z_TGT void kern_xk_quantize_avx512(const float *x, int64_t n_rows, int64_t cols, void *xq)
+static void xk_quantize_with(xk_amax_fn amax_of, xk_block_fn block, const float *x, int64_t n_rows, int64_t cols,
+                             void *xq)
 {
     if (cols % 256) {
         kern_xk_quantize_ref(x, n_rows, cols, xq);
         return;
     }
     kern_xq_offs o = kern_xq_offsets(cols);
-    const __m512 sign = _mm512_set1_ps(-0.0f);
-    const __m512i cap = _mm512_set1_epi32(127);
     for (int64_t r = 0; r < n_rows; r++) {
         uint8_t *row = (uint8_t *)xq + (size_t)r * kern_xq_row_bytes(cols);
         for (int64_t s0 = 0; s0 < cols; s0 += 256) {
             const float *src = x + r * cols + s0;
-            __m512 am = _mm512_setzero_ps();
-            for (int j = 0; j < 256; j += 16) am = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(src + j)), am);
-            float amax = _mm512_reduce_max_ps(am), iscale = 0.0f, dk = 0.0f;
+            float amax = amax_of(src), iscale = 0.0f, dk = 0.0f;
             if (amax != 0.0f) {
-                iscale = -127.0f / first_with_magnitude(src, amax);
+                int j = 0;
+                while (fabsf(src[j]) != amax) j++; /* the first value of that magnitude */
+                iscale = -127.0f / src[j];
                 dk = 1.0f / iscale;
             }
-            const __m512 vs = _mm512_set1_ps(iscale);
             for (int b = 0; b < 8; b++) {
-                __m512 v0 = _mm512_mul_ps(_mm512_loadu_ps(src + 32 * b), vs);
-                __m512 v1 = _mm512_mul_ps(_mm512_loadu_ps(src + 32 * b + 16), vs);
-                v0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v0, v0, _CMP_ORD_Q), v0);
-                v1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v1, v1, _CMP_ORD_Q), v1);
-                __m512i q0 = _mm512_min_epi32(_mm512_cvtps_epi32(v0), cap);
-                __m512i q1 = _mm512_min_epi32(_mm512_cvtps_epi32(v1), cap);
-                _mm_storeu_si128((__m128i *)(row + s0 + 32 * b), _mm512_cvtepi32_epi8(q0));
-                _mm_storeu_si128((__m128i *)(row + s0 + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
-                xk_block_sums(row, o, s0 / KERN_QK + b, dk, _mm512_reduce_add_epi32(q0), _mm512_reduce_add_epi32(q1));
+                int32_t h[2];
+                int64_t k = s0 / KERN_QK + b;
+                block(src + 32 * b, iscale, row + s0 + 32 * b, h);
+                ((float *)(row + o.d))[k] = dk;
+                ((int32_t *)(row + o.c))[k] = -128 * (h[0] + h[1]);
+                ((int32_t *)(row + o.hs))[k] = h[0];
+                ((float *)(row + o.sd))[k] = (float)(h[0] + h[1]) * dk;
             }
         }
     }
+}
+
+static Z_TGT float z_xk_amax(const float *src)
+{
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 am = _mm512_setzero_ps();
+    for (int j = 0; j < 256; j += 16) am = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(src + j)), am);
+    return _mm512_reduce_max_ps(am);
+}
+
+static Z_TGT void z_xk_block(const float *src, float iscale, uint8_t *q, int32_t half[2])
+{
+    for (int h = 0; h < 2; h++) {
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(src + 16 * h), _mm512_set1_ps(iscale));
+        v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+        __m512i qi = _mm512_min_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(127));
+        _mm_storeu_si128((__m128i *)(q + 16 * h), _mm512_cvtepi32_epi8(qi));
+        half[h] = _mm512_reduce_add_epi32(qi);
+    }
+}
+
+void kern_xk_quantize_avx512(const float *x, int64_t n_rows, int64_t cols, void *xq)
+{
+    xk_quantize_with(z_xk_amax, z_xk_block, x, n_rows, cols, xq);
 }
 
 /* ---- AVX2 and AVX-VNNI: a tile as two halves of 8 rows ----------------------------------- */
@@ -403,58 +413,41 @@ static inline __attribute__((always_inline, target("avx2,fma,f16c"))) int32_t y_
     return _mm_cvtsi128_si32(s);
 }
 
-/* 8 int32 (each in int8 range) -> their low bytes, in order, at dst. */
-static inline __attribute__((always_inline, target("avx2,fma,f16c"))) void y_store8(uint8_t *dst, __m256i v)
+static Y_ATTR(0) float y_xk_amax(const float *src)
 {
-    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                          0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-    __m256i b = _mm256_shuffle_epi8(v, pick);
-    uint32_t lo = (uint32_t)_mm256_extract_epi32(b, 0), hi = (uint32_t)_mm256_extract_epi32(b, 4);
-    memcpy(dst, &lo, 4);
-    memcpy(dst + 4, &hi, 4);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 am = _mm256_setzero_ps();
+    for (int j = 0; j < 256; j += 8) am = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(src + j)), am);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    return _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
 }
 
-Y_ATTR(0) void kern_xk_quantize_avx2(const float *x, int64_t n_rows, int64_t cols, void *xq)
+static Y_ATTR(0) void y_xk_block(const float *src, float iscale, uint8_t *q, int32_t half[2])
 {
-    if (cols % 256) {
-        kern_xk_quantize_ref(x, n_rows, cols, xq);
-        return;
-    }
-    kern_xq_offs o = kern_xq_offsets(cols);
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256i cap = _mm256_set1_epi32(127);
-    for (int64_t r = 0; r < n_rows; r++) {
-        uint8_t *row = (uint8_t *)xq + (size_t)r * kern_xq_row_bytes(cols);
-        for (int64_t s0 = 0; s0 < cols; s0 += 256) {
-            const float *src = x + r * cols + s0;
-            __m256 am = _mm256_setzero_ps();
-            for (int j = 0; j < 256; j += 8) am = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(src + j)), am);
-            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
-            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-            m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-            float amax = _mm_cvtss_f32(m4), iscale = 0.0f, dk = 0.0f;
-            if (amax != 0.0f) {
-                iscale = -127.0f / first_with_magnitude(src, amax);
-                dk = 1.0f / iscale;
-            }
-            const __m256 vs = _mm256_set1_ps(iscale);
-            for (int b = 0; b < 8; b++) {
-                int32_t h[2];
-                for (int half = 0; half < 2; half++) {
-                    const float *p = src + 32 * b + 16 * half;
-                    __m256 v0 = _mm256_mul_ps(_mm256_loadu_ps(p), vs), v1 = _mm256_mul_ps(_mm256_loadu_ps(p + 8), vs);
-                    v0 = _mm256_and_ps(v0, _mm256_cmp_ps(v0, v0, _CMP_ORD_Q));
-                    v1 = _mm256_and_ps(v1, _mm256_cmp_ps(v1, v1, _CMP_ORD_Q));
-                    __m256i q0 = _mm256_min_epi32(_mm256_cvtps_epi32(v0), cap);
-                    __m256i q1 = _mm256_min_epi32(_mm256_cvtps_epi32(v1), cap);
-                    y_store8(row + s0 + 32 * b + 16 * half, q0);
-                    y_store8(row + s0 + 32 * b + 16 * half + 8, q1);
-                    h[half] = y_hsum(_mm256_add_epi32(q0, q1));
-                }
-                xk_block_sums(row, o, s0 / KERN_QK + b, dk, h[0], h[1]);
-            }
+    /* the low byte of each int32 lane, in order */
+    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256i sum = _mm256_setzero_si256();
+    for (int e = 0; e < 4; e++) { /* eighths of 8 values */
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(src + 8 * e), _mm256_set1_ps(iscale));
+        v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+        __m256i qi = _mm256_min_epi32(_mm256_cvtps_epi32(v), _mm256_set1_epi32(127));
+        __m256i b = _mm256_shuffle_epi8(qi, pick);
+        uint32_t lo = (uint32_t)_mm256_extract_epi32(b, 0), hi = (uint32_t)_mm256_extract_epi32(b, 4);
+        memcpy(q + 8 * e, &lo, 4);
+        memcpy(q + 8 * e + 4, &hi, 4);
+        sum = _mm256_add_epi32(sum, qi);
+        if (e % 2) {
+            half[e / 2] = y_hsum(sum);
+            sum = _mm256_setzero_si256();
         }
     }
+}
+
+void kern_xk_quantize_avx2(const float *x, int64_t n_rows, int64_t cols, void *xq)
+{
+    xk_quantize_with(y_xk_amax, y_xk_block, x, n_rows, cols, xq);
 }
 
 #endif
