@@ -4,7 +4,7 @@
 #
 #   deploy/pipeline.sh start --model FILE [--workers N] [--run-dir DIR] [--ctx N] [--threads N] [--float]
 #                          [--max-sessions N] [--batch-tokens N] [--idle-batch-tokens N] [--kv f16|f32] (engined)
-#                          [--max-requests N] [--max-per-client N] [--stall-timeout MS] (tokenizerd)
+#                          [--max-requests N] [--max-per-client N] [--stall-timeout MS] [--worker-wait MS] (tokenizerd)
 #                          [--http PORT [--http-host HOST]] [--chat-template NAME]      (gateway, tokenizerd)
 #                          [--no-supervise] do not restart daemons that die (default: each runs
 #                          under runit's runsv, back within a second; --supervise is the default)
@@ -41,7 +41,7 @@ component=""
 if [ "$cmd" = restart ]; then component=${1:-}; [ -n "$component" ] || usage; shift; fi
 
 MODEL="" WORKERS=${LLM_WORKERS_N:-1} RUN_DIR="" CTX=${LLM_CTX:-0} THREADS=${LLM_THREADS:-} FLOAT=0
-MAX_SESSIONS="" BATCH_TOKENS="" IDLE_TOKENS="" KV="" MAX_REQUESTS="" MAX_PER_CLIENT="" STALL_TIMEOUT="" SUPERVISE=1
+MAX_SESSIONS="" BATCH_TOKENS="" IDLE_TOKENS="" KV="" MAX_REQUESTS="" MAX_PER_CLIENT="" STALL_TIMEOUT="" WORKER_WAIT="" SUPERVISE=1
 HTTP=${LLM_HTTP_PORT:-} HTTP_HOST=${LLM_HTTP_HOST:-127.0.0.1} TEMPLATE=""
 while [ $# -gt 0 ]; do
     case $1 in
@@ -53,6 +53,7 @@ while [ $# -gt 0 ]; do
         --max-requests) MAX_REQUESTS=${2:?}; shift 2 ;;
         --max-per-client) MAX_PER_CLIENT=${2:?}; shift 2 ;;
         --stall-timeout) STALL_TIMEOUT=${2:?}; shift 2 ;;
+        --worker-wait) WORKER_WAIT=${2:?}; shift 2 ;;
         --supervise) SUPERVISE=1; shift ;;
         --no-supervise) SUPERVISE=0; shift ;;
         --workers) WORKERS=${2:?}; shift 2 ;;
@@ -72,7 +73,7 @@ case $HTTP in *[!0-9]*) die "--http must be a port number, got '$HTTP'" ;; esac
 for v in WORKERS CTX; do
     case ${!v} in ''|*[!0-9]*) die "--$(echo "$v" | tr 'A-Z' 'a-z') must be a whole number, got '${!v}'" ;; esac
 done
-for v in MAX_SESSIONS BATCH_TOKENS IDLE_TOKENS MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT; do
+for v in MAX_SESSIONS BATCH_TOKENS IDLE_TOKENS MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT WORKER_WAIT; do
     case ${!v} in '') ;; *[!0-9]*|0*) die "--$(echo "$v" | tr 'A-Z_' 'a-z-') must be a positive whole number, got '${!v}'" ;; esac
 done
 case $KV in ''|f16|f32) ;; *) die "--kv must be f16 or f32, got '$KV'" ;; esac
@@ -117,6 +118,7 @@ start_one() {
                  [ -n "$MAX_REQUESTS" ] && args+=(--max-requests "$MAX_REQUESTS")
                  [ -n "$MAX_PER_CLIENT" ] && args+=(--max-per-client "$MAX_PER_CLIENT")
                  [ -n "$STALL_TIMEOUT" ] && args+=(--stall-timeout "$STALL_TIMEOUT")
+                 [ -n "$WORKER_WAIT" ] && args+=(--worker-wait "$WORKER_WAIT")
                  [ -n "$TEMPLATE" ] && args+=(--chat-template "$TEMPLATE") ;;
         gateway) args=(serve --run-dir "$RUN_DIR" --host "$HTTP_HOST" --port "$HTTP") ;;
     esac
@@ -238,7 +240,7 @@ case $cmd in
         [ -n "$MODEL" ] || die "start needs --model FILE"
         [ -r "$MODEL" ] || die "model $MODEL is not readable"
         MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
-        for v in MODEL WORKERS CTX THREADS FLOAT MAX_SESSIONS BATCH_TOKENS IDLE_TOKENS KV MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT SUPERVISE HTTP HTTP_HOST TEMPLATE; do
+        for v in MODEL WORKERS CTX THREADS FLOAT MAX_SESSIONS BATCH_TOKENS IDLE_TOKENS KV MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT WORKER_WAIT SUPERVISE HTTP HTTP_HOST TEMPLATE; do
             printf '%s=%q\n' "$v" "${!v}"
         done >"$RUN_DIR/pipeline.conf"
         for d in $(daemons); do start_one "$d"; done

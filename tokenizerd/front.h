@@ -29,7 +29,6 @@
 #define FRONT_MAX_WORKERS 64
 #define FRONT_MAX_STOPS   8
 #define FRONT_CLIENT_TIMEOUT_MS 6000  /* a streaming client that stops pinging is gone */
-#define FRONT_QUEUE_TIMEOUT_MS  30000 /* a queued request fails when no worker is up this long */
 #define FRONT_CHAT_IDLE_MS      600000 /* chat sessions kept on their worker between turns */
 #define FRONT_KEY_HEX           32    /* a session's secret handle: 128 random bits in hex */
 #define FRONT_ADOPT_GRACE_MS    1500  /* after a start, resumes of unknown sessions wait this
@@ -44,6 +43,8 @@ typedef struct {
     int64_t stall_ms;       /* --stall-timeout: a worker with busy sessions whose progress
                              * counter stands still this long is declared dead (default 30 s) */
     int     max_per_host;   /* --max-workers-per-host: registered workers of one origin (16) */
+    int64_t worker_wait_ms; /* --worker-wait: while no engine worker is registered, queued
+                             * requests wait this long for one, then fail (default 30 s) */
 } front_limits;
 
 typedef struct {
@@ -204,8 +205,10 @@ void front_unpark(front *f, int64_t now);
 void front_fault_arm(front *f, const char *run_dir);
 
 /* front_sched.c */
-/* Dispatches queued requests in admission order, expires silent clients and idle chats,
- * fails queued requests when no worker has been up for FRONT_QUEUE_TIMEOUT_MS. */
+/* Dispatches queued requests in admission order, expires silent clients and idle chats.
+ * While no worker is registered, queued requests wait (f->lim.worker_wait_ms at most);
+ * a session that already generated until the context was full (its worker died or the
+ * front door restarted just then) ends with reason "context", as it would have. */
 void front_tick(front *f, int64_t now);
 /* Sends r (QUEUED) to worker wi as a PT_RUN and marks it RUNNING there; fails r when the
  * message would be too large. */

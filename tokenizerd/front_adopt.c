@@ -132,17 +132,27 @@ void front_adopt(front *f, int wi, const proto_msg *m)
     r->sp_len = sp->via.bin.size;
     r->mu_set = proto_field(m, "mu") != NULL;
     r->mu = proto_f64(m, "mu", 0);
-    r->worker = wi;
-    r->worker_wid = f->w[wi].wid;
-    f->w[wi].assigned++;
-    /* a chat whose turn ended waits for its next turn; anything else runs on */
-    r->state = r->chat && proto_bool(m, "idle", 0) ? RQ_HELD : RQ_RUNNING;
     r->client_ms = r->queued_ms = net_now_ms();
+    int idle = proto_bool(m, "idle", 0);
+    if (idle && !r->chat) {
+        /* it stopped while no front door listened (end of generation, token limit, a full
+         * context, or an error): queued, so that its client's resume replays the text and
+         * the queue ends it (a full context) or runs it on (an error) */
+        r->state = RQ_QUEUED;
+        r->worker = -1;
+        stop_on(f, wi, sess);
+    } else { /* a chat whose turn ended waits for its next turn; anything else runs on */
+        r->worker = wi;
+        r->worker_wid = f->w[wi].wid;
+        f->w[wi].assigned++;
+        r->state = idle ? RQ_HELD : RQ_RUNNING;
+    }
     front_req **p = &f->reqs;
     while (*p) p = &(*p)->next;
     *p = r;
     log_info("session %016llx adopted from worker pid %d: %d tokens, step %d%s", (unsigned long long)sess,
-             f->w[wi].pid, r->n_toks, r->n_gen, r->state == RQ_HELD ? " (chat between turns)" : "");
+             f->w[wi].pid, r->n_toks, r->n_gen,
+             r->state == RQ_HELD ? " (chat between turns)" : r->state == RQ_QUEUED ? " (stopped: queued)" : "");
 }
 
 int front_park(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)

@@ -324,6 +324,13 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
     if (proto_u64(m, "epoch", 0) != f->epoch) return; /* about a session of the instance before */
     front_req *r = front_find_sess(f, proto_u64(m, "sess", 0));
     if (!r || r->worker != wi) return;
+    if (!r->attached && proto_bool(m, "full", 0) && r->state == RQ_RUNNING) {
+        /* adopted, its client not back, and its context is full: its resume replays the
+         * text and the queue ends it */
+        front_detach(f, r, 1);
+        r->state = RQ_QUEUED;
+        return;
+    }
     if (!r->attached) { /* adopted, its client not back: a resume will start it again */
         front_req_free(f, r);
         return;

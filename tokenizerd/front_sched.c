@@ -46,13 +46,14 @@ void front_dispatch(front *f, front_req *r, int wi)
 
 /* The live, unstalled worker with the fewest sessions, room for one more and a context
  * that holds n_toks tokens plus one to generate; -1 if none. *fits_any: some live
- * worker's context is large enough (room or not). */
-static int pick_worker(const front *f, int n_toks, int *fits_any)
+ * worker's context is large enough (room or not); *live_any: some worker is live. */
+static int pick_worker(const front *f, int n_toks, int *fits_any, int *live_any)
 {
     int best = -1;
-    *fits_any = 0;
+    *fits_any = *live_any = 0;
     for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
         const front_worker *w = &f->w[i];
+        *live_any |= w->live;
         if (!w->live || (w->ctx && n_toks >= w->ctx)) continue;
         *fits_any = 1;
         if (w->stalled || w->assigned >= w->cap) continue;
@@ -167,15 +168,25 @@ void front_tick(front *f, int64_t now)
             continue;
         }
         if (r->state != RQ_QUEUED) continue;
-        int fits = 0, wi = pick_worker(f, r->n_toks, &fits);
+        int fits = 0, live = 0, wi = pick_worker(f, r->n_toks, &fits, &live);
         if (wi >= 0 && room) {
             front_dispatch(f, r, wi);
             continue;
         }
-        if (f->no_worker_ms) {
-            int64_t since = r->queued_ms > f->no_worker_ms ? r->queued_ms : f->no_worker_ms;
-            if (now - since > FRONT_QUEUE_TIMEOUT_MS)
-                front_fail(f, r, FRONT_E_NO_WORKER, "no engine worker available (is engined running? see 'llmc status')");
+        if (!live) { /* none registered (an engine restart, or between a goodbye and the
+                      * next check): wait for workers to come back, as for busy ones */
+            int64_t down = f->no_worker_ms ? f->no_worker_ms : now;
+            int64_t since = r->queued_ms > down ? r->queued_ms : down;
+            if (now - since > f->lim.worker_wait_ms) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "no engine worker available for %lld s (is engined running? see 'llmc status')",
+                         (long long)(now - since) / 1000);
+                front_fail(f, r, FRONT_E_NO_WORKER, msg);
+            }
+        } else if (!fits && r->n_gen > 0) {
+            /* it generated until its context was full, and its worker died or the front
+             * door restarted before it heard so: the generation ends as it would have */
+            front_finish(f, r, "context");
         } else if (!fits) { /* every live worker's context is too small for it: it would wait forever */
             char msg[200];
             snprintf(msg, sizeof msg, "the request needs %d tokens of context; the workers hold %d (engined --ctx)",

@@ -60,6 +60,8 @@ static void usage(FILE *o)
                "  --max-per-client N     the same per client connection (default 64)\n"
                "  --stall-timeout MS     a worker with busy sessions whose progress stands still this long\n"
                "                         is declared dead and its sessions move (default 30000)\n"
+               "  --worker-wait MS       while no engine worker is registered, queued requests wait this\n"
+               "                         long for one, then fail with unavailable (default 30000)\n"
                "  --max-workers-per-host N  workers registered from one origin (CURVE key, tcp address,\n"
                "                         or reported host on ipc); more are refused (default 16)\n"
                "  --model FILE [LLM_MODEL], --segment NAME: where the vocabulary comes from\n");
@@ -372,7 +374,8 @@ int tokd_serve(int argc, char **argv)
 {
     const char *model = dmn_env("LLM_MODEL", NULL), *segment = NULL, *run_dir = NULL, *bind = NULL,
                *wbind = NULL, *tmpl = NULL;
-    front_limits lim = { .max_requests = 1024, .max_per_client = 64, .stall_ms = 30000, .max_per_host = 16 };
+    front_limits lim = { .max_requests = 1024, .max_per_client = 64, .stall_ms = 30000, .max_per_host = 16,
+                         .worker_wait_ms = 30000 };
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
@@ -399,6 +402,11 @@ int tokd_serve(int argc, char **argv)
         if ((r = dmn_opt(argc, argv, &i, "--stall-timeout", &v)) != 0) {
             if (r < 0 || dmn_int("--stall-timeout", v, 100, 86400000, &lv) != 0) return 2;
             lim.stall_ms = lv;
+            continue;
+        }
+        if ((r = dmn_opt(argc, argv, &i, "--worker-wait", &v)) != 0) {
+            if (r < 0 || dmn_int("--worker-wait", v, 100, 86400000, &lv) != 0) return 2;
+            lim.worker_wait_ms = lv;
             continue;
         }
         if (dmn_flag(argv[i], "--help") || dmn_flag(argv[i], "-h")) { usage(stdout); return 0; }

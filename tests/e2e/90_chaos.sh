@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# 90: chaos. 8 clients stream requests back to back (greedy, seeded sampling, mirostat,
-# a stop string) through a supervised pipeline (pipeline.sh --supervise, 2 workers)
+# 90: chaos. 10 clients stream requests back to back (greedy, seeded sampling, mirostat,
+# a stop string, and two, greedy and seeded, whose generations run into the end of the
+# 256-token context) through a supervised pipeline (pipeline.sh --supervise, 2 workers)
 # while a killer sends kill -9 to a random daemon every 1 to 3 s: a worker, the engine
 # master (its workers go with it), samplerd or tokenizerd. Every request must end with
 # exactly the text of its uninterrupted reference run: 0 errors, 0 hangs. CHAOS_SECONDS
@@ -9,10 +10,15 @@
 secs=${CHAOS_SECONDS:-40}
 e2e_deadline $((secs + 240))
 export E2E_LLMC_TIMEOUT=120
-start_pipeline 2 --supervise
+E2E_CTX=256 start_pipeline 2 --supervise
 prompts=("Once upon a time" "The little dog" "Lily and Tom went to the park" "One day, a big bear"
-         "Sam had a red ball" "The sun was hot" "Mom said" "The bird sang")
+         "Sam had a red ball" "The sun was hot" "Mom said" "The bird sang" "A cat" "The boy ran")
+clients="0 1 2 3 4 5 6 7 8 9"
 args() {
+    case $1 in
+        8) echo "-n 400 --temp 0" ; return ;;                  # ends at the context
+        9) echo "-n 400 --temp 0.8 --seed 90 --top-k 40" ; return ;;
+    esac
     case $(( $1 % 4 )) in
         0) echo "-n 160 --temp 0" ;;
         1) echo "-n 160 --temp 0.8 --seed $((50 + $1)) --top-k 20" ;;
@@ -20,7 +26,8 @@ args() {
         3) echo "-n 160 --temp 0.7 --seed $((70 + $1)) --stop Lily" ;;
     esac
 }
-for k in 0 1 2 3 4 5 6 7; do llmc $(args $k) "${prompts[$k]}" >"$RUN/ref$k.txt" || fail "reference $k failed"; done
+for k in $clients; do llmc $(args $k) --stats "${prompts[$k]}" >"$RUN/ref$k.txt" 2>"$RUN/referr$k.txt" || fail "reference $k failed"; done
+for k in 8 9; do grep -q "(context;" "$RUN/referr$k.txt" || fail "reference $k did not end at the context: $(cat "$RUN/referr$k.txt")"; done
 end=$(( $(date +%s) + secs ))
 client() {
     local k=$1 n=0 rc
@@ -48,13 +55,13 @@ killer() {
         [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && echo "$victim" >>"$RUN/kills.txt"
     done
 }
-for k in 0 1 2 3 4 5 6 7; do client "$k" & E2E_PIDS+=($!); done
+for k in $clients; do client "$k" & E2E_PIDS+=($!); done
 killer & E2E_PIDS+=($!)
 for p in "${E2E_PIDS[@]}"; do wait "$p"; done
 E2E_PIDS=()
 total=$(cat "$RUN"/count*.txt | awk '{s+=$1} END {print s+0}')
 kills=$(sort "$RUN/kills.txt" 2>/dev/null | uniq -c | awk '{printf "%s %s, ", $1, $2}')
-echo "chaos: $secs s, $total requests by 8 clients, kill -9: ${kills:-none}"
+echo "chaos: $secs s, $total requests by 10 clients, kill -9: ${kills:-none}"
 [ -s "$RUN/errors.txt" ] && fail "$(wc -l <"$RUN/errors.txt") bad requests: $(head -n 5 "$RUN/errors.txt")"
 [ "$(wc -l <"$RUN/kills.txt")" -ge $((secs / 4)) ] || fail "too few kills ($(wc -l <"$RUN/kills.txt"))"
 echo "all $total requests equal their references: 0 errors, 0 hangs"
