@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -485,6 +486,25 @@ int cmd_generate(int argc, char **argv)
     return r;
 }
 
+/* Waits until stdin has input (or ends). Meanwhile the chat's session, held by the front
+ * door between turns with its KV cache on a worker, is pinged every PING_MS: the front
+ * door frees a held chat whose client went silent, so a killed llmc chat holds nothing
+ * for long. The PONGs are drained (run_turn reads only its own request's replies). */
+static void wait_input(lc_conn *c, uint64_t sess, const char *key)
+{
+    while (sess && !interrupted) {
+        struct pollfd p = { .fd = 0, .events = POLLIN };
+        if (poll(&p, 1, PING_MS) != 0) return; /* input, end of input, or an error */
+        proto_writer w;
+        proto_begin(&w, PT_PING, 0);
+        proto_put_u64(&w, "sess", sess);
+        proto_put_str(&w, "key", key);
+        lc_send(c, &w);
+        proto_msg m;
+        while (lc_recv(c, 0, &m) == 1) proto_msg_free(&m);
+    }
+}
+
 int cmd_chat(int argc, char **argv)
 {
     gen_opts o;
@@ -497,6 +517,7 @@ int cmd_chat(int argc, char **argv)
         return 1;
     }
     install_sigint();
+    setvbuf(stdin, NULL, _IONBF, 0); /* no line hides in stdio's buffer from wait_input's poll */
     int tty = isatty(0), cap = 64, n = 0;
     char **msgs = malloc((size_t)cap * sizeof *msgs);
     if (o.system) { msgs[n++] = strdup("system"); msgs[n++] = strdup(o.system); }
@@ -505,6 +526,7 @@ int cmd_chat(int argc, char **argv)
     r = 0;
     for (;;) {
         if (tty) { fputs("> ", stdout); fflush(stdout); }
+        wait_input(&c, sess, key);
         if (!fgets(line, sizeof line, stdin)) break;
         line[strcspn(line, "\n")] = 0;
         if (!line[0]) continue;

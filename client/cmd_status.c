@@ -71,8 +71,8 @@ static void print_text(const proto_msg *m)
            (unsigned long long)proto_u64(m, "max_per_client", 0));
     for (uint32_t i = 0; i < nq; i++) {
         proto_msg e = proto_view(m, &q->via.array.ptr[i]);
-        printf("  %llu. session %016llx  %llu prompt tokens  waiting %.1f s\n", (unsigned long long)proto_u64(&e, "pos", 0),
-               (unsigned long long)proto_u64(&e, "sess", 0), (unsigned long long)proto_u64(&e, "ntok", 0),
+        printf("  %llu. %llu prompt tokens  waiting %.1f s\n", (unsigned long long)proto_u64(&e, "pos", 0),
+               (unsigned long long)proto_u64(&e, "ntok", 0),
                proto_f64(&e, "wait", 0));
     }
 }

@@ -97,6 +97,7 @@ typedef struct {
     int         registered;
     long        stall_step; /* fault injection for tests: LLM_FAULT_STALL_STEP */
     long        step_delay_ms; /* test hook: LLM_FAULT_STEP_DELAY_MS slows every step */
+    int64_t     step_due_ms;   /* the hook's schedule: when the next step may start */
     int64_t     sampler_timeout_ms; /* a sample row unanswered this long fails its session
                                      * (LLM_SAMPLER_TIMEOUT_MS, default 20 s) */
     int64_t     retry_log_ms;
@@ -475,6 +476,18 @@ static void on_front(worker *w, const proto_msg *pm)
 
 /* ---- one step ------------------------------------------------------------------------ */
 
+/* The step-delay test hook keeps a schedule: step k starts no earlier than k × delay
+ * after the first, and a step that starts late (a sleep that overshot on a loaded
+ * machine) is paid back by the next ones starting at once, so n steps last about
+ * n × delay however late each sleep wakes. A pause of a second resets the schedule. */
+static void step_delay(worker *w)
+{
+    int64_t now = net_now_ms();
+    if (!w->step_due_ms || now - w->step_due_ms > 1000) w->step_due_ms = now;
+    w->step_due_ms += w->step_delay_ms;
+    if (w->step_due_ms > now) usleep((useconds_t)(w->step_due_ms - now) * 1000);
+}
+
 /* Builds and runs one step: every READY session with one token left (decoding), then the
  * READY sessions with more (prefill) in arrival order, up to batch_tokens items in all.
  * Returns 1 if a step ran. */
@@ -532,7 +545,7 @@ static int step(worker *w)
         while (!dmn_stop) usleep(50 * 1000);
         return 0;
     }
-    if (w->step_delay_ms > 0) usleep((useconds_t)w->step_delay_ms * 1000);
+    if (w->step_delay_ms > 0) step_delay(w);
     char err[256];
     int64_t t0 = net_now_ms();
     int rc = eng_step(w->m, w->items, n, w->logits, err, sizeof err);

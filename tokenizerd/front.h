@@ -29,7 +29,13 @@
 #define FRONT_MAX_WORKERS 64
 #define FRONT_MAX_STOPS   8
 #define FRONT_CLIENT_TIMEOUT_MS 6000  /* a streaming client that stops pinging is gone */
-#define FRONT_CHAT_IDLE_MS      600000 /* chat sessions kept on their worker between turns */
+#define FRONT_HELD_SILENT_MS    20000 /* a chat held between turns whose client stopped
+                                       * pinging this long is freed (llmc chat pings) */
+#define FRONT_ADOPT_WINDOW_MS   10000 /* workers' REPORTs are adopted only this long after a
+                                       * start: later ones are stopped */
+#define FRONT_MAX_TOMBS         4096  /* ended sessions whose key is remembered ... */
+#define FRONT_TOMB_MS           600000 /* ... this long, so their ids cannot be resumed by
+                                        * someone else */
 #define FRONT_KEY_HEX           32    /* a session's secret handle: 128 random bits in hex */
 #define FRONT_ADOPT_GRACE_MS    1500  /* after a start, resumes of unknown sessions wait this
                                        * long for the workers' reports */
@@ -45,6 +51,9 @@ typedef struct {
     int     max_per_host;   /* --max-workers-per-host: registered workers of one origin (16) */
     int64_t worker_wait_ms; /* --worker-wait: while no engine worker is registered, queued
                              * requests wait this long for one, then fail (default 30 s) */
+    int     max_held;       /* --max-held: chats held between turns in all (default 256) */
+    int     max_held_per_client; /* --max-held-per-client: per connection (default 8); beyond
+                             * either, the chat idle the longest is freed */
 } front_limits;
 
 typedef struct {
@@ -82,7 +91,8 @@ typedef struct {
     size_t   off;
 } front_prob_ref;
 
-typedef enum { RQ_QUEUED, RQ_RUNNING, RQ_HELD } rq_state; /* HELD: chat session between turns */
+typedef enum { RQ_QUEUED, RQ_RUNNING, RQ_HELD } rq_state; /* HELD: chat session between turns
+                                                          * (on a worker, or evicted: worker -1) */
 
 /* One request (or a held chat session). Invariant: state == RQ_RUNNING => worker
  * indexes a live worker and n_gen tokens at toks[n_prompt..] were accepted in order. */
@@ -156,6 +166,10 @@ typedef struct {
     uint32_t     n_vocab;      /* the vocabulary's identity (gguf_vocab_id): a worker must */
     uint64_t     vocab_id;     /* report the same to be registered */
     struct { uint64_t wid; int64_t ms; } refused[FRONT_REFUSED_LOG];
+    struct { uint64_t sess; char key[FRONT_KEY_HEX + 1]; int64_t ms; } tombs[FRONT_MAX_TOMBS];
+    int          tomb_next;    /* the ring's oldest entry, overwritten next */
+    int64_t      adopt_log_ms; /* last "REPORT refused" line (one a second at most) */
+    uint64_t     adopt_refused;
 } front;
 
 /* Error codes of PT_ERROR replies to clients (proto.c lists them; the HTTP gateway maps
@@ -219,6 +233,10 @@ void front_requeue_worker(front *f, int wi, int tell);
 /* Declares workers dead whose beats stopped or whose progress stands still while they
  * have work (f->lim.stall_ms); their requests go back to the queue. */
 void front_check_workers(front *f, int64_t now);
+/* The front door was away for ms (its loop did not run: a stopped or overloaded
+ * machine): every silence it measures (workers, clients, windows) is moved forward by
+ * as much, so that its own absence never counts as its peers' silence. */
+void front_pause_clocks(front *f, int64_t ms);
 /* A worker's heartbeat counts (progress, busy sessions) arrived. */
 void front_worker_beat(front *f, int wi, const proto_msg *m, int64_t now);
 /* The largest context of a live worker, 0 when none is up. */
@@ -254,6 +272,18 @@ front_req *front_find_sess(front *f, uint64_t sess);
 void front_req_free(front *f, front_req *r);
 /* Requests in state st. */
 int front_count(const front *f, rq_state st);
+/* Requests running or queued (*all) and chats held (*held), in all and of connection rid
+ * (*mine, *mine_held); any pointer may be NULL. */
+void front_load(const front *f, const uint8_t *rid, size_t rl, int *all, int *mine, int *held, int *mine_held);
+/* Holds chat r between turns on its worker; frees the chats idle the longest beyond
+ * --max-held-per-client (its connection's) and --max-held. */
+void front_hold(front *f, front_req *r);
+/* Frees r's worker slot for a queued request: the chat stays held, its next turn is
+ * prefilled again wherever it runs. */
+void front_evict(front *f, front_req *r);
+/* 1 when an ended session sess is remembered with another key than m's "key": a resume
+ * of it by someone else must be refused. */
+int front_tomb_refuses(const front *f, uint64_t sess, const proto_msg *m, int64_t now);
 void front_req_free_all(front *f);
 
 #endif

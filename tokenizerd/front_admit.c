@@ -118,17 +118,6 @@ static int set_stops(front_req *r, const proto_msg *m, char *err, size_t errcap)
     return 0;
 }
 
-/* Running + queued requests in all, and of one connection. */
-static void count_load(const front *f, const uint8_t *rid, size_t rl, int *all, int *mine)
-{
-    *all = *mine = 0;
-    for (const front_req *r = f->reqs; r; r = r->next) {
-        if (r->state == RQ_HELD) continue;
-        (*all)++;
-        *mine += r->rid_len == rl && memcmp(r->rid, rid, rl) == 0;
-    }
-}
-
 /* Appends r at the end of the list (admission order). */
 static void enqueue(front *f, front_req *r)
 {
@@ -166,6 +155,10 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
             return;
         }
         if (front_resume(f, rid, rl, m) != 0) return;
+        if (front_tomb_refuses(f, resume, m, net_now_ms())) { /* it ended here, under another key */
+            front_send_error(f, rid, rl, m->id, FRONT_E_NO_SESS, "resume: unknown session (or not yours)");
+            return;
+        }
         cont = 0; /* unknown here: admitted anew under its id and key, its text skipped */
     }
     front_req *r = cont ? front_find_sess(f, cont) : NULL;
@@ -180,7 +173,7 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
         return;
     }
     int all, mine;
-    count_load(f, rid, rl, &all, &mine);
+    front_load(f, rid, rl, &all, &mine, NULL, NULL);
     if (all >= f->lim.max_requests || mine >= f->lim.max_per_client) {
         proto_writer w;
         proto_begin(&w, PT_ERROR, m->id);

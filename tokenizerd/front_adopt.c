@@ -92,21 +92,50 @@ static void stop_on(front *f, int wi, uint64_t sess)
     front_send_worker(f, wi, &w);
 }
 
+/* Why worker wi may not hand this front door a session it does not hold (a REPORT of n
+ * tokens), or NULL. A worker's report is a claim: whoever can reach workers.sock can
+ * make one, so adoption is bounded in time (the window after a start, when the real
+ * workers report), in count (the worker's capacity, --max-requests, --max-held) and in
+ * size (the worker's context). */
+static const char *adopt_refusal(front *f, int wi, uint32_t n, int held_chat, int64_t now)
+{
+    const front_worker *w = &f->w[wi];
+    int all, held;
+    front_load(f, NULL, 0, &all, NULL, &held, NULL);
+    if (now - f->start_ms > FRONT_ADOPT_WINDOW_MS) return "it came after the adoption window";
+    if (!w->ctx || n > (uint32_t)w->ctx) return "it holds more tokens than the worker's context";
+    if (w->assigned >= w->cap) return "the worker reported more sessions than its capacity";
+    if (held_chat ? held >= f->lim.max_held : all >= f->lim.max_requests) return "the front door is full";
+    return NULL;
+}
+
+/* Logs a refused REPORT, one line a second at most (a fake worker may send thousands). */
+static void log_refused(front *f, int wi, uint64_t sess, const char *why, int64_t now)
+{
+    f->adopt_refused++;
+    if (now - f->adopt_log_ms < 1000) return;
+    f->adopt_log_ms = now;
+    log_warn("worker pid %d reported session %016llx, not adopted: %s (%llu reports refused so far)", f->w[wi].pid,
+             (unsigned long long)sess, why, (unsigned long long)f->adopt_refused);
+}
+
 void front_adopt(front *f, int wi, const proto_msg *m)
 {
     uint64_t sess = proto_u64(m, "sess", 0);
+    int64_t now = net_now_ms();
     if (proto_u64(m, "epoch", 0) != f->epoch) return; /* a report meant for another instance */
     front_req *r = front_find_sess(f, sess);
-    if (r) { /* resumed from scratch meanwhile: the copy we run wins, unless it is still queued */
-        if (r->state == RQ_RUNNING && r->worker == wi) return;
-        if (r->state != RQ_QUEUED || r->n_gen > 0) {
-            stop_on(f, wi, sess);
-            return;
-        }
-        front_req_free(f, r); /* queued, nothing generated: adopt the worker's further state */
-    }
+    if (r && r->state == RQ_RUNNING && r->worker == wi) return; /* ours, on that very worker */
     const msgpack_object *toks = proto_field(m, "toks"), *sp = proto_field(m, "sp");
     uint32_t n = toks->via.array.size;
+    /* a session held here is never replaced: its client may be streaming it, and a
+     * report is only a claim (the copy we run, or queue, wins) */
+    const char *why = r ? "this front door holds that session" : adopt_refusal(f, wi, n, proto_bool(m, "idle", 0), now);
+    if (why) {
+        log_refused(f, wi, sess, why, now);
+        stop_on(f, wi, sess);
+        return;
+    }
     uint64_t step = proto_u64(m, "step", 0);
     r = calloc(1, sizeof *r);
     if (r) r->toks = malloc(((size_t)n + 1024) * sizeof *r->toks);

@@ -34,6 +34,78 @@ int front_count(const front *f, rq_state st)
     return n;
 }
 
+void front_load(const front *f, const uint8_t *rid, size_t rl, int *all, int *mine, int *held, int *mine_held)
+{
+    int n[4] = {0};
+    for (const front_req *r = f->reqs; r; r = r->next) {
+        int h = r->state == RQ_HELD, own = rid && r->rid_len == rl && memcmp(r->rid, rid, rl) == 0;
+        n[h ? 2 : 0]++;
+        n[h ? 3 : 1] += own;
+    }
+    if (all) *all = n[0];
+    if (mine) *mine = n[1];
+    if (held) *held = n[2];
+    if (mine_held) *mine_held = n[3];
+}
+
+/* The held chat idle the longest (of connection rid when rid is set), other than keep. */
+static front_req *oldest_held(front *f, const uint8_t *rid, size_t rl, const front_req *keep)
+{
+    front_req *best = NULL;
+    for (front_req *r = f->reqs; r; r = r->next)
+        if (r->state == RQ_HELD && r != keep && (!rid || (r->rid_len == rl && !memcmp(r->rid, rid, rl))) &&
+            (!best || r->client_ms < best->client_ms))
+            best = r;
+    return best;
+}
+
+void front_hold(front *f, front_req *r)
+{
+    r->state = RQ_HELD;
+    r->client_ms = net_now_ms();
+    int held, mine;
+    for (;;) {
+        front_load(f, r->rid, r->rid_len, NULL, NULL, &held, &mine);
+        int per_client = mine > f->lim.max_held_per_client;
+        if (!per_client && held <= f->lim.max_held) return;
+        front_req *x = oldest_held(f, per_client ? r->rid : NULL, r->rid_len, r);
+        if (!x) return;
+        log_info("chat session %016llx freed between turns: %s", (unsigned long long)x->sess,
+                 per_client ? "its connection holds more chats than --max-held-per-client"
+                            : "more chats are held than --max-held");
+        front_req_free(f, x);
+    }
+}
+
+void front_evict(front *f, front_req *r)
+{
+    log_info("chat session %016llx leaves worker pid %d between turns: a queued request needs the slot",
+             (unsigned long long)r->sess, f->w[r->worker].pid);
+    front_detach(f, r, 1);
+}
+
+/* Remembers the key of an ended session (a ring: the oldest is forgotten first). */
+static void tomb_add(front *f, const front_req *r)
+{
+    if (!r->key[0]) return;
+    int i = f->tomb_next;
+    f->tomb_next = (i + 1) % FRONT_MAX_TOMBS;
+    f->tombs[i].sess = r->sess;
+    memcpy(f->tombs[i].key, r->key, sizeof f->tombs[i].key);
+    f->tombs[i].ms = net_now_ms();
+}
+
+int front_tomb_refuses(const front *f, uint64_t sess, const proto_msg *m, int64_t now)
+{
+    for (int i = 0; i < FRONT_MAX_TOMBS; i++) {
+        if (f->tombs[i].sess != sess || now - f->tombs[i].ms > FRONT_TOMB_MS) continue;
+        front_req probe;
+        memcpy(probe.key, f->tombs[i].key, sizeof probe.key);
+        return !front_key_ok(&probe, m);
+    }
+    return 0;
+}
+
 static void send_stop(front *f, int wi, uint64_t sess)
 {
     if (wi < 0 || !f->w[wi].live) return;
@@ -54,6 +126,7 @@ void front_detach(front *f, front_req *r, int tell)
 void front_req_free(front *f, front_req *r)
 {
     front_detach(f, r, 1);
+    tomb_add(f, r);
     for (front_req **p = &f->reqs; *p; p = &(*p)->next)
         if (*p == r) { *p = r->next; break; }
     free(r->toks);
@@ -179,8 +252,7 @@ void front_finish(front *f, front_req *r, const char *reason)
     front_send(f, r->rid, r->rid_len, &w);
     f->served++;
     if (r->chat && r->worker >= 0) {
-        r->state = RQ_HELD;
-        r->client_ms = net_now_ms();
+        front_hold(f, r);
     } else {
         front_req_free(f, r);
     }
@@ -360,7 +432,7 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
 void front_client_gone(front *f, const uint8_t *rid, size_t rl)
 {
     for (front_req *r = f->reqs; r; r = r->next)
-        if (r->rid_len == rl && memcmp(r->rid, rid, rl) == 0 && r->state != RQ_HELD) r->gone = true;
+        if (r->rid_len == rl && memcmp(r->rid, rid, rl) == 0) r->gone = true; /* held chats too */
 }
 
 int front_key_ok(const front_req *r, const proto_msg *m)

@@ -62,6 +62,21 @@ static int pick_worker(const front *f, int n_toks, int *fits_any, int *live_any)
     return best;
 }
 
+/* Makes room for a queued request of n_toks tokens: the chat held between turns the
+ * longest on a worker that could run it leaves that worker. 0 when there is none. */
+static int evict_held(front *f, int n_toks)
+{
+    front_req *best = NULL;
+    for (front_req *r = f->reqs; r; r = r->next) {
+        if (r->state != RQ_HELD || r->worker < 0) continue;
+        const front_worker *w = &f->w[r->worker];
+        if (!w->live || w->stalled || (w->ctx && n_toks >= w->ctx)) continue;
+        if (!best || r->client_ms < best->client_ms) best = r;
+    }
+    if (best) front_evict(f, best);
+    return best != NULL;
+}
+
 int front_ctx_max(const front *f)
 {
     int m = 0;
@@ -115,6 +130,20 @@ void front_worker_beat(front *f, int wi, const proto_msg *m, int64_t now)
     w->busy = busy;
 }
 
+void front_pause_clocks(front *f, int64_t ms)
+{
+    for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
+        f->w[i].last_ms += ms;
+        f->w[i].prog_ms += ms;
+    }
+    for (front_req *r = f->reqs; r; r = r->next) {
+        r->client_ms += ms;
+        r->queued_ms += ms;
+    }
+    f->start_ms += ms; /* the adoption grace and window */
+    if (f->no_worker_ms) f->no_worker_ms += ms;
+}
+
 void front_check_workers(front *f, int64_t now)
 {
     int live = 0;
@@ -147,7 +176,11 @@ void front_tick(front *f, int64_t now)
     for (front_req *r = f->reqs; r; r = next) {
         next = r->next;
         if (r->state == RQ_HELD) {
-            if (now - r->client_ms > FRONT_CHAT_IDLE_MS) front_req_free(f, r);
+            if (r->gone || now - r->client_ms > FRONT_HELD_SILENT_MS) {
+                log_info("chat session %016llx freed between turns: its client %s", (unsigned long long)r->sess,
+                         r->gone ? "disconnected" : "stopped pinging");
+                front_req_free(f, r);
+            }
             continue;
         }
         if (!r->attached) { /* adopted after a restart: its client has a while to come back */
@@ -169,6 +202,7 @@ void front_tick(front *f, int64_t now)
         }
         if (r->state != RQ_QUEUED) continue;
         int fits = 0, live = 0, wi = pick_worker(f, r->n_toks, &fits, &live);
+        if (wi < 0 && fits && room && evict_held(f, r->n_toks)) wi = pick_worker(f, r->n_toks, &fits, &live);
         if (wi >= 0 && room) {
             front_dispatch(f, r, wi);
             continue;

@@ -47,6 +47,9 @@ int front_send_worker(front *f, int wi, proto_writer *w)
     return rc;
 }
 
+#define POLL_MS       50  /* the loop's poll timeout */
+#define AWAY_SLACK_MS 100 /* a turn's lateness not counted as an absence */
+
 static void usage(FILE *o)
 {
     fprintf(o, "usage: tokenizerd (--model FILE | --segment NAME) [options]   the front door daemon\n"
@@ -60,6 +63,9 @@ static void usage(FILE *o)
                "  --max-per-client N     the same per client connection (default 64)\n"
                "  --stall-timeout MS     a worker with busy sessions whose progress stands still this long\n"
                "                         is declared dead and its sessions move (default 30000)\n"
+               "  --max-held N           chats held between turns (their KV cache kept on a worker) in\n"
+               "                         all; beyond it the one idle the longest is freed (default 256)\n"
+               "  --max-held-per-client N  the same per client connection (default 8)\n"
                "  --worker-wait MS       while no engine worker is registered, queued requests wait this\n"
                "                         long for one, then fail with unavailable (default 30000)\n"
                "  --max-workers-per-host N  workers registered from one origin (CURVE key, tcp address,\n"
@@ -97,14 +103,14 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
         proto_pack_str(&w.pk, "bpw"); msgpack_pack_double(&w.pk, x->bpw);
         if (x->swait > swait) swait = x->swait;
     }
-    /* the queue, first come first served: position, session, prompt tokens, wait */
+    /* the queue, first come first served: position, prompt tokens, wait (no session ids:
+     * any client may ask, and an id is half of what acting on a session takes) */
     int nq = front_count(f, RQ_QUEUED), shown = nq < 100 ? nq : 100, pos = 0;
     proto_put_array_begin(&w, "queue", (uint32_t)shown);
     for (const front_req *r = f->reqs; r && pos < shown; r = r->next) {
         if (r->state != RQ_QUEUED) continue;
-        msgpack_pack_map(&w.pk, 4);
+        msgpack_pack_map(&w.pk, 3);
         proto_pack_str(&w.pk, "pos"); msgpack_pack_int64(&w.pk, ++pos);
-        proto_pack_str(&w.pk, "sess"); msgpack_pack_uint64(&w.pk, r->sess);
         proto_pack_str(&w.pk, "ntok"); msgpack_pack_int64(&w.pk, r->n_toks);
         proto_pack_str(&w.pk, "wait"); msgpack_pack_double(&w.pk, (double)(now - r->queued_ms) / 1000.0);
     }
@@ -375,7 +381,7 @@ int tokd_serve(int argc, char **argv)
     const char *model = dmn_env("LLM_MODEL", NULL), *segment = NULL, *run_dir = NULL, *bind = NULL,
                *wbind = NULL, *tmpl = NULL;
     front_limits lim = { .max_requests = 1024, .max_per_client = 64, .stall_ms = 30000, .max_per_host = 16,
-                         .worker_wait_ms = 30000 };
+                         .worker_wait_ms = 30000, .max_held = 256, .max_held_per_client = 8 };
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
@@ -402,6 +408,16 @@ int tokd_serve(int argc, char **argv)
         if ((r = dmn_opt(argc, argv, &i, "--stall-timeout", &v)) != 0) {
             if (r < 0 || dmn_int("--stall-timeout", v, 100, 86400000, &lv) != 0) return 2;
             lim.stall_ms = lv;
+            continue;
+        }
+        if ((r = dmn_opt(argc, argv, &i, "--max-held", &v)) != 0) {
+            if (r < 0 || dmn_int("--max-held", v, 0, 1 << 20, &lv) != 0) return 2;
+            lim.max_held = (int)lv;
+            continue;
+        }
+        if ((r = dmn_opt(argc, argv, &i, "--max-held-per-client", &v)) != 0) {
+            if (r < 0 || dmn_int("--max-held-per-client", v, 0, 1 << 20, &lv) != 0) return 2;
+            lim.max_held_per_client = (int)lv;
             continue;
         }
         if ((r = dmn_opt(argc, argv, &i, "--worker-wait", &v)) != 0) {
@@ -441,9 +457,21 @@ int tokd_serve(int argc, char **argv)
         collect_eog(&f);
         log_info("serving %s (%d tokens, chat template %s)", f.model, tok_n_vocab(f.vocab),
                  chat_template_name(f.tmpl));
+        int64_t turn = net_now_ms(), away_log = 0;
         while (!dmn_stop) {
             zmq_pollitem_t it[2] = {{f.clients, 0, ZMQ_POLLIN, 0}, {f.workers, 0, ZMQ_POLLIN, 0}};
-            if (zmq_poll(it, 2, 50) < 0 && zmq_errno() != EINTR) break;
+            if (zmq_poll(it, 2, POLL_MS) < 0 && zmq_errno() != EINTR) break;
+            /* a turn takes POLL_MS at most, plus the handling below: longer, and the front
+             * door itself was away (the machine stalled); its peers were not silent */
+            int64_t woke = net_now_ms(), away = woke - turn - POLL_MS - AWAY_SLACK_MS;
+            if (away > 0) {
+                front_pause_clocks(&f, away);
+                if (woke - away_log > 10000) {
+                    away_log = woke;
+                    log_warn("the front door did not run for %lld ms (a stalled machine?): silences are measured "
+                             "without that time", (long long)(away + AWAY_SLACK_MS));
+                }
+            }
             for (int k = 0; k < 256 && (it[1].revents & ZMQ_POLLIN); k++) {
                 int ev = 0;
                 size_t sz = sizeof ev;
@@ -459,6 +487,9 @@ int tokd_serve(int argc, char **argv)
                 on_client(&f);
             }
             int64_t now = net_now_ms();
+            away = now - woke - AWAY_SLACK_MS; /* handling the messages was as long an absence */
+            if (away > 0) front_pause_clocks(&f, away);
+            turn = now;
             heartbeat(&f, now);
             if (f.n_parked) front_unpark(&f, now);
             front_tick(&f, now);

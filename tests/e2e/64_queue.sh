@@ -14,7 +14,7 @@ for i in 0 1 2 3 4 5; do llmc -n $N --temp 0 "${prompts[$i]}" >"$RUN/solo$i.txt"
 for i in 0 1 2 3 4 5; do llmc -n $N --temp 0 "${prompts[$i]}" >"$RUN/par$i.txt" 2>"$RUN/err$i.txt" & E2E_PIDS+=($!); done
 wait_until 20 '[ "$(status_field queued)" -ge 2 ]' || fail "requests beyond capacity are not queued ($(status_field queued))"
 "$LLM_BIN/llmc" status --run-dir "$RUN" >"$RUN/status.txt"
-grep -q "^  1\. session" "$RUN/status.txt" || fail "llmc status shows no queue positions: $(cat "$RUN/status.txt")"
+grep -q "^  1\. [0-9]* prompt tokens" "$RUN/status.txt" || fail "llmc status shows no queue positions: $(cat "$RUN/status.txt")"
 grep -A4 "^queue:" "$RUN/status.txt"
 for p in "${E2E_PIDS[@]}"; do wait "$p" || fail "a queued request failed: $(cat "$RUN"/err*.txt)"; done
 E2E_PIDS=()
