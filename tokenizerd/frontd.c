@@ -136,7 +136,8 @@ static void on_client(front *f)
     int r = net_recv_msg(f->clients, 1, rid, &rl, &m, &nbytes, err, sizeof err);
     if (r == 0) return;
     if (r < 0) {
-        log_warn("bad client message (%zu bytes): %s", nbytes, err);
+        static log_limit lim = LOG_LIMIT("bad client message");
+        log_warn_limited(&lim, "bad client message (%zu bytes): %s", nbytes, err);
         front_send_error(f, rid, rl, 0, FRONT_E_INVALID, err);
     } else {
         switch (m.type) {
@@ -145,7 +146,8 @@ static void on_client(front *f)
         case PT_PING: case PT_CANCEL: front_client_msg(f, rid, rl, &m); break;
         default:
             snprintf(err, sizeof err, "the front door does not take %s from clients", proto_type_name(m.type));
-            log_warn("%s", err);
+            static log_limit wrong = LOG_LIMIT("message of the wrong kind from a client");
+            log_warn_limited(&wrong, "%s", err);
             front_send_error(f, rid, rl, m.id, FRONT_E_INVALID, err);
         }
     }
@@ -267,7 +269,8 @@ static void on_worker(front *f)
     int r = net_recv_msg_from(f->workers, 1, rid, &rl, &m, &nbytes, peer, sizeof peer, err, sizeof err);
     if (r == 0) return;
     if (r < 0) {
-        log_warn("bad worker message (%zu bytes): %s", nbytes, err);
+        static log_limit lim = LOG_LIMIT("bad worker message");
+        log_warn_limited(&lim, "bad worker message (%zu bytes): %s", nbytes, err);
         return;
     }
     int wi = worker_by_rid(f, rid, rl);
@@ -460,6 +463,7 @@ int tokd_serve(int argc, char **argv)
             }
             int64_t now = net_now_ms();
             heartbeat(&f, now);
+            log_limit_tick();
             if (f.n_parked) front_unpark(&f, now);
             front_tick(&f, now);
         }
