@@ -272,8 +272,10 @@ int main(int argc, char **argv)
     zap *z = NULL; /* workers' keys on tcp+CURVE: LLM_CURVE_ALLOW_WORKERS */
     if (!d.sock || !d.work || !d.hist || net_curve(d.sock, ep, 1, err, sizeof err) != 0 ||
         zap_guard(&z, ctx, d.sock, ep, "sampler", "LLM_CURVE_ALLOW_WORKERS", err, sizeof err) != 0 ||
-        zmq_bind(d.sock, ep) != 0) {
-        log_error("cannot serve %s: %s", ep, err[0] ? err : zmq_strerror(zmq_errno()));
+        net_bind(d.sock, ep) != 0) {
+        char shown[400];
+        log_error("cannot serve %s: %s", net_display(ep, shown, sizeof shown),
+                  err[0] ? err : zmq_strerror(zmq_errno()));
         net_close(&d.sock);
         zap_destroy(&z);
         zmq_ctx_term(ctx);
@@ -281,7 +283,8 @@ int main(int argc, char **argv)
         free(d.hist);
         return 1;
     }
-    log_info("serving on %s", ep);
+    char shown[400];
+    log_info("serving on %s", net_display(ep, shown, sizeof shown));
     int64_t last_sweep = net_now_ms();
     while (!dmn_stop) {
         zmq_pollitem_t it = {d.sock, 0, ZMQ_POLLIN, 0};

@@ -352,13 +352,13 @@ static int bind_sockets(front *f, const char *dir, const char *bind, const char 
     zmq_setsockopt(f->clients, ZMQ_SNDHWM, &unlimited, sizeof unlimited);
     if (net_curve(f->clients, ep, 1, err, sizeof err) != 0 ||
         zap_guard(&f->zap, f->ctx, f->clients, ep, "clients", "LLM_CURVE_ALLOW_CLIENTS", err, sizeof err) != 0 ||
-        zmq_bind(f->clients, ep) != 0) {
+        net_bind(f->clients, ep) != 0) {
         log_error("cannot serve clients on %s: %s", ep, err[0] ? err : zmq_strerror(zmq_errno()));
         return -1;
     }
     if (net_curve(f->workers, wep, 1, err, sizeof err) != 0 ||
         zap_guard(&f->zap, f->ctx, f->workers, wep, "workers", "LLM_CURVE_ALLOW_WORKERS", err, sizeof err) != 0 ||
-        zmq_bind(f->workers, wep) != 0) {
+        net_bind(f->workers, wep) != 0) {
         log_error("cannot serve workers on %s: %s", wep, err[0] ? err : zmq_strerror(zmq_errno()));
         return -1;
     }
