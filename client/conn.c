@@ -44,7 +44,9 @@ int lc_open(lc_conn *c, const char *endpoint, const char *run_dir, char *err, si
         int exists = path ? stat(path, &st) == 0 : 1;
         if (!path || (exists && ipc_listening(path))) break;
         if (net_now_ms() - t0 > (exists ? LC_RESTART_WAIT_MS : 300)) {
-            snprintf(err, errcap, "the pipeline is not running (no front door at %s); " LC_START_HINT, c->endpoint);
+            char shown[400];
+            snprintf(err, errcap, "the pipeline is not running (no front door at %s); " LC_START_HINT,
+                     net_display(c->endpoint, shown, sizeof shown));
             return -1;
         }
         usleep(20 * 1000);

@@ -2,6 +2,7 @@
 #include "net.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,28 @@
 #include "log.h"
 #include "proto.h"
 
-int net_run_dir(const char *flag, char *out, size_t cap, char *err, size_t errcap)
+/* The run directories this process verified, each held open for the rest of its life:
+ * endpoints and files in one are named through /proc/self/fd/N, the verified directory
+ * itself, so a name swapped after the check (a symlink, a rename) cannot redirect a bind,
+ * a connect, ZeroMQ's later reconnects or a file. A descriptor is never closed, because
+ * names through it may still be in use; a directory replaced under the same name gets a
+ * new entry. Filled before any thread starts (see net.h). */
+#define NET_HELD_MAX 8
+static struct {
+    char path[NET_RUN_DIR_MAX + 1]; /* as named: for messages and lookups */
+    int  fd;                        /* O_PATH descriptor of the verified directory */
+} held[NET_HELD_MAX];
+static int n_held;
+
+static int held_find(const char *path)
+{
+    for (int i = 0; i < n_held; i++)
+        if (strcmp(held[i].path, path) == 0) return i;
+    return -1;
+}
+
+/* --run-dir, else $LLM_RUN_DIR, else $XDG_RUNTIME_DIR/llm, else /tmp/llm-$UID. */
+static int run_dir_name(const char *flag, char *out, size_t cap, char *err, size_t errcap)
 {
     const char *env = getenv("LLM_RUN_DIR"), *xdg = getenv("XDG_RUNTIME_DIR");
     int n;
@@ -20,29 +42,101 @@ int net_run_dir(const char *flag, char *out, size_t cap, char *err, size_t errca
     else if (env && *env) n = snprintf(out, cap, "%s", env);
     else if (xdg && *xdg) n = snprintf(out, cap, "%s/llm", xdg);
     else n = snprintf(out, cap, "/tmp/llm-%u", (unsigned)getuid());
-    if (n < 0 || (size_t)n >= cap || (size_t)n > 80) {
-        /* ipc:// paths are limited by sun_path (108 bytes) */
-        snprintf(err, errcap, "run directory path '%s' is too long (at most 80 bytes)", out);
-        return -1;
-    }
-    if (mkdir(out, 0700) != 0 && errno != EEXIST) {
-        snprintf(err, errcap, "cannot create run directory %s: %s", out, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (stat(out, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(err, errcap, "run directory %s is not a directory", out);
-        return -1;
-    }
-    if (st.st_uid != getuid()) {
-        snprintf(err, errcap, "run directory %s belongs to uid %u, not to us", out, (unsigned)st.st_uid);
-        return -1;
-    }
-    if (st.st_mode & 077) {
-        snprintf(err, errcap, "run directory %s has mode %o; it must be 0700", out, (unsigned)(st.st_mode & 0777));
+    if (n < 0 || (size_t)n >= cap || n > NET_RUN_DIR_MAX) {
+        /* other programs name its sockets by path, and sun_path holds 107 bytes */
+        snprintf(err, errcap, "run directory path '%s' is too long (at most %d bytes)", out, NET_RUN_DIR_MAX);
         return -1;
     }
     return 0;
+}
+
+/* Opens path itself, never what a symlink there points to; the descriptor, or -1 with
+ * err. O_PATH needs no read permission, so another user's directory gets to the owner
+ * check and its message. */
+static int run_dir_open(const char *path, char *err, size_t errcap)
+{
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errcap, "cannot create run directory %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) return fd;
+    int e = errno;
+    struct stat st;
+    if ((e == ELOOP || e == ENOTDIR) && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+        snprintf(err, errcap, "run directory %s is a symbolic link; refusing it (it could be pointed elsewhere "
+                 "after the check): give the real directory", path);
+    else if (e == ENOTDIR)
+        snprintf(err, errcap, "run directory %s is not a directory", path);
+    else
+        snprintf(err, errcap, "cannot open run directory %s: %s", path, strerror(e));
+    return -1;
+}
+
+/* The checks on the open directory: ours, nobody else may enter, reachable by fd path. */
+static int run_dir_verify(int fd, const char *path, struct stat *st, char *err, size_t errcap)
+{
+    char via[32];
+    snprintf(via, sizeof via, "/proc/self/fd/%d", fd);
+    if (fstat(fd, st) != 0 || !S_ISDIR(st->st_mode)) {
+        snprintf(err, errcap, "run directory %s is not a directory", path);
+        return -1;
+    }
+    if (st->st_uid != getuid()) {
+        snprintf(err, errcap, "run directory %s belongs to uid %u, not to us (uid %u)", path,
+                 (unsigned)st->st_uid, (unsigned)getuid());
+        return -1;
+    }
+    if (st->st_mode & 077) {
+        snprintf(err, errcap, "run directory %s has mode %o; it must be 0700", path, (unsigned)(st->st_mode & 0777));
+        return -1;
+    }
+    if (access(via, X_OK) != 0) {
+        snprintf(err, errcap, "cannot reach run directory %s through %s (is /proc mounted?)", path, via);
+        return -1;
+    }
+    return 0;
+}
+
+/* Keeps fd as path's verified directory, or the held one if it is the same directory. */
+static int run_dir_hold(const char *path, int fd, const struct stat *st, char *err, size_t errcap)
+{
+    int i = held_find(path);
+    struct stat hs;
+    if (i >= 0 && fstat(held[i].fd, &hs) == 0 && hs.st_dev == st->st_dev && hs.st_ino == st->st_ino) {
+        close(fd);
+        return 0;
+    }
+    if (i < 0 && n_held == NET_HELD_MAX) {
+        snprintf(err, errcap, "cannot hold run directory %s: %d run directories are open already", path,
+                 NET_HELD_MAX);
+        close(fd);
+        return -1;
+    }
+    if (i < 0) i = n_held++;
+    snprintf(held[i].path, sizeof held[i].path, "%s", path);
+    held[i].fd = fd;
+    return 0;
+}
+
+int net_run_dir(const char *flag, char *out, size_t cap, char *err, size_t errcap)
+{
+    if (run_dir_name(flag, out, cap, err, errcap) != 0) return -1;
+    int fd = run_dir_open(out, err, errcap);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (run_dir_verify(fd, out, &st, err, errcap) != 0) {
+        close(fd);
+        return -1;
+    }
+    return run_dir_hold(out, fd, &st, err, errcap);
+}
+
+void net_run_path(const char *dir, const char *name, char *out, size_t cap)
+{
+    int i = held_find(dir);
+    LLM_ASSERT(i >= 0); /* dir must come from net_run_dir */
+    snprintf(out, cap, "/proc/self/fd/%d/%s", held[i].fd, name);
 }
 
 void net_endpoint(const char *dir, net_ep ep, char *out, size_t cap)
@@ -51,8 +145,39 @@ void net_endpoint(const char *dir, net_ep ep, char *out, size_t cap)
     static const char *const files[NET_EP_COUNT] = {"front.sock", "workers.sock", "sampler.sock"};
     LLM_ASSERT(ep < NET_EP_COUNT);
     const char *e = getenv(envs[ep]);
-    if (e && *e) snprintf(out, cap, "%s", e);
-    else snprintf(out, cap, "ipc://%s/%s", dir, files[ep]);
+    char path[64];
+    if (e && *e) {
+        snprintf(out, cap, "%s", e);
+        return;
+    }
+    net_run_path(dir, files[ep], path, sizeof path);
+    snprintf(out, cap, "ipc://%s", path);
+}
+
+const char *net_display(const char *endpoint, char *out, size_t cap)
+{
+    for (int i = 0; i < n_held; i++) {
+        char via[40];
+        int n = snprintf(via, sizeof via, "ipc:///proc/self/fd/%d/", held[i].fd);
+        if (strncmp(endpoint, via, (size_t)n) == 0) {
+            snprintf(out, cap, "ipc://%s/%s", held[i].path, endpoint + n);
+            return out;
+        }
+    }
+    snprintf(out, cap, "%s", endpoint);
+    return out;
+}
+
+int net_bind(void *sock, const char *endpoint)
+{
+    if (!net_ipc_path(endpoint)) return zmq_bind(sock, endpoint);
+    /* a socket file's mode is 0777 less the umask at bind(2), which libzmq calls in this
+     * thread; the umask is the process's, and only tightened for the moment */
+    mode_t old = umask(0177);
+    int r = zmq_bind(sock, endpoint), e = errno;
+    umask(old);
+    errno = e;
+    return r;
 }
 
 const char *net_ipc_path(const char *endpoint)

@@ -5,15 +5,20 @@
  *
  *   char dir[256], ep[300], err[200];
  *   if (net_run_dir(flag_run_dir, dir, sizeof dir, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 1; }
- *   net_endpoint(dir, NET_EP_FRONT, ep, sizeof ep);     // "ipc:///run/user/1000/llm/front.sock"
+ *   net_endpoint(dir, NET_EP_FRONT, ep, sizeof ep);     // "ipc:///proc/self/fd/3/front.sock"
  *   void *s = net_socket(ctx, ZMQ_ROUTER);
- *   zmq_bind(s, ep);
+ *   net_bind(s, ep);                                    // front.sock, mode 0600
  *
  * Run directory: --run-dir, else $LLM_RUN_DIR, else $XDG_RUNTIME_DIR/llm, else
- * /tmp/llm-$UID; created with mode 0700 and refused if another user owns it or others
- * can enter it. Endpoints: front.sock (llmc -> tokenizerd), workers.sock (engine workers
- * -> tokenizerd), sampler.sock (workers -> samplerd). A tcp:// endpoint may be given
- * instead of any of them (flags, or LLM_FRONT / LLM_WORKERS / LLM_SAMPLER).
+ * /tmp/llm-$UID; created with mode 0700 and refused if it is a symbolic link, if another
+ * user owns it or if others can enter it. The checks are made on an open descriptor,
+ * which the process then keeps: every endpoint and file in the directory is named
+ * through /proc/self/fd/N (net_run_path), so the name being swapped after the check
+ * (another user's symlink in /tmp) cannot send a bind, a connect or a file elsewhere.
+ * Endpoints: front.sock (llmc -> tokenizerd), workers.sock (engine workers -> tokenizerd),
+ * sampler.sock (workers -> samplerd); other programs may name them by the directory's
+ * path. A tcp:// endpoint may be given instead of any of them (flags, or LLM_FRONT /
+ * LLM_WORKERS / LLM_SAMPLER).
  *
  * CURVE (tcp only): a server socket uses $LLM_CURVE_SECRET (z85, 40 chars); a client
  * socket uses $LLM_CURVE_SERVER (the server's public key) and its own
@@ -37,10 +42,24 @@
 
 typedef enum { NET_EP_FRONT, NET_EP_WORKERS, NET_EP_SAMPLER, NET_EP_COUNT } net_ep;
 
-/* Resolves and creates the run directory into out; 0, or -1 with a message in err. */
+#define NET_RUN_DIR_MAX 80 /* bytes in a run directory's path */
+
+/* Resolves, creates and verifies the run directory and keeps it open for the life of the
+ * process; out gets its path as named (for messages, and the key of net_run_path). 0, or
+ * -1 with a message in err naming the directory and what is wrong with it. Call it
+ * before starting threads (it fills a table the other functions read). */
 int net_run_dir(const char *flag, char *out, size_t cap, char *err, size_t errcap);
-/* Writes the endpoint of kind ep: the env override (LLM_FRONT...) if set, else ipc:// in dir. */
+/* The path of file name in run directory dir (from net_run_dir, else an assertion
+ * fails), through the verified descriptor: "/proc/self/fd/N/name". */
+void net_run_path(const char *dir, const char *name, char *out, size_t cap);
+/* Writes the endpoint of kind ep: the env override (LLM_FRONT...) if set, else ipc://
+ * and its net_run_path in dir. */
 void net_endpoint(const char *dir, net_ep ep, char *out, size_t cap);
+/* endpoint as a person knows it, for messages: the run directory's path in place of
+ * /proc/self/fd/N. Writes out and returns it. */
+const char *net_display(const char *endpoint, char *out, size_t cap);
+/* zmq_bind; an ipc:// socket file gets mode 0600 whatever the umask. 0 or -1 (errno). */
+int net_bind(void *sock, const char *endpoint);
 /* The filesystem path of an ipc:// endpoint (NULL for other transports). */
 const char *net_ipc_path(const char *endpoint);
 

@@ -109,15 +109,17 @@ static int parse(int argc, char **argv, engd_opts *o, int *attach)
  * stops every worker of the run directory, even one no master supervises. */
 static int run_worker_with_pidfile(const engd_opts *o)
 {
-    char dir[256], err[256], path[320] = "";
+    char dir[256], err[256], path[320] = "", name[32];
     if (net_run_dir(o->run_dir, dir, sizeof dir, err, sizeof err) == 0) {
-        snprintf(path, sizeof path, "%s/worker-%d.pid", dir, (int)getpid());
+        snprintf(name, sizeof name, "worker-%d.pid", (int)getpid());
+        net_run_path(dir, name, path, sizeof path);
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0) {
             dprintf(fd, "%d\n", (int)getpid());
             close(fd);
         } else {
-            log_warn("cannot write %s: %s (pipeline.sh stop will not find this worker)", path, strerror(errno));
+            log_warn("cannot write %s in %s: %s (pipeline.sh stop will not find this worker)", name, dir,
+                     strerror(errno));
             path[0] = 0;
         }
     }
@@ -142,13 +144,14 @@ int engd_serve(int argc, char **argv)
             log_error("%s", err);
             return 1;
         }
-        snprintf(path, sizeof path, "%s/segment", dir);
+        net_run_path(dir, "segment", path, sizeof path);
         FILE *f = fopen(path, "r");
         int ok = f && fgets(name, sizeof name, f) != NULL;
         if (f) fclose(f);
         name[strcspn(name, "\n")] = 0;
         if (!ok || strncmp(name, "/llm-", 5) != 0) {
-            log_error("--attach: no running master in %s (no %s); give --model FILE or --segment NAME", dir, path);
+            log_error("--attach: no running master in %s (no segment file there); give --model FILE or --segment NAME",
+                      dir);
             return 1;
         }
         o.segment = name;
@@ -293,7 +296,7 @@ int engd_master_run(const engd_opts *o, const char *self_exe)
                  (unsigned long long)info.seg_bytes);
     char seg[64], path[300];
     snprintf(seg, sizeof seg, "%s", info.name);
-    snprintf(path, sizeof path, "%s/segment", dir); /* for engined --attach */
+    net_run_path(dir, "segment", path, sizeof path); /* for engined --attach */
     FILE *sf = fopen(path, "w");
     if (sf) {
         fprintf(sf, "%s\n", seg);

@@ -584,7 +584,9 @@ static void drain(worker *w, void *sock, int from_front)
         char err[200];
         int r = net_recv_msg(sock, 0, NULL, NULL, &pm, &nbytes, err, sizeof err);
         if (r == 0) return;
-        if (r < 0) log_warn("dropped a bad message from %s: %s", from_front ? "the front door" : "samplerd", err);
+        static log_limit lim = LOG_LIMIT("dropped bad message");
+        if (r < 0)
+            log_warn_limited(&lim, "dropped a bad message from %s: %s", from_front ? "the front door" : "samplerd", err);
         else if (from_front) on_front(w, &pm);
         else on_sampler(w, &pm);
         proto_msg_free(&pm);

@@ -8,8 +8,8 @@
  *   samplerd [--run-dir DIR] [--bind EP]
  *
  * Bad requests (malformed msgpack, another protocol version, an unknown ring, a bad
- * parameter) get a PT_ERROR reply naming the problem and a log line; the daemon keeps
- * serving.
+ * parameter) get a PT_ERROR reply naming the problem and a log line (rate-limited per
+ * kind: a flood costs a few lines and a count); the daemon keeps serving.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -174,8 +174,9 @@ static void sample_row(sampler_daemon *d, const lshm *r, const proto_msg *m, con
     proto_pack_str(pk, "sess"); msgpack_pack_uint64(pk, sess);
     proto_pack_str(pk, "step"); msgpack_pack_uint64(pk, step);
     if (tok < 0) {
-        log_warn("request %llu (session %llu step %llu): %s", (unsigned long long)m->id, (unsigned long long)sess,
-                 (unsigned long long)step, err);
+        static log_limit lim = LOG_LIMIT("bad sample row");
+        log_warn_limited(&lim, "request %llu (session %llu step %llu): %s", (unsigned long long)m->id,
+                         (unsigned long long)sess, (unsigned long long)step, err);
         proto_pack_str(pk, "err"); proto_pack_str(pk, err);
         d->errors++;
         return;
@@ -203,7 +204,8 @@ static void on_sample(sampler_daemon *d, const uint8_t *rid, size_t rl, const pr
     uint64_t nv = proto_u64(m, "nv", 0);
     const lshm *r = ring_get(d, shm, err, sizeof err);
     if (!r) {
-        log_warn("request %llu: %s", (unsigned long long)m->id, err);
+        static log_limit lim = LOG_LIMIT("unreadable logits ring");
+        log_warn_limited(&lim, "request %llu: %s", (unsigned long long)m->id, err);
         reply_error(d, rid, rl, m, err);
         return;
     }
@@ -226,16 +228,17 @@ static void serve_one(sampler_daemon *d)
     size_t rl = 0, nbytes;
     proto_msg m;
     char err[200];
+    static log_limit bad = LOG_LIMIT("bad message"), unhandled = LOG_LIMIT("unhandled message");
     int r = net_recv_msg(d->sock, 1, rid, &rl, &m, &nbytes, err, sizeof err);
     if (r == 0) return;
     if (r < 0) {
-        log_warn("bad message (%zu bytes): %s", nbytes, err);
+        log_warn_limited(&bad, "bad message (%zu bytes): %s", nbytes, err);
         reply_error(d, rid, rl, NULL, err);
     } else if (m.type == PT_SAMPLE) {
         on_sample(d, rid, rl, &m);
     } else {
         snprintf(err, sizeof err, "samplerd does not handle %s messages", proto_type_name(m.type));
-        log_warn("%s", err);
+        log_warn_limited(&unhandled, "%s", err);
         reply_error(d, rid, rl, &m, err);
     }
     proto_msg_free(&m);
@@ -269,8 +272,10 @@ int main(int argc, char **argv)
     zap *z = NULL; /* workers' keys on tcp+CURVE: LLM_CURVE_ALLOW_WORKERS */
     if (!d.sock || !d.work || !d.hist || net_curve(d.sock, ep, 1, err, sizeof err) != 0 ||
         zap_guard(&z, ctx, d.sock, ep, "sampler", "LLM_CURVE_ALLOW_WORKERS", err, sizeof err) != 0 ||
-        zmq_bind(d.sock, ep) != 0) {
-        log_error("cannot serve %s: %s", ep, err[0] ? err : zmq_strerror(zmq_errno()));
+        net_bind(d.sock, ep) != 0) {
+        char shown[400];
+        log_error("cannot serve %s: %s", net_display(ep, shown, sizeof shown),
+                  err[0] ? err : zmq_strerror(zmq_errno()));
         net_close(&d.sock);
         zap_destroy(&z);
         zmq_ctx_term(ctx);
@@ -278,7 +283,8 @@ int main(int argc, char **argv)
         free(d.hist);
         return 1;
     }
-    log_info("serving on %s", ep);
+    char shown[400];
+    log_info("serving on %s", net_display(ep, shown, sizeof shown));
     int64_t last_sweep = net_now_ms();
     while (!dmn_stop) {
         zmq_pollitem_t it = {d.sock, 0, ZMQ_POLLIN, 0};
@@ -287,6 +293,7 @@ int main(int argc, char **argv)
             ring_sweep(&d);
             last_sweep = net_now_ms();
         }
+        log_limit_tick();
         for (int k = 0; k < 64 && (it.revents & ZMQ_POLLIN); k++) {
             int ev = 0;
             size_t sz = sizeof ev;

@@ -1,5 +1,6 @@
-/* Tests for common/proto (wire protocol), common/net (run dir, sockets) and
- * common/logits_shm: round trips, schema validation, hostile bytes. Suite "proto". */
+/* Tests for common/proto (wire protocol), common/net (sockets; the run directory is in
+ * check_net.c) and common/logits_shm: round trips, schema validation, hostile bytes.
+ * Suite "proto". */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -473,39 +474,6 @@ START_TEST(test_random_bytes)
 }
 END_TEST
 
-START_TEST(test_run_dir)
-{
-    char base[] = "/tmp/llm-check-proto-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(base));
-    char dir[400], want[200], out[400], err[200];
-    snprintf(want, sizeof want, "%s/run", base);
-    ck_assert_int_eq(net_run_dir(want, out, sizeof out, err, sizeof err), 0);
-    ck_assert_str_eq(out, want);
-    struct stat st;
-    ck_assert_int_eq(stat(want, &st), 0);
-    ck_assert_int_eq(st.st_mode & 0777, 0700);
-    chmod(want, 0755); /* others may enter: refused */
-    ck_assert_int_eq(net_run_dir(want, out, sizeof out, err, sizeof err), -1);
-    ck_assert_ptr_nonnull(strstr(err, "0700"));
-    rmdir(want);
-    setenv("LLM_RUN_DIR", want, 1); /* the environment when no flag */
-    ck_assert_int_eq(net_run_dir(NULL, out, sizeof out, err, sizeof err), 0);
-    ck_assert_str_eq(out, want);
-    unsetenv("LLM_RUN_DIR");
-    net_endpoint(want, NET_EP_SAMPLER, dir, sizeof dir);
-    snprintf(out, sizeof out, "ipc://%s/sampler.sock", want);
-    ck_assert_str_eq(dir, out);
-    ck_assert_str_eq(net_ipc_path(dir), out + 6);
-    setenv("LLM_SAMPLER", "tcp://10.0.0.1:5555", 1);
-    net_endpoint(want, NET_EP_SAMPLER, dir, sizeof dir);
-    ck_assert_str_eq(dir, "tcp://10.0.0.1:5555");
-    ck_assert_ptr_null(net_ipc_path(dir));
-    unsetenv("LLM_SAMPLER");
-    rmdir(want);
-    rmdir(base);
-}
-END_TEST
-
 START_TEST(test_sockets_and_max_size)
 {
     void *ctx = zmq_ctx_new();
@@ -746,7 +714,6 @@ Suite *proto_suite(void)
     suite_add_tcase(s, tc);
     TCase *tn = tcase_create("net");
     tcase_set_timeout(tn, 20);
-    tcase_add_test(tn, test_run_dir);
     tcase_add_test(tn, test_sockets_and_max_size);
     tcase_add_test(tn, test_logits_ring);
     tcase_add_test(tn, test_logits_ring_foreign);

@@ -142,7 +142,8 @@ static void on_client(front *f)
     int r = net_recv_msg(f->clients, 1, rid, &rl, &m, &nbytes, err, sizeof err);
     if (r == 0) return;
     if (r < 0) {
-        log_warn("bad client message (%zu bytes): %s", nbytes, err);
+        static log_limit lim = LOG_LIMIT("bad client message");
+        log_warn_limited(&lim, "bad client message (%zu bytes): %s", nbytes, err);
         front_send_error(f, rid, rl, 0, FRONT_E_INVALID, err);
     } else {
         switch (m.type) {
@@ -151,7 +152,8 @@ static void on_client(front *f)
         case PT_PING: case PT_CANCEL: front_client_msg(f, rid, rl, &m); break;
         default:
             snprintf(err, sizeof err, "the front door does not take %s from clients", proto_type_name(m.type));
-            log_warn("%s", err);
+            static log_limit wrong = LOG_LIMIT("message of the wrong kind from a client");
+            log_warn_limited(&wrong, "%s", err);
             front_send_error(f, rid, rl, m.id, FRONT_E_INVALID, err);
         }
     }
@@ -273,7 +275,8 @@ static void on_worker(front *f)
     int r = net_recv_msg_from(f->workers, 1, rid, &rl, &m, &nbytes, peer, sizeof peer, err, sizeof err);
     if (r == 0) return;
     if (r < 0) {
-        log_warn("bad worker message (%zu bytes): %s", nbytes, err);
+        static log_limit lim = LOG_LIMIT("bad worker message");
+        log_warn_limited(&lim, "bad worker message (%zu bytes): %s", nbytes, err);
         return;
     }
     int wi = worker_by_rid(f, rid, rl);
@@ -355,13 +358,13 @@ static int bind_sockets(front *f, const char *dir, const char *bind, const char 
     zmq_setsockopt(f->clients, ZMQ_SNDHWM, &unlimited, sizeof unlimited);
     if (net_curve(f->clients, ep, 1, err, sizeof err) != 0 ||
         zap_guard(&f->zap, f->ctx, f->clients, ep, "clients", "LLM_CURVE_ALLOW_CLIENTS", err, sizeof err) != 0 ||
-        zmq_bind(f->clients, ep) != 0) {
+        net_bind(f->clients, ep) != 0) {
         log_error("cannot serve clients on %s: %s", ep, err[0] ? err : zmq_strerror(zmq_errno()));
         return -1;
     }
     if (net_curve(f->workers, wep, 1, err, sizeof err) != 0 ||
         zap_guard(&f->zap, f->ctx, f->workers, wep, "workers", "LLM_CURVE_ALLOW_WORKERS", err, sizeof err) != 0 ||
-        zmq_bind(f->workers, wep) != 0) {
+        net_bind(f->workers, wep) != 0) {
         log_error("cannot serve workers on %s: %s", wep, err[0] ? err : zmq_strerror(zmq_errno()));
         return -1;
     }
@@ -491,6 +494,7 @@ int tokd_serve(int argc, char **argv)
             if (away > 0) front_pause_clocks(&f, away);
             turn = now;
             heartbeat(&f, now);
+            log_limit_tick();
             if (f.n_parked) front_unpark(&f, now);
             front_tick(&f, now);
         }

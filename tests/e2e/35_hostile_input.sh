@@ -5,8 +5,9 @@
 # fields, wrong directions and bad parameters to the front door and to samplerd (each
 # must get an error reply) and to the front door's worker socket (no reply); a second
 # connection that knows another's session id (not its 128-bit key) cannot cancel, ping
-# or continue it; then every daemon is still running and a greedy request still gives
-# the reference text.
+# or continue it; a flood (3,000 garbage messages to each daemon, one SAMPLE of 2,000 bad
+# rows) adds a bounded number of log lines, with a count of the warnings suppressed;
+# then every daemon is still running and a greedy request still gives the reference text.
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 120
 start_pipeline 1
@@ -25,6 +26,27 @@ build_hostile 2>/dev/null || build_hostile -fsanitize=address,undefined || fail 
 for d in samplerd engined tokenizerd; do kill -0 "$(cat "$RUN/$d.pid")" || fail "$d died"; done
 grep -q "bad client message" "$RUN/tokenizerd.log" || fail "front door did not log the bad messages"
 grep -q "bad message" "$RUN/samplerd.log" || fail "samplerd did not log the bad messages"
+
+# a flood costs a few lines per call site and a count, not a line per message or row
+front0=$(wc -l <"$RUN/tokenizerd.log"); samp0=$(wc -l <"$RUN/samplerd.log")
+"$RUN/hostile" "ipc://$RUN/front.sock" flood 3000 || fail "the front door did not answer the flood"
+"$RUN/hostile" "ipc://$RUN/sampler.sock" flood 3000 || fail "samplerd did not answer the flood"
+w=$(status_field pids); w=${w%% *}
+"$RUN/hostile" "ipc://$RUN/sampler.sock" badrows "/llm-logits-$(id -u)-$w" 512 2000 \
+    || fail "samplerd did not answer every bad row"
+flood_lines() {
+    front=$(( $(wc -l <"$RUN/tokenizerd.log") - front0 )); samp=$(( $(wc -l <"$RUN/samplerd.log") - samp0 ))
+    [ "$front" -le 30 ] || fail "3000 bad messages wrote $front lines to tokenizerd.log"
+    [ "$samp" -le 60 ] || fail "3000 bad messages and 2000 bad rows wrote $samp lines to samplerd.log"
+}
+flood_lines
+suppressed() { grep -q "$2: [0-9]* similar warnings suppressed in the last" "$RUN/$1.log"; }
+wait_until 15 'suppressed tokenizerd "bad client message" && suppressed samplerd "bad message" &&
+               suppressed samplerd "bad sample row"' || fail "no line counts the suppressed warnings"
+flood_lines
+echo "flood: 3000 bad messages added $front lines to tokenizerd.log; 3000 bad messages and 2000 bad rows" \
+     "added $samp lines to samplerd.log"
+grep -h "similar warnings suppressed" "$RUN/tokenizerd.log" "$RUN/samplerd.log" | sed 's/.*WARN /  /'
 ref=$LLM_SHARED/reference/stories260K-f32/story
 llmc -n 32 --temp 0 "$(cat "$ref/prompt.txt")" >"$RUN/greedy.txt" || fail "request after the hostile input failed"
 cmp -s "$RUN/greedy.txt" "$ref/greedy_text.txt" || fail "wrong text after the hostile input"

@@ -9,6 +9,11 @@
  *                  CONNS connections to the workers' endpoint each beat as a worker every
  *                  200 ms for SECONDS, cycling through WIDS worker ids each, claiming a
  *                  vocabulary of NV tokens with identity VID (built by 39_foreign_workers.sh)
+ *   hostile_client ENDPOINT flood N   N garbage messages; each must get an error reply
+ *   hostile_client ENDPOINT badrows RING NV N
+ *                  one SAMPLE of N rows with bad parameters on logits ring RING (NV
+ *                  tokens a row) to samplerd: one SAMPLED whose N rows are all errors
+ *                  (a flood for 35_hostile_input.sh to count the log lines of)
  *
  * front/sampler: every message must get a PT_ERROR reply; workers: no reply expected
  * (a fake worker talking nonsense). hijack: a victim connection streams 200 tokens while
@@ -164,6 +169,70 @@ static int fake_workers(const char *ep, int conns, int wids, int seconds, uint64
     return 0;
 }
 
+/* The rows of a SAMPLED that carry an error. */
+static int sampled_errors(const proto_msg *m)
+{
+    const msgpack_object *rows = proto_field(m, "rows");
+    int bad = 0;
+    for (uint32_t i = 0; rows && rows->type == MSGPACK_OBJECT_ARRAY && i < rows->via.array.size; i++) {
+        proto_msg row = proto_view(m, &rows->via.array.ptr[i]);
+        bad += proto_field(&row, "err") != NULL;
+    }
+    return bad;
+}
+
+/* Waits for replies until none came for 1.5 s; counts PT_ERROR replies, the others, and
+ * the error rows of SAMPLED replies. */
+static void drain_replies(void *s, int *errors, int *others, int *bad_rows)
+{
+    proto_msg m;
+    while (recv_one(s, 1500, &m)) {
+        if (m.type == PT_ERROR) ++*errors;
+        else ++*others;
+        if (m.type == PT_SAMPLED) *bad_rows += sampled_errors(&m);
+        proto_msg_free(&m);
+    }
+}
+
+static int flood(const char *ep, int n)
+{
+    void *ctx = zmq_ctx_new(), *s = net_socket(ctx, ZMQ_DEALER);
+    if (n < 1 || zmq_connect(s, ep) != 0) return 2;
+    for (int i = 0; i < n; i++) zmq_send(s, "hello, world", 12, 0);
+    int errors = 0, others = 0, rows = 0;
+    drain_replies(s, &errors, &others, &rows);
+    printf("flood: %d garbage messages sent, %d error replies, %d other replies\n", n, errors, others);
+    net_close(&s);
+    zmq_ctx_term(ctx);
+    return errors == n && others == 0 ? 0 : 1;
+}
+
+static int bad_rows(const char *ep, const char *ring, uint64_t nv, int n)
+{
+    void *ctx = zmq_ctx_new(), *s = net_socket(ctx, ZMQ_DEALER);
+    if (n < 1 || zmq_connect(s, ep) != 0) return 2;
+    proto_writer w;
+    proto_begin(&w, PT_SAMPLE, 77);
+    proto_put_str(&w, "shm", ring);
+    proto_put_u64(&w, "nv", nv);
+    proto_put_array_begin(&w, "rows", (uint32_t)n);
+    for (int i = 0; i < n; i++) {
+        msgpack_pack_map(&w.pk, 5);
+        proto_pack_str(&w.pk, "sess"); msgpack_pack_uint64(&w.pk, 1);
+        proto_pack_str(&w.pk, "step"); msgpack_pack_uint64(&w.pk, (uint64_t)i);
+        proto_pack_str(&w.pk, "slot"); msgpack_pack_uint64(&w.pk, 0);
+        proto_pack_str(&w.pk, "sp"); msgpack_pack_bin(&w.pk, 3); msgpack_pack_bin_body(&w.pk, "bad", 3);
+        proto_pack_str(&w.pk, "hist"); msgpack_pack_array(&w.pk, 0);
+    }
+    msg_to(s, &w);
+    int errors = 0, others = 0, bad = 0;
+    drain_replies(s, &errors, &others, &bad);
+    printf("badrows: one SAMPLE of %d bad rows, %d error replies, %d SAMPLED rows with an error\n", n, errors, bad);
+    net_close(&s);
+    zmq_ctx_term(ctx);
+    return errors == 0 && others == 1 && bad == n ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "keygen")) {
@@ -175,6 +244,9 @@ int main(int argc, char **argv)
     if (argc == 8 && !strcmp(argv[2], "fakeworkers"))
         return fake_workers(argv[1], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), strtoull(argv[6], NULL, 0),
                             strtoull(argv[7], NULL, 0));
+    if (argc == 4 && !strcmp(argv[2], "flood")) return flood(argv[1], atoi(argv[3]));
+    if (argc == 6 && !strcmp(argv[2], "badrows"))
+        return bad_rows(argv[1], argv[3], strtoull(argv[4], NULL, 0), atoi(argv[5]));
     if (argc != 3) return 2;
     if (!strcmp(argv[2], "hijack")) return hijack(argv[1]);
     int front = !strcmp(argv[2], "front"), samp = !strcmp(argv[2], "sampler");
