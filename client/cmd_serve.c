@@ -4,7 +4,7 @@
  * becomes a GENERATE on one ZeroMQ connection (client/gw_bridge.c), so queueing,
  * worker death and restarts behind it work as for llmc.
  *
- *   llmc serve [--host 127.0.0.1] [--port 8080] [--api-key KEY ...] [--threads N]
+ *   llmc serve [--host 127.0.0.1] [--port 8080] [--api-key-file FILE] [--threads N]
  *   curl http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \
  *        -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":32,"stream":true}'
  *
@@ -36,6 +36,7 @@
 #include "gguf.h"
 #include "gw_bridge.h"
 #include "gw_job.h"
+#include "gw_keys.h"
 #include "gw_metrics.h"
 #include "log.h"
 #include "net.h"
@@ -43,14 +44,12 @@
 #include "segment.h"
 #include "tok.h"
 
-#define MAX_KEYS 16
-
 typedef struct {
     const char *host, *endpoint, *run_dir, *model_file, *alias;
     int         port, threads;
     size_t      max_body;
-    const char *keys[MAX_KEYS];
-    int         n_keys;
+    gwk_set     keys;
+    int         n_argv_keys;     /* of them given with --api-key, visible in ps */
 } serve_opts;
 
 /* The gateway: options, the bridge, metrics, and the vocabulary for log-prob texts. */
@@ -279,40 +278,20 @@ static gwm_ep route(const char *url)
     return GWM_EP_OTHER;
 }
 
-/* Compares without an early exit, so the time taken does not reveal a key's prefix. */
-static int key_equal(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned char d = la != lb;
-    for (size_t i = 0; i < la; i++) d |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
-    return d == 0;
-}
-
-static int authorized(struct MHD_Connection *c)
-{
-    if (G.o.n_keys == 0) return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0;
-    h += 7;
-    while (*h == ' ') h++;
-    int ok = 0;
-    for (int i = 0; i < G.o.n_keys; i++) ok |= key_equal(h, G.o.keys[i]);
-    return ok;
-}
-
 /* The first call of a request: route, method, key, declared size. */
 static void first_call(struct MHD_Connection *c, http_req *x, const char *url, const char *method)
 {
     int post = x->ep == GWM_EP_CHAT || x->ep == GWM_EP_COMPLETIONS;
     const char *want = post ? "POST" : "GET";
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (x->ep == GWM_EP_OTHER) {
         x->err_status = 404;
         snprintf(x->err_msg, sizeof x->err_msg, "no such endpoint: %.100s", url);
     } else if (strcmp(method, want) != 0 && !(strcmp(want, "GET") == 0 && strcmp(method, "HEAD") == 0)) {
         x->err_status = 405;
         snprintf(x->err_msg, sizeof x->err_msg, "%.100s takes %s, not %.20s", url, want, method);
-    } else if (x->ep != GWM_EP_HEALTH && !authorized(c)) {
+    } else if (x->ep != GWM_EP_HEALTH && !gwk_authorized(&G.o.keys, auth)) {
         x->err_status = 401;
         snprintf(x->err_msg, sizeof x->err_msg, "invalid or missing API key (Authorization: Bearer KEY)");
     } else if (cl && strtoull(cl, NULL, 10) > G.o.max_body) {
@@ -407,7 +386,11 @@ static void usage(FILE *f)
             "usage: llmc serve [options]        OpenAI-compatible HTTP gateway to the pipeline\n"
             "  --host HOST           address to listen on (default 127.0.0.1)\n"
             "  --port N              port (default 8080)\n"
-            "  --api-key KEY         require 'Authorization: Bearer KEY' (repeatable) [LLM_API_KEY, comma-separated]\n"
+            "  API keys: with any, every endpoint but /health needs 'Authorization: Bearer KEY'. Give them in\n"
+            "  LLM_API_KEY (comma-separated; used when neither option below is given) or a key file:\n"
+            "  --api-key-file FILE   the keys in FILE, one a line (blank and # lines skipped); FILE must be\n"
+            "                        yours and private to you (chmod 600), or the gateway does not start\n"
+            "  --api-key KEY         KEY (repeatable); not recommended: every local user sees it in ps\n"
             "  --threads N           HTTP threads (default 4)\n"
             "  --max-body BYTES      largest request body (default 2097152)\n"
             "  --alias NAME          model id in responses and /v1/models (default: the model file's name)\n"
@@ -428,14 +411,32 @@ static int parse_num(const char *flag, const char *v, long lo, long hi, long *ou
     return 0;
 }
 
-static int add_key(serve_opts *o, const char *k)
+/* r from a gwk_ function that was given flag's value: the message, if it failed. */
+static int key_result(const char *flag, int r, const char *err)
 {
-    if (!*k) return 0;
-    if (o->n_keys >= MAX_KEYS) {
-        fprintf(stderr, "error: at most %d API keys\n", MAX_KEYS);
-        return -1;
-    }
-    o->keys[o->n_keys++] = k;
+    if (r != 0) fprintf(stderr, "error: %s: %s\n", flag, err);
+    return r;
+}
+
+/* Parses option a with its value v: 0, 2 if a is no such option, -1 for a bad value
+ * (message printed). */
+static int parse_valued(serve_opts *o, const char *a, const char *v)
+{
+    char err[400];
+    long n;
+    if (!strcmp(a, "--host")) o->host = v;
+    else if (!strcmp(a, "--port")) { if (parse_num(a, v, 1, 65535, &n)) return -1; o->port = (int)n; }
+    else if (!strcmp(a, "--threads")) { if (parse_num(a, v, 1, 256, &n)) return -1; o->threads = (int)n; }
+    else if (!strcmp(a, "--max-body")) { if (parse_num(a, v, 1024, 64L << 20, &n)) return -1; o->max_body = (size_t)n; }
+    else if (!strcmp(a, "--alias")) o->alias = v;
+    else if (!strcmp(a, "--model")) o->model_file = v;
+    else if (!strcmp(a, "-e") || !strcmp(a, "--endpoint")) o->endpoint = v;
+    else if (!strcmp(a, "--run-dir")) o->run_dir = v;
+    else if (!strcmp(a, "--api-key-file")) return key_result(a, gwk_load_file(&o->keys, v, err, sizeof err), err);
+    else if (!strcmp(a, "--api-key")) {
+        o->n_argv_keys += *v != 0;
+        return key_result(a, gwk_add(&o->keys, v, err, sizeof err), err);
+    } else return 2;
     return 0;
 }
 
@@ -450,29 +451,16 @@ static int parse(int argc, char **argv, serve_opts *o)
     o->model_file = getenv("LLM_MODEL");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int need = i + 1 < argc;
-        long v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 1; }
-        else if (!strcmp(a, "--host") && need) o->host = argv[++i];
-        else if (!strcmp(a, "--port") && need) { if (parse_num(a, argv[++i], 1, 65535, &v)) return -1; o->port = (int)v; }
-        else if (!strcmp(a, "--threads") && need) { if (parse_num(a, argv[++i], 1, 256, &v)) return -1; o->threads = (int)v; }
-        else if (!strcmp(a, "--max-body") && need) { if (parse_num(a, argv[++i], 1024, 64L << 20, &v)) return -1; o->max_body = (size_t)v; }
-        else if (!strcmp(a, "--api-key") && need) { if (add_key(o, argv[++i])) return -1; }
-        else if (!strcmp(a, "--alias") && need) o->alias = argv[++i];
-        else if (!strcmp(a, "--model") && need) o->model_file = argv[++i];
-        else if ((!strcmp(a, "-e") || !strcmp(a, "--endpoint")) && need) o->endpoint = argv[++i];
-        else if (!strcmp(a, "--run-dir") && need) o->run_dir = argv[++i];
-        else {
-            fprintf(stderr, "error: unknown option or missing value '%s' (llmc serve --help)\n", a);
-            return 2;
-        }
+        int r = i + 1 < argc ? parse_valued(o, a, argv[i + 1]) : 2;
+        i += r == 0;
+        if (r == 2) fprintf(stderr, "error: unknown option or missing value '%s' (llmc serve --help)\n", a);
+        if (r) return r;
     }
-    static char env_keys[1024];
-    const char *ek = getenv("LLM_API_KEY");
-    if (ek && *ek && o->n_keys == 0) {
-        snprintf(env_keys, sizeof env_keys, "%s", ek);
-        for (char *save = NULL, *k = strtok_r(env_keys, ",", &save); k; k = strtok_r(NULL, ",", &save))
-            if (add_key(o, k)) return -1;
+    char err[200];
+    if (o->keys.n == 0 && gwk_add_list(&o->keys, getenv("LLM_API_KEY"), err, sizeof err) != 0) {
+        fprintf(stderr, "error: LLM_API_KEY: %s\n", err);
+        return -1;
     }
     return 0;
 }
@@ -513,8 +501,14 @@ static struct MHD_Daemon *listen_http(const serve_opts *o, char *err, size_t err
 int cmd_serve(int argc, char **argv)
 {
     int r = parse(argc, argv, &G.o);
-    if (r) return r == 1 ? 0 : r == 2 ? 2 : 1;
+    if (r) {
+        gwk_free(&G.o.keys);
+        return r == 1 ? 0 : r == 2 ? 2 : 1;
+    }
     log_init("gateway", LOG_INFO);
+    if (G.o.n_argv_keys)
+        log_warn("%d API key(s) given with --api-key: visible to local users in ps; use --api-key-file or LLM_API_KEY",
+                 G.o.n_argv_keys);
     char ep[300], err[400];
     if (G.o.endpoint) {
         snprintf(ep, sizeof ep, "%s", G.o.endpoint);
@@ -539,16 +533,18 @@ int cmd_serve(int argc, char **argv)
     if (!d) {
         fprintf(stderr, "error: %s\n", err);
         gwb_destroy(&G.bridge);
+        gwk_free(&G.o.keys);
         return 1;
     }
     log_info("listening on http://%s:%d (front door %s, %d HTTP threads, %s)", G.o.host, G.o.port, ep, G.o.threads,
-             G.o.n_keys ? "API keys required" : "no API key");
+             G.o.keys.n ? "API keys required" : "no API key");
     while (!stop_flag) usleep(100 * 1000);
     log_info("shutting down");
     gwb_stop(G.bridge);   /* every open job fails and its connection resumes */
     usleep(200 * 1000);   /* let those answers go out */
     MHD_stop_daemon(d);
     gwb_destroy(&G.bridge);
+    gwk_free(&G.o.keys);
     tok_vocab_free(G.vocab);
     gwm_free(&G.metrics);
     return 0;
