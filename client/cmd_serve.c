@@ -67,11 +67,10 @@ static struct {
 /* One HTTP request's state (libmicrohttpd's con_cls). */
 typedef struct {
     gwm_ep ep;
-    int    err_status;     /* decided on the first call (401, 404, 405) */
+    int    err_status;     /* 401, 404, 405, 413 from the headers; 413 for a chunked body over --max-body */
     char   err_msg[160];
     char  *body;
     size_t len, cap;
-    int    too_big;
     gwj   *job;
     int64_t t0_us;
 } http_req;
@@ -278,8 +277,14 @@ static gwm_ep route(const char *url)
     return GWM_EP_OTHER;
 }
 
-/* The first call of a request: route, method, key, declared size. */
-static void first_call(struct MHD_Connection *c, http_req *x, const char *url, const char *method)
+static void too_big(http_req *x)
+{
+    x->err_status = 413;
+    snprintf(x->err_msg, sizeof x->err_msg, "the request body is larger than %zu bytes (--max-body)", G.o.max_body);
+}
+
+/* Decides from the request line and headers alone: route, method, key, declared size. */
+static void check_headers(struct MHD_Connection *c, http_req *x, const char *url, const char *method)
 {
     int post = x->ep == GWM_EP_CHAT || x->ep == GWM_EP_COMPLETIONS;
     const char *want = post ? "POST" : "GET";
@@ -295,8 +300,53 @@ static void first_call(struct MHD_Connection *c, http_req *x, const char *url, c
         x->err_status = 401;
         snprintf(x->err_msg, sizeof x->err_msg, "invalid or missing API key (Authorization: Bearer KEY)");
     } else if (cl && strtoull(cl, NULL, 10) > G.o.max_body) {
-        x->too_big = 1;
+        too_big(x);
     }
+}
+
+static enum MHD_Result refuse(struct MHD_Connection *c, http_req *x)
+{
+    const char *code = x->err_status == 401 ? "invalid_api_key" : x->err_status == 413 ? "invalid_request" : NULL;
+    return error_reply(c, x, x->err_status, x->err_msg, NULL, code);
+}
+
+/* The first call of a request, when its headers are in and none of its body is read. A
+ * refusal is answered now: a client that announces a huge body, or has no key, is told
+ * at once and its connection closed (libmicrohttpd closes after an early answer),
+ * instead of being read to the end of a body it may never send. */
+static enum MHD_Result first_call(struct MHD_Connection *c, const char *url, const char *method, void **con_cls)
+{
+    http_req *x = calloc(1, sizeof *x);
+    if (!x) return MHD_NO;
+    *con_cls = x;
+    x->t0_us = gwj_now_us();
+    x->ep = route(url);
+    if (strcmp(method, "OPTIONS") == 0) return MHD_YES;
+    check_headers(c, x, url, method);
+    if (!x->err_status) return MHD_YES;
+    return refuse(c, x);
+}
+
+/* Keeps a piece of the body, or drops it once the body is over --max-body (chunked). */
+static enum MHD_Result take_body(http_req *x, const char *upload, size_t *upload_size)
+{
+    size_t n = *upload_size;
+    *upload_size = 0;
+    if (x->err_status) return MHD_YES; /* read and dropped */
+    if (x->len + n > G.o.max_body) {
+        too_big(x);
+        return MHD_YES;
+    }
+    if (x->len + n + 1 > x->cap) {
+        size_t cap = (x->len + n + 1) * 2 < G.o.max_body + 1 ? (x->len + n + 1) * 2 : G.o.max_body + 1;
+        char *b = realloc(x->body, cap);
+        if (!b) return MHD_NO;
+        x->body = b;
+        x->cap = cap;
+    }
+    memcpy(x->body + x->len, upload, n);
+    x->len += n;
+    return MHD_YES;
 }
 
 static enum MHD_Result preflight(struct MHD_Connection *c, http_req *x)
@@ -318,41 +368,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)cls;
     (void)version;
     http_req *x = *con_cls;
-    if (!x) {
-        x = calloc(1, sizeof *x);
-        if (!x) return MHD_NO;
-        *con_cls = x;
-        x->t0_us = gwj_now_us();
-        x->ep = route(url);
-        if (strcmp(method, "OPTIONS") != 0) first_call(c, x, url, method);
-        return MHD_YES;
-    }
-    if (*upload_size) {
-        size_t n = *upload_size;
-        *upload_size = 0;
-        if (x->too_big || x->err_status || x->len + n > G.o.max_body) {
-            x->too_big |= !x->err_status && x->len + n > G.o.max_body;
-            return MHD_YES; /* read and dropped */
-        }
-        if (x->len + n + 1 > x->cap) {
-            size_t cap = (x->len + n + 1) * 2 < G.o.max_body + 1 ? (x->len + n + 1) * 2 : G.o.max_body + 1;
-            char *b = realloc(x->body, cap);
-            if (!b) return MHD_NO;
-            x->body = b;
-            x->cap = cap;
-        }
-        memcpy(x->body + x->len, upload, n);
-        x->len += n;
-        return MHD_YES;
-    }
+    if (!x) return first_call(c, url, method, con_cls);
+    if (*upload_size) return take_body(x, upload, upload_size);
     if (x->job) return answer_job(c, x); /* resumed: the answer is decided */
     if (strcmp(method, "OPTIONS") == 0) return preflight(c, x);
-    if (x->err_status) return error_reply(c, x, x->err_status, x->err_msg, NULL, x->err_status == 401 ? "invalid_api_key" : NULL);
-    if (x->too_big) {
-        char msg[120];
-        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes (--max-body)", G.o.max_body);
-        return error_reply(c, x, 413, msg, NULL, "invalid_request");
-    }
+    if (x->err_status) return refuse(c, x);
     switch (x->ep) {
     case GWM_EP_HEALTH: return get_health(c, x);
     case GWM_EP_MODELS: return get_models(c, x);

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# 75: the gateway against clients that hold connections open. A refusal the headers
+# decide (401 without or with a wrong key, 413 for a Content-Length over --max-body, 3e6
+# or 3e9) is answered and the connection closed within 1 s though the announced body
+# never comes. Raw-socket probes: tests/e2e/http_raw.py.
+. "$(dirname "$0")/pipeline.inc"
+e2e_deadline 150
+command -v curl >/dev/null || fail "curl is needed"
+RAW="python3 $E2E_ROOT/tests/e2e/http_raw.py"
+start_pipeline 1
+
+# start_gateway LOG [llmc serve options...]: sets PORT once the gateway answers
+start_gateway() {
+    local log=$1; shift
+    PORT=$(free_port)
+    "$LLM_BIN/llmc" serve --run-dir "$RUN" --port "$PORT" "$@" 2>"$RUN/$log" & E2E_PIDS+=($!)
+    wait_until 10 '[ "$(curl -s -o /dev/null -w "%{http_code}" "http://127.0.0.1:$PORT/health")" = 200 ]' \
+        || fail "gateway $* did not start: $(cat "$RUN/$log")"
+}
+
+# Refusals from the headers alone. The key comes from LLM_API_KEY, which every version
+# of the gateway reads, so this part fails on a gateway that waits for the body.
+LLM_API_KEY=k-one start_gateway gateway.log
+for cl in 3000000 3000000000; do
+    for auth in "" "Authorization: Bearer k-wrong"; do
+        s=$($RAW early "$PORT" "Content-Length: $cl" ${auth:+"$auth"}) || fail "Content-Length $cl, ${auth:-no key}"
+        [ "$s" = 401 ] || fail "Content-Length $cl, ${auth:-no key}: status $s, expected 401"
+    done
+    s=$($RAW early "$PORT" "Content-Length: $cl" "Authorization: Bearer k-one") || fail "Content-Length $cl with the key"
+    [ "$s" = 413 ] || fail "Content-Length $cl with the key: status $s, expected 413"
+done
+echo "a body announced and never sent: 401 without or with a wrong key, 413 with the key, answered and closed within 1 s"
+
+echo "PASS $E2E_NAME"
