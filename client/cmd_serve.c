@@ -50,6 +50,8 @@ typedef struct {
     size_t      max_body;
     gwk_set     keys;
     int         n_argv_keys;     /* of them given with --api-key, visible in ps */
+    unsigned    max_conns;       /* open HTTP connections, all clients together */
+    unsigned    max_conns_per_ip;
 } serve_opts;
 
 /* The gateway: options, the bridge, metrics, and the vocabulary for log-prob texts. */
@@ -413,6 +415,9 @@ static void usage(FILE *f)
             "  --api-key KEY         KEY (repeatable); not recommended: every local user sees it in ps\n"
             "  --threads N           HTTP threads (default 4)\n"
             "  --max-body BYTES      largest request body (default 2097152)\n"
+            "  --max-connections N   open HTTP connections, all clients together (default 512)\n"
+            "  --max-connections-per-ip N\n"
+            "                        open HTTP connections from one client address (default 64; 0: no limit)\n"
             "  --alias NAME          model id in responses and /v1/models (default: the model file's name)\n"
             "  --model FILE          vocabulary for top_logprobs token texts (default: what the front door serves) [LLM_MODEL]\n"
             "  -e, --endpoint EP     front door endpoint (default ipc://RUN_DIR/front.sock) [LLM_FRONT]\n"
@@ -448,6 +453,8 @@ static int parse_valued(serve_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--port")) { if (parse_num(a, v, 1, 65535, &n)) return -1; o->port = (int)n; }
     else if (!strcmp(a, "--threads")) { if (parse_num(a, v, 1, 256, &n)) return -1; o->threads = (int)n; }
     else if (!strcmp(a, "--max-body")) { if (parse_num(a, v, 1024, 64L << 20, &n)) return -1; o->max_body = (size_t)n; }
+    else if (!strcmp(a, "--max-connections")) { if (parse_num(a, v, 1, 65536, &n)) return -1; o->max_conns = (unsigned)n; }
+    else if (!strcmp(a, "--max-connections-per-ip")) { if (parse_num(a, v, 0, 65536, &n)) return -1; o->max_conns_per_ip = (unsigned)n; }
     else if (!strcmp(a, "--alias")) o->alias = v;
     else if (!strcmp(a, "--model")) o->model_file = v;
     else if (!strcmp(a, "-e") || !strcmp(a, "--endpoint")) o->endpoint = v;
@@ -468,6 +475,8 @@ static int parse(int argc, char **argv, serve_opts *o)
     o->port = 8080;
     o->threads = 4;
     o->max_body = 2u << 20;
+    o->max_conns = 512;
+    o->max_conns_per_ip = 64;
     o->model_file = getenv("LLM_MODEL");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -482,17 +491,43 @@ static int parse(int argc, char **argv, serve_opts *o)
         fprintf(stderr, "error: LLM_API_KEY: %s\n", err);
         return -1;
     }
+    if (o->max_conns < (unsigned)o->threads) { /* libmicrohttpd gives each thread its share */
+        fprintf(stderr, "error: --max-connections %u is below --threads %d: each HTTP thread needs one\n",
+                o->max_conns, o->threads);
+        return -1;
+    }
     return 0;
 }
 
-/* libmicrohttpd's own messages (a client that left mid-answer, ...) as our log lines. */
+#define MHD_LOG_PER_S 20 /* libmicrohttpd messages logged per second at most */
+
+/* libmicrohttpd's own messages (a client that left mid-answer, a connection refused by
+ * a limit, ...) as our log lines, at most MHD_LOG_PER_S a second: a client that opens
+ * connections past the limits in a loop gets each refused with a message, and must not
+ * fill the disk with them. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static int64_t second;
+    static unsigned n_this_second, n_dropped;
     (void)cls;
+    pthread_mutex_lock(&mu);
+    int64_t now = net_now_ms() / 1000;
+    if (now != second) {
+        second = now;
+        n_this_second = 0;
+    }
+    unsigned dropped = n_dropped;
+    int show = n_this_second++ < MHD_LOG_PER_S;
+    n_dropped = show ? 0 : n_dropped + 1;
+    pthread_mutex_unlock(&mu);
+    if (!show) return;
     char line[400];
     vsnprintf(line, sizeof line, fmt, ap);
     line[strcspn(line, "\n")] = 0;
-    log_info("libmicrohttpd: %s", line);
+    if (dropped) log_info("libmicrohttpd: %s (after %u messages not logged: over %d a second)", line, dropped,
+                          MHD_LOG_PER_S);
+    else log_info("libmicrohttpd: %s", line);
 }
 
 static struct MHD_Daemon *listen_http(const serve_opts *o, char *err, size_t errcap)
@@ -507,10 +542,13 @@ static struct MHD_Daemon *listen_http(const serve_opts *o, char *err, size_t err
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    /* A connection over the per-address limit is closed at accept; over the total, new
+     * ones wait in the kernel's listen queue. */
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_CONNECTION_LIMIT, o->max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_conns_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (!d) snprintf(err, errcap, "cannot listen on %s:%d (%s)", o->host, o->port, strerror(errno));
@@ -556,8 +594,11 @@ int cmd_serve(int argc, char **argv)
         gwk_free(&G.o.keys);
         return 1;
     }
-    log_info("listening on http://%s:%d (front door %s, %d HTTP threads, %s)", G.o.host, G.o.port, ep, G.o.threads,
-             G.o.keys.n ? "API keys required" : "no API key");
+    char per_ip[32] = "no limit";
+    if (G.o.max_conns_per_ip) snprintf(per_ip, sizeof per_ip, "%u", G.o.max_conns_per_ip);
+    log_info("listening on http://%s:%d (front door %s, %d HTTP threads, %s; at most %u connections, per client "
+             "address %s)", G.o.host, G.o.port, ep, G.o.threads, G.o.keys.n ? "API keys required" : "no API key",
+             G.o.max_conns, per_ip);
     while (!stop_flag) usleep(100 * 1000);
     log_info("shutting down");
     gwb_stop(G.bridge);   /* every open job fails and its connection resumes */

@@ -2,7 +2,9 @@
 # 75: the gateway against clients that hold connections open. A refusal the headers
 # decide (401 without or with a wrong key, 413 for a Content-Length over --max-body, 3e6
 # or 3e9) is answered and the connection closed within 1 s though the announced body
-# never comes. Raw-socket probes: tests/e2e/http_raw.py.
+# never comes; an address with --max-connections-per-ip connections open has its next
+# one closed unanswered while another address is served; beyond --max-connections a
+# connection waits until another closes. Raw-socket probes: tests/e2e/http_raw.py.
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 150
 command -v curl >/dev/null || fail "curl is needed"
@@ -31,4 +33,14 @@ for cl in 3000000 3000000000; do
 done
 echo "a body announced and never sent: 401 without or with a wrong key, 413 with the key, answered and closed within 1 s"
 
+# Connections per client address
+start_gateway per_ip.log --max-connections-per-ip 4
+$RAW per_ip "$PORT" 4 || fail "--max-connections-per-ip 4"
+
+# Connections in all (two threads of two connections each)
+start_gateway total.log --threads 2 --max-connections 4 --max-connections-per-ip 0
+$RAW total "$PORT" 4 || fail "--max-connections 4"
+out=$(timeout 10 "$LLM_BIN/llmc" serve --run-dir "$RUN" --port "$(free_port)" --threads 4 --max-connections 2 2>&1) \
+    && fail "--max-connections below --threads was accepted"
+grep -q -- '--max-connections 2 is below --threads 4' <<<"$out" || fail "--max-connections below --threads: $out"
 echo "PASS $E2E_NAME"
