@@ -35,6 +35,7 @@
 #include "cmds.h"
 #include "gguf.h"
 #include "gw_bridge.h"
+#include "gw_conns.h"
 #include "gw_job.h"
 #include "gw_keys.h"
 #include "gw_metrics.h"
@@ -52,12 +53,14 @@ typedef struct {
     int         n_argv_keys;     /* of them given with --api-key, visible in ps */
     unsigned    max_conns;       /* open HTTP connections, all clients together */
     unsigned    max_conns_per_ip;
+    int         request_timeout; /* seconds for a client to send a whole request */
 } serve_opts;
 
 /* The gateway: options, the bridge, metrics, and the vocabulary for log-prob texts. */
 static struct {
     serve_opts      o;
     gwb            *bridge;
+    gwc            *conns;
     gwm             metrics;
     char            run_dir[256];
     long long       started;
@@ -312,6 +315,13 @@ static enum MHD_Result refuse(struct MHD_Connection *c, http_req *x)
     return error_reply(c, x, x->err_status, x->err_msg, NULL, code);
 }
 
+/* The deadline slot of c's connection (gw_conns.h), NULL if it has none. */
+static gwc_slot *conn_slot(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? i->socket_context : NULL;
+}
+
 /* The first call of a request, when its headers are in and none of its body is read. A
  * refusal is answered now: a client that announces a huge body, or has no key, is told
  * at once and its connection closed (libmicrohttpd closes after an early answer),
@@ -326,6 +336,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, const char *url, con
     if (strcmp(method, "OPTIONS") == 0) return MHD_YES;
     check_headers(c, x, url, method);
     if (!x->err_status) return MHD_YES;
+    gwc_answering(G.conns, conn_slot(c));
     return refuse(c, x);
 }
 
@@ -372,7 +383,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     http_req *x = *con_cls;
     if (!x) return first_call(c, url, method, con_cls);
     if (*upload_size) return take_body(x, upload, upload_size);
-    if (x->job) return answer_job(c, x); /* resumed: the answer is decided */
+    gwc_answering(G.conns, conn_slot(c)); /* the whole request is in */
+    if (x->job) return answer_job(c, x);  /* resumed: the answer is decided */
     if (strcmp(method, "OPTIONS") == 0) return preflight(c, x);
     if (x->err_status) return refuse(c, x);
     switch (x->ep) {
@@ -389,8 +401,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)c;
     (void)toe;
+    gwc_idle(G.conns, conn_slot(c)); /* the next request on this connection, if any */
     http_req *x = *con_cls;
     if (!x) return;
     if (x->job && gwj_detach(x->job)) gwb_cancel(G.bridge, x->job->id); /* the client left mid-request */
@@ -398,6 +410,36 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     free(x->body);
     free(x);
     *con_cls = NULL;
+}
+
+/* The request line of a request has arrived (libmicrohttpd's URI log callback; its
+ * result would be the request's con_cls, which on_request sets itself). */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)uri;
+    gwc_request_line(G.conns, conn_slot(c));
+    return NULL;
+}
+
+/* A connection opens or closes (libmicrohttpd's socket context is its deadline slot). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)cls;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        gwc_close(G.conns, *socket_context);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *sa = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char addr[64] = "?";
+    if (sa && sa->client_addr)
+        getnameinfo(sa->client_addr, sa->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                                            : sizeof(struct sockaddr_in),
+                    addr, sizeof addr, NULL, 0, NI_NUMERICHOST);
+    if (fd) *socket_context = gwc_open(G.conns, fd->connect_fd, addr);
 }
 
 /* ---- options and main ---- */
@@ -418,6 +460,7 @@ static void usage(FILE *f)
             "  --max-connections N   open HTTP connections, all clients together (default 512)\n"
             "  --max-connections-per-ip N\n"
             "                        open HTTP connections from one client address (default 64; 0: no limit)\n"
+            "  --request-timeout S   seconds a client has to send a whole request, headers and body (default 60)\n"
             "  --alias NAME          model id in responses and /v1/models (default: the model file's name)\n"
             "  --model FILE          vocabulary for top_logprobs token texts (default: what the front door serves) [LLM_MODEL]\n"
             "  -e, --endpoint EP     front door endpoint (default ipc://RUN_DIR/front.sock) [LLM_FRONT]\n"
@@ -455,6 +498,7 @@ static int parse_valued(serve_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--max-body")) { if (parse_num(a, v, 1024, 64L << 20, &n)) return -1; o->max_body = (size_t)n; }
     else if (!strcmp(a, "--max-connections")) { if (parse_num(a, v, 1, 65536, &n)) return -1; o->max_conns = (unsigned)n; }
     else if (!strcmp(a, "--max-connections-per-ip")) { if (parse_num(a, v, 0, 65536, &n)) return -1; o->max_conns_per_ip = (unsigned)n; }
+    else if (!strcmp(a, "--request-timeout")) { if (parse_num(a, v, 1, 3600, &n)) return -1; o->request_timeout = (int)n; }
     else if (!strcmp(a, "--alias")) o->alias = v;
     else if (!strcmp(a, "--model")) o->model_file = v;
     else if (!strcmp(a, "-e") || !strcmp(a, "--endpoint")) o->endpoint = v;
@@ -477,6 +521,7 @@ static int parse(int argc, char **argv, serve_opts *o)
     o->max_body = 2u << 20;
     o->max_conns = 512;
     o->max_conns_per_ip = 64;
+    o->request_timeout = 60;
     o->model_file = getenv("LLM_MODEL");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -542,12 +587,15 @@ static struct MHD_Daemon *listen_http(const serve_opts *o, char *err, size_t err
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    /* A connection over the per-address limit is closed at accept; over the total, new
-     * ones wait in the kernel's listen queue. */
+    /* The idle timeout bounds a reader that stops reading an answer (a stream between
+     * pieces is suspended, which does not count); receiving a request is bounded by
+     * --request-timeout (gw_conns.h). A connection over the per-address limit is closed
+     * at accept; over the total, new ones wait in the kernel's listen queue. */
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, NULL,
         MHD_OPTION_CONNECTION_LIMIT, o->max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_conns_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
@@ -586,25 +634,31 @@ int cmd_serve(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    G.bridge = gwb_new(ep, &gwj_ops, err, sizeof err);
+    G.conns = gwc_new((int64_t)G.o.request_timeout * 1000);
+    G.bridge = G.conns ? gwb_new(ep, &gwj_ops, err, sizeof err) : NULL;
     struct MHD_Daemon *d = G.bridge ? listen_http(&G.o, err, sizeof err) : NULL;
     if (!d) {
-        fprintf(stderr, "error: %s\n", err);
+        fprintf(stderr, "error: %s\n", G.conns ? err : "out of memory");
         gwb_destroy(&G.bridge);
+        gwc_destroy(&G.conns);
         gwk_free(&G.o.keys);
         return 1;
     }
     char per_ip[32] = "no limit";
     if (G.o.max_conns_per_ip) snprintf(per_ip, sizeof per_ip, "%u", G.o.max_conns_per_ip);
     log_info("listening on http://%s:%d (front door %s, %d HTTP threads, %s; at most %u connections, per client "
-             "address %s)", G.o.host, G.o.port, ep, G.o.threads, G.o.keys.n ? "API keys required" : "no API key",
-             G.o.max_conns, per_ip);
-    while (!stop_flag) usleep(100 * 1000);
+             "address %s; %d s to send a request)", G.o.host, G.o.port, ep, G.o.threads,
+             G.o.keys.n ? "API keys required" : "no API key", G.o.max_conns, per_ip, G.o.request_timeout);
+    while (!stop_flag) {
+        usleep(100 * 1000);
+        gwc_sweep(G.conns, net_now_ms());
+    }
     log_info("shutting down");
     gwb_stop(G.bridge);   /* every open job fails and its connection resumes */
     usleep(200 * 1000);   /* let those answers go out */
-    MHD_stop_daemon(d);
+    MHD_stop_daemon(d); /* closes every connection, so every deadline slot too */
     gwb_destroy(&G.bridge);
+    gwc_destroy(&G.conns);
     gwk_free(&G.o.keys);
     tok_vocab_free(G.vocab);
     gwm_free(&G.metrics);
