@@ -51,7 +51,7 @@ grep -q -- '--max-connections 2 is below --threads 4' <<<"$out" || fail "--max-c
 # The deadline to send a request, and a stream that outlasts it
 start_gateway deadline.log --request-timeout 1
 for part in head body; do
-    t=$($RAW trickle "$PORT" "$part" 4) || fail "a request whose $part trickles was not cut off"
+    t=$($RAW trickle "$PORT" "$part" 0.9 4) || fail "a request whose $part trickles was not cut off at --request-timeout 1"
     echo "a request whose $part trickles a byte every 0.2 s: closed after $t s (--request-timeout 1)"
 done
 [ "$(grep -c 'no whole request within 1 s' "$RUN/deadline.log")" -ge 2 ] || fail "the cut-off connections were not logged"
