@@ -4,7 +4,7 @@
  * becomes a GENERATE on one ZeroMQ connection (client/gw_bridge.c), so queueing,
  * worker death and restarts behind it work as for llmc.
  *
- *   llmc serve [--host 127.0.0.1] [--port 8080] [--api-key KEY ...] [--threads N]
+ *   llmc serve [--host 127.0.0.1] [--port 8080] [--api-key-file FILE] [--threads N]
  *   curl http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \
  *        -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":32,"stream":true}'
  *
@@ -35,7 +35,9 @@
 #include "cmds.h"
 #include "gguf.h"
 #include "gw_bridge.h"
+#include "gw_conns.h"
 #include "gw_job.h"
+#include "gw_keys.h"
 #include "gw_metrics.h"
 #include "log.h"
 #include "net.h"
@@ -43,20 +45,22 @@
 #include "segment.h"
 #include "tok.h"
 
-#define MAX_KEYS 16
-
 typedef struct {
     const char *host, *endpoint, *run_dir, *model_file, *alias;
     int         port, threads;
     size_t      max_body;
-    const char *keys[MAX_KEYS];
-    int         n_keys;
+    gwk_set     keys;
+    int         n_argv_keys;     /* of them given with --api-key, visible in ps */
+    unsigned    max_conns;       /* open HTTP connections, all clients together */
+    unsigned    max_conns_per_ip;
+    int         request_timeout; /* seconds for a client to send a whole request */
 } serve_opts;
 
 /* The gateway: options, the bridge, metrics, and the vocabulary for log-prob texts. */
 static struct {
     serve_opts      o;
     gwb            *bridge;
+    gwc            *conns;
     gwm             metrics;
     char            run_dir[256];
     long long       started;
@@ -68,11 +72,10 @@ static struct {
 /* One HTTP request's state (libmicrohttpd's con_cls). */
 typedef struct {
     gwm_ep ep;
-    int    err_status;     /* decided on the first call (401, 404, 405) */
+    int    err_status;     /* 401, 404, 405, 413 from the headers; 413 for a chunked body over --max-body */
     char   err_msg[160];
     char  *body;
     size_t len, cap;
-    int    too_big;
     gwj   *job;
     int64_t t0_us;
 } http_req;
@@ -279,45 +282,84 @@ static gwm_ep route(const char *url)
     return GWM_EP_OTHER;
 }
 
-/* Compares without an early exit, so the time taken does not reveal a key's prefix. */
-static int key_equal(const char *a, const char *b)
+static void too_big(http_req *x)
 {
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned char d = la != lb;
-    for (size_t i = 0; i < la; i++) d |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
-    return d == 0;
+    x->err_status = 413;
+    snprintf(x->err_msg, sizeof x->err_msg, "the request body is larger than %zu bytes (--max-body)", G.o.max_body);
 }
 
-static int authorized(struct MHD_Connection *c)
-{
-    if (G.o.n_keys == 0) return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0;
-    h += 7;
-    while (*h == ' ') h++;
-    int ok = 0;
-    for (int i = 0; i < G.o.n_keys; i++) ok |= key_equal(h, G.o.keys[i]);
-    return ok;
-}
-
-/* The first call of a request: route, method, key, declared size. */
-static void first_call(struct MHD_Connection *c, http_req *x, const char *url, const char *method)
+/* Decides from the request line and headers alone: route, method, key, declared size. */
+static void check_headers(struct MHD_Connection *c, http_req *x, const char *url, const char *method)
 {
     int post = x->ep == GWM_EP_CHAT || x->ep == GWM_EP_COMPLETIONS;
     const char *want = post ? "POST" : "GET";
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (x->ep == GWM_EP_OTHER) {
         x->err_status = 404;
         snprintf(x->err_msg, sizeof x->err_msg, "no such endpoint: %.100s", url);
     } else if (strcmp(method, want) != 0 && !(strcmp(want, "GET") == 0 && strcmp(method, "HEAD") == 0)) {
         x->err_status = 405;
         snprintf(x->err_msg, sizeof x->err_msg, "%.100s takes %s, not %.20s", url, want, method);
-    } else if (x->ep != GWM_EP_HEALTH && !authorized(c)) {
+    } else if (x->ep != GWM_EP_HEALTH && !gwk_authorized(&G.o.keys, auth)) {
         x->err_status = 401;
         snprintf(x->err_msg, sizeof x->err_msg, "invalid or missing API key (Authorization: Bearer KEY)");
     } else if (cl && strtoull(cl, NULL, 10) > G.o.max_body) {
-        x->too_big = 1;
+        too_big(x);
     }
+}
+
+static enum MHD_Result refuse(struct MHD_Connection *c, http_req *x)
+{
+    const char *code = x->err_status == 401 ? "invalid_api_key" : x->err_status == 413 ? "invalid_request" : NULL;
+    return error_reply(c, x, x->err_status, x->err_msg, NULL, code);
+}
+
+/* The deadline slot of c's connection (gw_conns.h), NULL if it has none. */
+static gwc_slot *conn_slot(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? i->socket_context : NULL;
+}
+
+/* The first call of a request, when its headers are in and none of its body is read. A
+ * refusal is answered now: a client that announces a huge body, or has no key, is told
+ * at once and its connection closed (libmicrohttpd closes after an early answer),
+ * instead of being read to the end of a body it may never send. */
+static enum MHD_Result first_call(struct MHD_Connection *c, const char *url, const char *method, void **con_cls)
+{
+    http_req *x = calloc(1, sizeof *x);
+    if (!x) return MHD_NO;
+    *con_cls = x;
+    x->t0_us = gwj_now_us();
+    x->ep = route(url);
+    if (strcmp(method, "OPTIONS") == 0) return MHD_YES;
+    check_headers(c, x, url, method);
+    if (!x->err_status) return MHD_YES;
+    gwc_answering(G.conns, conn_slot(c));
+    return refuse(c, x);
+}
+
+/* Keeps a piece of the body, or drops it once the body is over --max-body (chunked). */
+static enum MHD_Result take_body(http_req *x, const char *upload, size_t *upload_size)
+{
+    size_t n = *upload_size;
+    *upload_size = 0;
+    if (x->err_status) return MHD_YES; /* read and dropped */
+    if (x->len + n > G.o.max_body) {
+        too_big(x);
+        return MHD_YES;
+    }
+    if (x->len + n + 1 > x->cap) {
+        size_t cap = (x->len + n + 1) * 2 < G.o.max_body + 1 ? (x->len + n + 1) * 2 : G.o.max_body + 1;
+        char *b = realloc(x->body, cap);
+        if (!b) return MHD_NO;
+        x->body = b;
+        x->cap = cap;
+    }
+    memcpy(x->body + x->len, upload, n);
+    x->len += n;
+    return MHD_YES;
 }
 
 static enum MHD_Result preflight(struct MHD_Connection *c, http_req *x)
@@ -339,41 +381,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)cls;
     (void)version;
     http_req *x = *con_cls;
-    if (!x) {
-        x = calloc(1, sizeof *x);
-        if (!x) return MHD_NO;
-        *con_cls = x;
-        x->t0_us = gwj_now_us();
-        x->ep = route(url);
-        if (strcmp(method, "OPTIONS") != 0) first_call(c, x, url, method);
-        return MHD_YES;
-    }
-    if (*upload_size) {
-        size_t n = *upload_size;
-        *upload_size = 0;
-        if (x->too_big || x->err_status || x->len + n > G.o.max_body) {
-            x->too_big |= !x->err_status && x->len + n > G.o.max_body;
-            return MHD_YES; /* read and dropped */
-        }
-        if (x->len + n + 1 > x->cap) {
-            size_t cap = (x->len + n + 1) * 2 < G.o.max_body + 1 ? (x->len + n + 1) * 2 : G.o.max_body + 1;
-            char *b = realloc(x->body, cap);
-            if (!b) return MHD_NO;
-            x->body = b;
-            x->cap = cap;
-        }
-        memcpy(x->body + x->len, upload, n);
-        x->len += n;
-        return MHD_YES;
-    }
-    if (x->job) return answer_job(c, x); /* resumed: the answer is decided */
+    if (!x) return first_call(c, url, method, con_cls);
+    if (*upload_size) return take_body(x, upload, upload_size);
+    gwc_answering(G.conns, conn_slot(c)); /* the whole request is in */
+    if (x->job) return answer_job(c, x);  /* resumed: the answer is decided */
     if (strcmp(method, "OPTIONS") == 0) return preflight(c, x);
-    if (x->err_status) return error_reply(c, x, x->err_status, x->err_msg, NULL, x->err_status == 401 ? "invalid_api_key" : NULL);
-    if (x->too_big) {
-        char msg[120];
-        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes (--max-body)", G.o.max_body);
-        return error_reply(c, x, 413, msg, NULL, "invalid_request");
-    }
+    if (x->err_status) return refuse(c, x);
     switch (x->ep) {
     case GWM_EP_HEALTH: return get_health(c, x);
     case GWM_EP_MODELS: return get_models(c, x);
@@ -388,8 +401,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)c;
     (void)toe;
+    gwc_idle(G.conns, conn_slot(c)); /* the next request on this connection, if any */
     http_req *x = *con_cls;
     if (!x) return;
     if (x->job && gwj_detach(x->job)) gwb_cancel(G.bridge, x->job->id); /* the client left mid-request */
@@ -397,6 +410,36 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     free(x->body);
     free(x);
     *con_cls = NULL;
+}
+
+/* The request line of a request has arrived (libmicrohttpd's URI log callback; its
+ * result would be the request's con_cls, which on_request sets itself). */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)uri;
+    gwc_request_line(G.conns, conn_slot(c));
+    return NULL;
+}
+
+/* A connection opens or closes (libmicrohttpd's socket context is its deadline slot). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)cls;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        gwc_close(G.conns, *socket_context);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *sa = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char addr[64] = "?";
+    if (sa && sa->client_addr)
+        getnameinfo(sa->client_addr, sa->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                                            : sizeof(struct sockaddr_in),
+                    addr, sizeof addr, NULL, 0, NI_NUMERICHOST);
+    if (fd) *socket_context = gwc_open(G.conns, fd->connect_fd, addr);
 }
 
 /* ---- options and main ---- */
@@ -407,9 +450,17 @@ static void usage(FILE *f)
             "usage: llmc serve [options]        OpenAI-compatible HTTP gateway to the pipeline\n"
             "  --host HOST           address to listen on (default 127.0.0.1)\n"
             "  --port N              port (default 8080)\n"
-            "  --api-key KEY         require 'Authorization: Bearer KEY' (repeatable) [LLM_API_KEY, comma-separated]\n"
+            "  API keys: with any, every endpoint but /health needs 'Authorization: Bearer KEY'. Give them in\n"
+            "  LLM_API_KEY (comma-separated; used when neither option below is given) or a key file:\n"
+            "  --api-key-file FILE   the keys in FILE, one a line (blank and # lines skipped); FILE must be\n"
+            "                        yours and private to you (chmod 600), or the gateway does not start\n"
+            "  --api-key KEY         KEY (repeatable); not recommended: every local user sees it in ps\n"
             "  --threads N           HTTP threads (default 4)\n"
             "  --max-body BYTES      largest request body (default 2097152)\n"
+            "  --max-connections N   open HTTP connections, all clients together (default 512)\n"
+            "  --max-connections-per-ip N\n"
+            "                        open HTTP connections from one client address (default 64; 0: no limit)\n"
+            "  --request-timeout S   seconds a client has to send a whole request, headers and body (default 60)\n"
             "  --alias NAME          model id in responses and /v1/models (default: the model file's name)\n"
             "  --model FILE          vocabulary for top_logprobs token texts (default: what the front door serves) [LLM_MODEL]\n"
             "  -e, --endpoint EP     front door endpoint (default ipc://RUN_DIR/front.sock) [LLM_FRONT]\n"
@@ -428,14 +479,35 @@ static int parse_num(const char *flag, const char *v, long lo, long hi, long *ou
     return 0;
 }
 
-static int add_key(serve_opts *o, const char *k)
+/* r from a gwk_ function that was given flag's value: the message, if it failed. */
+static int key_result(const char *flag, int r, const char *err)
 {
-    if (!*k) return 0;
-    if (o->n_keys >= MAX_KEYS) {
-        fprintf(stderr, "error: at most %d API keys\n", MAX_KEYS);
-        return -1;
-    }
-    o->keys[o->n_keys++] = k;
+    if (r != 0) fprintf(stderr, "error: %s: %s\n", flag, err);
+    return r;
+}
+
+/* Parses option a with its value v: 0, 2 if a is no such option, -1 for a bad value
+ * (message printed). */
+static int parse_valued(serve_opts *o, const char *a, const char *v)
+{
+    char err[400];
+    long n;
+    if (!strcmp(a, "--host")) o->host = v;
+    else if (!strcmp(a, "--port")) { if (parse_num(a, v, 1, 65535, &n)) return -1; o->port = (int)n; }
+    else if (!strcmp(a, "--threads")) { if (parse_num(a, v, 1, 256, &n)) return -1; o->threads = (int)n; }
+    else if (!strcmp(a, "--max-body")) { if (parse_num(a, v, 1024, 64L << 20, &n)) return -1; o->max_body = (size_t)n; }
+    else if (!strcmp(a, "--max-connections")) { if (parse_num(a, v, 1, 65536, &n)) return -1; o->max_conns = (unsigned)n; }
+    else if (!strcmp(a, "--max-connections-per-ip")) { if (parse_num(a, v, 0, 65536, &n)) return -1; o->max_conns_per_ip = (unsigned)n; }
+    else if (!strcmp(a, "--request-timeout")) { if (parse_num(a, v, 1, 3600, &n)) return -1; o->request_timeout = (int)n; }
+    else if (!strcmp(a, "--alias")) o->alias = v;
+    else if (!strcmp(a, "--model")) o->model_file = v;
+    else if (!strcmp(a, "-e") || !strcmp(a, "--endpoint")) o->endpoint = v;
+    else if (!strcmp(a, "--run-dir")) o->run_dir = v;
+    else if (!strcmp(a, "--api-key-file")) return key_result(a, gwk_load_file(&o->keys, v, err, sizeof err), err);
+    else if (!strcmp(a, "--api-key")) {
+        o->n_argv_keys += *v != 0;
+        return key_result(a, gwk_add(&o->keys, v, err, sizeof err), err);
+    } else return 2;
     return 0;
 }
 
@@ -447,44 +519,60 @@ static int parse(int argc, char **argv, serve_opts *o)
     o->port = 8080;
     o->threads = 4;
     o->max_body = 2u << 20;
+    o->max_conns = 512;
+    o->max_conns_per_ip = 64;
+    o->request_timeout = 60;
     o->model_file = getenv("LLM_MODEL");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int need = i + 1 < argc;
-        long v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 1; }
-        else if (!strcmp(a, "--host") && need) o->host = argv[++i];
-        else if (!strcmp(a, "--port") && need) { if (parse_num(a, argv[++i], 1, 65535, &v)) return -1; o->port = (int)v; }
-        else if (!strcmp(a, "--threads") && need) { if (parse_num(a, argv[++i], 1, 256, &v)) return -1; o->threads = (int)v; }
-        else if (!strcmp(a, "--max-body") && need) { if (parse_num(a, argv[++i], 1024, 64L << 20, &v)) return -1; o->max_body = (size_t)v; }
-        else if (!strcmp(a, "--api-key") && need) { if (add_key(o, argv[++i])) return -1; }
-        else if (!strcmp(a, "--alias") && need) o->alias = argv[++i];
-        else if (!strcmp(a, "--model") && need) o->model_file = argv[++i];
-        else if ((!strcmp(a, "-e") || !strcmp(a, "--endpoint")) && need) o->endpoint = argv[++i];
-        else if (!strcmp(a, "--run-dir") && need) o->run_dir = argv[++i];
-        else {
-            fprintf(stderr, "error: unknown option or missing value '%s' (llmc serve --help)\n", a);
-            return 2;
-        }
+        int r = i + 1 < argc ? parse_valued(o, a, argv[i + 1]) : 2;
+        i += r == 0;
+        if (r == 2) fprintf(stderr, "error: unknown option or missing value '%s' (llmc serve --help)\n", a);
+        if (r) return r;
     }
-    static char env_keys[1024];
-    const char *ek = getenv("LLM_API_KEY");
-    if (ek && *ek && o->n_keys == 0) {
-        snprintf(env_keys, sizeof env_keys, "%s", ek);
-        for (char *save = NULL, *k = strtok_r(env_keys, ",", &save); k; k = strtok_r(NULL, ",", &save))
-            if (add_key(o, k)) return -1;
+    char err[200];
+    if (o->keys.n == 0 && gwk_add_list(&o->keys, getenv("LLM_API_KEY"), err, sizeof err) != 0) {
+        fprintf(stderr, "error: LLM_API_KEY: %s\n", err);
+        return -1;
+    }
+    if (o->max_conns < (unsigned)o->threads) { /* libmicrohttpd gives each thread its share */
+        fprintf(stderr, "error: --max-connections %u is below --threads %d: each HTTP thread needs one\n",
+                o->max_conns, o->threads);
+        return -1;
     }
     return 0;
 }
 
-/* libmicrohttpd's own messages (a client that left mid-answer, ...) as our log lines. */
+#define MHD_LOG_PER_S 20 /* libmicrohttpd messages logged per second at most */
+
+/* libmicrohttpd's own messages (a client that left mid-answer, a connection refused by
+ * a limit, ...) as our log lines, at most MHD_LOG_PER_S a second: a client that opens
+ * connections past the limits in a loop gets each refused with a message, and must not
+ * fill the disk with them. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static int64_t second;
+    static unsigned n_this_second, n_dropped;
     (void)cls;
+    pthread_mutex_lock(&mu);
+    int64_t now = net_now_ms() / 1000;
+    if (now != second) {
+        second = now;
+        n_this_second = 0;
+    }
+    unsigned dropped = n_dropped;
+    int show = n_this_second++ < MHD_LOG_PER_S;
+    n_dropped = show ? 0 : n_dropped + 1;
+    pthread_mutex_unlock(&mu);
+    if (!show) return;
     char line[400];
     vsnprintf(line, sizeof line, fmt, ap);
     line[strcspn(line, "\n")] = 0;
-    log_info("libmicrohttpd: %s", line);
+    if (dropped) log_info("libmicrohttpd: %s (after %u messages not logged: over %d a second)", line, dropped,
+                          MHD_LOG_PER_S);
+    else log_info("libmicrohttpd: %s", line);
 }
 
 static struct MHD_Daemon *listen_http(const serve_opts *o, char *err, size_t errcap)
@@ -499,10 +587,16 @@ static struct MHD_Daemon *listen_http(const serve_opts *o, char *err, size_t err
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    /* The idle timeout bounds a reader that stops reading an answer (a stream between
+     * pieces is suspended, which does not count); receiving a request is bounded by
+     * --request-timeout (gw_conns.h). A connection over the per-address limit is closed
+     * at accept; over the total, new ones wait in the kernel's listen queue. */
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, NULL,
+        MHD_OPTION_CONNECTION_LIMIT, o->max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_conns_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (!d) snprintf(err, errcap, "cannot listen on %s:%d (%s)", o->host, o->port, strerror(errno));
@@ -513,8 +607,14 @@ static struct MHD_Daemon *listen_http(const serve_opts *o, char *err, size_t err
 int cmd_serve(int argc, char **argv)
 {
     int r = parse(argc, argv, &G.o);
-    if (r) return r == 1 ? 0 : r == 2 ? 2 : 1;
+    if (r) {
+        gwk_free(&G.o.keys);
+        return r == 1 ? 0 : r == 2 ? 2 : 1;
+    }
     log_init("gateway", LOG_INFO);
+    if (G.o.n_argv_keys)
+        log_warn("%d API key(s) given with --api-key: visible to local users in ps; use --api-key-file or LLM_API_KEY",
+                 G.o.n_argv_keys);
     char ep[300], err[400];
     if (G.o.endpoint) {
         snprintf(ep, sizeof ep, "%s", G.o.endpoint);
@@ -534,21 +634,32 @@ int cmd_serve(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    G.bridge = gwb_new(ep, &gwj_ops, err, sizeof err);
+    G.conns = gwc_new((int64_t)G.o.request_timeout * 1000);
+    G.bridge = G.conns ? gwb_new(ep, &gwj_ops, err, sizeof err) : NULL;
     struct MHD_Daemon *d = G.bridge ? listen_http(&G.o, err, sizeof err) : NULL;
     if (!d) {
-        fprintf(stderr, "error: %s\n", err);
+        fprintf(stderr, "error: %s\n", G.conns ? err : "out of memory");
         gwb_destroy(&G.bridge);
+        gwc_destroy(&G.conns);
+        gwk_free(&G.o.keys);
         return 1;
     }
-    log_info("listening on http://%s:%d (front door %s, %d HTTP threads, %s)", G.o.host, G.o.port, ep, G.o.threads,
-             G.o.n_keys ? "API keys required" : "no API key");
-    while (!stop_flag) usleep(100 * 1000);
+    char per_ip[32] = "no limit";
+    if (G.o.max_conns_per_ip) snprintf(per_ip, sizeof per_ip, "%u", G.o.max_conns_per_ip);
+    log_info("listening on http://%s:%d (front door %s, %d HTTP threads, %s; at most %u connections, per client "
+             "address %s; %d s to send a request)", G.o.host, G.o.port, ep, G.o.threads,
+             G.o.keys.n ? "API keys required" : "no API key", G.o.max_conns, per_ip, G.o.request_timeout);
+    while (!stop_flag) {
+        usleep(100 * 1000);
+        gwc_sweep(G.conns, net_now_ms());
+    }
     log_info("shutting down");
     gwb_stop(G.bridge);   /* every open job fails and its connection resumes */
     usleep(200 * 1000);   /* let those answers go out */
-    MHD_stop_daemon(d);
+    MHD_stop_daemon(d); /* closes every connection, so every deadline slot too */
     gwb_destroy(&G.bridge);
+    gwc_destroy(&G.conns);
+    gwk_free(&G.o.keys);
     tok_vocab_free(G.vocab);
     gwm_free(&G.metrics);
     return 0;
