@@ -168,8 +168,6 @@ typedef struct {
     struct { uint64_t wid; int64_t ms; } refused[FRONT_REFUSED_LOG];
     struct { uint64_t sess; char key[FRONT_KEY_HEX + 1]; int64_t ms; } tombs[FRONT_MAX_TOMBS];
     int          tomb_next;    /* the ring's oldest entry, overwritten next */
-    int64_t      adopt_log_ms; /* last "REPORT refused" line (one a second at most) */
-    uint64_t     adopt_refused;
 } front;
 
 /* Error codes of PT_ERROR replies to clients (proto.c lists them; the HTTP gateway maps

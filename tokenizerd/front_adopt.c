@@ -109,14 +109,14 @@ static const char *adopt_refusal(front *f, int wi, uint32_t n, int held_chat, in
     return NULL;
 }
 
-/* Logs a refused REPORT, one line a second at most (a fake worker may send thousands). */
-static void log_refused(front *f, int wi, uint64_t sess, const char *why, int64_t now)
+/* A refused REPORT: its worker is told to drop the session, and a warning is logged
+ * (rate-limited: a fake worker may send thousands). */
+static void refuse_report(front *f, int wi, uint64_t sess, const char *why)
 {
-    f->adopt_refused++;
-    if (now - f->adopt_log_ms < 1000) return;
-    f->adopt_log_ms = now;
-    log_warn("worker pid %d reported session %016llx, not adopted: %s (%llu reports refused so far)", f->w[wi].pid,
-             (unsigned long long)sess, why, (unsigned long long)f->adopt_refused);
+    static log_limit lim = LOG_LIMIT("a worker's report refused");
+    log_warn_limited(&lim, "worker pid %d reported session %016llx, not adopted: %s", f->w[wi].pid,
+                     (unsigned long long)sess, why);
+    stop_on(f, wi, sess);
 }
 
 void front_adopt(front *f, int wi, const proto_msg *m)
@@ -132,8 +132,7 @@ void front_adopt(front *f, int wi, const proto_msg *m)
      * report is only a claim (the copy we run, or queue, wins) */
     const char *why = r ? "this front door holds that session" : adopt_refusal(f, wi, n, proto_bool(m, "idle", 0), now);
     if (why) {
-        log_refused(f, wi, sess, why, now);
-        stop_on(f, wi, sess);
+        refuse_report(f, wi, sess, why);
         return;
     }
     uint64_t step = proto_u64(m, "step", 0);
@@ -141,15 +140,13 @@ void front_adopt(front *f, int wi, const proto_msg *m)
     if (r) r->toks = malloc(((size_t)n + 1024) * sizeof *r->toks);
     if (!r || !r->toks || n == 0 || sp->via.bin.size > sizeof r->sp || fb_unpack(r, proto_field(m, "fb"), (int)n) != 0 ||
         step != (uint64_t)(n - (uint32_t)r->n_prompt) || !(r->det = tok_stream_new(f->vocab, TOK_STREAM_KEEP_SPACE))) {
-        log_warn("worker pid %d reported session %016llx that this front door cannot adopt: stopped", f->w[wi].pid,
-                 (unsigned long long)sess);
+        refuse_report(f, wi, sess, "its record is not one of ours");
         if (r) {
             for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
             tok_stream_free(r->det);
             free(r->toks);
             free(r);
         }
-        stop_on(f, wi, sess);
         return;
     }
     proto_ints(m, "toks", r->toks, n);
