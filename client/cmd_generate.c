@@ -23,6 +23,7 @@
 
 #include "cmds.h"
 #include "conn.h"
+#include "errcode.h"
 #include "net.h"
 #include "sampler.h"
 
@@ -32,7 +33,6 @@
 #define LOST_MS    30000 /* no answer for this long, resumes included: the front door is gone */
 #define RESUME_MS  2000  /* no answer for this long mid-stream: ask the front door to resume */
 #define ACCEPT_MS  10000 /* the front door must admit a request within this */
-#define LC_KEY_MAX 64    /* a chat session's key (the front door's is 32 hex digits) */
 
 typedef struct {
     const char *prompt, *system, *endpoint, *run_dir, *file;
@@ -105,10 +105,7 @@ static int is_param(const char *name)
         if (strcmp(name, aliases[i][0]) == 0) snprintf(n, sizeof n, "%s", aliases[i][1]);
     for (char *p = n; *p; p++)
         if (*p == '-') *p = '_';
-    smp_params p = smp_params_default();
-    char err[160] = "";
-    smp_param_set(&p, n, "0", err, sizeof err);
-    return strstr(err, "unknown sampling parameter") == NULL;
+    return smp_param_known(n);
 }
 
 /* Parses argv[first..]; returns 0, 1 for --help, 2 on a usage error, -1 on a bad value. */
@@ -230,55 +227,27 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* What a request needs to be resumed after a restart of the front door. */
-typedef struct {
-    uint64_t sess;          /* the session id (ACCEPTED) */
-    char    *key;           /* its key (LC_KEY_MAX bytes) */
-    uint32_t seed;          /* the resolved seed: a resume from scratch gives the same text */
-    int      have_seed;
-    uint64_t rbytes;        /* text bytes received so far */
-} resume_info;
-
 /* Sends the GENERATE of a turn: a fresh one (rs NULL), or a resume of session rs->sess
  * that skips the rs->rbytes bytes already received (same parameters, seed pinned). A
  * chat turn continues session cont (with key) unless it is a resume. */
 static int send_generate(lc_conn *c, const gen_opts *o, uint64_t id, const char *const *msgs, int n_msgs,
-                         uint64_t cont, const char *key, const resume_info *rs)
+                         uint64_t cont, const char *key, const lc_resume *rs)
 {
+    lc_gen g = {
+        .n_predict = o->n_predict,
+        .prompt = o->prompt,
+        .msgs = msgs,
+        .n_msgs = n_msgs,
+        .cont = cont,
+        .key = key,
+        .pk = o->pk,
+        .pv = o->pv,
+        .n_params = o->n_params,
+        .stops = o->stops,
+        .n_stops = o->n_stops,
+    };
     proto_writer w;
-    proto_begin(&w, PT_GENERATE, id);
-    proto_put_i64(&w, "n", o->n_predict);
-    if (msgs) {
-        proto_put_bool(&w, "chat", 1);
-        proto_put_array_begin(&w, "msgs", (uint32_t)n_msgs);
-        for (int i = 0; i < n_msgs; i++) proto_pack_str(&w.pk, msgs[i]);
-    } else {
-        proto_put_str(&w, "prompt", o->prompt);
-    }
-    if (rs) {
-        proto_put_u64(&w, "resume", rs->sess);
-        proto_put_str(&w, "key", rs->key);
-        proto_put_u64(&w, "rbytes", rs->rbytes);
-    } else if (cont) {
-        proto_put_u64(&w, "sess", cont);
-        proto_put_str(&w, "key", key);
-    }
-    int pin = rs && rs->have_seed;
-    proto_put_map_begin(&w, "params", (uint32_t)(o->n_params + pin));
-    for (int i = 0; i < o->n_params; i++) {
-        proto_pack_str(&w.pk, o->pk[i]);
-        proto_pack_str(&w.pk, o->pv[i]);
-    }
-    if (pin) { /* last: it wins over a "seed" given above (the same value) */
-        char v[16];
-        snprintf(v, sizeof v, "%u", rs->seed);
-        proto_pack_str(&w.pk, "seed");
-        proto_pack_str(&w.pk, v);
-    }
-    if (o->n_stops) {
-        proto_put_array_begin(&w, "stop", (uint32_t)o->n_stops);
-        for (int i = 0; i < o->n_stops; i++) proto_pack_str(&w.pk, o->stops[i]);
-    }
+    lc_generate_msg(&w, id, &g, rs);
     return lc_send(c, &w);
 }
 
@@ -292,7 +261,7 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
 {
     static uint64_t next_id = 0;
     uint64_t id = ((uint64_t)getpid() << 20) + ++next_id, cont = *sess;
-    resume_info rs = { .key = key };
+    lc_resume rs = {0};
     double t0 = now_s(), t_first = 0;
     if (send_generate(c, o, id, msgs, n_msgs, cont, key, NULL) != 0) {
         fprintf(stderr, "error: cannot send to %s\n", c->endpoint);
@@ -326,7 +295,8 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
                 }
                 accepted = 1;
                 rs.sess = *sess = proto_u64(&m, "sess", 0);
-                proto_strcpy(&m, "key", key, LC_KEY_MAX);
+                proto_strcpy(&m, "key", rs.key, sizeof rs.key);
+                snprintf(key, LC_KEY_MAX, "%s", rs.key);
                 rs.have_seed = proto_field(&m, "seed") != NULL;
                 rs.seed = (uint32_t)proto_u64(&m, "seed", 0);
             } else if (m.type == PT_PIECE) {
@@ -377,15 +347,15 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
                 char msg[400], code[32] = "";
                 proto_strcpy(&m, "msg", msg, sizeof msg);
                 proto_strcpy(&m, "code", code, sizeof code);
-                if (accepted && !strcmp(code, "unknown_request")) {
+                if (accepted && errcode_from_name(code) == ERR_UNKNOWN_REQUEST) {
                     resume_now = 1; /* a new front door: it may have adopted our session */
-                } else if (!accepted && !strcmp(code, "unknown_request") && resends < 5) {
+                } else if (!accepted && errcode_from_name(code) == ERR_UNKNOWN_REQUEST && resends < 5) {
                     /* our GENERATE went to a front door that died before answering: the new
                      * one answers our ping without knowing the request, so send it again */
                     send_generate(c, o, id, msgs, n_msgs, cont, key, NULL);
                     resends++;
                     last_rx = now;
-                } else if (!accepted && cont && !strcmp(code, "unknown_session")) {
+                } else if (!accepted && cont && errcode_from_name(code) == ERR_UNKNOWN_SESSION) {
                     /* the chat's session is gone (its worker and the front door restarted):
                      * the messages hold the whole conversation, so start a new session */
                     cont = *sess = 0;

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errcode.h"
 #include "cmds.h"
 #include "gguf.h"
 #include "gw_bridge.h"
@@ -165,9 +166,9 @@ static enum MHD_Result get_health(struct MHD_Connection *c, http_req *x)
     char msg[400];
     if (!s.at_ms || net_now_ms() - s.at_ms > GWB_FRESH_MS) {
         snprintf(msg, sizeof msg, "the front door at %s does not answer", gwb_endpoint(G.bridge));
-        return error_reply(c, x, 503, msg, NULL, "unavailable");
+        return error_reply(c, x, 503, msg, NULL, errcode_name(ERR_UNAVAILABLE));
     }
-    if (s.workers == 0) return error_reply(c, x, 503, "no engine worker is up", NULL, "unavailable");
+    if (s.workers == 0) return error_reply(c, x, 503, "no engine worker is up", NULL, errcode_name(ERR_UNAVAILABLE));
     return json_reply(c, x, 200, json_pack("{s:s,s:i,s:I,s:I}", "status", "ok", "workers", s.workers, "active",
                                            (json_int_t)s.active, "queued", (json_int_t)s.queued));
 }
@@ -176,7 +177,7 @@ static enum MHD_Result get_models(struct MHD_Connection *c, http_req *x)
 {
     gwb_status s;
     gwb_status_get(G.bridge, &s);
-    if (!s.at_ms && !G.o.alias) return error_reply(c, x, 503, "the front door has not answered yet", NULL, "unavailable");
+    if (!s.at_ms && !G.o.alias) return error_reply(c, x, 503, "the front door has not answered yet", NULL, errcode_name(ERR_UNAVAILABLE));
     char id[256];
     model_id(id, sizeof id, &s);
     return json_reply(c, x, 200, json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id", id,
@@ -212,7 +213,7 @@ static enum MHD_Result get_metrics(struct MHD_Connection *c, http_req *x)
     }
     size_t len = 0;
     char *text = gwm_render(&G.metrics, &f, &len);
-    if (!text) return error_reply(c, x, 500, "cannot render the metrics", NULL, "internal");
+    if (!text) return error_reply(c, x, 500, "cannot render the metrics", NULL, errcode_name(ERR_INTERNAL));
     return queue(c, x, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, 0);
 }
 
@@ -222,7 +223,7 @@ static enum MHD_Result start_generation(struct MHD_Connection *c, http_req *x)
     oai_req req;
     oai_err e;
     if (oai_parse(&req, x->ep == GWM_EP_CHAT ? OAI_CHAT : OAI_COMPLETION, x->body ? x->body : "", x->len, &e) != 0)
-        return error_reply(c, x, 400, e.msg, e.param, "invalid_request");
+        return error_reply(c, x, 400, e.msg, e.param, errcode_name(ERR_INVALID));
     gwb_status s;
     gwb_status_get(G.bridge, &s);
     char id[256];
@@ -230,14 +231,14 @@ static enum MHD_Result start_generation(struct MHD_Connection *c, http_req *x)
     x->job = gwj_new(&req, x->ep, gwb_new_id(G.bridge), id, vocab_text, NULL, &G.metrics, x->t0_us);
     if (!x->job) {
         oai_req_free(&req);
-        return error_reply(c, x, 500, "gateway out of memory", NULL, "internal");
+        return error_reply(c, x, 500, "gateway out of memory", NULL, errcode_name(ERR_INTERNAL));
     }
     gwj_attach(x->job, c);
     proto_writer w;
     gwj_generate(x->job, x->job->id, NULL, &w);
     if (proto_size(&w) > PROTO_MAX_MSG - 1024) {
         proto_writer_free(&w);
-        return error_reply(c, x, 413, "the request is too large for the front door", NULL, "invalid_request");
+        return error_reply(c, x, 413, "the request is too large for the front door", NULL, errcode_name(ERR_INVALID));
     }
     gwj_ref(x->job); /* the bridge's */
     gwb_submit(G.bridge, x->job, x->job->id, x->job->req.kind == OAI_CHAT, &w);
@@ -311,7 +312,7 @@ static void check_headers(struct MHD_Connection *c, http_req *x, const char *url
 
 static enum MHD_Result refuse(struct MHD_Connection *c, http_req *x)
 {
-    const char *code = x->err_status == 401 ? "invalid_api_key" : x->err_status == 413 ? "invalid_request" : NULL;
+    const char *code = x->err_status == 401 ? errcode_name(ERR_INVALID_API_KEY) : x->err_status == 413 ? errcode_name(ERR_INVALID) : NULL;
     return error_reply(c, x, x->err_status, x->err_msg, NULL, code);
 }
 

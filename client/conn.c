@@ -137,3 +137,40 @@ void lc_json_obj(FILE *f, const msgpack_object *o)
     default: fputs("null", f);
     }
 }
+
+void lc_generate_msg(proto_writer *w, uint64_t id, const lc_gen *g, const lc_resume *rs)
+{
+    proto_begin(w, PT_GENERATE, id);
+    proto_put_i64(w, "n", g->n_predict);
+    if (g->msgs) {
+        proto_put_bool(w, "chat", 1);
+        proto_put_array_begin(w, "msgs", (uint32_t)g->n_msgs);
+        for (int i = 0; i < g->n_msgs; i++) proto_pack_str(&w->pk, g->msgs[i]);
+    } else {
+        proto_put_str(w, "prompt", g->prompt);
+    }
+    if (rs) {
+        proto_put_u64(w, "resume", rs->sess);
+        proto_put_str(w, "key", rs->key);
+        proto_put_u64(w, "rbytes", rs->rbytes);
+    } else if (g->cont) {
+        proto_put_u64(w, "sess", g->cont);
+        proto_put_str(w, "key", g->key);
+    }
+    int pin = rs && rs->have_seed;
+    proto_put_map_begin(w, "params", (uint32_t)(g->n_params + pin));
+    for (int i = 0; i < g->n_params; i++) {
+        proto_pack_str(&w->pk, g->pk[i]);
+        proto_pack_str(&w->pk, g->pv[i]);
+    }
+    if (pin) { /* last: it wins over a "seed" given above (the same value) */
+        char v[16];
+        snprintf(v, sizeof v, "%u", rs->seed);
+        proto_pack_str(&w->pk, "seed");
+        proto_pack_str(&w->pk, v);
+    }
+    if (g->n_stops) {
+        proto_put_array_begin(w, "stop", (uint32_t)g->n_stops);
+        for (int i = 0; i < g->n_stops; i++) proto_pack_str(&w->pk, g->stops[i]);
+    }
+}

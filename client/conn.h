@@ -38,6 +38,36 @@ void lc_json_str(FILE *f, const char *s, size_t n);
 /* Writes a msgpack object as JSON. */
 void lc_json_obj(FILE *f, const msgpack_object *o);
 
+#define LC_KEY_MAX 64 /* a session's key (the front door's is 32 hex digits) */
+
+/* What resuming a request needs: its ACCEPTED (session, key, resolved seed) and the
+ * bytes of text received so far. */
+typedef struct {
+    uint64_t sess;
+    char     key[LC_KEY_MAX];
+    uint32_t seed;      /* pinned, so that a stream regenerated from scratch is the same */
+    int      have_seed;
+    uint64_t rbytes;
+} lc_resume;
+
+/* What a GENERATE asks, as llmc and the gateway hold it. */
+typedef struct {
+    long               n_predict;
+    const char        *prompt;          /* a raw completion; NULL for a chat */
+    const char *const *msgs;            /* a chat: role, content pairs */
+    int                n_msgs;
+    uint64_t           cont;            /* a chat turn continuing session cont (0: none)... */
+    const char        *key;             /* ...with its key */
+    const char *const *pk, *const *pv;  /* sampler parameters, names and values as text */
+    int                n_params;
+    const char *const *stops;
+    int                n_stops;
+} lc_gen;
+
+/* Begins w as the GENERATE of g under request id id: a fresh one (rs NULL) or a resume
+ * of session rs->sess that skips the rs->rbytes bytes received, its seed pinned. */
+void lc_generate_msg(proto_writer *w, uint64_t id, const lc_gen *g, const lc_resume *rs);
+
 /* The "pipeline not answering" hint. */
 #define LC_START_HINT "start it with: bash deploy/pipeline.sh start --model FILE (or: make run)"
 

@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "errcode.h"
 #include "log.h"
 #include "net.h"
 
@@ -94,7 +95,7 @@ void gwb_submit(gwb *b, void *job, uint64_t id, int chat, proto_writer *w)
     proto_writer_free(w);
     if (!data) {
         free(c);
-        b->ops.on_fail(job, 500, "internal", "gateway out of memory");
+        b->ops.on_fail(job, 500, errcode_name(ERR_INTERNAL), "gateway out of memory");
         b->ops.release(job);
         return;
     }
@@ -102,7 +103,7 @@ void gwb_submit(gwb *b, void *job, uint64_t id, int chat, proto_writer *w)
     if (push(b, c) != 0) {
         free(data);
         free(c);
-        b->ops.on_fail(job, 503, "unavailable", "the gateway is shutting down");
+        b->ops.on_fail(job, 503, errcode_name(ERR_UNAVAILABLE), "the gateway is shutting down");
         b->ops.release(job);
     }
 }
@@ -184,7 +185,7 @@ static void do_submit(gwb *b, cmd *c)
         int cap = b->cap_open ? b->cap_open * 2 : 64;
         entry *x = realloc(b->open, (size_t)cap * sizeof *x);
         if (!x) {
-            b->ops.on_fail(c->job, 500, "internal", "gateway out of memory");
+            b->ops.on_fail(c->job, 500, errcode_name(ERR_INTERNAL), "gateway out of memory");
             b->ops.release(c->job);
             return;
         }
@@ -194,7 +195,7 @@ static void do_submit(gwb *b, cmd *c)
     if (send_bytes(b, c->data, c->len) != 0) {
         char msg[400];
         snprintf(msg, sizeof msg, "the front door at %s is not running (or not reachable)", b->endpoint);
-        b->ops.on_fail(c->job, 503, "unavailable", msg);
+        b->ops.on_fail(c->job, 503, errcode_name(ERR_UNAVAILABLE), msg);
         b->ops.release(c->job);
         return;
     }
@@ -276,7 +277,7 @@ static void on_reply(gwb *b, int i, const proto_msg *m)
     int64_t now = net_now_ms();
     e->last_rx_ms = now;
     char code[32] = "";
-    if (m->type == PT_ERROR && proto_strcpy(m, "code", code, sizeof code) == 0 && strcmp(code, "unknown_request") == 0) {
+    if (m->type == PT_ERROR && proto_strcpy(m, "code", code, sizeof code) == 0 && errcode_from_name(code) == ERR_UNKNOWN_REQUEST) {
         /* a new front door that does not know this wire id: resume (or send again) */
         if (now - e->last_resume_ms > GWB_PING_MS / 2) resend(b, i, now);
         return;
@@ -343,7 +344,7 @@ static void tick(gwb *b, int64_t now)
             char msg[400];
             snprintf(msg, sizeof msg, "lost the front door at %s (no answer for %d s); run the request again",
                      b->endpoint, (int)((now - e->last_rx_ms) / 1000));
-            fail_entry(b, i, 503, "unavailable", msg);
+            fail_entry(b, i, 503, errcode_name(ERR_UNAVAILABLE), msg);
         } else {
             if (e->accepted && now - e->last_rx_ms > GWB_RESUME_MS && now - e->last_resume_ms > GWB_RESUME_MS)
                 resend(b, i, now);
@@ -369,7 +370,7 @@ static void *run(void *arg)
         tick(b, net_now_ms());
     }
     take_commands(b, 1);
-    while (b->n_open > 0) fail_entry(b, b->n_open - 1, 503, "unavailable", "the gateway is shutting down");
+    while (b->n_open > 0) fail_entry(b, b->n_open - 1, 503, errcode_name(ERR_UNAVAILABLE), "the gateway is shutting down");
     return NULL;
 }
 

@@ -29,25 +29,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conn.h"
 #include "proto.h"
 
 #define GWB_PING_MS   1000  /* keep-alive per open request, and STATUS polling */
 #define GWB_RESUME_MS 2000  /* silence after ACCEPTED that makes the bridge ask for a resume */
 #define GWB_ACCEPT_MS 10000 /* no word about a request before ACCEPTED: the front door is gone */
 #define GWB_LOST_MS   30000 /* no word after ACCEPTED, resumes included: the front door is gone */
-#define GWB_KEY_MAX   72    /* a session key (the front door's is 32 hex digits) */
 #define GWB_FRESH_MS 3000 /* a STATUS_REPLY younger than this means the front door is up */
 
 typedef struct gwb gwb;
 
 /* What resuming a request needs (from its ACCEPTED and the text received so far). */
-typedef struct {
-    uint64_t sess;
-    char     key[GWB_KEY_MAX];
-    uint32_t seed;        /* the resolved seed, pinned so a regenerated stream is the same */
-    int      have_seed;
-    uint64_t rbytes;      /* text bytes received */
-} gwb_resume;
+typedef lc_resume gwb_resume;
 
 typedef struct {
     /* ACCEPTED, PIECE, DONE or ERROR about job (PONGs are absorbed). After DONE or

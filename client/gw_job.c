@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "conn.h"
+#include "errcode.h"
 #include "log.h"
 
 int64_t gwj_now_us(void)
@@ -69,36 +71,18 @@ void gwj_attach(gwj *j, struct MHD_Connection *c)
 void gwj_generate(const gwj *j, uint64_t id, const gwb_resume *rs, proto_writer *w)
 {
     const oai_req *r = &j->req;
-    proto_begin(w, PT_GENERATE, id);
-    proto_put_i64(w, "n", r->n_predict);
-    if (r->kind == OAI_CHAT) {
-        proto_put_bool(w, "chat", 1);
-        proto_put_array_begin(w, "msgs", (uint32_t)r->n_msgs);
-        for (int i = 0; i < r->n_msgs; i++) proto_pack_str(&w->pk, r->msgs[i]);
-    } else {
-        proto_put_str(w, "prompt", r->prompt);
-    }
-    if (rs) {
-        proto_put_u64(w, "resume", rs->sess);
-        proto_put_str(w, "key", rs->key);
-        proto_put_u64(w, "rbytes", rs->rbytes);
-    }
-    int pin = rs && rs->have_seed;
-    proto_put_map_begin(w, "params", (uint32_t)(r->n_params + pin));
-    for (int i = 0; i < r->n_params; i++) {
-        proto_pack_str(&w->pk, r->pk[i]);
-        proto_pack_str(&w->pk, r->pv[i]);
-    }
-    if (pin) { /* last: it wins over a "seed" given above (the same value) */
-        char v[16];
-        snprintf(v, sizeof v, "%u", rs->seed);
-        proto_pack_str(&w->pk, "seed");
-        proto_pack_str(&w->pk, v);
-    }
-    if (r->n_stops) {
-        proto_put_array_begin(w, "stop", (uint32_t)r->n_stops);
-        for (int i = 0; i < r->n_stops; i++) proto_pack_str(&w->pk, r->stops[i]);
-    }
+    lc_gen g = {
+        .n_predict = r->n_predict,
+        .prompt = r->prompt,
+        .msgs = r->kind == OAI_CHAT ? (const char *const *)r->msgs : NULL,
+        .n_msgs = r->n_msgs,
+        .pk = (const char *const *)r->pk,
+        .pv = (const char *const *)r->pv,
+        .n_params = r->n_params,
+        .stops = (const char *const *)r->stops,
+        .n_stops = r->n_stops,
+    };
+    lc_generate_msg(w, id, &g, rs);
 }
 
 /* ---- the bridge side (bridge thread, job locked) ---- */
@@ -225,7 +209,7 @@ static void on_piece(gwj *j, const proto_msg *m)
         char *s = oai_chunk(&j->out, text, n, toks, nt, &len);
         sse_put(j, s, len);
     } else if (oai_add(&j->out, text, n, toks, nt) != 0) {
-        fail_job(j, 500, "internal", "gateway out of memory", 0);
+        fail_job(j, 500, errcode_name(ERR_INTERNAL), "gateway out of memory", 0);
     }
     free(toks);
     free(alts);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errcode.h"
 #include "sampler.h"
 #include "unicode.h"
 
@@ -55,13 +56,6 @@ static int add_param(oai_req *r, smp_params *chk, const char *name, const char *
     return 0;
 }
 
-static int is_sampler_param(const char *name)
-{
-    smp_params p = smp_params_default();
-    char err[160] = "";
-    smp_param_set(&p, name, "0", err, sizeof err);
-    return strstr(err, "unknown sampling parameter") == NULL;
-}
 
 /* A JSON scalar as the text samplerd parses; arrays of strings are joined with ';' for
  * "samplers" and kept as JSON otherwise (dry_sequence_breakers takes a JSON array). */
@@ -263,7 +257,7 @@ static int parse_key(oai_req *r, smp_params *chk, const char *key, json_t *v, oa
                    ? 0 : bad(e, key, "response_format: only {\"type\": \"text\"} is supported");
     }
     if (strcmp(key, "logit_bias") == 0) return parse_bias(r, chk, v, e);
-    if (!is_sampler_param(key)) return 0; /* unknown keys are ignored, as llama-server does */
+    if (!smp_param_known(key)) return 0; /* unknown keys are ignored, as llama-server does */
     char *text = value_text(key, v);
     if (!text) return bad(e, key, "%s must be a number, a boolean or a string", key);
     int rc = add_param(r, chk, key, text, key, e);
@@ -563,12 +557,8 @@ const char *oai_finish_reason(const char *reason)
 
 int oai_error_status(const char *code, int accepted)
 {
-    static const struct { const char *code; int status; } map[] = {
-        {"invalid_request", 400}, {"context_length_exceeded", 400}, {"queue_full", 429},
-        {"unavailable", 503}, {"internal", 500}};
-    for (size_t i = 0; code && i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(code, map[i].code) == 0) return map[i].status;
-    return accepted ? 500 : 400;
+    int status = errcode_http_status(errcode_from_name(code));
+    return status ? status : accepted ? 500 : 400;
 }
 
 static const char *error_type(int status)

@@ -567,3 +567,41 @@ void proto_writer_free(proto_writer *w)
     msgpack_sbuffer_destroy(&w->buf);
     memset(w, 0, sizeof *w);
 }
+
+void proto_put_sessrec(proto_writer *w, const proto_sessrec *s)
+{
+    proto_put_u64(w, "sess", s->sess);
+    proto_put_ints(w, "toks", s->toks, s->n_toks);
+    proto_put_u64(w, "step", s->step);
+    proto_put_u64(w, "budget", s->budget);
+    proto_put_bin(w, "sp", s->sp, s->sp_len);
+    proto_put_u64(w, "epoch", s->epoch);
+    if (s->fb_len) proto_put_bin(w, "fb", s->fb, s->fb_len);
+    if (s->n_eog) proto_put_ints(w, "eog", s->eog, (size_t)s->n_eog);
+    if (s->mu_set) proto_put_f64(w, "mu", s->mu);
+    if (s->idle) proto_put_bool(w, "idle", 1);
+}
+
+void proto_get_sessrec(const proto_msg *m, proto_sessrec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->sess = proto_u64(m, "sess", 0);
+    s->step = proto_u64(m, "step", 0);
+    s->budget = proto_u64(m, "budget", 0);
+    s->epoch = proto_u64(m, "epoch", 0);
+    const msgpack_object *toks = proto_field(m, "toks"), *sp = proto_field(m, "sp"), *fb = proto_field(m, "fb");
+    s->n_toks = toks ? toks->via.array.size : 0;
+    if (sp) {
+        s->sp = (const uint8_t *)sp->via.bin.ptr;
+        s->sp_len = sp->via.bin.size;
+    }
+    if (fb) {
+        s->fb = (const uint8_t *)fb->via.bin.ptr;
+        s->fb_len = fb->via.bin.size;
+    }
+    long ne = proto_ints(m, "eog", s->eog, PROTO_MAX_EOG);
+    s->n_eog = ne < 0 ? 0 : ne > PROTO_MAX_EOG ? PROTO_MAX_EOG : (int)ne;
+    s->mu_set = proto_field(m, "mu") != NULL;
+    s->mu = proto_f64(m, "mu", 0);
+    s->idle = proto_bool(m, "idle", 0);
+}

@@ -157,6 +157,32 @@ const void *proto_data(proto_writer *w);
 size_t proto_size(const proto_writer *w);
 void proto_writer_free(proto_writer *w);
 
+/* A session as RUN hands it to a worker and REPORT hands it back to a (new) front door:
+ * one record, one writer, one reader. Read from a message, the pointers point into it. */
+#define PROTO_MAX_EOG 16 /* end-of-generation tokens a record carries at most */
+typedef struct {
+    uint64_t       sess, step, budget, epoch;
+    const int32_t *toks;    /* writing: n_toks tokens (reading: use proto_ints on "toks") */
+    uint32_t       n_toks;
+    const uint8_t *sp;      /* the sampler parameters in wire form */
+    size_t         sp_len;
+    const uint8_t *fb;      /* the front door's own record of the request (opaque to workers) */
+    size_t         fb_len;
+    int32_t        eog[PROTO_MAX_EOG]; /* end-of-generation tokens (none: ignore_eos) */
+    int            n_eog;
+    double         mu;      /* mirostat's carried mu, when mu_set */
+    int            mu_set;
+    int            idle;    /* REPORT: the generation stopped on the worker */
+} proto_sessrec;
+
+/* Writes the record's fields into w (begun as PT_RUN or PT_REPORT); the toks of the
+ * record are written from s->toks. */
+void proto_put_sessrec(proto_writer *w, const proto_sessrec *s);
+/* Reads the record of a decoded RUN or REPORT (its required fields are checked by
+ * proto_decode); s->toks stays NULL: copy them with proto_ints(m, "toks", ...), whose
+ * count is s->n_toks. */
+void proto_get_sessrec(const proto_msg *m, proto_sessrec *s);
+
 /* Packs a string value (for use inside proto_put_map_begin/array_begin). */
 void proto_pack_str(msgpack_packer *pk, const char *s);
 

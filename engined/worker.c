@@ -35,6 +35,7 @@
 
 #include "daemon.h"
 #include "engine.h"
+#include "errcode.h"
 #include "log.h"
 #include "logits_shm.h"
 #include "net.h"
@@ -71,7 +72,7 @@ typedef struct {
     size_t       fb_len;
     double       mu;
     int          mu_set;
-    int32_t      eog[16];
+    int32_t      eog[PROTO_MAX_EOG];
     int          n_eog;
     int          n_hist;   /* history tokens samplerd needs (penalties, DRY) */
     uint64_t     req;      /* id of the sample batch this session's row went in */
@@ -133,7 +134,10 @@ static void send_front(worker *w, proto_writer *pw)
     proto_writer_free(pw);
 }
 
-static void send_sess_error_full(worker *w, uint64_t sess, uint64_t epoch, const char *msg, int full)
+/* A PT_ERROR about session sess; code (ERR_NONE: none) tells the front door what to do
+ * (worker_full: queue it again; unavailable: a daemon behind the worker is down), full
+ * that its context is full (the generation ends with reason "context"). */
+static void send_sess_error_code(worker *w, uint64_t sess, uint64_t epoch, const char *msg, errcode code, int full)
 {
     proto_writer pw;
     proto_begin(&pw, PT_ERROR, 0);
@@ -141,24 +145,13 @@ static void send_sess_error_full(worker *w, uint64_t sess, uint64_t epoch, const
     if (full) proto_put_bool(&pw, "full", 1);
     proto_put_u64(&pw, "epoch", epoch);
     proto_put_str(&pw, "msg", msg);
+    if (code != ERR_NONE) proto_put_str(&pw, "code", errcode_name(code));
     send_front(w, &pw);
 }
 
 static void send_sess_error(worker *w, uint64_t sess, uint64_t epoch, const char *msg)
 {
-    send_sess_error_full(w, sess, epoch, msg, 0);
-}
-
-/* An error the client should see as "unavailable" (a daemon it depends on is down). */
-static void send_sess_unavailable(worker *w, uint64_t sess, uint64_t epoch, const char *msg)
-{
-    proto_writer pw;
-    proto_begin(&pw, PT_ERROR, 0);
-    proto_put_u64(&pw, "sess", sess);
-    proto_put_u64(&pw, "epoch", epoch);
-    proto_put_str(&pw, "msg", msg);
-    proto_put_str(&pw, "code", "unavailable");
-    send_front(w, &pw);
+    send_sess_error_code(w, sess, epoch, msg, ERR_NONE, 0);
 }
 
 static void sess_drop(wsess *s)
@@ -288,7 +281,7 @@ static void on_sampled_row(worker *w, uint64_t id, const proto_msg *row)
     int full = s->n_toks >= w->n_ctx || s->n_toks >= s->cap_toks;
     s->state = s->budget == 0 || is_eog(s, t) || full ? WS_IDLE : WS_READY;
     if (full && s->budget && !is_eog(s, t))
-        send_sess_error_full(w, s->sess, s->epoch, "the session's context is full", 1);
+        send_sess_error_code(w, s->sess, s->epoch, "the session's context is full", ERR_NONE, 1);
 }
 
 static void on_sampler(worker *w, const proto_msg *pm)
@@ -328,7 +321,7 @@ static void retry_samples(worker *w, int64_t now)
             char msg[200];
             snprintf(msg, sizeof msg, "samplerd has not answered for %lld s (is it running? 'llmc status')",
                      (long long)(now - s->wait_since) / 1000);
-            send_sess_unavailable(w, s->sess, s->epoch, msg);
+            send_sess_error_code(w, s->sess, s->epoch, msg, ERR_UNAVAILABLE, 0);
             s->state = WS_IDLE;
             gave_up++;
             continue;
@@ -351,30 +344,29 @@ static void retry_samples(worker *w, int64_t now)
  * budget, sampler state and the front door's own record (fb). */
 static void send_report(worker *w, const wsess *s)
 {
+    proto_sessrec rec = {
+        .sess = s->sess, .toks = s->toks, .n_toks = (uint32_t)s->n_toks, .step = s->step, .budget = s->budget,
+        .sp = s->sp, .sp_len = s->sp_len, .epoch = s->epoch, .fb = s->fb, .fb_len = s->fb_len, .mu = s->mu,
+        .mu_set = s->mu_set, .n_eog = s->n_eog, .idle = s->state == WS_IDLE,
+    };
+    memcpy(rec.eog, s->eog, (size_t)s->n_eog * sizeof *rec.eog);
     proto_writer pw;
     proto_begin(&pw, PT_REPORT, s->sess);
-    proto_put_u64(&pw, "sess", s->sess);
-    proto_put_ints(&pw, "toks", s->toks, (size_t)s->n_toks);
-    proto_put_u64(&pw, "step", s->step);
-    proto_put_u64(&pw, "budget", s->budget);
-    proto_put_bin(&pw, "sp", s->sp, s->sp_len);
-    proto_put_u64(&pw, "epoch", s->epoch);
-    if (s->fb_len) proto_put_bin(&pw, "fb", s->fb, s->fb_len);
-    if (s->mu_set) proto_put_f64(&pw, "mu", s->mu);
-    proto_put_ints(&pw, "eog", s->eog, (size_t)s->n_eog);
-    if (s->state == WS_IDLE) proto_put_bool(&pw, "idle", 1);
+    proto_put_sessrec(&pw, &rec);
     send_front(w, &pw);
 }
 
 /* PT_RUN: (re)start a session from the front door's tokens. */
 static void on_run(worker *w, const proto_msg *pm)
 {
-    uint64_t sess = proto_u64(pm, "sess", 0), epoch = proto_u64(pm, "epoch", 0);
-    const msgpack_object *toks = proto_field(pm, "toks"), *sp = proto_field(pm, "sp");
-    uint32_t n = toks->via.array.size;
+    proto_sessrec rec;
+    proto_get_sessrec(pm, &rec);
+    uint64_t sess = rec.sess, epoch = rec.epoch;
+    const msgpack_object *toks = proto_field(pm, "toks");
+    uint32_t n = rec.n_toks;
     char err[256];
     smp_params p;
-    if (smp_params_from_wire(sp->via.bin.ptr, sp->via.bin.size, w->n_vocab, &p, err, sizeof err) != 0) {
+    if (smp_params_from_wire(rec.sp, rec.sp_len, w->n_vocab, &p, err, sizeof err) != 0) {
         send_sess_error(w, sess, epoch, err);
         return;
     }
@@ -395,7 +387,7 @@ static void on_run(worker *w, const proto_msg *pm)
     for (int i = 0; i < w->n_s && !s; i++)
         if (w->s[i].state == WS_FREE) s = &w->s[i];
     if (!s) {
-        send_sess_error(w, sess, epoch, "worker is full (all sessions busy)");
+        send_sess_error_code(w, sess, epoch, "worker is full (all sessions busy)", ERR_WORKER_FULL, 0);
         return;
     }
     if (!s->es && !(s->es = eng_session_new(w->m, w->n_ctx, w->o->kv_f16 ? ENG_KV_F16 : ENG_KV_F32, err, sizeof err))) {
@@ -418,24 +410,23 @@ static void on_run(worker *w, const proto_msg *pm)
     s->sess = sess;
     s->epoch = epoch;
     s->seq = ++w->next_seq;
-    s->step = (uint32_t)proto_u64(pm, "step", 0);
-    s->budget = proto_u64(pm, "budget", 0);
-    memcpy(s->sp, sp->via.bin.ptr, sp->via.bin.size);
-    s->sp_len = sp->via.bin.size;
-    const msgpack_object *fb = proto_field(pm, "fb");
+    s->step = (uint32_t)rec.step;
+    s->budget = rec.budget;
+    memcpy(s->sp, rec.sp, rec.sp_len);
+    s->sp_len = rec.sp_len;
     free(s->fb);
     s->fb = NULL;
     s->fb_len = 0;
-    if (fb && fb->via.bin.size && (s->fb = malloc(fb->via.bin.size))) {
-        memcpy(s->fb, fb->via.bin.ptr, fb->via.bin.size);
-        s->fb_len = fb->via.bin.size;
+    if (rec.fb_len && (s->fb = malloc(rec.fb_len))) {
+        memcpy(s->fb, rec.fb, rec.fb_len);
+        s->fb_len = rec.fb_len;
     }
     int nh = smp_history_needed(&p);
     s->n_hist = nh < 0 || nh > HIST_MAX ? HIST_MAX : nh;
-    s->mu_set = proto_field(pm, "mu") != NULL;
-    s->mu = proto_f64(pm, "mu", 0);
-    long ne = proto_ints(pm, "eog", s->eog, 16);
-    s->n_eog = ne < 0 ? 0 : ne > 16 ? 16 : (int)ne;
+    s->mu_set = rec.mu_set;
+    s->mu = rec.mu;
+    memcpy(s->eog, rec.eog, sizeof s->eog);
+    s->n_eog = rec.n_eog;
     s->state = s->budget ? WS_READY : WS_IDLE;
     log_debug("session %llu: run %u tokens (cached %d), step %u, budget %llu", (unsigned long long)sess, n, keep,
               s->step, (unsigned long long)s->budget);

@@ -168,6 +168,8 @@ smp_params smp_params_default(void);
  * top_n_sigma top_k typ_p top_p min_p xtc temperature, and llama.cpp's aliases) and
  * "sampling_seq" letters; both replace the order. Booleans: 1/0/true/false. */
 int smp_param_set(smp_params *p, const char *name, const char *value, char *err, size_t errlen);
+/* 1 when name is a parameter smp_param_set knows (a name or an alias). */
+int smp_param_known(const char *name);
 
 /* Formats the parameter as text that smp_param_set parses back to the same value.
  * Returns the length written (truncated to buflen - 1), or -1 for an unknown name. */

@@ -523,6 +523,11 @@ static int set_samplers(smp_params *p, const char *v, char *err, size_t errlen)
     return set_order(p, letters, "samplers", err, errlen);
 }
 
+int smp_param_known(const char *name)
+{
+    return name && find_param(name) != NULL;
+}
+
 int smp_param_set(smp_params *p, const char *name, const char *value, char *err, size_t errlen)
 {
     if (!name)

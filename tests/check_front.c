@@ -234,7 +234,7 @@ START_TEST(test_no_worker_in_time_fails)
     proto_strcpy(&m, "msg", msg, sizeof msg);
     proto_strcpy(&m, "code", code, sizeof code);
     ck_assert_msg(strstr(msg, "no engine worker available for") != NULL, "%s", msg);
-    ck_assert_str_eq(code, FRONT_E_NO_WORKER);
+    ck_assert_str_eq(code, errcode_name(ERR_UNAVAILABLE));
     proto_msg_free(&m);
 }
 END_TEST
@@ -355,7 +355,7 @@ START_TEST(test_prompt_too_long_still_refused)
     expect(client, PT_ERROR, &m);
     char code[40] = "";
     proto_strcpy(&m, "code", code, sizeof code);
-    ck_assert_str_eq(code, FRONT_E_CONTEXT);
+    ck_assert_str_eq(code, errcode_name(ERR_CONTEXT));
     proto_msg_free(&m);
     ck_assert_ptr_null(F.reqs);
 }
@@ -592,7 +592,7 @@ START_TEST(test_ended_session_keeps_its_key)
     ck_assert_int_eq(next_msg(client, &m), PT_ERROR);
     char code[40] = "";
     proto_strcpy(&m, "code", code, sizeof code);
-    ck_assert_str_eq(code, FRONT_E_NO_SESS);
+    ck_assert_str_eq(code, errcode_name(ERR_UNKNOWN_SESSION));
     proto_msg_free(&m);
     ck_assert_ptr_null(F.reqs);
     /* its owner may (a resume after a restart that found it ended) */

@@ -16,6 +16,7 @@
 
 #include "logits_shm.h"
 #include "net.h"
+#include "errcode.h"
 #include "proto.h"
 #include "sampler.h"
 #include "zap.h"
@@ -698,11 +699,72 @@ START_TEST(test_plaintext_warning)
 }
 END_TEST
 
+START_TEST(test_errcodes)
+{
+    /* every code round-trips through its wire name; unknown names are no code */
+    for (int c = ERR_NONE + 1; c < ERR_COUNT; c++) {
+        ck_assert_ptr_nonnull(errcode_name((errcode)c));
+        ck_assert_int_eq(errcode_from_name(errcode_name((errcode)c)), c);
+    }
+    ck_assert_int_eq(errcode_from_name("no_such_code"), ERR_NONE);
+    ck_assert_int_eq(errcode_from_name(NULL), ERR_NONE);
+    ck_assert_ptr_null(errcode_name(ERR_NONE));
+    ck_assert_str_eq(errcode_name(ERR_FULL), "queue_full");
+    ck_assert_int_eq(errcode_http_status(ERR_FULL), 429);
+    ck_assert_int_eq(errcode_http_status(ERR_UNKNOWN_REQUEST), 0);
+}
+END_TEST
+
+START_TEST(test_sessrec)
+{
+    /* RUN and REPORT carry one session record: what is written is what is read */
+    int32_t toks[5] = {1, 2, 3, 4, 5};
+    uint8_t sp[3] = {7, 8, 9}, fb[2] = {0xc3, 0xc2};
+    proto_sessrec in = {.sess = 42, .toks = toks, .n_toks = 5, .step = 2, .budget = 10, .sp = sp, .sp_len = 3,
+                        .epoch = 99, .fb = fb, .fb_len = 2, .n_eog = 2, .mu = 6.5, .mu_set = 1, .idle = 1};
+    in.eog[0] = 2;
+    in.eog[1] = 13;
+    for (int type = PT_RUN; type <= PT_REPORT; type += PT_REPORT - PT_RUN) {
+        proto_writer w;
+        proto_begin(&w, (proto_type)type, 1);
+        proto_put_sessrec(&w, &in);
+        proto_msg m;
+        char err[200];
+        ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+        proto_sessrec out;
+        proto_get_sessrec(&m, &out);
+        ck_assert(out.sess == 42 && out.step == 2 && out.budget == 10 && out.epoch == 99 && out.n_toks == 5);
+        ck_assert(out.sp_len == 3 && !memcmp(out.sp, sp, 3) && out.fb_len == 2 && !memcmp(out.fb, fb, 2));
+        ck_assert(out.n_eog == 2 && out.eog[0] == 2 && out.eog[1] == 13 && out.mu_set && out.mu == 6.5 && out.idle);
+        int32_t back[5];
+        ck_assert_int_eq(proto_ints(&m, "toks", back, 5), 5);
+        ck_assert(!memcmp(back, toks, sizeof toks));
+        proto_msg_free(&m);
+        proto_writer_free(&w);
+    }
+    /* optional parts absent: no mu, no eog, not idle, no fb */
+    proto_sessrec bare = {.sess = 1, .toks = toks, .n_toks = 1, .sp = sp, .sp_len = 1};
+    proto_writer w;
+    proto_begin(&w, PT_RUN, 1);
+    proto_put_sessrec(&w, &bare);
+    proto_msg m;
+    char err[200];
+    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    proto_sessrec out;
+    proto_get_sessrec(&m, &out);
+    ck_assert(!out.mu_set && !out.n_eog && !out.idle && !out.fb_len);
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
     TCase *tc = tcase_create("wire");
     tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_errcodes);
+    tcase_add_test(tc, test_sessrec);
     tcase_add_test(tc, test_empty_strings);
     tcase_add_test(tc, test_schema_errors);
     tcase_add_test(tc, test_logprob_fields);

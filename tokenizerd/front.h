@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "chat.h"
+#include "errcode.h"
 #include "net.h"
 #include "proto.h"
 #include "sampler.h"
@@ -160,7 +161,7 @@ typedef struct {
     int          fault_at;     /* test hook (front_fault_arm): die at this many tokens... */
     int          fault_kind;   /* ...0 at once, 1 with text held for a stop string, 2 with
                                 * part of a character held back */
-    int32_t      eog[16];
+    int32_t      eog[PROTO_MAX_EOG];
     int          n_eog;
     uint64_t     served, failed;
     uint32_t     n_vocab;      /* the vocabulary's identity (gguf_vocab_id): a worker must */
@@ -170,20 +171,10 @@ typedef struct {
     int          tomb_next;    /* the ring's oldest entry, overwritten next */
 } front;
 
-/* Error codes of PT_ERROR replies to clients (proto.c lists them; the HTTP gateway maps
- * them to statuses). */
-#define FRONT_E_INVALID   "invalid_request"
-#define FRONT_E_CONTEXT   "context_length_exceeded"
-#define FRONT_E_FULL      "queue_full"
-#define FRONT_E_NO_WORKER "unavailable"
-#define FRONT_E_INTERNAL  "internal"
-#define FRONT_E_UNKNOWN   "unknown_request" /* PING/CANCEL of a request this front door does not hold */
-#define FRONT_E_NO_SESS   "unknown_session" /* a chat continuation of a session it does not hold */
-
 /* frontd.c */
 void front_send(front *f, const uint8_t *rid, size_t rl, proto_writer *w); /* frees w */
-/* An ERROR with msg and code (NULL: none) to a client. */
-void front_send_error(front *f, const uint8_t *rid, size_t rl, uint64_t id, const char *code, const char *msg);
+/* An ERROR with msg and code (ERR_NONE: none) to a client. */
+void front_send_error(front *f, const uint8_t *rid, size_t rl, uint64_t id, errcode code, const char *msg);
 /* Sends to worker wi; -1 (nothing sent) when the message is over PROTO_MAX_MSG. */
 int front_send_worker(front *f, int wi, proto_writer *w);                  /* frees w */
 
@@ -261,7 +252,7 @@ void front_client_msg(front *f, const uint8_t *rid, size_t rl, const proto_msg *
  * then frees the request or holds a chat session. */
 void front_finish(front *f, front_req *r, const char *reason);
 /* Fails a request: ERROR with code and msg to its client, then frees it. */
-void front_fail(front *f, front_req *r, const char *code, const char *msg);
+void front_fail(front *f, front_req *r, errcode code, const char *msg);
 /* Detaches r from its worker, telling the worker to drop the session when tell is set. */
 void front_detach(front *f, front_req *r, int tell);
 /* The request of a session id, or NULL. */

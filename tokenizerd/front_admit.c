@@ -144,53 +144,70 @@ static int key_valid(const proto_msg *m)
     return 1;
 }
 
-void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
+/* Which request a GENERATE is: the held chat session it continues (returned), or a new
+ * one (NULL with *admit set). *admit is 0 when the GENERATE was answered here: a resume
+ * of a session this front door holds, parked, or refused. */
+static front_req *route(front *f, const uint8_t *rid, size_t rl, const proto_msg *m, int *admit)
 {
-    char err[300] = "";
-    bool chat = proto_bool(m, "chat", 0);
     uint64_t cont = proto_u64(m, "sess", 0), resume = proto_u64(m, "resume", 0);
+    *admit = 0;
     if (resume) { /* a client back after a restart of the front door */
         if (!key_valid(m)) {
-            front_send_error(f, rid, rl, m->id, FRONT_E_INVALID, "resume needs the session's key");
-            return;
+            front_send_error(f, rid, rl, m->id, ERR_INVALID, "resume needs the session's key");
+            return NULL;
         }
-        if (front_resume(f, rid, rl, m) != 0) return;
+        if (front_resume(f, rid, rl, m) != 0) return NULL;
         if (front_tomb_refuses(f, resume, m, net_now_ms())) { /* it ended here, under another key */
-            front_send_error(f, rid, rl, m->id, FRONT_E_NO_SESS, "resume: unknown session (or not yours)");
-            return;
+            front_send_error(f, rid, rl, m->id, ERR_UNKNOWN_SESSION, "resume: unknown session (or not yours)");
+            return NULL;
         }
-        cont = 0; /* unknown here: admitted anew under its id and key, its text skipped */
+        *admit = 1; /* unknown here: admitted anew under its id and key, its text skipped */
+        return NULL;
     }
     front_req *r = cont ? front_find_sess(f, cont) : NULL;
     if (cont && !r && key_valid(m) && front_park(f, rid, rl, m) != 0)
-        return; /* the front door just started: its worker may not have reported it yet */
+        return NULL; /* the front door just started: its worker may not have reported it yet */
     if (cont && (!r || !front_key_ok(r, m))) {
-        front_send_error(f, rid, rl, m->id, FRONT_E_NO_SESS, "unknown chat session (ended, expired, or not yours)");
-        return;
+        front_send_error(f, rid, rl, m->id, ERR_UNKNOWN_SESSION, "unknown chat session (ended, expired, or not yours)");
+        return NULL;
     }
     if (r && (r->state != RQ_HELD || !r->chat)) {
-        front_send_error(f, rid, rl, m->id, FRONT_E_INVALID, "that chat session is busy");
-        return;
+        front_send_error(f, rid, rl, m->id, ERR_INVALID, "that chat session is busy");
+        return NULL;
     }
+    *admit = 1;
+    return r;
+}
+
+/* 1 (answered with queue_full) when the front door or this connection is at its cap. */
+static int over_limits(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
+{
     int all, mine;
     front_load(f, rid, rl, &all, &mine, NULL, NULL);
-    if (all >= f->lim.max_requests || mine >= f->lim.max_per_client) {
-        proto_writer w;
-        proto_begin(&w, PT_ERROR, m->id);
-        snprintf(err, sizeof err, all >= f->lim.max_requests
-                 ? "the front door is full: %d requests running or queued (tokenizerd --max-requests); try again later"
-                 : "this connection has %d requests running or queued (tokenizerd --max-per-client); try again later",
-                 all >= f->lim.max_requests ? all : mine);
-        proto_put_str(&w, "msg", err);
-        proto_put_str(&w, "code", FRONT_E_FULL);
-        proto_put_u64(&w, "retry_ms", 1000);
-        front_send(f, rid, rl, &w);
-        return;
-    }
-    int fresh = !r;
-    if (fresh) {
+    if (all < f->lim.max_requests && mine < f->lim.max_per_client) return 0;
+    char err[200];
+    snprintf(err, sizeof err, all >= f->lim.max_requests
+             ? "the front door is full: %d requests running or queued (tokenizerd --max-requests); try again later"
+             : "this connection has %d requests running or queued (tokenizerd --max-per-client); try again later",
+             all >= f->lim.max_requests ? all : mine);
+    proto_writer w;
+    proto_begin(&w, PT_ERROR, m->id);
+    proto_put_str(&w, "msg", err);
+    proto_put_str(&w, "code", errcode_name(ERR_FULL));
+    proto_put_u64(&w, "retry_ms", 1000);
+    front_send(f, rid, rl, &w);
+    return 1;
+}
+
+/* The record of this generation: a new request (a resume from scratch keeps its id, key
+ * and the bytes its client has), or chat session r's next turn, queued behind what came
+ * before it; its per-generation state reset. NULL when out of memory (answered). */
+static front_req *take_request(front *f, front_req *r, const uint8_t *rid, size_t rl, const proto_msg *m)
+{
+    uint64_t resume = proto_u64(m, "resume", 0);
+    if (!r) {
         r = calloc(1, sizeof *r);
-        if (!r) { front_send_error(f, rid, rl, m->id, FRONT_E_INTERNAL, "front door out of memory"); return; }
+        if (!r) { front_send_error(f, rid, rl, m->id, ERR_INTERNAL, "front door out of memory"); return NULL; }
         new_identity(r);
         if (resume) {
             r->sess = resume;
@@ -204,10 +221,10 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     } else {
         for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
         r->n_stops = 0;
-        unlink_req(f, r); /* the next turn of a chat queues behind what came before it */
+        unlink_req(f, r);
         enqueue(f, r);
     }
-    r->chat = chat;
+    r->chat = proto_bool(m, "chat", 0);
     r->attached = true;
     if (!resume) r->skip = 0;
     r->client_id = m->id;
@@ -221,63 +238,95 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     r->n_pend = 0;
     r->probs.size = 0;
     r->in_bytes = r->out_bytes = 0;
+    return r;
+}
+
+/* The prompt's tokens (caller frees), with r's parameters and stop strings set; NULL
+ * with err when something in the request is wrong. */
+static int32_t *tokenize_request(front *f, front_req *r, const proto_msg *m, size_t *n_ids, char *err, size_t errcap)
+{
     char *text = NULL;
     tok_span *spans = NULL;
     size_t n_spans = 0;
     int32_t *ids = NULL;
-    size_t n_ids = 0;
-    int64_t n_predict = proto_i64(m, "n", -1);
-    if (!r->det || pack_params(f, r, m, err, sizeof err) != 0 || set_stops(r, m, err, sizeof err) != 0 ||
-        !(text = request_text(f, m, chat, &spans, &n_spans, err, sizeof err)) ||
-        (chat ? tok_encode_guarded(f->vocab, text, strlen(text), true, spans, n_spans, &ids, &n_ids, err,
-                                   sizeof err)
-              : tok_encode(f->vocab, text, strlen(text), true, false, &ids, &n_ids, err, sizeof err)) != 0) {
-        free(text);
-        free(spans);
-        log_info("request %llu refused: %s", (unsigned long long)m->id, err);
-        front_fail(f, r, FRONT_E_INVALID, err[0] ? err : "out of memory");
-        return;
+    *n_ids = 0;
+    if (!r->det || pack_params(f, r, m, err, errcap) != 0 || set_stops(r, m, err, errcap) != 0 ||
+        !(text = request_text(f, m, r->chat, &spans, &n_spans, err, errcap)) ||
+        (r->chat ? tok_encode_guarded(f->vocab, text, strlen(text), true, spans, n_spans, &ids, n_ids, err, errcap)
+                 : tok_encode(f->vocab, text, strlen(text), true, false, &ids, n_ids, err, errcap)) != 0) {
+        if (!err[0]) snprintf(err, errcap, "out of memory");
+        ids = NULL;
+    } else if (*n_ids == 0) {
+        snprintf(err, errcap, "the prompt is empty after tokenization");
+        free(ids);
+        ids = NULL;
     }
     free(text);
     free(spans);
-    if (n_ids == 0) {
-        free(ids);
-        front_fail(f, r, FRONT_E_INVALID, "the prompt is empty after tokenization");
-        return;
-    }
+    return ids;
+}
+
+/* Makes ids r's prompt; fails r (answered) when no worker's context holds it. */
+static int set_prompt(front *f, front_req *r, int32_t *ids, size_t n_ids, int64_t n_predict)
+{
     int ctx = front_ctx_max(f);
     if (ctx && n_ids >= (size_t)ctx) { /* refused before any message is built for a worker */
-        free(ids);
+        char err[200];
         snprintf(err, sizeof err, "the prompt is %zu tokens; the context holds %d (engined --ctx), and at least one "
                  "token must be generated", n_ids, ctx);
-        log_info("request %llu refused: %s", (unsigned long long)m->id, err);
-        front_fail(f, r, FRONT_E_CONTEXT, err);
-        return;
+        log_info("request %llu refused: %s", (unsigned long long)r->client_id, err);
+        front_fail(f, r, ERR_CONTEXT, err);
+        return -1;
     }
-    if (n_predict < 0 || n_predict > (1 << 20)) n_predict = 1 << 20; /* until EOG or the context is full */
     size_t cap = n_ids + (n_predict < 1024 ? (size_t)n_predict : 1024) + 1; /* grows in front_token */
     free(r->toks);
     r->toks = malloc(cap * sizeof *r->toks);
-    if (!r->toks) { free(ids); front_fail(f, r, FRONT_E_INTERNAL, "front door out of memory"); return; }
+    if (!r->toks) { front_fail(f, r, ERR_INTERNAL, "front door out of memory"); return -1; }
     memcpy(r->toks, ids, n_ids * sizeof *ids);
-    free(ids);
     r->n_toks = r->n_prompt = (int)n_ids;
     r->cap = (int)cap;
     r->n_predict = (int)n_predict;
-    if (n_predict > 0) {
+    return 0;
+}
+
+/* Queues r (a chat turn goes back to its worker, where its KV cache is) and answers
+ * ACCEPTED with its session, key, seed and queue position. */
+static void start(front *f, front_req *r, const uint8_t *rid, size_t rl)
+{
+    if (r->n_predict > 0) {
         int wi = r->worker >= 0 && f->w[r->worker].live && !f->w[r->worker].stalled ? r->worker : -1;
         front_detach(f, r, 0);
         r->state = RQ_QUEUED;
-        if (wi >= 0) front_dispatch(f, r, wi); /* a chat turn keeps its slot, where its KV cache is */
+        if (wi >= 0) front_dispatch(f, r, wi);
         else front_tick(f, net_now_ms());
     }
     proto_writer w;
-    proto_begin(&w, PT_ACCEPTED, m->id);
-    proto_put_u64(&w, "ntok", (uint64_t)n_ids);
+    proto_begin(&w, PT_ACCEPTED, r->client_id);
+    proto_put_u64(&w, "ntok", (uint64_t)r->n_prompt);
     proto_put_u64(&w, "sess", r->sess);
     proto_put_str(&w, "key", r->key);
     proto_put_u64(&w, "seed", r->seed);
     proto_put_u64(&w, "pos", (uint64_t)front_queue_pos(f, r));
     front_send(f, rid, rl, &w);
-    if (n_predict == 0) front_finish(f, r, "length");
+    if (r->n_predict == 0) front_finish(f, r, "length");
+}
+
+void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
+{
+    int admit;
+    front_req *r = route(f, rid, rl, m, &admit);
+    if (!admit || over_limits(f, rid, rl, m) || !(r = take_request(f, r, rid, rl, m))) return;
+    char err[300] = "";
+    size_t n_ids;
+    int32_t *ids = tokenize_request(f, r, m, &n_ids, err, sizeof err);
+    if (!ids) {
+        log_info("request %llu refused: %s", (unsigned long long)m->id, err);
+        front_fail(f, r, ERR_INVALID, err);
+        return;
+    }
+    int64_t n_predict = proto_i64(m, "n", -1);
+    if (n_predict < 0 || n_predict > (1 << 20)) n_predict = 1 << 20; /* until EOG or the context is full */
+    int rc = set_prompt(f, r, ids, n_ids, n_predict);
+    free(ids);
+    if (rc == 0) start(f, r, rid, rl);
 }

@@ -121,25 +121,24 @@ static void refuse_report(front *f, int wi, uint64_t sess, const char *why)
 
 void front_adopt(front *f, int wi, const proto_msg *m)
 {
-    uint64_t sess = proto_u64(m, "sess", 0);
-    int64_t now = net_now_ms();
-    if (proto_u64(m, "epoch", 0) != f->epoch) return; /* a report meant for another instance */
+    proto_sessrec rec;
+    proto_get_sessrec(m, &rec);
+    uint64_t sess = rec.sess;
+    uint32_t n = rec.n_toks;
+    if (rec.epoch != f->epoch) return; /* a report meant for another instance */
     front_req *r = front_find_sess(f, sess);
     if (r && r->state == RQ_RUNNING && r->worker == wi) return; /* ours, on that very worker */
-    const msgpack_object *toks = proto_field(m, "toks"), *sp = proto_field(m, "sp");
-    uint32_t n = toks->via.array.size;
     /* a session held here is never replaced: its client may be streaming it, and a
      * report is only a claim (the copy we run, or queue, wins) */
-    const char *why = r ? "this front door holds that session" : adopt_refusal(f, wi, n, proto_bool(m, "idle", 0), now);
+    const char *why = r ? "this front door holds that session" : adopt_refusal(f, wi, n, rec.idle, net_now_ms());
     if (why) {
         refuse_report(f, wi, sess, why);
         return;
     }
-    uint64_t step = proto_u64(m, "step", 0);
     r = calloc(1, sizeof *r);
     if (r) r->toks = malloc(((size_t)n + 1024) * sizeof *r->toks);
-    if (!r || !r->toks || n == 0 || sp->via.bin.size > sizeof r->sp || fb_unpack(r, proto_field(m, "fb"), (int)n) != 0 ||
-        step != (uint64_t)(n - (uint32_t)r->n_prompt) || !(r->det = tok_stream_new(f->vocab, TOK_STREAM_KEEP_SPACE))) {
+    if (!r || !r->toks || n == 0 || rec.sp_len > sizeof r->sp || fb_unpack(r, proto_field(m, "fb"), (int)n) != 0 ||
+        rec.step != (uint64_t)(n - (uint32_t)r->n_prompt) || !(r->det = tok_stream_new(f->vocab, TOK_STREAM_KEEP_SPACE))) {
         refuse_report(f, wi, sess, "its record is not one of ours");
         if (r) {
             for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
@@ -153,14 +152,13 @@ void front_adopt(front *f, int wi, const proto_msg *m)
     r->sess = sess;
     r->n_toks = (int)n;
     r->cap = (int)n + 1024;
-    r->n_gen = (int)step;
-    memcpy(r->sp, sp->via.bin.ptr, sp->via.bin.size);
-    r->sp_len = sp->via.bin.size;
-    r->mu_set = proto_field(m, "mu") != NULL;
-    r->mu = proto_f64(m, "mu", 0);
+    r->n_gen = (int)rec.step;
+    memcpy(r->sp, rec.sp, rec.sp_len);
+    r->sp_len = rec.sp_len;
+    r->mu_set = rec.mu_set;
+    r->mu = rec.mu;
     r->client_ms = r->queued_ms = net_now_ms();
-    int idle = proto_bool(m, "idle", 0);
-    if (idle && !r->chat) {
+    if (rec.idle && !r->chat) {
         /* it stopped while no front door listened (end of generation, token limit, a full
          * context, or an error): queued, so that its client's resume replays the text and
          * the queue ends it (a full context) or runs it on (an error) */
@@ -171,7 +169,7 @@ void front_adopt(front *f, int wi, const proto_msg *m)
         r->worker = wi;
         r->worker_wid = f->w[wi].wid;
         f->w[wi].assigned++;
-        r->state = idle ? RQ_HELD : RQ_RUNNING;
+        r->state = rec.idle ? RQ_HELD : RQ_RUNNING;
     }
     front_req **p = &f->reqs;
     while (*p) p = &(*p)->next;
@@ -185,7 +183,7 @@ int front_park(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
 {
     if (net_now_ms() - f->start_ms >= FRONT_ADOPT_GRACE_MS) return 0;
     if (f->n_parked >= FRONT_MAX_PARKED) {
-        front_send_error(f, rid, rl, m->id, FRONT_E_FULL, "the front door is starting; try again in a moment");
+        front_send_error(f, rid, rl, m->id, ERR_FULL, "the front door is starting; try again in a moment");
         return -1;
     }
     front_parked *pk = &f->parked[f->n_parked];
@@ -202,7 +200,7 @@ int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     uint64_t sess = proto_u64(m, "resume", 0);
     front_req *r = front_find_sess(f, sess);
     if (r && !front_key_ok(r, m)) {
-        front_send_error(f, rid, rl, m->id, FRONT_E_NO_SESS, "resume: unknown session (or not yours)");
+        front_send_error(f, rid, rl, m->id, ERR_UNKNOWN_SESSION, "resume: unknown session (or not yours)");
         return -1;
     }
     if (!r) return front_park(f, rid, rl, m);

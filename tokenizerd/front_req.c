@@ -258,7 +258,7 @@ void front_finish(front *f, front_req *r, const char *reason)
     }
 }
 
-void front_fail(front *f, front_req *r, const char *code, const char *msg)
+void front_fail(front *f, front_req *r, errcode code, const char *msg)
 {
     front_send_error(f, r->rid, r->rid_len, r->client_id, code, msg);
     f->failed++;
@@ -335,7 +335,7 @@ int front_replay(front *f, front_req *r)
     int n = r->n_gen;
     r->n_gen = 0;
     if (!r->det) {
-        front_fail(f, r, FRONT_E_INTERNAL, "front door out of memory");
+        front_fail(f, r, ERR_INTERNAL, "front door out of memory");
         return 1;
     }
     while (r->n_gen < n) {
@@ -363,13 +363,13 @@ void front_token(front *f, int wi, const proto_msg *m)
     if (r->state != RQ_RUNNING || step != (uint64_t)r->n_gen) return; /* stale or repeated */
     int32_t t = (int32_t)proto_i64(m, "tok", -1);
     if (t < 0 || t >= tok_n_vocab(f->vocab)) {
-        front_fail(f, r, FRONT_E_INTERNAL, "engine worker sent a token out of range");
+        front_fail(f, r, ERR_INTERNAL, "engine worker sent a token out of range");
         return;
     }
     if (r->n_toks >= r->cap) {
         int32_t *x = realloc(r->toks, (size_t)r->cap * 2 * sizeof *x);
         if (!x) {
-            front_fail(f, r, FRONT_E_INTERNAL, "front door out of memory");
+            front_fail(f, r, ERR_INTERNAL, "front door out of memory");
             return;
         }
         r->toks = x;
@@ -407,9 +407,11 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
         front_req_free(f, r);
         return;
     }
-    char msg[256];
+    char msg[256], name[32] = "";
     proto_strcpy(m, "msg", msg, sizeof msg);
-    if (strstr(msg, "worker is full")) {
+    proto_strcpy(m, "code", name, sizeof name);
+    errcode code = errcode_from_name(name);
+    if (code == ERR_WORKER_FULL) {
         f->w[wi].cap = f->w[wi].assigned; /* no more until its heartbeat says otherwise */
         front_detach(f, r, 0);
         r->state = RQ_QUEUED;
@@ -419,14 +421,13 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
         front_finish(f, r, "context");
         return;
     }
-    char out[300], code[32] = "";
-    proto_strcpy(m, "code", code, sizeof code);
-    if (!strcmp(code, FRONT_E_NO_WORKER)) { /* a daemon behind the worker is down (samplerd) */
-        front_fail(f, r, FRONT_E_NO_WORKER, msg);
+    char out[300];
+    if (code == ERR_UNAVAILABLE) { /* a daemon behind the worker is down (samplerd) */
+        front_fail(f, r, ERR_UNAVAILABLE, msg);
         return;
     }
     snprintf(out, sizeof out, "engine: %s", msg);
-    front_fail(f, r, FRONT_E_INTERNAL, out);
+    front_fail(f, r, ERR_INTERNAL, out);
 }
 
 void front_client_gone(front *f, const uint8_t *rid, size_t rl)
@@ -460,7 +461,7 @@ void front_client_msg(front *f, const uint8_t *rid, size_t rl, const proto_msg *
         return;
     }
     if (!r) {
-        front_send_error(f, rid, rl, m->id, FRONT_E_UNKNOWN,
+        front_send_error(f, rid, rl, m->id, ERR_UNKNOWN_REQUEST,
                          "this front door holds no such request: it ended, was cancelled or refused, or the front door restarted");
         return;
     }

@@ -13,27 +13,28 @@
 
 void front_dispatch(front *f, front_req *r, int wi)
 {
-    proto_writer w;
-    proto_begin(&w, PT_RUN, r->sess);
-    proto_put_u64(&w, "sess", r->sess);
-    proto_put_ints(&w, "toks", r->toks, (size_t)r->n_toks);
-    proto_put_u64(&w, "step", (uint64_t)r->n_gen);
-    proto_put_u64(&w, "budget", (uint64_t)(r->n_predict - r->n_gen));
-    proto_put_bin(&w, "sp", r->sp, r->sp_len);
-    proto_put_u64(&w, "epoch", f->epoch);
     msgpack_sbuffer fb;
     msgpack_sbuffer_init(&fb);
     msgpack_packer fpk;
     msgpack_packer_init(&fpk, &fb, msgpack_sbuffer_write);
     front_fb_pack(r, &fpk);
-    proto_put_bin(&w, "fb", fb.data, fb.size);
+    proto_sessrec rec = {
+        .sess = r->sess, .toks = r->toks, .n_toks = (uint32_t)r->n_toks, .step = (uint64_t)r->n_gen,
+        .budget = (uint64_t)(r->n_predict - r->n_gen), .sp = r->sp, .sp_len = r->sp_len, .epoch = f->epoch,
+        .fb = (const uint8_t *)fb.data, .fb_len = fb.size, .mu = r->mu, .mu_set = r->mu_set,
+    };
+    if (!r->ignore_eos) {
+        rec.n_eog = f->n_eog;
+        memcpy(rec.eog, f->eog, (size_t)f->n_eog * sizeof *rec.eog);
+    }
+    proto_writer w;
+    proto_begin(&w, PT_RUN, r->sess);
+    proto_put_sessrec(&w, &rec);
     msgpack_sbuffer_destroy(&fb);
-    if (!r->ignore_eos) proto_put_ints(&w, "eog", f->eog, (size_t)f->n_eog);
-    if (r->mu_set) proto_put_f64(&w, "mu", r->mu);
     if (front_send_worker(f, wi, &w) != 0) {
         char msg[160];
         snprintf(msg, sizeof msg, "a session of %d tokens is too large to hand to a worker", r->n_toks);
-        front_fail(f, r, FRONT_E_CONTEXT, msg);
+        front_fail(f, r, ERR_CONTEXT, msg);
         return;
     }
     front_worker *x = &f->w[wi];
@@ -215,7 +216,7 @@ void front_tick(front *f, int64_t now)
                 char msg[160];
                 snprintf(msg, sizeof msg, "no engine worker available for %lld s (is engined running? see 'llmc status')",
                          (long long)(now - since) / 1000);
-                front_fail(f, r, FRONT_E_NO_WORKER, msg);
+                front_fail(f, r, ERR_UNAVAILABLE, msg);
             }
         } else if (!fits && r->n_gen > 0) {
             /* it generated until its context was full, and its worker died or the front
@@ -225,7 +226,7 @@ void front_tick(front *f, int64_t now)
             char msg[200];
             snprintf(msg, sizeof msg, "the request needs %d tokens of context; the workers hold %d (engined --ctx)",
                      r->n_toks + 1, front_ctx_max(f));
-            front_fail(f, r, FRONT_E_CONTEXT, msg);
+            front_fail(f, r, ERR_CONTEXT, msg);
         } else {
             room = 0; /* first come, first served: nobody passes the head of the queue */
         }

@@ -29,12 +29,12 @@ void front_send(front *f, const uint8_t *rid, size_t rl, proto_writer *w)
     proto_writer_free(w);
 }
 
-void front_send_error(front *f, const uint8_t *rid, size_t rl, uint64_t id, const char *code, const char *msg)
+void front_send_error(front *f, const uint8_t *rid, size_t rl, uint64_t id, errcode code, const char *msg)
 {
     proto_writer w;
     proto_begin(&w, PT_ERROR, id);
     proto_put_str(&w, "msg", msg);
-    if (code) proto_put_str(&w, "code", code);
+    if (code != ERR_NONE) proto_put_str(&w, "code", errcode_name(code));
     front_send(f, rid, rl, &w);
 }
 
@@ -48,7 +48,8 @@ int front_send_worker(front *f, int wi, proto_writer *w)
 }
 
 #define POLL_MS       50  /* the loop's poll timeout */
-#define AWAY_SLACK_MS 100 /* a turn's lateness not counted as an absence */
+#define AWAY_SLACK_MS 500 /* a turn's lateness not counted as an absence (a slow VM wakes
+                           * 250-300 ms late; a stall worth counting is longer) */
 
 static void usage(FILE *o)
 {
@@ -144,7 +145,7 @@ static void on_client(front *f)
     if (r < 0) {
         static log_limit lim = LOG_LIMIT("bad client message");
         log_warn_limited(&lim, "bad client message (%zu bytes): %s", nbytes, err);
-        front_send_error(f, rid, rl, 0, FRONT_E_INVALID, err);
+        front_send_error(f, rid, rl, 0, ERR_INVALID, err);
     } else {
         switch (m.type) {
         case PT_GENERATE: front_generate(f, rid, rl, &m); break;
@@ -154,7 +155,7 @@ static void on_client(front *f)
             snprintf(err, sizeof err, "the front door does not take %s from clients", proto_type_name(m.type));
             static log_limit wrong = LOG_LIMIT("message of the wrong kind from a client");
             log_warn_limited(&wrong, "%s", err);
-            front_send_error(f, rid, rl, m.id, FRONT_E_INVALID, err);
+            front_send_error(f, rid, rl, m.id, ERR_INVALID, err);
         }
     }
     proto_msg_free(&m);
@@ -375,71 +376,123 @@ static int bind_sockets(front *f, const char *dir, const char *bind, const char 
 static void collect_eog(front *f)
 {
     int32_t n = tok_n_vocab(f->vocab);
-    for (int32_t i = 0; i < n && f->n_eog < 16; i++)
+    for (int32_t i = 0; i < n && f->n_eog < PROTO_MAX_EOG; i++)
         if (tok_is_eog(f->vocab, i)) f->eog[f->n_eog++] = i;
+}
+
+/* tokenizerd's flags. */
+typedef struct {
+    const char  *model, *segment, *run_dir, *bind, *wbind, *tmpl;
+    front_limits lim;
+} tokd_opts;
+
+/* A whole-number limit flag: 1 when argv[*i] is flag (its value checked against
+ * lo..hi into *out, or rc set to 2), 0 when it is another flag. */
+static int limit_opt(int argc, char **argv, int *i, const char *flag, long lo, long hi, int64_t *out, int *rc)
+{
+    const char *v;
+    long lv;
+    int r = dmn_opt(argc, argv, i, flag, &v);
+    if (r == 0) return 0;
+    if (r < 0 || dmn_int(flag, v, lo, hi, &lv) != 0) *rc = 2;
+    else *out = lv;
+    return 1;
+}
+
+/* Parses the flags into o: 0, or the exit code (2 on a bad flag, -1 after --help). */
+static int parse_opts(int argc, char **argv, tokd_opts *o)
+{
+    *o = (tokd_opts){ .model = dmn_env("LLM_MODEL", NULL) };
+    int64_t max_req = 1024, per_client = 64, per_host = 16, stall = 30000, held = 256, held_client = 8, wait = 30000;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r, rc = 0;
+#define OPT(name, var) if ((r = dmn_opt(argc, argv, &i, name, &v)) != 0) { if (r < 0) return 2; o->var = v; continue; }
+        OPT("--model", model) OPT("--segment", segment) OPT("--run-dir", run_dir) OPT("--bind", bind)
+        OPT("--workers-bind", wbind) OPT("--chat-template", tmpl)
+#undef OPT
+        if (limit_opt(argc, argv, &i, "--max-requests", 1, 1 << 20, &max_req, &rc) ||
+            limit_opt(argc, argv, &i, "--max-per-client", 1, 1 << 20, &per_client, &rc) ||
+            limit_opt(argc, argv, &i, "--max-workers-per-host", 1, FRONT_MAX_WORKERS, &per_host, &rc) ||
+            limit_opt(argc, argv, &i, "--stall-timeout", 100, 86400000, &stall, &rc) ||
+            limit_opt(argc, argv, &i, "--max-held", 0, 1 << 20, &held, &rc) ||
+            limit_opt(argc, argv, &i, "--max-held-per-client", 0, 1 << 20, &held_client, &rc) ||
+            limit_opt(argc, argv, &i, "--worker-wait", 100, 86400000, &wait, &rc)) {
+            if (rc) return rc;
+            continue;
+        }
+        if (dmn_flag(argv[i], "--help") || dmn_flag(argv[i], "-h")) { usage(stdout); return -1; }
+        fprintf(stderr, "error: unknown option '%s' (tokenizerd --help)\n", argv[i]);
+        return 2;
+    }
+    if (!o->model && !o->segment) {
+        fprintf(stderr, "error: tokenizerd needs --model FILE or --segment NAME (tokenizerd --help)\n");
+        return 2;
+    }
+    o->lim = (front_limits){ .max_requests = (int)max_req, .max_per_client = (int)per_client, .stall_ms = stall,
+                             .max_per_host = (int)per_host, .worker_wait_ms = wait, .max_held = (int)held,
+                             .max_held_per_client = (int)held_client };
+    return 0;
+}
+
+/* Reads up to 256 messages of each socket that poll found ready: workers first. */
+static void read_sockets(front *f, const zmq_pollitem_t *it)
+{
+    for (int k = 0; k < 256 && (it[1].revents & ZMQ_POLLIN); k++) {
+        int ev = 0;
+        size_t sz = sizeof ev;
+        zmq_getsockopt(f->workers, ZMQ_EVENTS, &ev, &sz);
+        if (!(ev & ZMQ_POLLIN)) break;
+        on_worker(f);
+    }
+    for (int k = 0; k < 256 && (it[0].revents & ZMQ_POLLIN); k++) {
+        int ev = 0;
+        size_t sz = sizeof ev;
+        zmq_getsockopt(f->clients, ZMQ_EVENTS, &ev, &sz);
+        if (!(ev & ZMQ_POLLIN)) break;
+        on_client(f);
+    }
+}
+
+/* The event loop, until SIGTERM. A turn takes POLL_MS at most, plus the handling of its
+ * messages: when one took longer, the front door itself was away (the machine stalled,
+ * or the messages took that long), and its peers were not silent for that time. */
+static void serve(front *f)
+{
+    int64_t turn = net_now_ms(), away_log = 0;
+    while (!dmn_stop) {
+        zmq_pollitem_t it[2] = {{f->clients, 0, ZMQ_POLLIN, 0}, {f->workers, 0, ZMQ_POLLIN, 0}};
+        if (zmq_poll(it, 2, POLL_MS) < 0 && zmq_errno() != EINTR) break;
+        int64_t woke = net_now_ms(), away = woke - turn - POLL_MS - AWAY_SLACK_MS;
+        if (away > 0) {
+            front_pause_clocks(f, away);
+            if (woke - away_log > 10000) {
+                away_log = woke;
+                log_warn("the front door did not run for %lld ms (a stalled machine?): silences are measured "
+                         "without that time", (long long)(away + AWAY_SLACK_MS));
+            }
+        }
+        read_sockets(f, it);
+        int64_t now = net_now_ms();
+        away = now - woke - AWAY_SLACK_MS;
+        if (away > 0) front_pause_clocks(f, away);
+        turn = now;
+        heartbeat(f, now);
+        log_limit_tick();
+        if (f->n_parked) front_unpark(f, now);
+        front_tick(f, now);
+    }
 }
 
 int tokd_serve(int argc, char **argv)
 {
-    const char *model = dmn_env("LLM_MODEL", NULL), *segment = NULL, *run_dir = NULL, *bind = NULL,
-               *wbind = NULL, *tmpl = NULL;
-    front_limits lim = { .max_requests = 1024, .max_per_client = 64, .stall_ms = 30000, .max_per_host = 16,
-                         .worker_wait_ms = 30000, .max_held = 256, .max_held_per_client = 8 };
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int r;
-#define OPT(name, var) if ((r = dmn_opt(argc, argv, &i, name, &v)) != 0) { if (r < 0) return 2; var = v; continue; }
-        OPT("--model", model) OPT("--segment", segment) OPT("--run-dir", run_dir) OPT("--bind", bind)
-        OPT("--workers-bind", wbind) OPT("--chat-template", tmpl)
-#undef OPT
-        long lv;
-        if ((r = dmn_opt(argc, argv, &i, "--max-requests", &v)) != 0) {
-            if (r < 0 || dmn_int("--max-requests", v, 1, 1 << 20, &lv) != 0) return 2;
-            lim.max_requests = (int)lv;
-            continue;
-        }
-        if ((r = dmn_opt(argc, argv, &i, "--max-per-client", &v)) != 0) {
-            if (r < 0 || dmn_int("--max-per-client", v, 1, 1 << 20, &lv) != 0) return 2;
-            lim.max_per_client = (int)lv;
-            continue;
-        }
-        if ((r = dmn_opt(argc, argv, &i, "--max-workers-per-host", &v)) != 0) {
-            if (r < 0 || dmn_int("--max-workers-per-host", v, 1, FRONT_MAX_WORKERS, &lv) != 0) return 2;
-            lim.max_per_host = (int)lv;
-            continue;
-        }
-        if ((r = dmn_opt(argc, argv, &i, "--stall-timeout", &v)) != 0) {
-            if (r < 0 || dmn_int("--stall-timeout", v, 100, 86400000, &lv) != 0) return 2;
-            lim.stall_ms = lv;
-            continue;
-        }
-        if ((r = dmn_opt(argc, argv, &i, "--max-held", &v)) != 0) {
-            if (r < 0 || dmn_int("--max-held", v, 0, 1 << 20, &lv) != 0) return 2;
-            lim.max_held = (int)lv;
-            continue;
-        }
-        if ((r = dmn_opt(argc, argv, &i, "--max-held-per-client", &v)) != 0) {
-            if (r < 0 || dmn_int("--max-held-per-client", v, 0, 1 << 20, &lv) != 0) return 2;
-            lim.max_held_per_client = (int)lv;
-            continue;
-        }
-        if ((r = dmn_opt(argc, argv, &i, "--worker-wait", &v)) != 0) {
-            if (r < 0 || dmn_int("--worker-wait", v, 100, 86400000, &lv) != 0) return 2;
-            lim.worker_wait_ms = lv;
-            continue;
-        }
-        if (dmn_flag(argv[i], "--help") || dmn_flag(argv[i], "-h")) { usage(stdout); return 0; }
-        fprintf(stderr, "error: unknown option '%s' (tokenizerd --help)\n", argv[i]);
-        return 2;
-    }
-    if (!model && !segment) {
-        fprintf(stderr, "error: tokenizerd needs --model FILE or --segment NAME (tokenizerd --help)\n");
-        return 2;
-    }
+    tokd_opts o;
+    int prc = parse_opts(argc, argv, &o);
+    if (prc) return prc < 0 ? 0 : prc;
     log_init("tokenizerd", LOG_INFO);
     dmn_signals_install();
     char dir[256], err[256];
-    if (net_run_dir(run_dir, dir, sizeof dir, err, sizeof err) != 0) {
+    if (net_run_dir(o.run_dir, dir, sizeof dir, err, sizeof err) != 0) {
         log_error("%s", err);
         return 1;
     }
@@ -449,55 +502,18 @@ int tokd_serve(int argc, char **argv)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     f.epoch = ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
-    f.lim = lim;
+    f.lim = o.lim;
     f.no_worker_ms = f.start_ms;
     f.parked = calloc(FRONT_MAX_PARKED, sizeof *f.parked);
     front_fault_arm(&f, dir);
-    f.vocab = load_vocab(&f, model, segment, tmpl);
+    f.vocab = load_vocab(&f, o.model, o.segment, o.tmpl);
     f.ctx = zmq_ctx_new();
     int rc = 1;
-    if (f.vocab && f.ctx && f.parked && bind_sockets(&f, dir, bind, wbind) == 0) {
+    if (f.vocab && f.ctx && f.parked && bind_sockets(&f, dir, o.bind, o.wbind) == 0) {
         collect_eog(&f);
         log_info("serving %s (%d tokens, chat template %s)", f.model, tok_n_vocab(f.vocab),
                  chat_template_name(f.tmpl));
-        int64_t turn = net_now_ms(), away_log = 0;
-        while (!dmn_stop) {
-            zmq_pollitem_t it[2] = {{f.clients, 0, ZMQ_POLLIN, 0}, {f.workers, 0, ZMQ_POLLIN, 0}};
-            if (zmq_poll(it, 2, POLL_MS) < 0 && zmq_errno() != EINTR) break;
-            /* a turn takes POLL_MS at most, plus the handling below: longer, and the front
-             * door itself was away (the machine stalled); its peers were not silent */
-            int64_t woke = net_now_ms(), away = woke - turn - POLL_MS - AWAY_SLACK_MS;
-            if (away > 0) {
-                front_pause_clocks(&f, away);
-                if (woke - away_log > 10000) {
-                    away_log = woke;
-                    log_warn("the front door did not run for %lld ms (a stalled machine?): silences are measured "
-                             "without that time", (long long)(away + AWAY_SLACK_MS));
-                }
-            }
-            for (int k = 0; k < 256 && (it[1].revents & ZMQ_POLLIN); k++) {
-                int ev = 0;
-                size_t sz = sizeof ev;
-                zmq_getsockopt(f.workers, ZMQ_EVENTS, &ev, &sz);
-                if (!(ev & ZMQ_POLLIN)) break;
-                on_worker(&f);
-            }
-            for (int k = 0; k < 256 && (it[0].revents & ZMQ_POLLIN); k++) {
-                int ev = 0;
-                size_t sz = sizeof ev;
-                zmq_getsockopt(f.clients, ZMQ_EVENTS, &ev, &sz);
-                if (!(ev & ZMQ_POLLIN)) break;
-                on_client(&f);
-            }
-            int64_t now = net_now_ms();
-            away = now - woke - AWAY_SLACK_MS; /* handling the messages was as long an absence */
-            if (away > 0) front_pause_clocks(&f, away);
-            turn = now;
-            heartbeat(&f, now);
-            log_limit_tick();
-            if (f.n_parked) front_unpark(&f, now);
-            front_tick(&f, now);
-        }
+        serve(&f);
         log_info("shutting down: %d requests in flight are cut", front_count(&f, RQ_RUNNING));
         rc = 0;
     }

@@ -63,7 +63,7 @@ echo "$out; tokenizerd RSS $before -> $(rss) kB"
 kept=$(echo "$out" | sed -n 's/.* \([0-9-]*\) kept$/\1/p')
 [ -n "$kept" ] && [ "$kept" -ge 0 ] && [ "$kept" -le 16 ] || fail "the front door kept $kept fake sessions (at most the fake worker's capacity, 16)"
 [ $(( $(rss) - before )) -lt 51200 ] || fail "tokenizerd grew by more than 50 MB on fake reports"
-sleep $(( (10000 - ($(now_ms) - restarted)) / 1000 + 1 )) # past the adoption window
+sleep $(( (10000 - ($(now_ms) - restarted)) / 1000 + 3 )) # past the adoption window
 out=$("$RUN/audit" "$FRONT" "$WORKERS" "$nv" "$vid" reports 100) || fail "audit_client reports failed"
 echo "after the window: $out"
 echo "$out" | grep -q "100 stopped by the front door" || fail "reports after the adoption window were adopted"
