@@ -26,7 +26,7 @@ GW_LIBS := libmicrohttpd jansson   # llmc serve (the HTTP gateway) and its tests
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wvla -Wshadow
 OPT      ?= -O2 -g
-CFLAGS   += $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP -Icommon -Iengined -Itokenizerd -Isamplerd -Iclient
+CFLAGS   += $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP -Icommon -Itok -Iengined -Itokenizerd -Isamplerd -Iclient
 PC_CFLAGS = $(shell pkg-config --cflags $(PC_LIBS) $(GW_LIBS) 2>/dev/null)
 GW_LDLIBS = $(shell pkg-config --libs $(GW_LIBS) 2>/dev/null)
 PC_LDLIBS = $(shell pkg-config --libs $(PC_LIBS) 2>/dev/null)
@@ -36,14 +36,15 @@ LDLIBS   += $(PC_LDLIBS) -lrt -lm -pthread
 # Library sources: every .c of a part except its main.c.
 COMMON_SRC := $(wildcard common/*.c)
 ENGINE_SRC := $(filter-out engined/main.c,$(wildcard engined/*.c))
-TOK_SRC    := $(filter-out tokenizerd/main.c,$(wildcard tokenizerd/*.c))
+TOK_SRC    := $(wildcard tok/*.c)
+FRONT_SRC  := $(filter-out tokenizerd/main.c,$(wildcard tokenizerd/*.c))
 SAMP_SRC   := $(filter-out samplerd/main.c,$(wildcard samplerd/*.c))
 CLIENT_SRC := $(wildcard client/*.c)
 TEST_SRC   := $(wildcard tests/check_*.c)
 BENCH_SRC  := $(wildcard bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
-LIBS := $(BUILD)/libengine.a $(BUILD)/libtok.a $(BUILD)/libsampler.a $(BUILD)/libcommon.a
+LIBS := $(BUILD)/libengine.a $(BUILD)/libfront.a $(BUILD)/libtok.a $(BUILD)/libsampler.a $(BUILD)/libcommon.a
 BINS := $(BUILD)/bin/llmc $(patsubst %/main.c,$(BUILD)/bin/%,$(wildcard engined/main.c tokenizerd/main.c samplerd/main.c))
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
@@ -79,6 +80,8 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/libcommon.a: $(call obj,$(COMMON_SRC))
 $(BUILD)/libengine.a: $(call obj,$(ENGINE_SRC))
 $(BUILD)/libtok.a: $(call obj,$(TOK_SRC))
+# the front door's modules (tokenizerd without its main), for the Check suites
+$(BUILD)/libfront.a: $(call obj,$(FRONT_SRC))
 $(BUILD)/libsampler.a: $(call obj,$(SAMP_SRC))
 # llmc's modules as an archive too, so that the Check suites can test them
 $(BUILD)/libclient.a: $(call obj,$(filter-out client/main.c,$(CLIENT_SRC)))
@@ -96,7 +99,7 @@ $(BUILD)/bin/llmc: $(call obj,$(CLIENT_SRC)) $(LIBS)
 # A daemon links its own part's objects directly (not through its archive), so that
 # entry points it reaches only through weak symbols (engd_serve, tokd_serve) are in.
 $(BUILD)/bin/engined: $(call obj,$(ENGINE_SRC))
-$(BUILD)/bin/tokenizerd: $(call obj,$(TOK_SRC))
+$(BUILD)/bin/tokenizerd: $(call obj,$(FRONT_SRC))
 $(BUILD)/bin/samplerd: $(call obj,$(SAMP_SRC))
 $(BUILD)/bin/%: $(BUILD)/obj/%/main.o $(LIBS)
 	@mkdir -p $(dir $@)
@@ -176,7 +179,7 @@ FUZZERS      := $(patsubst tests/fuzz/%.c,%,$(filter-out tests/fuzz/fuzz_seeds.c
 FUZZ_MAXLEN_fuzz_vocab := 65536
 fuzz: deps
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" \
-	  $(addprefix $(FUZZ_BUILD)/,libcommon.a libtok.a libsampler.a libengine.a)
+	  $(addprefix $(FUZZ_BUILD)/,libcommon.a libtok.a libsampler.a libengine.a libfront.a)
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" fuzz-bins
 	@rm -rf $(FUZZ_BUILD)/seeds
 	$(FUZZ_BUILD)/fuzz/fuzz_seeds $(abspath $(SHARED)) $(FUZZ_BUILD)/seeds

@@ -148,7 +148,7 @@ typedef struct {
 typedef const char *(*smp_piece_fn)(void *ctx, int32_t id, size_t *len);
 
 /* Writes id's text to buf (at most cap bytes) and returns its full length, or < 0 for
- * no text; the shape of tok_piece (tokenizerd/tok.h) minus its render_special flag. */
+ * no text; the shape of tok_piece (tok/tok.h) minus its render_special flag. */
 typedef int (*smp_piece_write_fn)(void *ctx, int32_t id, char *buf, size_t cap);
 
 typedef struct smp_work smp_work;
