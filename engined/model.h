@@ -7,7 +7,7 @@
  *   const mdl_arch *a = mdl_arch_get(c.arch_id);   // a->rope_neox, ...
  *
  * mdl_config is stored verbatim in the shared-memory segment header, so it is a
- * fixed binary layout (plain integers and floats, size pinned below); bump
+ * fixed binary layout declared with the segment's, in common/mdl_config.h; bump
  * SEG_LAYOUT_VERSION in segment.h when it changes.
  */
 #ifndef LLM_MODEL_H
@@ -15,6 +15,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "mdl_config.h"
 
 typedef struct gguf_ctx gguf_ctx;
 
@@ -28,8 +30,6 @@ typedef struct {
     int         sliding_window;/* 1: reads <arch>.attention.sliding_window */
     float       rms_eps_default;
 } mdl_arch;
-
-#include "mdl_config.h" /* mdl_config: stored in the segment header, so in common/ */
 
 /* The table row of an architecture id (LLM_ASSERT on an invalid id). */
 const mdl_arch *mdl_arch_get(int arch_id);
