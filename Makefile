@@ -26,29 +26,48 @@ GW_LIBS := libmicrohttpd jansson   # llmc serve (the HTTP gateway) and its tests
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wvla -Wshadow
 OPT      ?= -O2 -g
-CFLAGS   += $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP -Icommon -Iengined -Itokenizerd -Isamplerd -Iclient
+CFLAGS   += $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP
 PC_CFLAGS = $(shell pkg-config --cflags $(PC_LIBS) $(GW_LIBS) 2>/dev/null)
 GW_LDLIBS = $(shell pkg-config --libs $(GW_LIBS) 2>/dev/null)
 PC_LDLIBS = $(shell pkg-config --libs $(PC_LIBS) 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 LDLIBS   += $(PC_LDLIBS) -lrt -lm -pthread
 
+# Layers (docs/ARCHITECTURE.md): a folder's objects see only the folders it may use.
+# A program (engined, tokenizerd, samplerd, client) sees common/, the libraries it uses
+# and its own folder, never another program's, so an include across programs does not
+# compile; what two programs share moves to common/ or to a library folder (tok/).
+# The tests, the benchmarks and the fuzz harnesses test everything and see everything.
+INC_common     := -Icommon
+INC_tok        := -Icommon -Itok
+INC_engined    := -Icommon -Iengined
+INC_tokenizerd := -Icommon -Itok -Itokenizerd
+INC_samplerd   := -Icommon -Itok -Isamplerd
+INC_client     := -Icommon -Itok -Iclient
+INC_ALL        := -Icommon -Itok -Iengined -Itokenizerd -Isamplerd -Iclient
+INC_tests      := $(INC_ALL)
+INC_bench      := $(INC_ALL)
+# The include flags of a source file, by its top folder.
+inc = $(or $(INC_$(firstword $(subst /, ,$(1)))),$(error no include path for $(1): add INC_$(firstword $(subst /, ,$(1)))))
+
 # Library sources: every .c of a part except its main.c.
 COMMON_SRC := $(wildcard common/*.c)
+TOK_SRC    := $(wildcard tok/*.c)
 ENGINE_SRC := $(filter-out engined/main.c,$(wildcard engined/*.c))
-TOK_SRC    := $(filter-out tokenizerd/main.c,$(wildcard tokenizerd/*.c))
+FRONT_SRC  := $(filter-out tokenizerd/main.c,$(wildcard tokenizerd/*.c))
 SAMP_SRC   := $(filter-out samplerd/main.c,$(wildcard samplerd/*.c))
 CLIENT_SRC := $(wildcard client/*.c)
 TEST_SRC   := $(wildcard tests/check_*.c)
 BENCH_SRC  := $(wildcard bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
-LIBS := $(BUILD)/libengine.a $(BUILD)/libtok.a $(BUILD)/libsampler.a $(BUILD)/libcommon.a
+# Every archive, for the tests, benchmarks and fuzz harnesses; each program links fewer.
+LIBS := $(BUILD)/libengine.a $(BUILD)/libfront.a $(BUILD)/libsampler.a $(BUILD)/libtok.a $(BUILD)/libcommon.a
 BINS := $(BUILD)/bin/llmc $(patsubst %/main.c,$(BUILD)/bin/%,$(wildcard engined/main.c tokenizerd/main.c samplerd/main.c))
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps build test unit e2e asan tsan fuzz fuzz-bins run stop bench soak clean
+.PHONY: all deps build test unit check-layers e2e asan tsan fuzz fuzz-bins run stop bench soak clean
 .DEFAULT_GOAL := all
 
 all: deps
@@ -74,11 +93,13 @@ deps:
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PC_CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(call inc,$<) $(PC_CFLAGS) -c $< -o $@
 
 $(BUILD)/libcommon.a: $(call obj,$(COMMON_SRC))
-$(BUILD)/libengine.a: $(call obj,$(ENGINE_SRC))
 $(BUILD)/libtok.a: $(call obj,$(TOK_SRC))
+$(BUILD)/libengine.a: $(call obj,$(ENGINE_SRC))
+# the front door's modules (tokenizerd without its main), for the Check suites
+$(BUILD)/libfront.a: $(call obj,$(FRONT_SRC))
 $(BUILD)/libsampler.a: $(call obj,$(SAMP_SRC))
 # llmc's modules as an archive too, so that the Check suites can test them
 $(BUILD)/libclient.a: $(call obj,$(filter-out client/main.c,$(CLIENT_SRC)))
@@ -92,18 +113,19 @@ $(BUILD)/empty.o:
 	echo 'typedef int empty_unit;' | $(CC) -x c -c - -o $@
 $(LIBS): | $(BUILD)/empty.o
 
-$(BUILD)/bin/llmc: $(call obj,$(CLIENT_SRC)) $(LIBS)
+# Each program links its own objects and only the archives of the layers below it.
 # A daemon links its own part's objects directly (not through its archive), so that
 # entry points it reaches only through weak symbols (engd_serve, tokd_serve) are in.
-$(BUILD)/bin/engined: $(call obj,$(ENGINE_SRC))
-$(BUILD)/bin/tokenizerd: $(call obj,$(TOK_SRC))
-$(BUILD)/bin/samplerd: $(call obj,$(SAMP_SRC))
-$(BUILD)/bin/%: $(BUILD)/obj/%/main.o $(LIBS)
+$(BUILD)/bin/engined:    $(call obj,engined/main.c $(ENGINE_SRC)) $(BUILD)/libcommon.a
+$(BUILD)/bin/tokenizerd: $(call obj,tokenizerd/main.c $(FRONT_SRC)) $(BUILD)/libtok.a $(BUILD)/libcommon.a
+$(BUILD)/bin/samplerd:   $(call obj,samplerd/main.c $(SAMP_SRC)) $(BUILD)/libtok.a $(BUILD)/libcommon.a
+$(BUILD)/bin/llmc:       $(call obj,$(CLIENT_SRC)) $(BUILD)/libtok.a $(BUILD)/libcommon.a
+$(BUILD)/bin/engined $(BUILD)/bin/tokenizerd $(BUILD)/bin/samplerd:
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS)
 $(BUILD)/bin/llmc:
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS) $(GW_LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS) $(GW_LDLIBS)
 
 # The Check runner: every tests/check_NAME.c defines Suite *NAME_suite(void);
 # the list of suites is generated, so adding a file adds a suite.
@@ -113,7 +135,7 @@ $(BUILD)/tests/suites.inc: $(TEST_SRC) Makefile
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 $(BUILD)/obj/tests/runner.o: tests/runner.c $(BUILD)/tests/suites.inc
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PC_CFLAGS) -I$(BUILD)/tests -c $< -o $@
+	$(CC) $(CFLAGS) $(INC_ALL) $(PC_CFLAGS) -I$(BUILD)/tests -c $< -o $@
 $(BUILD)/tests/check_all: $(BUILD)/obj/tests/runner.o $(call obj,$(TEST_SRC)) $(LIBS) $(BUILD)/libclient.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(BUILD)/libclient.a $(LIBS) -Wl,--end-group \
@@ -138,8 +160,23 @@ test: deps
 	@$(MAKE) --no-print-directory unit e2e
 	@$(MAKE) --no-print-directory -j2 fuzz FUZZ_SECONDS=$${FUZZ_SECONDS:-30}
 
-unit:
+unit: check-layers
 	$(TEST_ENV) $(BUILD)/tests/check_all
+
+# The layers by text as well as by -I (a path such as "../engined/x.h" gets past -I):
+# every quoted #include of a layered folder must name, without a '/', a header of a
+# folder on that folder's include path (INC_<folder> above).
+LAYERED := common tok engined tokenizerd samplerd client
+check-layers:
+	@bad=0; $(foreach d,$(LAYERED),\
+	  for f in $(wildcard $(d)/*.c $(d)/*.h); do \
+	    for h in $$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' $$f); do \
+	      ok=0; for i in $(patsubst -I%,%,$(INC_$(d))); do [ -f "$$i/$$h" ] && ok=1; done; \
+	      [ "$${h#*/}" = "$$h" ] || ok=0; \
+	      [ $$ok = 1 ] || { echo "$$f: #include \"$$h\" is not in $(patsubst -I%,%/,$(INC_$(d)))"; bad=1; }; \
+	    done; \
+	  done;) \
+	[ $$bad = 0 ] && echo "check-layers: no include crosses a layer" || { echo "check-layers: FAILED (docs/ARCHITECTURE.md, Layers)"; exit 1; }
 
 e2e: $(BUILD)/node/node_modules/openai/package.json
 	@set -e; for t in $(sort $(wildcard tests/e2e/*.sh)); do \
@@ -176,7 +213,7 @@ FUZZERS      := $(patsubst tests/fuzz/%.c,%,$(filter-out tests/fuzz/fuzz_seeds.c
 FUZZ_MAXLEN_fuzz_vocab := 65536
 fuzz: deps
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" \
-	  $(addprefix $(FUZZ_BUILD)/,libcommon.a libtok.a libsampler.a libengine.a)
+	  $(addprefix $(FUZZ_BUILD)/,libcommon.a libtok.a libsampler.a libengine.a libfront.a)
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" fuzz-bins
 	@rm -rf $(FUZZ_BUILD)/seeds
 	$(FUZZ_BUILD)/fuzz/fuzz_seeds $(abspath $(SHARED)) $(FUZZ_BUILD)/seeds
@@ -186,10 +223,10 @@ fuzz: deps
 fuzz-bins: $(addprefix $(BUILD)/fuzz/,$(FUZZERS) fuzz_seeds)
 $(BUILD)/fuzz/fuzz_seeds: tests/fuzz/fuzz_seeds.c $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PC_CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC_ALL) $(PC_CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PC_CFLAGS) -fsanitize=fuzzer -o $@ $< $(LINK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC_ALL) $(PC_CFLAGS) -fsanitize=fuzzer -o $@ $< $(LINK_LIBS) $(LDLIBS)
 
 fuzz-run-%:
 	@mkdir -p $(BUILD)/corpus/$*

@@ -25,7 +25,7 @@
 #include "conn.h"
 #include "errcode.h"
 #include "net.h"
-#include "sampler.h"
+#include "sparams.h"
 
 #define MAX_PARAMS 64
 #define MAX_STOPS  8

@@ -43,8 +43,8 @@
 #include "log.h"
 #include "net.h"
 #include "oai.h"
-#include "segment.h"
 #include "tok.h"
+#include "tok_source.h"
 
 typedef struct {
     const char *host, *endpoint, *run_dir, *model_file, *alias;
@@ -142,15 +142,12 @@ static int vocab_text(void *cls, int32_t id, char *buf, size_t cap)
         gwb_status s;
         gwb_status_get(G.bridge, &s);
         char err[256] = "";
-        gguf_ctx *g = NULL;
-        seg_map sm = {0};
+        tok_source src;
         const char *file = G.o.model_file ? G.o.model_file : s.model[0] == '/' ? s.model : NULL;
-        if (file) g = gguf_open(file, err, sizeof err);
-        if (!g && s.segment[0]) g = seg_tokenizer_open(s.segment, &sm, err, sizeof err);
-        G.vocab = g ? tok_vocab_load(g, err, sizeof err) : NULL;
+        tok_source_open(&src, file, s.segment[0] ? s.segment : NULL, err, sizeof err);
+        G.vocab = src.g ? tok_vocab_load(src.g, err, sizeof err) : NULL;
         if (!G.vocab) log_warn("no vocabulary for top_logprobs token texts (%s); they show as <id N>", err);
-        gguf_close(g);
-        seg_unmap(&sm);
+        tok_source_close(&src);
     }
     int n = G.vocab ? tok_piece(G.vocab, id, true, buf, cap) : -1;
     pthread_mutex_unlock(&G.vocab_mu);

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "errcode.h"
-#include "sampler.h"
+#include "sparams.h"
 #include "unicode.h"
 
 static int bad(oai_err *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -20,7 +20,7 @@
 #include "model.h"
 #include "pool.h"
 #include "qtype.h"
-#include "segment.h"
+#include "segment_build.h"
 
 static uint64_t align_up(uint64_t x) { return (x + SEG_ALIGN - 1) / SEG_ALIGN * SEG_ALIGN; }
 

@@ -7,7 +7,7 @@
  *   const mdl_arch *a = mdl_arch_get(c.arch_id);   // a->rope_neox, ...
  *
  * mdl_config is stored verbatim in the shared-memory segment header, so it is a
- * fixed binary layout (plain integers and floats, size pinned below); bump
+ * fixed binary layout declared with the segment's, in common/mdl_config.h; bump
  * SEG_LAYOUT_VERSION in segment.h when it changes.
  */
 #ifndef LLM_MODEL_H
@@ -15,6 +15,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "mdl_config.h"
 
 typedef struct gguf_ctx gguf_ctx;
 
@@ -28,32 +30,6 @@ typedef struct {
     int         sliding_window;/* 1: reads <arch>.attention.sliding_window */
     float       rms_eps_default;
 } mdl_arch;
-
-typedef struct {
-    char    arch_name[32];   /* NUL-terminated */
-    int32_t arch_id;         /* mdl_arch_id */
-    int32_t n_vocab;
-    int32_t n_ctx_train;
-    int32_t n_embd;
-    int32_t n_layer;
-    int32_t n_head;
-    int32_t n_head_kv;
-    int32_t head_dim;        /* n_embd / n_head unless attention.key_length says otherwise */
-    int32_t n_ff;
-    int32_t n_rot;           /* rotated dimensions per head (rope.dimension_count) */
-    int32_t rope_neox;       /* copied from the arch table */
-    int32_t sliding_window;  /* 0: none; else attend to the last sliding_window positions */
-    int32_t tied_output;     /* 1: no output.weight, logits use token_embd */
-    int32_t has_rope_freqs;  /* 1: rope_freqs.weight divides each frequency (llama3) */
-    int32_t has_qkv_bias;    /* 1: blk.N.attn_{q,k,v}.bias present */
-    float   rope_base;       /* rope.freq_base */
-    float   rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling, else 1 */
-    float   rms_eps;         /* attention.layer_norm_rms_epsilon */
-    int32_t bos_id;          /* -1 when absent */
-    int32_t eos_id;          /* -1 when absent */
-    int32_t reserved[4];
-} mdl_config;
-_Static_assert(sizeof(mdl_config) == 128, "mdl_config is part of the segment layout");
 
 /* The table row of an architecture id (LLM_ASSERT on an invalid id). */
 const mdl_arch *mdl_arch_get(int arch_id);

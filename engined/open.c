@@ -17,7 +17,7 @@
 #include "engine.h"
 #include "handle.h"
 #include "log.h"
-#include "segment.h"
+#include "segment_build.h"
 
 static double mono_ms(void)
 {

@@ -40,7 +40,7 @@
 #include "logits_shm.h"
 #include "net.h"
 #include "proto.h"
-#include "sampler.h"
+#include "sparams.h"
 #include "worker.h"
 #include "worker_io.h"
 

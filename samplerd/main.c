@@ -20,13 +20,13 @@
 
 #include "daemon.h"
 #include "gguf.h"
-#include "segment.h"
 #include "log.h"
 #include "logits_shm.h"
 #include "net.h"
 #include "proto.h"
 #include "sampler.h"
 #include "tok.h"
+#include "tok_source.h"
 #include "zap.h"
 
 #define RING_CACHE 32
@@ -117,16 +117,15 @@ static void load_pieces(sampler_daemon *d, const proto_msg *m)
     char seg[64], err[256] = "";
     if (proto_strcpy(m, "seg", seg, sizeof seg) != 0 || strcmp(seg, d->pieces_seg) == 0) return;
     snprintf(d->pieces_seg, sizeof d->pieces_seg, "%s", seg); /* tried once per segment */
-    seg_map sm;
-    gguf_ctx *g = seg_tokenizer_open(seg, &sm, err, sizeof err);
-    tok_vocab *v = g ? tok_vocab_load(g, err, sizeof err) : NULL;
+    tok_source src;
+    tok_source_open(&src, NULL, seg, err, sizeof err);
+    tok_vocab *v = src.g ? tok_vocab_load(src.g, err, sizeof err) : NULL;
     if (v && smp_work_load_pieces(d->work, tok_n_vocab(v), write_piece, v) == 0)
         log_info("token texts of %s loaded for DRY", seg);
     else
         log_warn("no token texts from segment %s (%s): DRY is skipped", seg, err[0] ? err : "load failed");
     tok_vocab_free(v);
-    gguf_close(g);
-    seg_unmap(&sm);
+    tok_source_close(&src);
 }
 
 static void reply_error(sampler_daemon *d, const uint8_t *rid, size_t rl, const proto_msg *m, const char *msg)

@@ -5,11 +5,6 @@
  */
 #include "sampler.h"
 
-#include <errno.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
-
 /* splitmix64's finaliser: a bijection on 64 bits with full avalanche. */
 static uint64_t mix64(uint64_t x)
 {
@@ -33,23 +28,4 @@ uint64_t smp_rng_u64(uint32_t seed, uint64_t session, uint32_t step, uint32_t dr
 double smp_rng_uniform(uint32_t seed, uint64_t session, uint32_t step, uint32_t draw)
 {
     return (double)(smp_rng_u64(seed, session, step, draw) >> 11) * 0x1.0p-53;
-}
-
-/* The kernel's entropy when available; time and pid otherwise (never fails). */
-uint32_t smp_seed_resolve(uint32_t seed)
-{
-    if (seed != SMP_SEED_RANDOM)
-        return seed;
-    uint32_t s = 0;
-    ssize_t n;
-    do {
-        n = getrandom(&s, sizeof s, GRND_NONBLOCK);
-    } while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)sizeof s) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        s = (uint32_t)mix64((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec
-                            + ((uint64_t)getpid() << 40));
-    }
-    return s == SMP_SEED_RANDOM ? 0x2545F491u : s;
 }

@@ -1,5 +1,5 @@
 /*
- * Tests for samplerd's sampling parameters (suite "sampler_params"): defaults,
+ * Tests for the sampling parameters of common/sparams.c (suite "sampler_params"): defaults,
  * parsing and formatting by llama.cpp name, rejection of out-of-range values naming the
  * parameter, validation against the vocabulary, and the counter RNG. The samplers
  * themselves are tested in check_sampler.c.

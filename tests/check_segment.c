@@ -24,7 +24,7 @@
 #include "engine.h"
 #include "gguf.h"
 #include "kernels.h"
-#include "segment.h"
+#include "segment_build.h"
 
 static const char *shared(void)
 {

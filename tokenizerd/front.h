@@ -24,7 +24,7 @@
 #include "errcode.h"
 #include "net.h"
 #include "proto.h"
-#include "sampler.h"
+#include "sparams.h"
 #include "tok.h"
 
 #define FRONT_MAX_WORKERS 64

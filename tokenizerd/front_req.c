@@ -10,7 +10,7 @@
 
 #include "front.h"
 #include "log.h"
-#include "sampler.h"
+#include "sparams.h"
 #include "unicode.h"
 
 front_req *front_find_sess(front *f, uint64_t sess)

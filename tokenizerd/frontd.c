@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "daemon.h"
-#include "segment.h"
 #include "front.h"
 #include "log.h"
+#include "tok_source.h"
 #include "tokd.h"
 #include "zap.h"
 
@@ -318,16 +318,11 @@ static void heartbeat(front *f, int64_t now)
 
 static tok_vocab *load_vocab(front *f, const char *model, const char *segment, const char *tmpl_name)
 {
-    char err[256];
-    gguf_ctx *g = NULL;
-    seg_map sm = {0};
-    if (segment) {
-        g = seg_tokenizer_open(segment, &sm, err, sizeof err);
-        snprintf(f->model, sizeof f->model, "%s", segment);
-    } else {
-        g = gguf_open(model, err, sizeof err);
-        snprintf(f->model, sizeof f->model, "%s", model);
-    }
+    char err[256] = "";
+    tok_source source;
+    snprintf(f->model, sizeof f->model, "%s", segment ? segment : model);
+    tok_source_open(&source, segment ? NULL : model, segment, err, sizeof err);
+    gguf_ctx *g = source.g;
     tok_vocab *v = g ? tok_vocab_load(g, err, sizeof err) : NULL;
     if (!v) log_error("cannot load the vocabulary of %s: %s", f->model, err);
     if (v) f->vocab_id = gguf_vocab_id(g, &f->n_vocab); /* workers must have the same */
@@ -337,8 +332,7 @@ static tok_vocab *load_vocab(front *f, const char *model, const char *segment, c
         f->tmpl = src ? chat_template_detect(src) : CHAT_TMPL_UNKNOWN;
         if (tmpl_name && f->tmpl == CHAT_TMPL_UNKNOWN) log_warn("unknown --chat-template %s", tmpl_name);
     }
-    gguf_close(g);
-    seg_unmap(&sm);
+    tok_source_close(&source);
     return v;
 }
 

@@ -27,7 +27,7 @@
  * regexes (hand-written matchers over generated Unicode tables), maps bytes to the
  * GPT-2 printable alphabet and merges by rank. Invalid UTF-8 is accepted: SPM sees raw
  * bytes, BPE sees U+FFFD per bad byte, as llama.cpp does.
- * Owner: tok (tokenizerd/tok*.c).
+ * Owner: tok (tok/tok*.c, the library that tokenizerd, samplerd and llmc link).
  */
 #ifndef LLM_TOK_H
 #define LLM_TOK_H

@@ -1,10 +1,10 @@
 /*
- * sampler_params.c - the sampling parameters: defaults, parsing one parameter from
- * text by its llama.cpp name, formatting it back, and validating a whole set. One
- * table describes every scalar parameter, so parsing, formatting and validation agree.
- * Owner: sampler (issue 5). See sampler.h.
+ * sparams.c - the sampling parameters: defaults, parsing one parameter from text by
+ * its llama.cpp name, formatting it back, validating a whole set, the wire form and
+ * the seed of a session. One table describes every scalar parameter, so parsing,
+ * formatting and validation agree. Owner: sampler (issue 5). See sparams.h.
  */
-#include "sampler.h"
+#include "sparams.h"
 
 #include <errno.h>
 #include <float.h>
@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef enum { PT_FLOAT, PT_INT, PT_BOOL, PT_SEED, PT_BIAS, PT_BREAKERS, PT_BREAKER,
                PT_SAMPLERS, PT_SEQ, PT_COUNT } ptype;
@@ -738,4 +741,34 @@ int smp_history_needed(const smp_params *p)
     if (dry && p->dry_penalty_last_n > n)
         n = p->dry_penalty_last_n;
     return n;
+}
+
+/* ---- the seed of a session ---- */
+
+/* splitmix64's finaliser (as in samplerd/sampler_rng.c): spreads the time fallback. */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* The kernel's entropy when available; time and pid otherwise (never fails). */
+uint32_t smp_seed_resolve(uint32_t seed)
+{
+    if (seed != SMP_SEED_RANDOM)
+        return seed;
+    uint32_t s = 0;
+    ssize_t n;
+    do {
+        n = getrandom(&s, sizeof s, GRND_NONBLOCK);
+    } while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof s) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        s = (uint32_t)mix64((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec
+                            + ((uint64_t)getpid() << 40));
+    }
+    return s == SMP_SEED_RANDOM ? 0x2545F491u : s;
 }

@@ -1,6 +1,6 @@
 /*
- * segment.c - POSIX shared-memory weight segments: naming, create, checksums, attach,
- * list, remove. Owned by the engine.
+ * segment.c - POSIX shared-memory weight segments, the reader side: attach, checks,
+ * the tokenizer blob, list, remove. Building one is engined/segment_build.c.
  */
 #include "segment.h"
 
@@ -20,18 +20,7 @@
 #include <unistd.h>
 
 #include "csum.h"
-#include "engine.h"
 #include "log.h"
-
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
 
 static int64_t now_ns(void)
 {
@@ -40,94 +29,7 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], seg_ident *id,
-                 char *err, size_t errlen)
-{
-    memset(id, 0, sizeof *id);
-    char rp[PATH_MAX];
-    if (!realpath(path, rp)) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    if (strlen(rp) >= sizeof id->real_path) {
-        snprintf(err, errlen, "%s: path longer than %zu bytes", path, sizeof id->real_path - 1);
-        return -1;
-    }
-    int fd = open(rp, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    enum { HEAD = 65536 };
-    unsigned char *head = malloc(HEAD);
-    ssize_t got = head ? pread(fd, head, HEAD, 0) : -1;
-    close(fd);
-    if (got < 0) {
-        snprintf(err, errlen, "%s: read: %s", path, head ? strerror(errno) : "out of memory");
-        free(head);
-        return -1;
-    }
-    snprintf(id->real_path, sizeof id->real_path, "%s", rp);
-    id->size = (uint64_t)st.st_size;
-    id->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    id->head_hash = fnv1a(0xcbf29ce484222325ull, head, (size_t)got);
-    free(head);
-    uint64_t h = fnv1a(0xcbf29ce484222325ull, rp, strlen(rp));
-    h = fnv1a(h, &id->size, sizeof id->size);
-    h = fnv1a(h, &id->mtime_ns, sizeof id->mtime_ns);
-    h = fnv1a(h, &id->head_hash, sizeof id->head_hash);
-    uint32_t lv = SEG_LAYOUT_VERSION;
-    h = fnv1a(h, &lv, sizeof lv);
-    snprintf(name, SEG_NAME_MAX, "/llm-%u-%016llx%s", (unsigned)geteuid(), (unsigned long long)h,
-             precision == ENG_FLOAT ? "-f32" : precision == ENG_INT8 ? "-q8" : "");
-    return 0;
-}
-
-int seg_create(const char *name, uint64_t total, seg_map *m, char *err, size_t errlen)
-{
-    memset(m, 0, sizeof *m);
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        if (errno == EEXIST) return 1;
-        snprintf(err, errlen, "shm_open %s: %s", name, strerror(errno));
-        return -1;
-    }
-    int rc = ftruncate(fd, (off_t)total);
-    if (rc == 0) rc = posix_fallocate(fd, 0, (off_t)total);
-    else rc = errno;
-    if (rc != 0) {
-        snprintf(err, errlen, "cannot reserve %.1f MB for segment %s in /dev/shm: %s "
-                 "(is /dev/shm large enough? containers default to 64 MB: use --shm-size)",
-                 total / 1e6, name, strerror(rc));
-        close(fd);
-        shm_unlink(name);
-        return -1;
-    }
-    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-        snprintf(err, errlen, "mmap %s (%llu bytes): %s", name, (unsigned long long)total, strerror(errno));
-        shm_unlink(name);
-        return -1;
-    }
-    m->base = p;
-    m->len = total;
-    m->writable = true;
-    snprintf(m->name, sizeof m->name, "%s", name);
-    seg_header *h = p;
-    h->magic = SEG_MAGIC;
-    h->layout_version = SEG_LAYOUT_VERSION;
-    h->loader_pid = (int32_t)getpid();
-    h->total_bytes = total;
-    h->created_ns = now_ns();
-    __atomic_store_n(&h->state, SEG_STATE_LOADING, __ATOMIC_RELEASE);
-    return 0;
-}
-
-/* The header checksum of a mapped segment whose layout check_layout accepted. */
-static uint64_t header_checksum(const void *base)
+uint64_t seg_header_checksum(const void *base)
 {
     seg_header c;
     memcpy(&c, base, sizeof c);
@@ -137,25 +39,6 @@ static uint64_t header_checksum(const void *base)
     uint64_t sum = csum64(&c, sizeof c, 0);
     sum = csum64((const char *)base + c.dir_offset, c.n_tensors * sizeof(seg_tensor), sum);
     return csum64((const char *)base + c.tok_offset, c.tok_bytes, sum);
-}
-
-void seg_checksum_tensors(seg_map *m)
-{
-    LLM_ASSERT(m->writable);
-    seg_header *h = m->base;
-    seg_tensor *dir = (seg_tensor *)((char *)m->base + h->dir_offset);
-    for (uint64_t i = 0; i < h->n_tensors; i++)
-        dir[i].checksum = csum64((const char *)m->base + dir[i].offset, dir[i].nbytes, 0);
-}
-
-void seg_mark_ready(seg_map *m)
-{
-    LLM_ASSERT(m->writable);
-    seg_header *h = m->base;
-    h->ready_ns = now_ns();
-    h->hdr_checksum = header_checksum(m->base);
-    msync(m->base, m->len, MS_SYNC);
-    __atomic_store_n(&h->state, SEG_STATE_READY, __ATOMIC_RELEASE);
 }
 
 /* Validates the header and the directory of a mapped segment of len bytes. */
@@ -285,7 +168,7 @@ int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, siz
         munmap(p, (size_t)st.st_size);
         return -1;
     }
-    uint64_t sum = header_checksum(p);
+    uint64_t sum = seg_header_checksum(p);
     if (sum != h->hdr_checksum) {
         snprintf(err, errlen, "segment %s: header checksum mismatch (stored %016llx, computed "
                  "%016llx): the header, directory or tokenizer tables are corrupt", name,

@@ -1,22 +1,19 @@
 /*
- * segment.h - the POSIX shared-memory weight segment: its binary layout, naming,
- * creation, read-only attach, listing and removal.
+ * segment.h - the POSIX shared-memory weight segment: its binary layout and the reader
+ * side (read-only attach, checks, the tokenizer blob, listing, removal) that every
+ * program uses. Building a segment (naming, create, checksums, READY) is the engine's
+ * alone: engined/segment_build.h.
  *
  * Layout (all offsets from the start of the segment, every tensor 64-byte aligned):
  *   [seg_header, 8 KiB] [seg_tensor directory, n_tensors x 128 B]
  *   [tokenizer blob: metadata-only GGUF image] [tensor data ...]
  *
- *   char name[SEG_NAME_MAX];
- *   seg_ident id;
- *   seg_name_for("model.gguf", 0, name, &id, err, sizeof err);   // "/llm-<euid>-<hash>"
  *   seg_map m;
- *   seg_create(name, total_bytes, &m, err, sizeof err);    // O_EXCL, 0600, fallocated
- *   ... fill m.hdr, the directory and the tensors ...
- *   seg_checksum_tensors(&m);                               // one pass over the data
- *   seg_mark_ready(&m);                                     // header checksum, READY
- *   seg_unmap(&m);
  *   seg_attach(name, &m, NULL, err, sizeof err);  // owner/mode, header checksum, PROT_READ
  *   seg_verify_tensors(&m, err, sizeof err);      // every tensor's checksum (slow: all bytes)
+ *   const seg_tensor *t = seg_find(&m, "output_norm.weight");
+ *   seg_unmap(&m);
+ *   gguf_ctx *g = seg_tokenizer_open(name, &m, err, sizeof err); // the blob, for tokenizers
  *
  * Trust: /dev/shm is shared by every local user and a segment's name is predictable,
  * so attach maps only a segment owned by the effective uid with no group or other
@@ -34,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "mdl_config.h"
 
 #define SEG_MAGIC 0x31474553474d4c4cull /* "LLMGSEG1" little-endian */
 #define SEG_LAYOUT_VERSION 5u /* 2: checksums, uid in the name; 3: q8t row tiles (kernels.h); 4: native qn tiles; 5: native Q2_K */
@@ -109,14 +106,6 @@ typedef struct {
 } seg_header;
 _Static_assert(sizeof(seg_header) == SEG_HEADER_BYTES, "seg_header is part of the segment layout");
 
-/* The identity of a model file, the input of its segment name. */
-typedef struct {
-    char     real_path[1024];
-    uint64_t size;
-    int64_t  mtime_ns;
-    uint64_t head_hash;
-} seg_ident;
-
 /* A mapping of a segment. */
 typedef struct seg_map {
     void       *base;     /* start of the mapping */
@@ -128,25 +117,10 @@ typedef struct seg_map {
 /* Header of a mapping. */
 static inline const seg_header *seg_hdr(const seg_map *m) { return (const seg_header *)m->base; }
 
-/* Computes the segment name of a model file for a precision, "/llm-<euid>-<16 hex>"
- * (plus "-f32" for the float path), from the effective uid and the file's identity
- * (real path, size, mtime, hash of its first 64 KiB, layout version); fills id. 0 or -1. */
-int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], seg_ident *id,
-                 char *err, size_t errlen);
-
-/* Creates a new segment of total bytes (O_CREAT|O_EXCL, mode 0600), reserves its memory
- * with posix_fallocate and maps it read-write. Returns 0, 1 when it already exists
- * (nothing done), -1 with err (e.g. /dev/shm too small). */
-int seg_create(const char *name, uint64_t total, seg_map *m, char *err, size_t errlen);
-
-/* Sets the checksum of every directory entry of a writable segment from its data
- * (one pass over all tensor bytes at memory speed). Call when the data and the
- * directory are final, just before seg_mark_ready. */
-void seg_checksum_tensors(seg_map *m);
-
-/* Marks a writable segment READY: sets the header checksum, msync, then a release
- * store of the state. */
-void seg_mark_ready(seg_map *m);
+/* The header checksum of a mapped segment: csum64 of its header with state, ready_ns
+ * and hdr_checksum as 0, then of the directory, then of the tokenizer blob. The builder
+ * stores it (seg_mark_ready), seg_attach compares. The layout must be valid. */
+uint64_t seg_header_checksum(const void *base);
 
 /* Maps an existing segment read-only and validates it: owner and mode first (see
  * Trust above), then header, directory and the header checksum.
@@ -181,13 +155,6 @@ typedef struct {
 } seg_info;
 /* Fills up to max entries of infos; returns how many exist (may exceed max) or -1. */
 int seg_list(seg_info *infos, int max, char *err, size_t errlen);
-
-/* Builds the segment `name` for a GGUF file (implemented in convert.c): creates it,
- * writes the header, directory, tokenizer blob and every tensor (q8 matrices for
- * precision 0, f32 copies for precision 1; norms and biases f32), marks it READY and
- * unmaps it. 0, 1 when the name already exists (someone else builds it), -1 with err. */
-int cvt_build(const char *gguf_path, const seg_ident *id, const char *name, uint32_t precision,
-              char *err, size_t errlen);
 
 /* Maps READY segment name read-only into *m and parses its tokenizer blob (every
  * key/value of the model file): what tokenizerd and samplerd need, without binding
