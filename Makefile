@@ -195,7 +195,7 @@ TSAN_SUITES ?= pool
 tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build-tsan CC=clang \
 	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=thread" \
-	  $(build-tsan/tests/check_all)
+	  build-tsan/tests/check_all
 	@set -e; for s in $(TSAN_SUITES); do \
 	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" CK_RUN_SUITE=$$s CK_TIMEOUT_MULTIPLIER=10 \
 	  $(TEST_ENV) build-tsan/tests/check_all; done
