@@ -27,7 +27,11 @@ attack_cleanup() {
 }
 # the daemons are stopped first: userdel refuses a user who still has processes
 trap 'e2e_cleanup; attack_cleanup' EXIT
-useradd -M "$V" && useradd -M "$A" || fail "cannot make the throwaway users"
+# a machine where root cannot add users (a read-only /etc, no useradd) cannot run this test
+if ! { command -v useradd >/dev/null && useradd -M "$V" && useradd -M "$A"; }; then
+    echo "SKIP $E2E_NAME: cannot make the throwaway users here"
+    exit 0
+fi
 VUID=$(id -u "$V") AUID=$(id -u "$A")
 echo 0 >/proc/sys/fs/protected_symlinks 2>/dev/null || echo "note: fs.protected_symlinks stays $PS"
 rm -rf "/tmp/llm-$VUID"
