@@ -745,8 +745,7 @@ int smp_history_needed(const smp_params *p)
 
 /* ---- the seed of a session ---- */
 
-/* splitmix64's finaliser (as in samplerd/sampler_rng.c): spreads the time fallback. */
-static uint64_t mix64(uint64_t x)
+uint64_t smp_mix64(uint64_t x)
 {
     x += 0x9E3779B97F4A7C15ull;
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -767,7 +766,7 @@ uint32_t smp_seed_resolve(uint32_t seed)
     if (n != (ssize_t)sizeof s) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        s = (uint32_t)mix64((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec
+        s = (uint32_t)smp_mix64((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec
                             + ((uint64_t)getpid() << 40));
     }
     return s == SMP_SEED_RANDOM ? 0x2545F491u : s;

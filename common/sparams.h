@@ -138,4 +138,8 @@ int smp_history_needed(const smp_params *p);
  * itself never SMP_SEED_RANDOM. Call once per session, not per step. */
 uint32_t smp_seed_resolve(uint32_t seed);
 
+/* splitmix64's finaliser: a bijection on 64 bits with full avalanche. The sampler's RNG
+ * keys on it, and the seed's time fallback is spread by it. */
+uint64_t smp_mix64(uint64_t x);
+
 #endif
