@@ -290,26 +290,26 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
             last_rx = now;
             if (m.type == PT_ACCEPTED) {
                 if (!accepted) { /* a resume's ACCEPTED changes nothing */
-                    n_prompt = proto_u64(&m, "ntok", 0);
-                    queue_pos = proto_u64(&m, "pos", 0);
+                    n_prompt = proto_u64(&m, MF_NTOK, 0);
+                    queue_pos = proto_u64(&m, MF_POS, 0);
                 }
                 accepted = 1;
-                rs.sess = *sess = proto_u64(&m, "sess", 0);
-                proto_strcpy(&m, "key", rs.key, sizeof rs.key);
+                rs.sess = *sess = proto_u64(&m, MF_SESS, 0);
+                proto_strcpy(&m, MF_KEY, rs.key, sizeof rs.key);
                 snprintf(key, LC_KEY_MAX, "%s", rs.key);
-                rs.have_seed = proto_field(&m, "seed") != NULL;
-                rs.seed = (uint32_t)proto_u64(&m, "seed", 0);
+                rs.have_seed = proto_field(&m, MF_SEED) != NULL;
+                rs.seed = (uint32_t)proto_u64(&m, MF_SEED, 0);
             } else if (m.type == PT_PIECE) {
                 size_t n;
-                const char *p = proto_str(&m, "text", &n);
+                const char *p = proto_str(&m, MF_TEXT, &n);
                 if (!t_first) t_first = now_s();
-                n_gen = proto_u64(&m, "ntok", n_gen);
+                n_gen = proto_u64(&m, MF_NTOK, n_gen);
                 rs.rbytes += n;
                 if (o->json) {
                     fputs("{\"text\":", stdout);
                     lc_json_str(stdout, p, n);
                     printf(",\"tokens\":%llu", (unsigned long long)n_gen);
-                    const msgpack_object *probs = proto_field(&m, "probs");
+                    const msgpack_object *probs = proto_field(&m, MF_PROBS);
                     if (probs) json_probs(probs);
                     fputs("}\n", stdout);
                 } else {
@@ -323,11 +323,11 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
             } else if (m.type == PT_DONE) {
                 double t1 = now_s();
                 if (!t_first) t_first = t1;
-                n_gen = proto_u64(&m, "ntok", n_gen);
+                n_gen = proto_u64(&m, MF_NTOK, n_gen);
                 char reason[32];
-                proto_strcpy(&m, "reason", reason, sizeof reason);
+                proto_strcpy(&m, MF_REASON, reason, sizeof reason);
                 double gen_s = t1 - t_first, tps = n_gen > 1 && gen_s > 0 ? (double)(n_gen - 1) / gen_s : 0;
-                uint64_t moves = proto_u64(&m, "moves", 0);
+                uint64_t moves = proto_u64(&m, MF_MOVES, 0);
                 if (o->json)
                     printf("{\"done\":true,\"reason\":\"%s\",\"prompt_tokens\":%llu,\"tokens\":%llu,"
                            "\"ttft_ms\":%.1f,\"total_ms\":%.1f,\"tokens_per_s\":%.2f,\"queue_pos\":%llu,"
@@ -345,8 +345,8 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
                 break;
             } else if (m.type == PT_ERROR) {
                 char msg[400], code[32] = "";
-                proto_strcpy(&m, "msg", msg, sizeof msg);
-                proto_strcpy(&m, "code", code, sizeof code);
+                proto_strcpy(&m, MF_MSG, msg, sizeof msg);
+                proto_strcpy(&m, MF_CODE, code, sizeof code);
                 if (accepted && errcode_from_name(code) == ERR_UNKNOWN_REQUEST) {
                     resume_now = 1; /* a new front door: it may have adopted our session */
                 } else if (!accepted && errcode_from_name(code) == ERR_UNKNOWN_REQUEST && resends < 5) {
@@ -467,8 +467,8 @@ static void wait_input(lc_conn *c, uint64_t sess, const char *key)
         if (poll(&p, 1, PING_MS) != 0) return; /* input, end of input, or an error */
         proto_writer w;
         proto_begin(&w, PT_PING, 0);
-        proto_put_u64(&w, "sess", sess);
-        proto_put_str(&w, "key", key);
+        proto_put_u64(&w, MF_SESS, sess);
+        proto_put_str(&w, MF_KEY, key);
         lc_send(c, &w);
         proto_msg m;
         while (lc_recv(c, 0, &m) == 1) proto_msg_free(&m);
@@ -519,8 +519,8 @@ int cmd_chat(int argc, char **argv)
     if (sess) {
         proto_writer w;
         proto_begin(&w, PT_CANCEL, 0);
-        proto_put_u64(&w, "sess", sess);
-        proto_put_str(&w, "key", key);
+        proto_put_u64(&w, MF_SESS, sess);
+        proto_put_str(&w, MF_KEY, key);
         lc_send(&c, &w);
     }
     for (int i = 0; i < n; i++) free(msgs[i]);

@@ -26,6 +26,7 @@
 #include "gguf.h"
 #include "qmix.h"
 #include "synth_util.h"
+#include "errcode.h"
 
 #define USAGE                                                                             \
     "usage: llmc quantize IN.gguf OUT.gguf TYPE\n"                                         \
@@ -78,8 +79,7 @@ static int check_plan(const gguf_ctx *in, const uint32_t *out_type, char *err, s
         if (out_type[i] == t->type) continue;
         const qt_traits *q = qt_get(t->type);
         if (!q || !q->dequant) {
-            snprintf(err, errlen, "tensor %s: cannot dequantize type %s", t->name, qt_name(t->type));
-            return -1;
+            return errf(err, errlen, "tensor %s: cannot dequantize type %s", t->name, qt_name(t->type));
         }
     }
     return 0;
@@ -114,8 +114,7 @@ static int64_t plan(const quant_target *q, const gguf_ctx *in, gguf_writer *w, u
             ++*n_fallback;
         }
         if (gguf_writer_add_tensor(w, t->name, out_type[i], t->n_dims, t->ne, NULL) != 0) {
-            snprintf(err, errlen, "%s", gguf_writer_error(w));
-            return -1;
+            return errf(err, errlen, "%s", gguf_writer_error(w));
         }
         total += (uint64_t)qt_row_size(out_type[i], t->ne[0]) * (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
     }

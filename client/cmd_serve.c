@@ -580,7 +580,7 @@ static struct MHD_Daemon *listen_http(const serve_opts *o, char *err, size_t err
     snprintf(port, sizeof port, "%d", o->port);
     int e = getaddrinfo(o->host, port, &hints, &ai);
     if (e != 0) {
-        snprintf(err, errcap, "cannot resolve --host %s: %s", o->host, gai_strerror(e));
+        errf(err, errcap, "cannot resolve --host %s: %s", o->host, gai_strerror(e));
         return NULL;
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
@@ -597,7 +597,7 @@ static struct MHD_Daemon *listen_http(const serve_opts *o, char *err, size_t err
         MHD_OPTION_CONNECTION_LIMIT, o->max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_conns_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
-    if (!d) snprintf(err, errcap, "cannot listen on %s:%d (%s)", o->host, o->port, strerror(errno));
+    if (!d) errf(err, errcap, "cannot listen on %s:%d (%s)", o->host, o->port, strerror(errno));
     freeaddrinfo(ai);
     return d;
 }

@@ -14,19 +14,19 @@
 static void print_text(const proto_msg *m)
 {
     char model[256], seg[80], tmpl[32];
-    proto_strcpy(m, "model", model, sizeof model);
-    proto_strcpy(m, "segment", seg, sizeof seg);
-    proto_strcpy(m, "template", tmpl, sizeof tmpl);
+    proto_strcpy(m, MF_MODEL, model, sizeof model);
+    proto_strcpy(m, MF_SEGMENT, seg, sizeof seg);
+    proto_strcpy(m, MF_TEMPLATE, tmpl, sizeof tmpl);
     printf("front door: pid %llu, up %.1f s, model %s, chat template %s\n",
-           (unsigned long long)proto_u64(m, "pid", 0), proto_f64(m, "uptime", 0), model, tmpl);
+           (unsigned long long)proto_u64(m, MF_PID, 0), proto_f64(m, MF_UPTIME, 0), model, tmpl);
     if (!seg[0]) printf("segment: (no worker connected)\n");
-    else if (proto_field(m, "bpw")) printf("segment: %s (%.2f bits/weight)\n", seg, proto_f64(m, "bpw", 0));
+    else if (proto_field(m, MF_BPW)) printf("segment: %s (%.2f bits/weight)\n", seg, proto_f64(m, MF_BPW, 0));
     else printf("segment: %s\n", seg); /* its workers are too old to say */
     printf("requests: %llu active, %llu queued, %llu chat sessions held; %llu served, %llu failed\n",
-           (unsigned long long)proto_u64(m, "active", 0), (unsigned long long)proto_u64(m, "queued", 0),
-           (unsigned long long)proto_u64(m, "held", 0), (unsigned long long)proto_u64(m, "served", 0),
-           (unsigned long long)proto_u64(m, "failed", 0));
-    const msgpack_object *w = proto_field(m, "workers");
+           (unsigned long long)proto_u64(m, MF_ACTIVE, 0), (unsigned long long)proto_u64(m, MF_QUEUED, 0),
+           (unsigned long long)proto_u64(m, MF_HELD, 0), (unsigned long long)proto_u64(m, MF_SERVED, 0),
+           (unsigned long long)proto_u64(m, MF_FAILED, 0));
+    const msgpack_object *w = proto_field(m, MF_WORKERS);
     uint32_t n = w && w->type == MSGPACK_OBJECT_ARRAY ? w->via.array.size : 0;
     printf("workers: %u\n", n);
     for (uint32_t i = 0; i < n; i++) {
@@ -56,24 +56,24 @@ static void print_text(const proto_msg *m)
     }
     /* samplerd's health, as the workers see it: how long their oldest sample request has
      * waited (they ask again every 0.4 s; a restarted samplerd answers at once) */
-    if (!proto_field(m, "swait")) {
+    if (!proto_field(m, MF_SWAIT)) {
         printf("samplerd: unknown (no worker to ask)\n");
     } else {
-        double sw = (double)proto_u64(m, "swait", 0) / 1000.0;
+        double sw = (double)proto_u64(m, MF_SWAIT, 0) / 1000.0;
         if (sw < 1.5) printf("samplerd: ok\n");
         else printf("samplerd: NOT ANSWERING: a sample request has waited %.1f s (is samplerd running? "
                     "'bash deploy/pipeline.sh status')\n", sw);
     }
-    const msgpack_object *q = proto_field(m, "queue");
+    const msgpack_object *q = proto_field(m, MF_QUEUE);
     uint32_t nq = q && q->type == MSGPACK_OBJECT_ARRAY ? q->via.array.size : 0;
     printf("queue: %llu waiting (first come, first served; limits: %llu requests, %llu per client)\n",
-           (unsigned long long)proto_u64(m, "queued", 0), (unsigned long long)proto_u64(m, "max_requests", 0),
-           (unsigned long long)proto_u64(m, "max_per_client", 0));
+           (unsigned long long)proto_u64(m, MF_QUEUED, 0), (unsigned long long)proto_u64(m, MF_MAX_REQUESTS, 0),
+           (unsigned long long)proto_u64(m, MF_MAX_PER_CLIENT, 0));
     for (uint32_t i = 0; i < nq; i++) {
         proto_msg e = proto_view(m, &q->via.array.ptr[i]);
-        printf("  %llu. %llu prompt tokens  waiting %.1f s\n", (unsigned long long)proto_u64(&e, "pos", 0),
-               (unsigned long long)proto_u64(&e, "ntok", 0),
-               proto_f64(&e, "wait", 0));
+        printf("  %llu. %llu prompt tokens  waiting %.1f s\n", (unsigned long long)proto_u64(&e, MF_POS, 0),
+               (unsigned long long)proto_u64(&e, MF_NTOK, 0),
+               proto_f64(&e, MF_WAIT, 0));
     }
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "net.h"
+#include "errcode.h"
 
 #define LC_RESTART_WAIT_MS 3000 /* how long a dead front door's socket is given to come back */
 
@@ -45,9 +46,8 @@ int lc_open(lc_conn *c, const char *endpoint, const char *run_dir, char *err, si
         if (!path || (exists && ipc_listening(path))) break;
         if (net_now_ms() - t0 > (exists ? LC_RESTART_WAIT_MS : 300)) {
             char shown[400];
-            snprintf(err, errcap, "the pipeline is not running (no front door at %s); " LC_START_HINT,
-                     net_display(c->endpoint, shown, sizeof shown));
-            return -1;
+            return errf(err, errcap, "the pipeline is not running (no front door at %s); " LC_START_HINT,
+                        net_display(c->endpoint, shown, sizeof shown));
         }
         usleep(20 * 1000);
     }
@@ -57,7 +57,7 @@ int lc_open(lc_conn *c, const char *endpoint, const char *run_dir, char *err, si
     if (c->sock) zmq_setsockopt(c->sock, ZMQ_RCVHWM, &unlimited, sizeof unlimited);
     char cerr[200] = "";
     if (!c->sock || net_curve(c->sock, c->endpoint, 0, cerr, sizeof cerr) != 0 || zmq_connect(c->sock, c->endpoint) != 0) {
-        snprintf(err, errcap, "cannot connect to %s: %s", c->endpoint, cerr[0] ? cerr : zmq_strerror(zmq_errno()));
+        errf(err, errcap, "cannot connect to %s: %s", c->endpoint, cerr[0] ? cerr : zmq_strerror(zmq_errno()));
         lc_close(c);
         return -1;
     }
@@ -141,24 +141,24 @@ void lc_json_obj(FILE *f, const msgpack_object *o)
 void lc_generate_msg(proto_writer *w, uint64_t id, const lc_gen *g, const lc_resume *rs)
 {
     proto_begin(w, PT_GENERATE, id);
-    proto_put_i64(w, "n", g->n_predict);
+    proto_put_i64(w, MF_N, g->n_predict);
     if (g->msgs) {
-        proto_put_bool(w, "chat", 1);
-        proto_put_array_begin(w, "msgs", (uint32_t)g->n_msgs);
+        proto_put_bool(w, MF_CHAT, 1);
+        proto_put_array_begin(w, MF_MSGS, (uint32_t)g->n_msgs);
         for (int i = 0; i < g->n_msgs; i++) proto_pack_str(&w->pk, g->msgs[i]);
     } else {
-        proto_put_str(w, "prompt", g->prompt);
+        proto_put_str(w, MF_PROMPT, g->prompt);
     }
     if (rs) {
-        proto_put_u64(w, "resume", rs->sess);
-        proto_put_str(w, "key", rs->key);
-        proto_put_u64(w, "rbytes", rs->rbytes);
+        proto_put_u64(w, MF_RESUME, rs->sess);
+        proto_put_str(w, MF_KEY, rs->key);
+        proto_put_u64(w, MF_RBYTES, rs->rbytes);
     } else if (g->cont) {
-        proto_put_u64(w, "sess", g->cont);
-        proto_put_str(w, "key", g->key);
+        proto_put_u64(w, MF_SESS, g->cont);
+        proto_put_str(w, MF_KEY, g->key);
     }
     int pin = rs && rs->have_seed;
-    proto_put_map_begin(w, "params", (uint32_t)(g->n_params + pin));
+    proto_put_map_begin(w, MF_PARAMS, (uint32_t)(g->n_params + pin));
     for (int i = 0; i < g->n_params; i++) {
         proto_pack_str(&w->pk, g->pk[i]);
         proto_pack_str(&w->pk, g->pv[i]);
@@ -170,7 +170,7 @@ void lc_generate_msg(proto_writer *w, uint64_t id, const lc_gen *g, const lc_res
         proto_pack_str(&w->pk, v);
     }
     if (g->n_stops) {
-        proto_put_array_begin(w, "stop", (uint32_t)g->n_stops);
+        proto_put_array_begin(w, MF_STOP, (uint32_t)g->n_stops);
         for (int i = 0; i < g->n_stops; i++) proto_pack_str(&w->pk, g->stops[i]);
     }
 }

@@ -165,8 +165,8 @@ static void close_entry(gwb *b, int i, int cancel)
         proto_writer w;
         proto_begin(&w, PT_CANCEL, e.wire);
         if (e.rs.sess) {
-            proto_put_u64(&w, "sess", e.rs.sess);
-            proto_put_str(&w, "key", e.rs.key);
+            proto_put_u64(&w, MF_SESS, e.rs.sess);
+            proto_put_str(&w, MF_KEY, e.rs.key);
         }
         send_msg(b, &w);
     }
@@ -235,18 +235,18 @@ static void on_status(gwb *b, const proto_msg *m)
     gwb_status s;
     memset(&s, 0, sizeof s);
     s.at_ms = net_now_ms();
-    const msgpack_object *w = proto_field(m, "workers");
+    const msgpack_object *w = proto_field(m, MF_WORKERS);
     s.workers = w && w->type == MSGPACK_OBJECT_ARRAY ? (int)w->via.array.size : 0;
-    s.active = proto_u64(m, "active", 0);
-    s.queued = proto_u64(m, "queued", 0);
-    s.held = proto_u64(m, "held", 0);
-    s.served = proto_u64(m, "served", 0);
-    s.failed = proto_u64(m, "failed", 0);
-    s.max_requests = proto_u64(m, "max_requests", 0);
-    s.max_per_client = proto_u64(m, "max_per_client", 0);
-    proto_strcpy(m, "model", s.model, sizeof s.model);
-    proto_strcpy(m, "segment", s.segment, sizeof s.segment);
-    proto_strcpy(m, "template", s.tmpl, sizeof s.tmpl);
+    s.active = proto_u64(m, MF_ACTIVE, 0);
+    s.queued = proto_u64(m, MF_QUEUED, 0);
+    s.held = proto_u64(m, MF_HELD, 0);
+    s.served = proto_u64(m, MF_SERVED, 0);
+    s.failed = proto_u64(m, MF_FAILED, 0);
+    s.max_requests = proto_u64(m, MF_MAX_REQUESTS, 0);
+    s.max_per_client = proto_u64(m, MF_MAX_PER_CLIENT, 0);
+    proto_strcpy(m, MF_MODEL, s.model, sizeof s.model);
+    proto_strcpy(m, MF_SEGMENT, s.segment, sizeof s.segment);
+    proto_strcpy(m, MF_TEMPLATE, s.tmpl, sizeof s.tmpl);
     pthread_mutex_lock(&b->mu);
     b->status = s;
     pthread_mutex_unlock(&b->mu);
@@ -277,24 +277,24 @@ static void on_reply(gwb *b, int i, const proto_msg *m)
     int64_t now = net_now_ms();
     e->last_rx_ms = now;
     char code[32] = "";
-    if (m->type == PT_ERROR && proto_strcpy(m, "code", code, sizeof code) == 0 && errcode_from_name(code) == ERR_UNKNOWN_REQUEST) {
+    if (m->type == PT_ERROR && proto_strcpy(m, MF_CODE, code, sizeof code) == 0 && errcode_from_name(code) == ERR_UNKNOWN_REQUEST) {
         /* a new front door that does not know this wire id: resume (or send again) */
         if (now - e->last_resume_ms > GWB_PING_MS / 2) resend(b, i, now);
         return;
     }
     if (m->type == PT_ACCEPTED) {
-        e->rs.sess = proto_u64(m, "sess", e->rs.sess);
-        proto_strcpy(m, "key", e->rs.key, sizeof e->rs.key);
-        e->rs.have_seed = proto_field(m, "seed") != NULL;
-        e->rs.seed = (uint32_t)proto_u64(m, "seed", 0);
+        e->rs.sess = proto_u64(m, MF_SESS, e->rs.sess);
+        proto_strcpy(m, MF_KEY, e->rs.key, sizeof e->rs.key);
+        e->rs.have_seed = proto_field(m, MF_SEED) != NULL;
+        e->rs.seed = (uint32_t)proto_u64(m, MF_SEED, 0);
         if (e->accepted) return; /* a resume's ACCEPTED changes nothing for the job */
         e->accepted = 1;
     } else if (m->type == PT_PIECE) {
         size_t n = 0;
-        proto_str(m, "text", &n);
+        proto_str(m, MF_TEXT, &n);
         e->rs.rbytes += n;
     } else if (m->type == PT_DONE) {
-        e->rs.sess = proto_u64(m, "sess", e->rs.sess);
+        e->rs.sess = proto_u64(m, MF_SESS, e->rs.sess);
     }
     if (m->type != PT_PONG) b->ops.on_msg(e->job, m);
     if (m->type == PT_DONE) {
@@ -377,7 +377,7 @@ static void *run(void *arg)
 gwb *gwb_new(const char *endpoint, const gwb_ops *ops, char *err, size_t errcap)
 {
     gwb *b = calloc(1, sizeof *b);
-    if (!b) { snprintf(err, errcap, "out of memory"); return NULL; }
+    if (!b) { errf(err, errcap, "out of memory"); return NULL; }
     b->ops = *ops;
     b->efd = -1;
     b->cmds_tail = &b->cmds;
@@ -389,7 +389,7 @@ gwb *gwb_new(const char *endpoint, const gwb_ops *ops, char *err, size_t errcap)
     b->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     char cerr[200] = "";
     if (!b->sock || b->efd < 0) {
-        snprintf(err, errcap, "cannot create the front door socket: %s", zmq_strerror(zmq_errno()));
+        errf(err, errcap, "cannot create the front door socket: %s", zmq_strerror(zmq_errno()));
         gwb_destroy(&b);
         return NULL;
     }
@@ -400,12 +400,12 @@ gwb *gwb_new(const char *endpoint, const gwb_ops *ops, char *err, size_t errcap)
     zmq_setsockopt(b->sock, ZMQ_SNDHWM, &unlimited, sizeof unlimited);
     zmq_setsockopt(b->sock, ZMQ_IMMEDIATE, &immediate, sizeof immediate);
     if (net_curve(b->sock, endpoint, 0, cerr, sizeof cerr) != 0 || zmq_connect(b->sock, endpoint) != 0) {
-        snprintf(err, errcap, "cannot connect to %s: %s", endpoint, cerr[0] ? cerr : zmq_strerror(zmq_errno()));
+        errf(err, errcap, "cannot connect to %s: %s", endpoint, cerr[0] ? cerr : zmq_strerror(zmq_errno()));
         gwb_destroy(&b);
         return NULL;
     }
     if (pthread_create(&b->thread, NULL, run, b) != 0) {
-        snprintf(err, errcap, "cannot start the bridge thread");
+        errf(err, errcap, "cannot start the bridge thread");
         gwb_destroy(&b);
         return NULL;
     }

@@ -2,6 +2,7 @@
  * gw_keys.c - the API keys the gateway accepts (gw_keys.h).
  */
 #include "gw_keys.h"
+#include "errcode.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,13 +26,11 @@ static int add_n(gwk_set *k, const char *key, size_t len, char *err, size_t errc
 {
     if (len == 0) return 0;
     if (k->n >= GWK_MAX_KEYS) {
-        snprintf(err, errcap, "more than %d API keys", GWK_MAX_KEYS);
-        return -1;
+        return errf(err, errcap, "more than %d API keys", GWK_MAX_KEYS);
     }
     char *copy = strndup(key, len);
     if (!copy) {
-        snprintf(err, errcap, "out of memory for an API key");
-        return -1;
+        return errf(err, errcap, "out of memory for an API key");
     }
     k->keys[k->n++] = copy;
     return 0;
@@ -58,20 +57,19 @@ static int open_private(const char *path, struct stat *st, char *err, size_t err
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(err, errcap, "%s: %s", path, strerror(errno));
-        return -1;
+        return errf(err, errcap, "%s: %s", path, strerror(errno));
     }
     if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-        snprintf(err, errcap, "%s: not a regular file", path);
+        errf(err, errcap, "%s: not a regular file", path);
     } else if (st->st_uid != geteuid()) {
-        snprintf(err, errcap, "%s: owned by uid %u, not by the user the gateway runs as (uid %u)", path,
-                 (unsigned)st->st_uid, (unsigned)geteuid());
+        errf(err, errcap, "%s: owned by uid %u, not by the user the gateway runs as (uid %u)", path,
+             (unsigned)st->st_uid, (unsigned)geteuid());
     } else if (st->st_mode & (S_IRWXG | S_IRWXO)) {
-        snprintf(err, errcap, "%s: mode %04o is too open (group or others may read or change the keys); chmod 600 %s",
-                 path, (unsigned)(st->st_mode & 07777), path);
+        errf(err, errcap, "%s: mode %04o is too open (group or others may read or change the keys); chmod 600 %s",
+             path, (unsigned)(st->st_mode & 07777), path);
     } else if (st->st_size > GWK_MAX_FILE_SIZE) {
-        snprintf(err, errcap, "%s: %lld bytes, more than %d for a file of API keys", path, (long long)st->st_size,
-                 GWK_MAX_FILE_SIZE);
+        errf(err, errcap, "%s: %lld bytes, more than %d for a file of API keys", path, (long long)st->st_size,
+             GWK_MAX_FILE_SIZE);
     } else {
         return fd;
     }
@@ -105,18 +103,16 @@ int gwk_load_file(gwk_set *k, const char *path, char *err, size_t errcap)
     int e = errno;
     close(fd);
     if (n < 0) {
-        snprintf(err, errcap, "%s: %s", path, strerror(e));
-        return -1;
+        return errf(err, errcap, "%s: %s", path, strerror(e));
     }
     text[n] = 0;
     char why[160];
     int before = k->n, r = add_lines(k, text, why, sizeof why);
     memset(text, 0, sizeof text); /* no copy of a key left on the stack */
-    if (r != 0) snprintf(err, errcap, "%s: %s", path, why);
+    if (r != 0) errf(err, errcap, "%s: %s", path, why);
     if (r == 0 && k->n == before) {
-        snprintf(err, errcap, "%s: no API key in it (one key a line; blank lines and lines starting with # are skipped)",
-                 path);
-        return -1;
+        return errf(err, errcap, "%s: no API key in it (one key a line; blank lines and lines starting with # are skipped)",
+                    path);
     }
     return r;
 }

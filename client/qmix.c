@@ -7,6 +7,7 @@
  * itself does for MoE models.
  */
 #include "qmix.h"
+#include "errcode.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -53,9 +54,8 @@ int qmix_model_init(qmix_model *m, qmix_kind k, const gguf_ctx *g, char *err, si
     snprintf(m->arch, sizeof m->arch, "%s", gguf_get_str(g, "general.architecture", "llama"));
     m->n_layer = arch_int(g, m->arch, "block_count", -1);
     if (m->n_layer < 1) {
-        snprintf(err, errlen, "no %s.block_count in the model's metadata: cannot place the %s rules",
-                 m->arch, qmix_name(k));
-        return -1;
+        return errf(err, errlen, "no %s.block_count in the model's metadata: cannot place the %s rules",
+                    m->arch, qmix_name(k));
     }
     m->n_head = arch_int(g, m->arch, "attention.head_count", 0);
     m->n_head_kv = arch_int(g, m->arch, "attention.head_count_kv", m->n_head);

@@ -3,6 +3,7 @@
  * `llmc quantize` and `llmc synth`. See synth_util.h.
  */
 #include "synth_util.h"
+#include "errcode.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,27 +56,23 @@ int synth_convert(uint32_t src, const void *in, uint32_t dst, void *out, int64_t
     size_t in_row = qt_row_size(src, ne0), out_row = qt_row_size(dst, ne0);
     const qt_traits *s = qt_get(src), *d = qt_get(dst);
     if (!in_row || !out_row || !s || !d) {
-        snprintf(err, errlen, "cannot convert rows of %lld values from %s to %s", (long long)ne0,
-                 qt_name(src), qt_name(dst));
-        return -1;
+        return errf(err, errlen, "cannot convert rows of %lld values from %s to %s", (long long)ne0,
+                    qt_name(src), qt_name(dst));
     }
     if (src == dst) {
         memcpy(out, in, in_row * (size_t)rows);
         return 0;
     }
     if (!s->dequant) {
-        snprintf(err, errlen, "cannot dequantize type %s", s->name);
-        return -1;
+        return errf(err, errlen, "cannot dequantize type %s", s->name);
     }
     if (!d->quant) {
-        snprintf(err, errlen, "cannot quantize to type %s", d->name);
-        return -1;
+        return errf(err, errlen, "cannot quantize to type %s", d->name);
     }
     int64_t step = chunk_rows(ne0);
     float *tmp = malloc((size_t)(step * ne0) * sizeof *tmp);
     if (!tmp) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
+        return errf(err, errlen, "out of memory");
     }
     for (int64_t r = 0; r < rows; r += step) {
         int64_t n = rows - r < step ? rows - r : step;

@@ -1,4 +1,6 @@
 /* errcode.c - the error-code table's names and statuses (errcode.h). */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "errcode.h"
@@ -28,4 +30,15 @@ errcode errcode_from_name(const char *name)
 int errcode_http_status(errcode c)
 {
     return c > ERR_NONE && c < ERR_COUNT ? codes[c].status : 0;
+}
+
+int errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
 }

@@ -10,6 +10,8 @@
 #ifndef LLM_ERRCODE_H
 #define LLM_ERRCODE_H
 
+#include <stddef.h>
+
 /* X(id, name on the wire, HTTP status; 0: none of its own, the gateway decides) */
 #define ERRCODES(X)                                                                         \
     X(ERR_INVALID, "invalid_request", 400)          /* the request itself is wrong */       \
@@ -36,5 +38,10 @@ const char *errcode_name(errcode c);
 errcode errcode_from_name(const char *name);
 /* The HTTP status the gateway answers c with; 0 when c has none of its own. */
 int errcode_http_status(errcode c);
+
+/* The one way a function reports what went wrong to its caller's (err, errlen) buffer:
+ * formats into err (when err is not NULL and errlen > 0, truncating) and returns -1, so
+ *   if (fd < 0) return errf(err, errlen, "%s: open: %s", path, strerror(errno));  */
+int errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

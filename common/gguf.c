@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "errcode.h"
 
 #define GGUF_MAX_NEST 16        /* arrays of arrays deeper than this are refused */
 #define GGUF_MAX_NAME 4096      /* longest key or tensor name accepted */
@@ -541,7 +542,7 @@ gguf_ctx *gguf_parse(const void *buf, size_t len, char *err, size_t errlen)
     rd r = {.buf = buf, .len = len, .err = err, .errlen = errlen};
     gguf_ctx *g = calloc(1, sizeof *g);
     if (!g) {
-        if (err && errlen) snprintf(err, errlen, "out of memory");
+        errf(err, errlen, "out of memory");
         return NULL;
     }
     g->buf = buf;
@@ -564,18 +565,18 @@ gguf_ctx *gguf_open(const char *path, char *err, size_t errlen)
     char msg[512];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file", path);
+        errf(err, errlen, "%s: not a regular file", path);
         close(fd);
         return NULL;
     }
     if (st.st_size == 0) {
-        snprintf(err, errlen, "%s: header: magic at offset 0 needs 4 bytes, but the file is empty",
-                 path);
+        errf(err, errlen, "%s: header: magic at offset 0 needs 4 bytes, but the file is empty",
+             path);
         close(fd);
         return NULL;
     }
@@ -583,12 +584,12 @@ gguf_ctx *gguf_open(const char *path, char *err, size_t errlen)
     void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) {
-        snprintf(err, errlen, "%s: cannot map %zu bytes: %s", path, len, strerror(errno));
+        errf(err, errlen, "%s: cannot map %zu bytes: %s", path, len, strerror(errno));
         return NULL;
     }
     gguf_ctx *g = gguf_parse(map, len, msg, sizeof msg);
     if (!g) {
-        snprintf(err, errlen, "%s: %s", path, msg);
+        errf(err, errlen, "%s: %s", path, msg);
         munmap(map, len);
         return NULL;
     }

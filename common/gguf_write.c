@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "errcode.h"
 
 typedef struct {
     char      *key;
@@ -293,12 +294,12 @@ static bool w_header(gguf_writer *w, bbuf *b, uint64_t *data_size, char *err, si
 {
     uint64_t a = w_alignment(w);
     if (w->err[0]) {
-        snprintf(err, errlen, "%s", w->err);
+        errf(err, errlen, "%s", w->err);
         return false;
     }
     if (a == 0 || (a & (a - 1)) != 0) {
-        snprintf(err, errlen, "general.alignment must be a uint32 power of two (got %llu)",
-                 (unsigned long long)a);
+        errf(err, errlen, "general.alignment must be a uint32 power of two (got %llu)",
+             (unsigned long long)a);
         return false;
     }
     bb_u32(b, GGUF_MAGIC);
@@ -321,7 +322,7 @@ static bool w_header(gguf_writer *w, bbuf *b, uint64_t *data_size, char *err, si
         bb_u64(b, t->offset);
         uint64_t pad = (a - t->nbytes % a) % a;
         if (__builtin_add_overflow(off, t->nbytes + pad, &off) || t->nbytes > UINT64_MAX - pad) {
-            snprintf(err, errlen, "tensor %s: data section overflows 64 bits", t->name);
+            errf(err, errlen, "tensor %s: data section overflows 64 bits", t->name);
             return false;
         }
     }
@@ -333,7 +334,7 @@ static bool w_header(gguf_writer *w, bbuf *b, uint64_t *data_size, char *err, si
         pad -= n;
     }
     if (b->oom) {
-        snprintf(err, errlen, "out of memory serialising the GGUF header");
+        errf(err, errlen, "out of memory serialising the GGUF header");
         return false;
     }
     *data_size = off;
@@ -350,11 +351,11 @@ static bool w_fill(const gguf_writer *w, int64_t i, void *dst, gguf_fill_fn fill
         return true;
     }
     if (!fill) {
-        snprintf(err, errlen, "tensor %s has no data and there is no fill callback", t->name);
+        errf(err, errlen, "tensor %s has no data and there is no fill callback", t->name);
         return false;
     }
     if (fill(user, i, t->name, dst, t->nbytes) != 0) {
-        snprintf(err, errlen, "tensor %s: the fill callback failed", t->name);
+        errf(err, errlen, "tensor %s: the fill callback failed", t->name);
         return false;
     }
     return true;
@@ -372,8 +373,8 @@ void *gguf_writer_write_mem(gguf_writer *w, gguf_fill_fn fill, void *user, size_
     size_t total;
     uint8_t *out = NULL;
     if (__builtin_add_overflow(b.len, data_size, &total) || !(out = calloc(total ? total : 1, 1))) {
-        snprintf(err, errlen, "out of memory for a %llu-byte GGUF image",
-                 (unsigned long long)(b.len + data_size));
+        errf(err, errlen, "out of memory for a %llu-byte GGUF image",
+             (unsigned long long)(b.len + data_size));
         free(b.p);
         return NULL;
     }
@@ -417,8 +418,8 @@ static bool w_stream(const gguf_writer *w, int fd, uint64_t a, gguf_fill_fn fill
             buf = need <= SIZE_MAX ? malloc((size_t)need) : NULL;
             cap = buf ? need : 0;
             if (!buf) {
-                snprintf(err, errlen, "tensor %s: out of memory for %llu bytes", t->name,
-                         (unsigned long long)need);
+                errf(err, errlen, "tensor %s: out of memory for %llu bytes", t->name,
+                     (unsigned long long)need);
                 ok = false;
                 break;
             }
@@ -426,7 +427,7 @@ static bool w_stream(const gguf_writer *w, int fd, uint64_t a, gguf_fill_fn fill
         memset(buf + t->nbytes, 0, (size_t)pad);
         ok = w_fill(w, i, buf, fill, user, err, errlen);
         if (ok && !write_all(fd, buf, (size_t)need)) {
-            snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+            errf(err, errlen, "%s: write failed: %s", path, strerror(errno));
             ok = false;
         }
     }
@@ -447,20 +448,20 @@ int gguf_writer_write(gguf_writer *w, const char *path, gguf_fill_fn fill, void 
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        errf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
         free(b.p);
         return -1;
     }
     bool ok = write_all(fd, b.p, b.len);
-    if (!ok) snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+    if (!ok) errf(err, errlen, "%s: write failed: %s", path, strerror(errno));
     free(b.p);
     if (ok) ok = w_stream(w, fd, w_alignment(w), fill, user, path, err, errlen);
     if (close(fd) != 0 && ok) {
-        snprintf(err, errlen, "%s: close failed: %s", path, strerror(errno));
+        errf(err, errlen, "%s: close failed: %s", path, strerror(errno));
         ok = false;
     }
     if (ok && rename(tmp, path) != 0) {
-        snprintf(err, errlen, "%s: cannot rename into place: %s", path, strerror(errno));
+        errf(err, errlen, "%s: cannot rename into place: %s", path, strerror(errno));
         ok = false;
     }
     if (!ok) unlink(tmp);

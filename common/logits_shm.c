@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "errcode.h"
 
 struct lshm {
     char         name[64];
@@ -29,7 +30,7 @@ lshm *lshm_create(pid_t pid, uint32_t n_slots, uint32_t n_vocab, char *err, size
 {
     lshm *r = calloc(1, sizeof *r);
     if (!r || n_slots == 0 || n_vocab == 0) {
-        snprintf(err, errcap, "logits ring: bad size (%u slots of %u floats)", n_slots, n_vocab);
+        errf(err, errcap, "logits ring: bad size (%u slots of %u floats)", n_slots, n_vocab);
         free(r);
         return NULL;
     }
@@ -44,17 +45,17 @@ lshm *lshm_create(pid_t pid, uint32_t n_slots, uint32_t n_vocab, char *err, size
         struct stat st;
         snprintf(path, sizeof path, "/dev/shm%s", r->name);
         if (e == EEXIST && stat(path, &st) == 0 && st.st_uid != geteuid())
-            snprintf(err, errcap, "logits ring %s already exists and belongs to uid %u (another user "
-                     "created it): remove it as root", r->name, (unsigned)st.st_uid);
+            errf(err, errcap, "logits ring %s already exists and belongs to uid %u (another user "
+                 "created it): remove it as root", r->name, (unsigned)st.st_uid);
         else
-            snprintf(err, errcap, "logits ring %s: shm_open: %s", r->name, strerror(e));
+            errf(err, errcap, "logits ring %s: shm_open: %s", r->name, strerror(e));
         free(r);
         return NULL;
     }
     int e = ftruncate(fd, (off_t)r->size) != 0 ? errno : posix_fallocate(fd, 0, (off_t)r->size);
     if (e) {
-        snprintf(err, errcap, "logits ring %s: cannot reserve %zu bytes in /dev/shm: %s%s", r->name, r->size,
-                 strerror(e), e == ENOSPC ? " (/dev/shm is full; containers need --shm-size)" : "");
+        errf(err, errcap, "logits ring %s: cannot reserve %zu bytes in /dev/shm: %s%s", r->name, r->size,
+             strerror(e), e == ENOSPC ? " (/dev/shm is full; containers need --shm-size)" : "");
         close(fd);
         shm_unlink(r->name);
         free(r);
@@ -63,7 +64,7 @@ lshm *lshm_create(pid_t pid, uint32_t n_slots, uint32_t n_vocab, char *err, size
     r->base = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (r->base == MAP_FAILED) {
-        snprintf(err, errcap, "logits ring %s: mmap: %s", r->name, strerror(errno));
+        errf(err, errcap, "logits ring %s: mmap: %s", r->name, strerror(errno));
         shm_unlink(r->name);
         free(r);
         return NULL;
@@ -81,26 +82,26 @@ lshm *lshm_open_ro(const char *name, char *err, size_t errcap)
     char mine[32];
     int n = snprintf(mine, sizeof mine, "/llm-logits-%u-", (unsigned)geteuid());
     if (strncmp(name, mine, (size_t)n) != 0 || strlen(name) >= 64 || strchr(name + 1, '/')) {
-        snprintf(err, errcap, "logits ring name '%.64s' is not %s<pid>", name, mine);
+        errf(err, errcap, "logits ring name '%.64s' is not %s<pid>", name, mine);
         return NULL;
     }
     int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) {
-        snprintf(err, errcap, "logits ring %s: %s", name, strerror(errno));
+        errf(err, errcap, "logits ring %s: %s", name, strerror(errno));
         return NULL;
     }
     struct stat st;
     lshm *r = calloc(1, sizeof *r);
     if (!r || fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(lshm_header)) {
-        snprintf(err, errcap, "logits ring %s: too small or unreadable", name);
+        errf(err, errcap, "logits ring %s: too small or unreadable", name);
         close(fd);
         free(r);
         return NULL;
     }
     if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) { /* planted by another user */
-        snprintf(err, errcap, "logits ring %s is owned by uid %u with mode %04o, expected uid %u and "
-                 "mode 0600: not reading it", name, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
-                 (unsigned)geteuid());
+        errf(err, errcap, "logits ring %s is owned by uid %u with mode %04o, expected uid %u and "
+             "mode 0600: not reading it", name, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+             (unsigned)geteuid());
         close(fd);
         free(r);
         return NULL;
@@ -109,7 +110,7 @@ lshm *lshm_open_ro(const char *name, char *err, size_t errcap)
     r->base = mmap(NULL, r->size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (r->base == MAP_FAILED) {
-        snprintf(err, errcap, "logits ring %s: mmap: %s", name, strerror(errno));
+        errf(err, errcap, "logits ring %s: mmap: %s", name, strerror(errno));
         free(r);
         return NULL;
     }
@@ -119,7 +120,7 @@ lshm *lshm_open_ro(const char *name, char *err, size_t errcap)
     uint64_t need = sizeof(lshm_header) + h->slot_bytes * (uint64_t)h->n_slots;
     if (h->magic != LSHM_MAGIC || h->version != LSHM_VERSION || h->slot_bytes < (uint64_t)h->n_vocab * 4 ||
         h->n_slots == 0 || h->slot_bytes > (1u << 30) || need > r->size) {
-        snprintf(err, errcap, "logits ring %s: bad header (magic, version or sizes)", name);
+        errf(err, errcap, "logits ring %s: bad header (magic, version or sizes)", name);
         lshm_destroy(&r);
         return NULL;
     }
@@ -155,8 +156,8 @@ float *lshm_slot(lshm *r, uint32_t i)
 const float *lshm_row(const lshm *r, uint64_t i, uint64_t nv, char *err, size_t errcap)
 {
     if (i >= r->hdr->n_slots || nv != r->hdr->n_vocab) {
-        snprintf(err, errcap, "logits ring %s: slot %llu / n_vocab %llu out of range (%u slots of %u)", r->name,
-                 (unsigned long long)i, (unsigned long long)nv, r->hdr->n_slots, r->hdr->n_vocab);
+        errf(err, errcap, "logits ring %s: slot %llu / n_vocab %llu out of range (%u slots of %u)", r->name,
+             (unsigned long long)i, (unsigned long long)nv, r->hdr->n_slots, r->hdr->n_vocab);
         return NULL;
     }
     return (const float *)(r->base + sizeof(lshm_header) + (size_t)i * r->hdr->slot_bytes);

@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "proto.h"
+#include "errcode.h"
 
 /* The run directories this process verified, each held open for the rest of its life:
  * endpoints and files in one are named through /proc/self/fd/N, the verified directory
@@ -44,8 +45,7 @@ static int run_dir_name(const char *flag, char *out, size_t cap, char *err, size
     else n = snprintf(out, cap, "/tmp/llm-%u", (unsigned)getuid());
     if (n < 0 || (size_t)n >= cap || n > NET_RUN_DIR_MAX) {
         /* other programs name its sockets by path, and sun_path holds 107 bytes */
-        snprintf(err, errcap, "run directory path '%s' is too long (at most %d bytes)", out, NET_RUN_DIR_MAX);
-        return -1;
+        return errf(err, errcap, "run directory path '%s' is too long (at most %d bytes)", out, NET_RUN_DIR_MAX);
     }
     return 0;
 }
@@ -56,20 +56,19 @@ static int run_dir_name(const char *flag, char *out, size_t cap, char *err, size
 static int run_dir_open(const char *path, char *err, size_t errcap)
 {
     if (mkdir(path, 0700) != 0 && errno != EEXIST) {
-        snprintf(err, errcap, "cannot create run directory %s: %s", path, strerror(errno));
-        return -1;
+        return errf(err, errcap, "cannot create run directory %s: %s", path, strerror(errno));
     }
     int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) return fd;
     int e = errno;
     struct stat st;
     if ((e == ELOOP || e == ENOTDIR) && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-        snprintf(err, errcap, "run directory %s is a symbolic link; refusing it (it could be pointed elsewhere "
-                 "after the check): give the real directory", path);
+        errf(err, errcap, "run directory %s is a symbolic link; refusing it (it could be pointed elsewhere "
+             "after the check): give the real directory", path);
     else if (e == ENOTDIR)
-        snprintf(err, errcap, "run directory %s is not a directory", path);
+        errf(err, errcap, "run directory %s is not a directory", path);
     else
-        snprintf(err, errcap, "cannot open run directory %s: %s", path, strerror(e));
+        errf(err, errcap, "cannot open run directory %s: %s", path, strerror(e));
     return -1;
 }
 
@@ -79,21 +78,17 @@ static int run_dir_verify(int fd, const char *path, struct stat *st, char *err, 
     char via[32];
     snprintf(via, sizeof via, "/proc/self/fd/%d", fd);
     if (fstat(fd, st) != 0 || !S_ISDIR(st->st_mode)) {
-        snprintf(err, errcap, "run directory %s is not a directory", path);
-        return -1;
+        return errf(err, errcap, "run directory %s is not a directory", path);
     }
     if (st->st_uid != getuid()) {
-        snprintf(err, errcap, "run directory %s belongs to uid %u, not to us (uid %u)", path,
-                 (unsigned)st->st_uid, (unsigned)getuid());
-        return -1;
+        return errf(err, errcap, "run directory %s belongs to uid %u, not to us (uid %u)", path,
+                    (unsigned)st->st_uid, (unsigned)getuid());
     }
     if (st->st_mode & 077) {
-        snprintf(err, errcap, "run directory %s has mode %o; it must be 0700", path, (unsigned)(st->st_mode & 0777));
-        return -1;
+        return errf(err, errcap, "run directory %s has mode %o; it must be 0700", path, (unsigned)(st->st_mode & 0777));
     }
     if (access(via, X_OK) != 0) {
-        snprintf(err, errcap, "cannot reach run directory %s through %s (is /proc mounted?)", path, via);
-        return -1;
+        return errf(err, errcap, "cannot reach run directory %s through %s (is /proc mounted?)", path, via);
     }
     return 0;
 }
@@ -108,8 +103,8 @@ static int run_dir_hold(const char *path, int fd, const struct stat *st, char *e
         return 0;
     }
     if (i < 0 && n_held == NET_HELD_MAX) {
-        snprintf(err, errcap, "cannot hold run directory %s: %d run directories are open already", path,
-                 NET_HELD_MAX);
+        errf(err, errcap, "cannot hold run directory %s: %d run directories are open already", path,
+             NET_HELD_MAX);
         close(fd);
         return -1;
     }
@@ -218,8 +213,7 @@ int net_curve(void *sock, const char *endpoint, int is_server, char *err, size_t
         int one = 1;
         if (!key_ok(sec) || zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
             zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 40) != 0) {
-            snprintf(err, errcap, "LLM_CURVE_SECRET must be a 40-character z85 CURVE secret key");
-            return -1;
+            return errf(err, errcap, "LLM_CURVE_SECRET must be a 40-character z85 CURVE secret key");
         }
         return 0;
     }
@@ -235,14 +229,12 @@ int net_curve(void *sock, const char *endpoint, int is_server, char *err, size_t
         snprintf(pub, sizeof pub, "%s", cp);
         snprintf(sec, sizeof sec, "%s", cs);
     } else if (zmq_curve_keypair(pub, sec) != 0) {
-        snprintf(err, errcap, "zmq_curve_keypair: %s (libzmq built without CURVE?)", zmq_strerror(zmq_errno()));
-        return -1;
+        return errf(err, errcap, "zmq_curve_keypair: %s (libzmq built without CURVE?)", zmq_strerror(zmq_errno()));
     }
     if (!key_ok(srv) || zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, srv, 40) != 0 ||
         zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pub, 40) != 0 ||
         zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 40) != 0) {
-        snprintf(err, errcap, "LLM_CURVE_SERVER must be the server's 40-character z85 public key");
-        return -1;
+        return errf(err, errcap, "LLM_CURVE_SERVER must be the server's 40-character z85 public key");
     }
     return 0;
 }

@@ -6,58 +6,89 @@
 #include <string.h>
 
 #include "log.h"
+#include "errcode.h"
 
-typedef struct {
-    const char *key;
+/* The names and kinds of proto_fields.h, indexed by proto_field_id. */
+static const struct {
+    const char *name;
     proto_kind  kind;
+} fields[MF_COUNT] = {
+#define PROTO_FIELD_ROW(id, nm, k) [MF_##id] = {nm, k},
+    PROTO_FIELDS(PROTO_FIELD_ROW)
+#undef PROTO_FIELD_ROW
+};
+
+const char *proto_field_name(proto_field_id f)
+{
+    return (unsigned)f < MF_COUNT ? fields[f].name : "?";
+}
+
+/* A field of a message type or a row: its id and, where the type checks it as more
+ * than the field's own kind (the rows of a batch), that kind. */
+typedef struct {
+    proto_field_id f;
+    int            own;  /* kind below, instead of the field's */
+    proto_kind     kind;
 } proto_field_spec;
 
-#define MAXF 8
+#define F(x) {MF_##x, 0, PK_ANY}
+#define FK(x, k) {MF_##x, 1, k}
+#define MAXF 16
 typedef struct {
     const char      *name;
-    proto_field_spec req[MAXF];   /* required fields, {NULL} terminated */
+    proto_field_spec req[MAXF]; /* required fields */
+    proto_field_spec opt[MAXF]; /* optional fields */
+    int              n_req, n_opt;
 } proto_type_spec;
 
-/* The protocol, one row per message type: required keys and their kinds. Optional keys
- * (their kinds checked by proto_optional below, read with defaults): GENERATE: prompt
- * STR, msgs STRS (role, text, role, text...), chat BOOL, sess U64 + key STR (continue a
- * chat session), params PARAMS, stop STRS, echo BOOL, ignore_eos BOOL. PING/CANCEL: sess
- * + key (a chat session between turns). ACCEPTED: key STR (the session's secret handle),
- * pos U64 (place in the front door's queue, 0 = dispatched). ERROR: code STR
- * (invalid_request, context_length_exceeded, queue_full, unavailable, internal),
- * retry_ms U64. WORKER_HB: prog U64 (forward work done), busy U64 (sessions with compute
- * pending), ctx U64 (positions per session), cap U64, bye BOOL, nv U64 + vid U64 (the
- * vocabulary's size and gguf_vocab_id), swait U64 (ms the oldest sample request has
- * waited for samplerd), bpw F64 (bits per weight of its segment). STATUS_REPLY: bpw
- * F64 (of the segment named, absent when no worker said). RUN: eog INTS, mu F64,
- * fb BIN (the front door's own record of the request, kept and echoed by the worker).
- * REPORT: fb, mu, eog, idle BOOL (the generation ended on the worker).
- * SAMPLE: eos I64, seg STR. TOKEN (when n_probs > 0): logprob F64 (the chosen token's),
- * top TOPS (the n_probs most probable). PIECE: probs PROBS (one entry per token the
- * piece flushes). Rows of SAMPLE / SAMPLED: see PK_SAMPLE_ROWS / PK_SAMPLED_ROWS. */
+#define REQ(...) .req = {__VA_ARGS__}, .n_req = sizeof((proto_field_spec[]){__VA_ARGS__}) / sizeof(proto_field_spec)
+#define OPT(...) .opt = {__VA_ARGS__}, .n_opt = sizeof((proto_field_spec[]){__VA_ARGS__}) / sizeof(proto_field_spec)
+
+/* The session record (proto_sessrec) that RUN hands a worker and REPORT hands back. */
+#define SESSREC                                                                          \
+    REQ(F(SESS), F(TOKS), F(STEP), F(BUDGET), F(SP), F(EPOCH)), OPT(F(EOG), F(MU), F(FB), F(IDLE))
+
+/* The protocol, one row per message type: which fields it requires and which it allows
+ * (what each field means: proto_fields.h). */
 static const proto_type_spec proto_schema[PT_TYPE_COUNT] = {
-    [PT_GENERATE]     = {"GENERATE", {{"n", PK_I64}}},
-    [PT_CANCEL]       = {"CANCEL", {{0}}},
-    [PT_PING]         = {"PING", {{0}}},
-    [PT_STATUS]       = {"STATUS", {{0}}},
-    [PT_ACCEPTED]     = {"ACCEPTED", {{"ntok", PK_U64}, {"sess", PK_U64}}},
-    [PT_PIECE]        = {"PIECE", {{"text", PK_STR}, {"ntok", PK_U64}}},
-    [PT_DONE]         = {"DONE", {{"reason", PK_STR}, {"ntok_prompt", PK_U64}, {"ntok", PK_U64}}},
-    [PT_ERROR]        = {"ERROR", {{"msg", PK_STR}}},
-    [PT_STATUS_REPLY] = {"STATUS_REPLY", {{"workers", PK_ANY}, {"uptime", PK_F64}, {"active", PK_U64}}},
-    [PT_WORKER_HB]    = {"WORKER_HB", {{"pid", PK_U64}, {"host", PK_STR}, {"seg", PK_STR},
-                                       {"active", PK_U64}, {"wid", PK_U64}}},
-    [PT_FRONT_HB]     = {"FRONT_HB", {{"epoch", PK_U64}}},
-    [PT_RUN]          = {"RUN", {{"sess", PK_U64}, {"toks", PK_INTS}, {"step", PK_U64},
-                                 {"budget", PK_U64}, {"sp", PK_BIN}, {"epoch", PK_U64}}},
-    [PT_STOP]         = {"STOP", {{"sess", PK_U64}}},
-    [PT_TOKEN]        = {"TOKEN", {{"sess", PK_U64}, {"step", PK_U64}, {"tok", PK_I64}, {"epoch", PK_U64}}},
-    [PT_SAMPLE]       = {"SAMPLE", {{"shm", PK_STR}, {"nv", PK_U64}, {"rows", PK_SAMPLE_ROWS}}},
-    [PT_SAMPLED]      = {"SAMPLED", {{"rows", PK_SAMPLED_ROWS}}},
-    [PT_PONG]         = {"PONG", {{0}}},
-    [PT_REPORT]       = {"REPORT", {{"sess", PK_U64}, {"toks", PK_INTS}, {"step", PK_U64}, {"budget", PK_U64},
-                                    {"sp", PK_BIN}, {"epoch", PK_U64}}},
+    [PT_GENERATE] = {"GENERATE", REQ(F(N)),
+                     OPT(F(PROMPT), F(MSGS), F(CHAT), F(SESS), F(KEY), F(PARAMS), F(STOP),
+                         F(IGNORE_EOS), F(RESUME), F(RBYTES))},
+    [PT_CANCEL] = {"CANCEL", OPT(F(SESS), F(KEY))}, /* sess + key: a chat between turns */
+    [PT_PING] = {"PING", OPT(F(SESS), F(KEY))},
+    [PT_STATUS] = {"STATUS"},
+    [PT_ACCEPTED] = {"ACCEPTED", REQ(F(NTOK), F(SESS)), OPT(F(KEY), F(SEED), F(POS))},
+    [PT_PIECE] = {"PIECE", REQ(F(TEXT), F(NTOK)), OPT(F(PROBS))},
+    [PT_DONE] = {"DONE", REQ(F(REASON), F(NTOK_PROMPT), F(NTOK)), OPT(F(SESS), F(MOVES))},
+    [PT_ERROR] = {"ERROR", REQ(F(MSG)), OPT(F(CODE), F(RETRY_MS), F(FULL), F(SESS))},
+    [PT_STATUS_REPLY] = {"STATUS_REPLY", REQ(F(WORKERS), F(UPTIME), F(ACTIVE)),
+                         OPT(F(QUEUE), F(MAX_REQUESTS), F(MAX_PER_CLIENT), F(SEGMENT), F(BPW),
+                             F(MODEL), F(QUEUED), F(HELD), F(SERVED), F(FAILED), F(PID),
+                             F(TEMPLATE), F(NV), F(VID), F(SWAIT))},
+    [PT_WORKER_HB] = {"WORKER_HB", REQ(F(PID), F(HOST), F(SEG), F(ACTIVE), F(WID)),
+                      OPT(F(BYE), F(BUSY), F(PROG), F(CAP), F(CTX), F(NV), F(VID), F(SWAIT),
+                          F(BPW))},
+    [PT_FRONT_HB] = {"FRONT_HB", REQ(F(EPOCH))},
+    [PT_RUN] = {"RUN", SESSREC},
+    [PT_STOP] = {"STOP", REQ(F(SESS))},
+    [PT_TOKEN] = {"TOKEN", REQ(F(SESS), F(STEP), F(TOK), F(EPOCH)),
+                  OPT(F(MU), F(LOGPROB), F(TOP))},
+    [PT_SAMPLE] = {"SAMPLE", REQ(F(SHM), F(NV), FK(ROWS, PK_SAMPLE_ROWS)), OPT(F(EOS), F(SEG))},
+    [PT_SAMPLED] = {"SAMPLED", REQ(FK(ROWS, PK_SAMPLED_ROWS))},
+    [PT_PONG] = {"PONG"},
+    [PT_REPORT] = {"REPORT", SESSREC},
 };
+
+/* The rows of a SAMPLE and a SAMPLED batch. */
+static const proto_type_spec sample_row = {"SAMPLE row", REQ(F(SESS), F(STEP), F(SLOT), F(SP), F(HIST)),
+                                           OPT(F(MU))};
+static const proto_type_spec sampled_row = {"SAMPLED row", REQ(F(SESS), F(STEP)),
+                                            OPT(F(TOK), F(ERR), F(MU), F(LOGPROB), F(TOP))};
+
+static proto_kind spec_kind(const proto_field_spec *s)
+{
+    return s->own ? s->kind : fields[s->f].kind;
+}
 
 const char *proto_type_name(int type)
 {
@@ -139,8 +170,10 @@ int proto_wellformed(const void *data, size_t len, int max_depth)
 
 /* ---- decoding ---- */
 
-static const msgpack_object *map_get(const msgpack_object_map *map, const char *key)
+/* The value of field f in map, NULL if absent. */
+static const msgpack_object *map_get(const msgpack_object_map *map, proto_field_id f)
 {
+    const char *key = fields[f].name;
     size_t kl = strlen(key);
     for (uint32_t i = 0; i < map->size; i++) {
         const msgpack_object *k = &map->ptr[i].key;
@@ -209,8 +242,10 @@ static int probs_ok(const msgpack_object *o)
     for (uint32_t i = 0; i < o->via.array.size; i++) {
         const msgpack_object *e = &o->via.array.ptr[i];
         if (e->type != MSGPACK_OBJECT_MAP) return 0;
-        const msgpack_object *id = map_get(&e->via.map, "id"), *lp = map_get(&e->via.map, "logprob"),
-                             *top = map_get(&e->via.map, "top"), *text = map_get(&e->via.map, "text");
+        const msgpack_object *id = map_get(&e->via.map, MF_ID),
+                             *lp = map_get(&e->via.map, MF_LOGPROB),
+                             *top = map_get(&e->via.map, MF_TOP),
+                             *text = map_get(&e->via.map, MF_TEXT);
         if (!id || !is_int32(id) || !lp || !is_num(lp) || (top && !tops_ok(top)) ||
             (text && text->type != MSGPACK_OBJECT_STR))
             return 0;
@@ -220,30 +255,40 @@ static int probs_ok(const msgpack_object *o)
 
 static int kind_ok(const msgpack_object *o, proto_kind k);
 
-/* The rows of a SAMPLE and a SAMPLED batch: required and optional keys. */
-static const proto_field_spec sample_row_req[] = {
-    {"sess", PK_U64}, {"step", PK_U64}, {"slot", PK_U64}, {"sp", PK_BIN}, {"hist", PK_INTS}, {NULL, 0}};
-static const proto_field_spec sample_row_opt[] = {{"mu", PK_F64}, {NULL, 0}};
-static const proto_field_spec sampled_row_req[] = {{"sess", PK_U64}, {"step", PK_U64}, {NULL, 0}};
-static const proto_field_spec sampled_row_opt[] = {
-    {"tok", PK_I64}, {"err", PK_STR}, {"mu", PK_F64}, {"logprob", PK_F64}, {"top", PK_TOPS}, {NULL, 0}};
+/* 0 when map has every required field of spec with its kind and each optional one it
+ * has with its kind (other keys are ignored); -1 with the first bad field in *bad and
+ * whether it was present in *present. */
+static int spec_ok(const msgpack_object_map *map, const proto_type_spec *spec, const proto_field_spec **bad,
+                   int *present)
+{
+    for (int i = 0; i < spec->n_req; i++) {
+        const msgpack_object *f = map_get(map, spec->req[i].f);
+        if (!f || !kind_ok(f, spec_kind(&spec->req[i]))) {
+            *bad = &spec->req[i];
+            *present = f != NULL;
+            return -1;
+        }
+    }
+    for (int i = 0; i < spec->n_opt; i++) {
+        const msgpack_object *f = map_get(map, spec->opt[i].f);
+        if (f && !kind_ok(f, spec_kind(&spec->opt[i]))) {
+            *bad = &spec->opt[i];
+            *present = 1;
+            return -1;
+        }
+    }
+    return 0;
+}
 
-/* An array of maps, each with every required key (of its kind) and optional keys of
- * their kinds; other keys are ignored. */
-static int rows_ok(const msgpack_object *o, const proto_field_spec *req, const proto_field_spec *opt)
+/* An array of maps, each a valid row of spec. */
+static int rows_ok(const msgpack_object *o, const proto_type_spec *spec)
 {
     if (o->type != MSGPACK_OBJECT_ARRAY) return 0;
     for (uint32_t i = 0; i < o->via.array.size; i++) {
         const msgpack_object *e = &o->via.array.ptr[i];
-        if (e->type != MSGPACK_OBJECT_MAP) return 0;
-        for (int k = 0; req[k].key; k++) {
-            const msgpack_object *f = map_get(&e->via.map, req[k].key);
-            if (!f || !kind_ok(f, req[k].kind)) return 0;
-        }
-        for (int k = 0; opt[k].key; k++) {
-            const msgpack_object *f = map_get(&e->via.map, opt[k].key);
-            if (f && !kind_ok(f, opt[k].kind)) return 0;
-        }
+        const proto_field_spec *bad;
+        int present;
+        if (e->type != MSGPACK_OBJECT_MAP || spec_ok(&e->via.map, spec, &bad, &present) != 0) return 0;
     }
     return 1;
 }
@@ -260,8 +305,8 @@ static int kind_ok(const msgpack_object *o, proto_kind k)
     case PK_ANY: return 1;
     case PK_TOPS: return tops_ok(o);
     case PK_PROBS: return probs_ok(o);
-    case PK_SAMPLE_ROWS: return rows_ok(o, sample_row_req, sample_row_opt);
-    case PK_SAMPLED_ROWS: return rows_ok(o, sampled_row_req, sampled_row_opt);
+    case PK_SAMPLE_ROWS: return rows_ok(o, &sample_row);
+    case PK_SAMPLED_ROWS: return rows_ok(o, &sampled_row);
     case PK_INTS:
         if (o->type != MSGPACK_OBJECT_ARRAY) return 0;
         for (uint32_t i = 0; i < o->via.array.size; i++) {
@@ -294,20 +339,8 @@ static const char *const kind_names[PK_KIND_COUNT] = {
 
 static int fail(char *err, size_t cap, const char *fmt, const char *a, const char *b)
 {
-    if (err && cap) snprintf(err, cap, fmt, a, b);
-    return -1;
+    return errf(err, cap, fmt, a, b);
 }
-
-/* Optional keys that, when present, must still have the right kind. */
-static const proto_field_spec proto_optional[] = {
-    {"prompt", PK_STR}, {"msgs", PK_STRS}, {"chat", PK_BOOL}, {"sess", PK_U64},
-    {"params", PK_PARAMS}, {"stop", PK_STRS}, {"echo", PK_BOOL}, {"ignore_eos", PK_BOOL},
-    {"st", PK_BIN}, {"eog", PK_INTS}, {"bye", PK_BOOL}, {"full", PK_BOOL}, {"mu", PK_F64},
-    {"logprob", PK_F64}, {"top", PK_TOPS}, {"probs", PK_PROBS}, {"key", PK_STR}, {"pos", PK_U64},
-    {"code", PK_STR}, {"retry_ms", PK_U64}, {"prog", PK_U64}, {"busy", PK_U64}, {"ctx", PK_U64},
-    {"cap", PK_U64}, {"eos", PK_I64}, {"seg", PK_STR}, {"fb", PK_BIN}, {"idle", PK_BOOL},
-    {"resume", PK_U64}, {"rbytes", PK_U64}, {"seed", PK_U64}, {"nv", PK_U64}, {"vid", PK_U64},
-    {"swait", PK_U64}, {"bpw", PK_F64}, {NULL, 0}};
 
 int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t errcap)
 {
@@ -336,7 +369,8 @@ int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t e
         return fail(err, errcap, "message is not a msgpack map%s%s", "", "");
     }
     m->map = &root->via.map;
-    const msgpack_object *v = map_get(m->map, "v"), *t = map_get(m->map, "t"), *id = map_get(m->map, "id");
+    const msgpack_object *v = map_get(m->map, MF_V), *t = map_get(m->map, MF_T),
+                         *id = map_get(m->map, MF_ID);
     if (!v || v->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
         proto_msg_free(m);
         return fail(err, errcap, "missing protocol version field 'v'%s%s", "", "");
@@ -357,24 +391,14 @@ int proto_decode(proto_msg *m, const void *data, size_t len, char *err, size_t e
     }
     m->type = (proto_type)t->via.u64;
     const proto_type_spec *spec = &proto_schema[m->type];
-    for (int i = 0; i < MAXF && spec->req[i].key; i++) {
-        const msgpack_object *f = map_get(m->map, spec->req[i].key);
-        if (!f || !kind_ok(f, spec->req[i].kind)) {
-            char what[96];
-            snprintf(what, sizeof what, "%s: field '%s'", spec->name, spec->req[i].key);
-            proto_msg_free(m);
-            return fail(err, errcap, f ? "%s must be a %s" : "%s is missing (a %s)", what,
-                        kind_names[spec->req[i].kind]);
-        }
-    }
-    for (int i = 0; proto_optional[i].key; i++) {
-        const msgpack_object *f = map_get(m->map, proto_optional[i].key);
-        if (f && !kind_ok(f, proto_optional[i].kind)) {
-            char what[96];
-            snprintf(what, sizeof what, "%s: field '%s'", spec->name, proto_optional[i].key);
-            proto_msg_free(m);
-            return fail(err, errcap, "%s must be a %s", what, kind_names[proto_optional[i].kind]);
-        }
+    const proto_field_spec *bad;
+    int present;
+    if (spec_ok(m->map, spec, &bad, &present) != 0) {
+        char what[96];
+        snprintf(what, sizeof what, "%s: field '%s'", spec->name, fields[bad->f].name);
+        proto_msg_free(m);
+        return fail(err, errcap, present ? "%s must be a %s" : "%s is missing (a %s)", what,
+                    kind_names[spec_kind(bad)]);
     }
     return 0;
 }
@@ -404,27 +428,27 @@ void proto_msg_move(proto_msg *dst, proto_msg *src)
     memset(src, 0, sizeof *src);
 }
 
-const msgpack_object *proto_field(const proto_msg *m, const char *key)
+const msgpack_object *proto_field(const proto_msg *m, proto_field_id f)
 {
-    return m->map ? map_get(m->map, key) : NULL;
+    return m->map && (unsigned)f < MF_COUNT ? map_get(m->map, f) : NULL;
 }
 
-uint64_t proto_u64(const proto_msg *m, const char *key, uint64_t dflt)
+uint64_t proto_u64(const proto_msg *m, proto_field_id f, uint64_t dflt)
 {
-    const msgpack_object *o = proto_field(m, key);
+    const msgpack_object *o = proto_field(m, f);
     return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : dflt;
 }
 
-int64_t proto_i64(const proto_msg *m, const char *key, int64_t dflt)
+int64_t proto_i64(const proto_msg *m, proto_field_id f, int64_t dflt)
 {
-    const msgpack_object *o = proto_field(m, key);
+    const msgpack_object *o = proto_field(m, f);
     return o && kind_ok(o, PK_I64) ? (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? o->via.i64 : (int64_t)o->via.u64)
                                    : dflt;
 }
 
-double proto_f64(const proto_msg *m, const char *key, double dflt)
+double proto_f64(const proto_msg *m, proto_field_id f, double dflt)
 {
-    const msgpack_object *o = proto_field(m, key);
+    const msgpack_object *o = proto_field(m, f);
     if (!o) return dflt;
     if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64) return o->via.f64;
     if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) return (double)o->via.u64;
@@ -432,24 +456,24 @@ double proto_f64(const proto_msg *m, const char *key, double dflt)
     return dflt;
 }
 
-int proto_bool(const proto_msg *m, const char *key, int dflt)
+int proto_bool(const proto_msg *m, proto_field_id f, int dflt)
 {
-    const msgpack_object *o = proto_field(m, key);
+    const msgpack_object *o = proto_field(m, f);
     return o && o->type == MSGPACK_OBJECT_BOOLEAN ? o->via.boolean : dflt;
 }
 
-const char *proto_str(const proto_msg *m, const char *key, size_t *len)
+const char *proto_str(const proto_msg *m, proto_field_id f, size_t *len)
 {
-    const msgpack_object *o = proto_field(m, key);
+    const msgpack_object *o = proto_field(m, f);
     if (!o || o->type != MSGPACK_OBJECT_STR) return NULL;
     if (len) *len = o->via.str.size;
     return o->via.str.ptr;
 }
 
-int proto_strcpy(const proto_msg *m, const char *key, char *out, size_t cap)
+int proto_strcpy(const proto_msg *m, proto_field_id f, char *out, size_t cap)
 {
     size_t n;
-    const char *s = proto_str(m, key, &n);
+    const char *s = proto_str(m, f, &n);
     if (!s) { if (cap) out[0] = 0; return -1; }
     if (n >= cap) n = cap - 1;
     memcpy(out, s, n);
@@ -457,9 +481,9 @@ int proto_strcpy(const proto_msg *m, const char *key, char *out, size_t cap)
     return 0;
 }
 
-long proto_ints(const proto_msg *m, const char *key, int32_t *out, size_t cap)
+long proto_ints(const proto_msg *m, proto_field_id f, int32_t *out, size_t cap)
 {
-    const msgpack_object *o = proto_field(m, key);
+    const msgpack_object *o = proto_field(m, f);
     if (!o || !kind_ok(o, PK_INTS)) return -1;
     for (uint32_t i = 0; i < o->via.array.size && i < cap; i++) {
         const msgpack_object *e = &o->via.array.ptr[i];
@@ -470,11 +494,27 @@ long proto_ints(const proto_msg *m, const char *key, int32_t *out, size_t cap)
 
 /* ---- encoding ---- */
 
-static void put_key(proto_writer *w, const char *key)
+static int spec_has(const proto_type_spec *spec, proto_field_id f)
 {
-    size_t n = strlen(key);
-    msgpack_pack_str(&w->pk, n);
-    msgpack_pack_str_body(&w->pk, key, n);
+    for (int i = 0; i < spec->n_req; i++)
+        if (spec->req[i].f == f) return 1;
+    for (int i = 0; i < spec->n_opt; i++)
+        if (spec->opt[i].f == f) return 1;
+    return 0;
+}
+
+int proto_pack_key(msgpack_packer *pk, proto_field_id f)
+{
+    LLM_ASSERT((unsigned)f < MF_COUNT);
+    size_t n = strlen(fields[f].name);
+    return msgpack_pack_str(pk, n) | msgpack_pack_str_body(pk, fields[f].name, n);
+}
+
+/* A top-level key: one the message's type lists (the header's three are proto_begin's). */
+static void put_key(proto_writer *w, proto_field_id f)
+{
+    LLM_ASSERT(f == MF_V || f == MF_T || f == MF_ID || spec_has(&proto_schema[w->type], f));
+    proto_pack_key(&w->pk, f);
     w->n_keys++;
 }
 
@@ -485,21 +525,22 @@ void proto_begin(proto_writer *w, proto_type type, uint64_t id)
     msgpack_packer_init(&w->pk, &w->buf, msgpack_sbuffer_write);
     w->n_keys = 0;
     w->open = 0;
+    w->type = type;
     /* map32 header with the count patched by proto_data: a valid, if not minimal, encoding */
     static const char hdr[5] = {(char)0xdf, 0, 0, 0, 0};
     msgpack_sbuffer_write(&w->buf, hdr, 5);
-    proto_put_u64(w, "v", PROTO_VERSION);
-    proto_put_u64(w, "t", (uint64_t)type);
-    proto_put_u64(w, "id", id);
+    proto_put_u64(w, MF_V, PROTO_VERSION);
+    proto_put_u64(w, MF_T, (uint64_t)type);
+    proto_put_u64(w, MF_ID, id);
 }
 
-void proto_put_u64(proto_writer *w, const char *key, uint64_t v) { put_key(w, key); msgpack_pack_uint64(&w->pk, v); }
-void proto_put_i64(proto_writer *w, const char *key, int64_t v) { put_key(w, key); msgpack_pack_int64(&w->pk, v); }
-void proto_put_f64(proto_writer *w, const char *key, double v) { put_key(w, key); msgpack_pack_double(&w->pk, v); }
+void proto_put_u64(proto_writer *w, proto_field_id f, uint64_t v) { put_key(w, f); msgpack_pack_uint64(&w->pk, v); }
+void proto_put_i64(proto_writer *w, proto_field_id f, int64_t v) { put_key(w, f); msgpack_pack_int64(&w->pk, v); }
+void proto_put_f64(proto_writer *w, proto_field_id f, double v) { put_key(w, f); msgpack_pack_double(&w->pk, v); }
 
-void proto_put_bool(proto_writer *w, const char *key, int v)
+void proto_put_bool(proto_writer *w, proto_field_id f, int v)
 {
-    put_key(w, key);
+    put_key(w, f);
     if (v) msgpack_pack_true(&w->pk);
     else msgpack_pack_false(&w->pk);
 }
@@ -511,43 +552,43 @@ void proto_pack_str(msgpack_packer *pk, const char *s)
     msgpack_pack_str_body(pk, s, n);
 }
 
-void proto_put_str(proto_writer *w, const char *key, const char *s) { proto_put_strn(w, key, s, strlen(s)); }
+void proto_put_str(proto_writer *w, proto_field_id f, const char *s) { proto_put_strn(w, f, s, strlen(s)); }
 
-void proto_put_strn(proto_writer *w, const char *key, const char *s, size_t n)
+void proto_put_strn(proto_writer *w, proto_field_id f, const char *s, size_t n)
 {
-    put_key(w, key);
+    put_key(w, f);
     msgpack_pack_str(&w->pk, n);
     msgpack_pack_str_body(&w->pk, s, n);
 }
 
-void proto_put_bin(proto_writer *w, const char *key, const void *p, size_t n)
+void proto_put_bin(proto_writer *w, proto_field_id f, const void *p, size_t n)
 {
-    put_key(w, key);
+    put_key(w, f);
     msgpack_pack_bin(&w->pk, n);
     msgpack_pack_bin_body(&w->pk, p, n);
 }
 
-void proto_put_ints(proto_writer *w, const char *key, const int32_t *v, size_t n)
+void proto_put_ints(proto_writer *w, proto_field_id f, const int32_t *v, size_t n)
 {
-    put_key(w, key);
+    put_key(w, f);
     msgpack_pack_array(&w->pk, n);
     for (size_t i = 0; i < n; i++) msgpack_pack_int32(&w->pk, v[i]);
 }
 
-void proto_put_obj(proto_writer *w, const char *key, const msgpack_object *o)
+void proto_put_obj(proto_writer *w, proto_field_id f, const msgpack_object *o)
 {
-    put_key(w, key);
+    put_key(w, f);
     msgpack_pack_object(&w->pk, *o);
 }
 
-void proto_put_raw(proto_writer *w, const char *key, const void *packed, size_t n)
+void proto_put_raw(proto_writer *w, proto_field_id f, const void *packed, size_t n)
 {
-    put_key(w, key);
+    put_key(w, f);
     msgpack_sbuffer_write(&w->buf, packed, n);
 }
 
-void proto_put_map_begin(proto_writer *w, const char *key, uint32_t n) { put_key(w, key); msgpack_pack_map(&w->pk, n); }
-void proto_put_array_begin(proto_writer *w, const char *key, uint32_t n) { put_key(w, key); msgpack_pack_array(&w->pk, n); }
+void proto_put_map_begin(proto_writer *w, proto_field_id f, uint32_t n) { put_key(w, f); msgpack_pack_map(&w->pk, n); }
+void proto_put_array_begin(proto_writer *w, proto_field_id f, uint32_t n) { put_key(w, f); msgpack_pack_array(&w->pk, n); }
 
 const void *proto_data(proto_writer *w)
 {
@@ -570,26 +611,26 @@ void proto_writer_free(proto_writer *w)
 
 void proto_put_sessrec(proto_writer *w, const proto_sessrec *s)
 {
-    proto_put_u64(w, "sess", s->sess);
-    proto_put_ints(w, "toks", s->toks, s->n_toks);
-    proto_put_u64(w, "step", s->step);
-    proto_put_u64(w, "budget", s->budget);
-    proto_put_bin(w, "sp", s->sp, s->sp_len);
-    proto_put_u64(w, "epoch", s->epoch);
-    if (s->fb_len) proto_put_bin(w, "fb", s->fb, s->fb_len);
-    if (s->n_eog) proto_put_ints(w, "eog", s->eog, (size_t)s->n_eog);
-    if (s->mu_set) proto_put_f64(w, "mu", s->mu);
-    if (s->idle) proto_put_bool(w, "idle", 1);
+    proto_put_u64(w, MF_SESS, s->sess);
+    proto_put_ints(w, MF_TOKS, s->toks, s->n_toks);
+    proto_put_u64(w, MF_STEP, s->step);
+    proto_put_u64(w, MF_BUDGET, s->budget);
+    proto_put_bin(w, MF_SP, s->sp, s->sp_len);
+    proto_put_u64(w, MF_EPOCH, s->epoch);
+    if (s->fb_len) proto_put_bin(w, MF_FB, s->fb, s->fb_len);
+    if (s->n_eog) proto_put_ints(w, MF_EOG, s->eog, (size_t)s->n_eog);
+    if (s->mu_set) proto_put_f64(w, MF_MU, s->mu);
+    if (s->idle) proto_put_bool(w, MF_IDLE, 1);
 }
 
 void proto_get_sessrec(const proto_msg *m, proto_sessrec *s)
 {
     memset(s, 0, sizeof *s);
-    s->sess = proto_u64(m, "sess", 0);
-    s->step = proto_u64(m, "step", 0);
-    s->budget = proto_u64(m, "budget", 0);
-    s->epoch = proto_u64(m, "epoch", 0);
-    const msgpack_object *toks = proto_field(m, "toks"), *sp = proto_field(m, "sp"), *fb = proto_field(m, "fb");
+    s->sess = proto_u64(m, MF_SESS, 0);
+    s->step = proto_u64(m, MF_STEP, 0);
+    s->budget = proto_u64(m, MF_BUDGET, 0);
+    s->epoch = proto_u64(m, MF_EPOCH, 0);
+    const msgpack_object *toks = proto_field(m, MF_TOKS), *sp = proto_field(m, MF_SP), *fb = proto_field(m, MF_FB);
     s->n_toks = toks ? toks->via.array.size : 0;
     if (sp) {
         s->sp = (const uint8_t *)sp->via.bin.ptr;
@@ -599,9 +640,9 @@ void proto_get_sessrec(const proto_msg *m, proto_sessrec *s)
         s->fb = (const uint8_t *)fb->via.bin.ptr;
         s->fb_len = fb->via.bin.size;
     }
-    long ne = proto_ints(m, "eog", s->eog, PROTO_MAX_EOG);
+    long ne = proto_ints(m, MF_EOG, s->eog, PROTO_MAX_EOG);
     s->n_eog = ne < 0 ? 0 : ne > PROTO_MAX_EOG ? PROTO_MAX_EOG : (int)ne;
-    s->mu_set = proto_field(m, "mu") != NULL;
-    s->mu = proto_f64(m, "mu", 0);
-    s->idle = proto_bool(m, "idle", 0);
+    s->mu_set = proto_field(m, MF_MU) != NULL;
+    s->mu = proto_f64(m, MF_MU, 0);
+    s->idle = proto_bool(m, MF_IDLE, 0);
 }

@@ -3,22 +3,25 @@
  *
  *   proto_writer w;
  *   proto_begin(&w, PT_PING, req_id);
- *   proto_put_u64(&w, "sess", 7);
+ *   proto_put_u64(&w, MF_SESS, 7);
  *   zmq_send(sock, proto_data(&w), proto_size(&w), 0);
  *   proto_writer_free(&w);
  *
  *   proto_msg m;
  *   char err[128];
  *   if (proto_decode(&m, bytes, len, err, sizeof err) != 0) log_warn("bad message: %s", err);
- *   else { uint64_t s = proto_u64(&m, "sess", 0); ...; proto_msg_free(&m); }
+ *   else { uint64_t s = proto_u64(&m, MF_SESS, 0); ...; proto_msg_free(&m); }
  *
  * Every message is one msgpack map with string keys. Three keys are always present:
  * "v" (PROTO_VERSION), "t" (the proto_type as an integer) and "id" (the request id, an
- * unsigned integer chosen by whoever starts the exchange; replies echo it). The other
- * keys of each type are listed in proto_schema (proto.c): required keys must be present
- * with the listed kind, unknown keys are ignored (so a newer peer may add optional keys
- * without a version bump). proto_decode checks the whole table, so after it succeeds
- * the getters of required keys cannot fail.
+ * unsigned integer chosen by whoever starts the exchange; replies echo it). Field names
+ * and kinds are spelled once, in proto_fields.h; callers name a field by its MF_* id.
+ * Which type requires and which allows each field is proto_schema (proto.c): required
+ * fields must be present with their kind, optional ones have their kind when present,
+ * other keys are ignored (so a newer peer may add optional keys without a version
+ * bump). proto_decode checks the whole table, so after it succeeds the getters of
+ * required fields cannot fail; a writer that puts a field its type does not list stops
+ * the program (LLM_ASSERT): the table is the protocol.
  *
  * Before msgpack-c sees the bytes, proto_decode walks them once without allocating and
  * rejects truncated data, nesting deeper than 8 and container counts larger than the
@@ -37,8 +40,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 2
-#define PROTO_VERSION_STR "2"
+#include "proto_fields.h"
+
+#define PROTO_VERSION 3
+#define PROTO_VERSION_STR "3"
 #define PROTO_MAX_MSG (4u << 20) /* bytes; ZMQ_MAXMSGSIZE on every socket (net.c) */
 
 /* Message types. Direction in the comment: C=llmc, F=tokenizerd (front door),
@@ -112,46 +117,47 @@ const char *proto_type_name(int type);
  * the getters below accept; it borrows m's memory: never proto_msg_free it. */
 proto_msg proto_view(const proto_msg *m, const msgpack_object *map);
 
-/* Field getters: the value of key, or dflt when absent or of another kind. */
-const msgpack_object *proto_field(const proto_msg *m, const char *key);
-uint64_t proto_u64(const proto_msg *m, const char *key, uint64_t dflt);
-int64_t proto_i64(const proto_msg *m, const char *key, int64_t dflt);
-double proto_f64(const proto_msg *m, const char *key, double dflt);
-int proto_bool(const proto_msg *m, const char *key, int dflt);
+/* Field getters: the value of field f, or dflt when absent or of another kind. */
+const msgpack_object *proto_field(const proto_msg *m, proto_field_id f);
+uint64_t proto_u64(const proto_msg *m, proto_field_id f, uint64_t dflt);
+int64_t proto_i64(const proto_msg *m, proto_field_id f, int64_t dflt);
+double proto_f64(const proto_msg *m, proto_field_id f, double dflt);
+int proto_bool(const proto_msg *m, proto_field_id f, int dflt);
 /* A string field: pointer into the message (not NUL-terminated) and its length; NULL if absent. */
-const char *proto_str(const proto_msg *m, const char *key, size_t *len);
+const char *proto_str(const proto_msg *m, proto_field_id f, size_t *len);
 /* Copies a string field into out (NUL-terminated, truncated to cap-1); 0 if present, -1 if not. */
-int proto_strcpy(const proto_msg *m, const char *key, char *out, size_t cap);
+int proto_strcpy(const proto_msg *m, proto_field_id f, char *out, size_t cap);
 /* Copies up to cap integers of an PK_INTS field into out; returns the array's full
  * length (which may exceed cap), or -1 when absent. */
-long proto_ints(const proto_msg *m, const char *key, int32_t *out, size_t cap);
+long proto_ints(const proto_msg *m, proto_field_id f, int32_t *out, size_t cap);
 
 /* An encoder for one message. */
 typedef struct {
     msgpack_sbuffer buf;
     msgpack_packer  pk;
+    proto_type      type;     /* of the message being written */
     uint32_t        n_keys;   /* keys written so far, patched into the map header */
     int             open;     /* a container put by proto_put_*_begin is being filled */
 } proto_writer;
 
 /* Starts a message of type with request id id (writes v, t, id). */
 void proto_begin(proto_writer *w, proto_type type, uint64_t id);
-void proto_put_u64(proto_writer *w, const char *key, uint64_t v);
-void proto_put_i64(proto_writer *w, const char *key, int64_t v);
-void proto_put_f64(proto_writer *w, const char *key, double v);
-void proto_put_bool(proto_writer *w, const char *key, int v);
-void proto_put_str(proto_writer *w, const char *key, const char *s);
-void proto_put_strn(proto_writer *w, const char *key, const char *s, size_t n);
-void proto_put_bin(proto_writer *w, const char *key, const void *p, size_t n);
-void proto_put_ints(proto_writer *w, const char *key, const int32_t *v, size_t n);
-/* Writes key with a raw msgpack value copied from a decoded message (forwarding). */
-void proto_put_obj(proto_writer *w, const char *key, const msgpack_object *o);
-/* Writes key with n bytes that are already one msgpack value (e.g. a stored params map). */
-void proto_put_raw(proto_writer *w, const char *key, const void *packed, size_t n);
-/* Starts a map or array value under key; the caller then packs exactly n entries with
+void proto_put_u64(proto_writer *w, proto_field_id f, uint64_t v);
+void proto_put_i64(proto_writer *w, proto_field_id f, int64_t v);
+void proto_put_f64(proto_writer *w, proto_field_id f, double v);
+void proto_put_bool(proto_writer *w, proto_field_id f, int v);
+void proto_put_str(proto_writer *w, proto_field_id f, const char *s);
+void proto_put_strn(proto_writer *w, proto_field_id f, const char *s, size_t n);
+void proto_put_bin(proto_writer *w, proto_field_id f, const void *p, size_t n);
+void proto_put_ints(proto_writer *w, proto_field_id f, const int32_t *v, size_t n);
+/* Writes field f with a raw msgpack value copied from a decoded message (forwarding). */
+void proto_put_obj(proto_writer *w, proto_field_id f, const msgpack_object *o);
+/* Writes field f with n bytes that are already one msgpack value (e.g. a stored params map). */
+void proto_put_raw(proto_writer *w, proto_field_id f, const void *packed, size_t n);
+/* Starts a map or array value under field f; the caller then packs exactly n entries with
  * w->pk (msgpack_pack_*). */
-void proto_put_map_begin(proto_writer *w, const char *key, uint32_t n);
-void proto_put_array_begin(proto_writer *w, const char *key, uint32_t n);
+void proto_put_map_begin(proto_writer *w, proto_field_id f, uint32_t n);
+void proto_put_array_begin(proto_writer *w, proto_field_id f, uint32_t n);
 /* The encoded bytes so far (valid until the next put or proto_writer_free). */
 const void *proto_data(proto_writer *w);
 size_t proto_size(const proto_writer *w);
@@ -162,7 +168,7 @@ void proto_writer_free(proto_writer *w);
 #define PROTO_MAX_EOG 16 /* end-of-generation tokens a record carries at most */
 typedef struct {
     uint64_t       sess, step, budget, epoch;
-    const int32_t *toks;    /* writing: n_toks tokens (reading: use proto_ints on "toks") */
+    const int32_t *toks;    /* writing: n_toks tokens (reading: use proto_ints on MF_TOKS) */
     uint32_t       n_toks;
     const uint8_t *sp;      /* the sampler parameters in wire form */
     size_t         sp_len;
@@ -179,12 +185,17 @@ typedef struct {
  * record are written from s->toks. */
 void proto_put_sessrec(proto_writer *w, const proto_sessrec *s);
 /* Reads the record of a decoded RUN or REPORT (its required fields are checked by
- * proto_decode); s->toks stays NULL: copy them with proto_ints(m, "toks", ...), whose
+ * proto_decode); s->toks stays NULL: copy them with proto_ints(m, MF_TOKS, ...), whose
  * count is s->n_toks. */
 void proto_get_sessrec(const proto_msg *m, proto_sessrec *s);
 
 /* Packs a string value (for use inside proto_put_map_begin/array_begin). */
 void proto_pack_str(msgpack_packer *pk, const char *s);
+/* Packs the name of field f as the key of a nested map's entry (a row of a batch);
+ * msgpack's result: 0, or nonzero when the buffer could not grow. */
+int proto_pack_key(msgpack_packer *pk, proto_field_id f);
+/* The wire name of a field ("sess"). */
+const char *proto_field_name(proto_field_id f);
 
 /* Checks that data is exactly one well-formed msgpack value with nesting <= max_depth
  * and plausible container counts, without allocating; 0 if so, -1 otherwise. */

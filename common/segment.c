@@ -21,6 +21,7 @@
 
 #include "csum.h"
 #include "log.h"
+#include "errcode.h"
 
 static int64_t now_ns(void)
 {
@@ -46,20 +47,17 @@ static int check_layout(const void *base, size_t len, const char *name, char *er
 {
     const seg_header *h = base;
     if (h->magic != SEG_MAGIC) {
-        snprintf(err, errlen, "segment %s: bad magic (not a weight segment)", name);
-        return -1;
+        return errf(err, errlen, "segment %s: bad magic (not a weight segment)", name);
     }
     if (h->layout_version != SEG_LAYOUT_VERSION) {
-        snprintf(err, errlen, "segment %s: layout version %u, this engined reads %u (built by "
-                 "another version: remove it with engined --remove-segment %s)", name,
-                 h->layout_version, SEG_LAYOUT_VERSION, name);
-        return -1;
+        return errf(err, errlen, "segment %s: layout version %u, this engined reads %u (built by "
+                    "another version: remove it with engined --remove-segment %s)", name,
+                    h->layout_version, SEG_LAYOUT_VERSION, name);
     }
     if (h->total_bytes != len || h->n_tensors > 100000 || h->dir_offset < sizeof *h ||
         h->dir_offset > len || h->n_tensors * sizeof(seg_tensor) > len - h->dir_offset ||
         h->tok_offset > len || h->tok_bytes > len - h->tok_offset) {
-        snprintf(err, errlen, "segment %s: header sizes do not fit its %zu bytes", name, len);
-        return -1;
+        return errf(err, errlen, "segment %s: header sizes do not fit its %zu bytes", name, len);
     }
     const seg_tensor *dir = (const seg_tensor *)((const char *)base + h->dir_offset);
     for (uint64_t i = 0; i < h->n_tensors; i++) {
@@ -68,8 +66,7 @@ static int check_layout(const void *base, size_t len, const char *name, char *er
             t->offset % SEG_ALIGN != 0 || t->offset > len || t->nbytes > len - t->offset ||
             t->ne[0] <= 0 || t->ne[1] <= 0 || t->row_bytes == 0 ||
             seg_stored_rows(t) > t->nbytes / t->row_bytes) {
-            snprintf(err, errlen, "segment %s: directory entry %llu is invalid", name, (unsigned long long)i);
-            return -1;
+            return errf(err, errlen, "segment %s: directory entry %llu is invalid", name, (unsigned long long)i);
         }
     }
     return 0;
@@ -82,12 +79,11 @@ static int check_owner(const char *name, const struct stat *st, char *err, size_
     if (st->st_uid == geteuid() && (st->st_mode & 077) == 0)
         return 0;
     bool other = st->st_uid != geteuid();
-    snprintf(err, errlen, "segment %s is owned by uid %u with mode %04o, expected uid %u and "
-             "mode 0600: %s; not using it. Remove it (engined --remove-segment %s%s) and start "
-             "again", name, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777), (unsigned)geteuid(),
-             other ? "another user created it" : "others may read or write it", name,
-             other ? ", as root or that user" : "");
-    return -1;
+    return errf(err, errlen, "segment %s is owned by uid %u with mode %04o, expected uid %u and "
+                "mode 0600: %s; not using it. Remove it (engined --remove-segment %s%s) and start "
+                "again", name, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777), (unsigned)geteuid(),
+                other ? "another user created it" : "others may read or write it", name,
+                other ? ", as root or that user" : "");
 }
 
 int seg_verify_tensors(const seg_map *m, char *err, size_t errlen)
@@ -100,10 +96,9 @@ int seg_verify_tensors(const seg_map *m, char *err, size_t errlen)
             first = i;
     if (!bad)
         return 0;
-    snprintf(err, errlen, "segment %s: %llu of %llu tensors fail their checksum (first: %s): the "
-             "weights are corrupt; remove the segment (engined --remove-segment %s)", m->name,
-             (unsigned long long)bad, (unsigned long long)h->n_tensors, dir[first].name, m->name);
-    return -1;
+    return errf(err, errlen, "segment %s: %llu of %llu tensors fail their checksum (first: %s): the "
+                "weights are corrupt; remove the segment (engined --remove-segment %s)", m->name,
+                (unsigned long long)bad, (unsigned long long)h->n_tensors, dir[first].name, m->name);
 }
 
 int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, size_t errlen)
@@ -119,14 +114,14 @@ int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, siz
         if ((e == EACCES || e == EPERM) && stat(path, &st) == 0 && check_owner(name, &st, err, errlen) != 0)
             return SEG_FOREIGN;
         if (e == EACCES || e == EPERM) {
-            snprintf(err, errlen, "segment %s: %s (it is not ours to use; remove it as root)", name, strerror(e));
+            errf(err, errlen, "segment %s: %s (it is not ours to use; remove it as root)", name, strerror(e));
             return SEG_FOREIGN;
         }
-        snprintf(err, errlen, "segment %s: %s", name, strerror(e));
+        errf(err, errlen, "segment %s: %s", name, strerror(e));
         return e == ENOENT ? -2 : -1;
     }
     if (fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "segment %s: %s", name, strerror(errno));
+        errf(err, errlen, "segment %s: %s", name, strerror(errno));
         close(fd);
         return -1;
     }
@@ -140,16 +135,15 @@ int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, siz
         return 1;
     }
     if ((size_t)st.st_size < sizeof(seg_header)) {
-        snprintf(err, errlen, "segment %s: too small (%lld bytes) to hold a header", name,
-                 (long long)st.st_size);
+        errf(err, errlen, "segment %s: too small (%lld bytes) to hold a header", name,
+             (long long)st.st_size);
         close(fd);
         return -1;
     }
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
-        snprintf(err, errlen, "mmap %s: %s", name, strerror(errno));
-        return -1;
+        return errf(err, errlen, "mmap %s: %s", name, strerror(errno));
     }
     const seg_header *h = p;
     uint32_t state = __atomic_load_n(&h->state, __ATOMIC_ACQUIRE);
@@ -164,15 +158,15 @@ int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, siz
         return -1;
     }
     if (state != SEG_STATE_READY) {
-        snprintf(err, errlen, "segment %s: unknown state %u", name, state);
+        errf(err, errlen, "segment %s: unknown state %u", name, state);
         munmap(p, (size_t)st.st_size);
         return -1;
     }
     uint64_t sum = seg_header_checksum(p);
     if (sum != h->hdr_checksum) {
-        snprintf(err, errlen, "segment %s: header checksum mismatch (stored %016llx, computed "
-                 "%016llx): the header, directory or tokenizer tables are corrupt", name,
-                 (unsigned long long)h->hdr_checksum, (unsigned long long)sum);
+        errf(err, errlen, "segment %s: header checksum mismatch (stored %016llx, computed "
+             "%016llx): the header, directory or tokenizer tables are corrupt", name,
+             (unsigned long long)h->hdr_checksum, (unsigned long long)sum);
         munmap(p, (size_t)st.st_size);
         return -1;
     }
@@ -193,12 +187,10 @@ int seg_remove(const char *name, char *err, size_t errlen)
     char full[SEG_NAME_MAX + 1];
     snprintf(full, sizeof full, "%s%s", name[0] == '/' ? "" : "/", name);
     if (strncmp(full, "/llm-", 5) != 0 || strchr(full + 1, '/')) {
-        snprintf(err, errlen, "'%s' is not a segment name (expected /llm-...)", name);
-        return -1;
+        return errf(err, errlen, "'%s' is not a segment name (expected /llm-...)", name);
     }
     if (shm_unlink(full) != 0) {
-        snprintf(err, errlen, "remove %s: %s", full, strerror(errno));
-        return -1;
+        return errf(err, errlen, "remove %s: %s", full, strerror(errno));
     }
     return 0;
 }
@@ -240,8 +232,7 @@ int seg_list(seg_info *infos, int max, char *err, size_t errlen)
 {
     DIR *d = opendir("/dev/shm");
     if (!d) {
-        snprintf(err, errlen, "/dev/shm: %s", strerror(errno));
-        return -1;
+        return errf(err, errlen, "/dev/shm: %s", strerror(errno));
     }
     int n = 0;
     struct dirent *e;
@@ -282,14 +273,14 @@ struct gguf_ctx *seg_tokenizer_open(const char *name, seg_map *m, char *err, siz
     memset(m, 0, sizeof *m);
     int rc = seg_attach(name, m, &pid, err, errlen);
     if (rc != 0) {
-        if (rc == 1) snprintf(err, errlen, "segment %s is still LOADING (loader pid %d)", name, pid);
-        else if (rc == -2) snprintf(err, errlen, "segment %s does not exist", name);
+        if (rc == 1) errf(err, errlen, "segment %s is still LOADING (loader pid %d)", name, pid);
+        else if (rc == -2) errf(err, errlen, "segment %s does not exist", name);
         return NULL;
     }
     const seg_header *h = seg_hdr(m);
     gguf_ctx *g = NULL;
     if (h->tok_offset > m->len || h->tok_bytes > m->len - h->tok_offset)
-        snprintf(err, errlen, "segment %s: tokenizer blob outside the segment", name);
+        errf(err, errlen, "segment %s: tokenizer blob outside the segment", name);
     else
         g = gguf_parse((const char *)m->base + h->tok_offset, h->tok_bytes, err, errlen);
     if (!g) seg_unmap(m);

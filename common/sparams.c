@@ -5,6 +5,7 @@
  * formatting and validation agree. Owner: sampler (issue 5). See sparams.h.
  */
 #include "sparams.h"
+#include "errcode.h"
 
 #include <errno.h>
 #include <float.h>
@@ -80,19 +81,6 @@ static const struct { const char *name; char letter; } SAMPLER_NAMES[] = {
 };
 static const char ORDER_LETTERS[] = "edskypmxt";
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 smp_params smp_params_default(void)
 {
     static const char *const brk[] = { "\n", ":", "\"", "*" };
@@ -156,17 +144,17 @@ int smp_param_count(void)
 static int range_check(const pdesc *d, double v, char *err, size_t errlen)
 {
     if (isnan(v))
-        return fail(err, errlen, "%s: NaN is not a valid value", d->name);
+        return errf(err, errlen, "%s: NaN is not a valid value", d->name);
     if (v < d->lo || v > d->hi || (d->lo_open && v == d->lo)) {
         if (d->type == PT_INT)
-            return fail(err, errlen, "%s: %.0f is out of range [%.0f, %.0f]", d->name, v, d->lo, d->hi);
+            return errf(err, errlen, "%s: %.0f is out of range [%.0f, %.0f]", d->name, v, d->lo, d->hi);
         if (isinf(v))
-            return fail(err, errlen, "%s: must be finite", d->name);
+            return errf(err, errlen, "%s: must be finite", d->name);
         if (d->hi == FLT_MAX && d->lo == -FLT_MAX)
-            return fail(err, errlen, "%s: %g is not a finite number", d->name, v);
+            return errf(err, errlen, "%s: %g is not a finite number", d->name, v);
         if (d->hi == FLT_MAX)
-            return fail(err, errlen, "%s: %g must be %s %g", d->name, v, d->lo_open ? ">" : ">=", d->lo);
-        return fail(err, errlen, "%s: %g is out of range %c%g, %g]", d->name, v,
+            return errf(err, errlen, "%s: %g must be %s %g", d->name, v, d->lo_open ? ">" : ">=", d->lo);
+        return errf(err, errlen, "%s: %g is out of range %c%g, %g]", d->name, v,
                     d->lo_open ? '(' : '[', d->lo, d->hi);
     }
     return 0;
@@ -220,7 +208,7 @@ static int set_scalar(smp_params *p, const pdesc *d, const char *v, char *err, s
     case PT_FLOAT: {
         double x;
         if (parse_float(v, &x))
-            return fail(err, errlen, "%s: '%s' is not a number", d->name, v);
+            return errf(err, errlen, "%s: '%s' is not a number", d->name, v);
         if (range_check(d, x, err, errlen))
             return -1;
         float f = (float)x;
@@ -230,7 +218,7 @@ static int set_scalar(smp_params *p, const pdesc *d, const char *v, char *err, s
     case PT_INT: {
         long long x;
         if (parse_int(v, &x))
-            return fail(err, errlen, "%s: '%s' is not an integer", d->name, v);
+            return errf(err, errlen, "%s: '%s' is not an integer", d->name, v);
         if (range_check(d, (double)x, err, errlen))
             return -1;
         int32_t i = (int32_t)x;
@@ -240,20 +228,20 @@ static int set_scalar(smp_params *p, const pdesc *d, const char *v, char *err, s
     case PT_BOOL: {
         bool b;
         if (parse_bool(v, &b))
-            return fail(err, errlen, "%s: '%s' is not a boolean (true/false/1/0)", d->name, v);
+            return errf(err, errlen, "%s: '%s' is not a boolean (true/false/1/0)", d->name, v);
         memcpy(base, &b, sizeof b);
         return 0;
     }
     case PT_SEED: {
         long long x;
         if (parse_int(v, &x) || x < -1 || x > (long long)UINT32_MAX)
-            return fail(err, errlen, "seed: '%s' is not -1 or an integer in [0, 4294967295]", v);
+            return errf(err, errlen, "seed: '%s' is not -1 or an integer in [0, 4294967295]", v);
         uint32_t s = x == -1 ? SMP_SEED_RANDOM : (uint32_t)x;
         memcpy(base, &s, sizeof s);
         return 0;
     }
     default:
-        return fail(err, errlen, "%s: not a scalar parameter", d->name);
+        return errf(err, errlen, "%s: not a scalar parameter", d->name);
     }
 }
 
@@ -262,11 +250,11 @@ static int set_scalar(smp_params *p, const pdesc *d, const char *v, char *err, s
 int smp_params_add_bias(smp_params *p, int32_t id, float bias, char *err, size_t errlen)
 {
     if (id < 0)
-        return fail(err, errlen, "logit_bias: token id %d is negative", (int)id);
+        return errf(err, errlen, "logit_bias: token id %d is negative", (int)id);
     if (isnan(bias) || bias == INFINITY)
-        return fail(err, errlen, "logit_bias: bias for token %d must be finite or -inf", (int)id);
+        return errf(err, errlen, "logit_bias: bias for token %d must be finite or -inf", (int)id);
     if (p->n_logit_bias >= SMP_MAX_LOGIT_BIAS)
-        return fail(err, errlen, "logit_bias: more than %d entries", SMP_MAX_LOGIT_BIAS);
+        return errf(err, errlen, "logit_bias: more than %d entries", SMP_MAX_LOGIT_BIAS);
     p->logit_bias[p->n_logit_bias].id = id;
     p->logit_bias[p->n_logit_bias].bias = bias;
     p->n_logit_bias++;
@@ -322,7 +310,7 @@ static int set_bias(smp_params *p, const char *v, char *err, size_t errlen)
         int32_t id;
         float bias;
         if (parse_bias_entry(s, n, &id, &bias))
-            return fail(err, errlen, "logit_bias: '%.*s' is not ID:BIAS, ID+BIAS or ID-BIAS",
+            return errf(err, errlen, "logit_bias: '%.*s' is not ID:BIAS, ID+BIAS or ID-BIAS",
                         (int)(n > 40 ? 40 : n), s);
         if (smp_params_add_bias(&tmp, id, bias, err, errlen))
             return -1;
@@ -337,14 +325,14 @@ static int set_bias(smp_params *p, const char *v, char *err, size_t errlen)
 static int put_breaker(smp_params *p, const char *s, size_t len, char *err, size_t errlen)
 {
     if (p->n_breakers >= SMP_MAX_BREAKERS)
-        return fail(err, errlen, "dry_sequence_breakers: more than %d breakers", SMP_MAX_BREAKERS);
+        return errf(err, errlen, "dry_sequence_breakers: more than %d breakers", SMP_MAX_BREAKERS);
     if (len == 0)
-        return fail(err, errlen, "dry_sequence_breakers: a breaker is empty");
+        return errf(err, errlen, "dry_sequence_breakers: a breaker is empty");
     if (len > SMP_MAX_BREAKER_LEN)
-        return fail(err, errlen, "dry_sequence_breakers: a breaker is %zu bytes, the limit is %d",
+        return errf(err, errlen, "dry_sequence_breakers: a breaker is %zu bytes, the limit is %d",
                     len, SMP_MAX_BREAKER_LEN);
     if (memchr(s, 0, len))
-        return fail(err, errlen, "dry_sequence_breakers: a breaker contains a NUL byte");
+        return errf(err, errlen, "dry_sequence_breakers: a breaker contains a NUL byte");
     smp_breaker *b = &p->breakers[p->n_breakers++];
     memcpy(b->s, s, len);
     b->s[len] = 0;
@@ -356,7 +344,7 @@ int smp_params_set_breakers(smp_params *p, const char *const *strs, const size_t
                             int n, char *err, size_t errlen)
 {
     if (n < 0 || n > SMP_MAX_BREAKERS)
-        return fail(err, errlen, "dry_sequence_breakers: %d breakers, the limit is %d", n, SMP_MAX_BREAKERS);
+        return errf(err, errlen, "dry_sequence_breakers: %d breakers, the limit is %d", n, SMP_MAX_BREAKERS);
     smp_params tmp = *p;
     tmp.n_breakers = 0;
     for (int i = 0; i < n; i++)
@@ -458,29 +446,29 @@ static int set_breakers_json(smp_params *p, const char *v, char *err, size_t err
     tmp.n_breakers = 0;
     while (*s == ' ' || *s == '\t' || *s == '\n') s++;
     if (*s++ != '[')
-        return fail(err, errlen, "dry_sequence_breakers: expected a JSON array of strings like [\"\\n\", \":\"]");
+        return errf(err, errlen, "dry_sequence_breakers: expected a JSON array of strings like [\"\\n\", \":\"]");
     for (;;) {
         while (*s == ' ' || *s == '\t' || *s == '\n') s++;
         if (*s == ']' && tmp.n_breakers == 0) { s++; break; }
         if (*s != '"')
-            return fail(err, errlen, "dry_sequence_breakers: expected a string at offset %d", (int)(s - v));
+            return errf(err, errlen, "dry_sequence_breakers: expected a string at offset %d", (int)(s - v));
         char buf[SMP_MAX_BREAKER_LEN + 4];
         size_t n;
         int rc = json_string(&s, buf, SMP_MAX_BREAKER_LEN, &n);
         if (rc == -2)
-            return fail(err, errlen, "dry_sequence_breakers: a breaker is longer than %d bytes", SMP_MAX_BREAKER_LEN);
+            return errf(err, errlen, "dry_sequence_breakers: a breaker is longer than %d bytes", SMP_MAX_BREAKER_LEN);
         if (rc)
-            return fail(err, errlen, "dry_sequence_breakers: bad JSON string at offset %d", (int)(s - v));
+            return errf(err, errlen, "dry_sequence_breakers: bad JSON string at offset %d", (int)(s - v));
         if (put_breaker(&tmp, buf, n, err, errlen))
             return -1;
         while (*s == ' ' || *s == '\t' || *s == '\n') s++;
         if (*s == ',') { s++; continue; }
         if (*s == ']') { s++; break; }
-        return fail(err, errlen, "dry_sequence_breakers: expected ',' or ']' at offset %d", (int)(s - v));
+        return errf(err, errlen, "dry_sequence_breakers: expected ',' or ']' at offset %d", (int)(s - v));
     }
     while (*s == ' ' || *s == '\t' || *s == '\n') s++;
     if (*s)
-        return fail(err, errlen, "dry_sequence_breakers: text after the array at offset %d", (int)(s - v));
+        return errf(err, errlen, "dry_sequence_breakers: text after the array at offset %d", (int)(s - v));
     *p = tmp;
     return 0;
 }
@@ -489,13 +477,13 @@ static int set_order(smp_params *p, const char *letters, const char *pname, char
 {
     size_t n = strlen(letters);
     if (n > SMP_MAX_ORDER)
-        return fail(err, errlen, "%s: more than %d samplers", pname, SMP_MAX_ORDER);
+        return errf(err, errlen, "%s: more than %d samplers", pname, SMP_MAX_ORDER);
     for (size_t i = 0; i < n; i++) {
         if (!strchr(ORDER_LETTERS, letters[i]) || !letters[i])
-            return fail(err, errlen, "%s: unknown sampler letter '%c' (known: %s)", pname,
+            return errf(err, errlen, "%s: unknown sampler letter '%c' (known: %s)", pname,
                         letters[i], ORDER_LETTERS);
         if (memchr(letters, letters[i], i))
-            return fail(err, errlen, "%s: sampler '%c' appears twice", pname, letters[i]);
+            return errf(err, errlen, "%s: sampler '%c' appears twice", pname, letters[i]);
     }
     memcpy(p->order, letters, n + 1);
     return 0;
@@ -516,9 +504,9 @@ static int set_samplers(smp_params *p, const char *v, char *err, size_t errlen)
             if (strlen(SAMPLER_NAMES[i].name) == n && !strncasecmp(SAMPLER_NAMES[i].name, s, n))
                 c = SAMPLER_NAMES[i].letter;
         if (!c)
-            return fail(err, errlen, "samplers: unknown sampler '%.*s'", (int)(n > 32 ? 32 : n), s);
+            return errf(err, errlen, "samplers: unknown sampler '%.*s'", (int)(n > 32 ? 32 : n), s);
         if (nl > SMP_MAX_ORDER)
-            return fail(err, errlen, "samplers: more than %d samplers", SMP_MAX_ORDER);
+            return errf(err, errlen, "samplers: more than %d samplers", SMP_MAX_ORDER);
         letters[nl++] = c;
         s += n;
     }
@@ -534,12 +522,12 @@ int smp_param_known(const char *name)
 int smp_param_set(smp_params *p, const char *name, const char *value, char *err, size_t errlen)
 {
     if (!name)
-        return fail(err, errlen, "parameter name missing");
+        return errf(err, errlen, "parameter name missing");
     const pdesc *d = find_param(name);
     if (!d)
-        return fail(err, errlen, "%.64s: unknown sampling parameter", name);
+        return errf(err, errlen, "%.64s: unknown sampling parameter", name);
     if (!value)
-        return fail(err, errlen, "%s: value missing", d->name);
+        return errf(err, errlen, "%s: value missing", d->name);
     switch (d->type) {
     case PT_BIAS:     return set_bias(p, value, err, errlen);
     case PT_BREAKERS: return set_breakers_json(p, value, err, errlen);
@@ -649,7 +637,7 @@ int smp_param_format(const smp_params *p, const char *name, char *buf, size_t bu
 int smp_params_validate(const smp_params *p, int n_vocab, char *err, size_t errlen)
 {
     if (n_vocab <= 0)
-        return fail(err, errlen, "n_vocab: %d is not a vocabulary size", n_vocab);
+        return errf(err, errlen, "n_vocab: %d is not a vocabulary size", n_vocab);
     for (int i = 0; i < N_PARAMS; i++) {
         const pdesc *d = &PARAMS[i];
         const char *base = (const char *)p + d->off;
@@ -667,28 +655,28 @@ int smp_params_validate(const smp_params *p, int n_vocab, char *err, size_t errl
     }
     size_t on = strnlen(p->order, SMP_MAX_ORDER + 1);
     if (on > SMP_MAX_ORDER)
-        return fail(err, errlen, "samplers: order string is not terminated");
+        return errf(err, errlen, "samplers: order string is not terminated");
     smp_params tmp = *p;
     if (set_order(&tmp, p->order, "samplers", err, errlen))
         return -1;
     if (p->n_breakers < 0 || p->n_breakers > SMP_MAX_BREAKERS)
-        return fail(err, errlen, "dry_sequence_breakers: %d breakers, the limit is %d",
+        return errf(err, errlen, "dry_sequence_breakers: %d breakers, the limit is %d",
                     (int)p->n_breakers, SMP_MAX_BREAKERS);
     for (int i = 0; i < p->n_breakers; i++) {
         const smp_breaker *b = &p->breakers[i];
         if (b->len == 0 || b->len > SMP_MAX_BREAKER_LEN || memchr(b->s, 0, b->len) || b->s[b->len])
-            return fail(err, errlen, "dry_sequence_breakers: breaker %d is empty, too long or malformed", i);
+            return errf(err, errlen, "dry_sequence_breakers: breaker %d is empty, too long or malformed", i);
     }
     if (p->n_logit_bias < 0 || p->n_logit_bias > SMP_MAX_LOGIT_BIAS)
-        return fail(err, errlen, "logit_bias: %d entries, the limit is %d", (int)p->n_logit_bias,
+        return errf(err, errlen, "logit_bias: %d entries, the limit is %d", (int)p->n_logit_bias,
                     SMP_MAX_LOGIT_BIAS);
     for (int i = 0; i < p->n_logit_bias; i++) {
         const smp_bias *b = &p->logit_bias[i];
         if (b->id < 0 || b->id >= n_vocab)
-            return fail(err, errlen, "logit_bias: token id %d is outside the vocabulary [0, %d)",
+            return errf(err, errlen, "logit_bias: token id %d is outside the vocabulary [0, %d)",
                         (int)b->id, n_vocab);
         if (isnan(b->bias) || b->bias == INFINITY)
-            return fail(err, errlen, "logit_bias: bias for token %d must be finite or -inf", (int)b->id);
+            return errf(err, errlen, "logit_bias: bias for token %d must be finite or -inf", (int)b->id);
     }
     return 0;
 }
@@ -711,20 +699,20 @@ int smp_params_from_wire(const void *data, size_t len, int n_vocab, smp_params *
     uint32_t magic;
     size_t head = offsetof(smp_params, logit_bias);
     if (!d || len < 4 + head || len > SMP_WIRE_MAX)
-        return fail(err, errlen, "sampler parameters: %zu bytes is not a parameter block", len);
+        return errf(err, errlen, "sampler parameters: %zu bytes is not a parameter block", len);
     memcpy(&magic, d, 4);
     if (magic != SMP_WIRE_MAGIC)
-        return fail(err, errlen, "sampler parameters: unknown format (magic %08x)", (unsigned)magic);
+        return errf(err, errlen, "sampler parameters: unknown format (magic %08x)", (unsigned)magic);
     memset(p, 0, sizeof *p);
     memcpy(p, d + 4, len - 4);
     if (p->n_logit_bias < 0 || p->n_logit_bias > SMP_MAX_LOGIT_BIAS ||
         len - 4 != head + (size_t)p->n_logit_bias * sizeof(smp_bias))
-        return fail(err, errlen, "logit_bias: %d entries do not match a parameter block of %zu bytes",
+        return errf(err, errlen, "logit_bias: %d entries do not match a parameter block of %zu bytes",
                     (int)p->n_logit_bias, len);
     /* a bool holding anything but 0 or 1 is undefined behaviour once read */
     const size_t bools[] = { offsetof(smp_params, ignore_eos), offsetof(smp_params, post_sampling_probs) };
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
-        if (d[4 + bools[i]] > 1) return fail(err, errlen, "sampler parameters: a boolean is %u", d[4 + bools[i]]);
+        if (d[4 + bools[i]] > 1) return errf(err, errlen, "sampler parameters: a boolean is %u", d[4 + bools[i]]);
     return smp_params_validate(p, n_vocab, err, errlen);
 }
 

@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "net.h"
+#include "errcode.h"
 
 #define ZAP_ENDPOINT   "inproc://zeromq.zap.01"
 #define ZAP_MAX_DOMAINS 4
@@ -53,18 +54,15 @@ static int parse_text(const char *t, uint8_t (*keys)[32], int cap, int *n, char 
         }
         char k[41];
         if (len != 40) {
-            snprintf(err, errcap, "'%.*s' is not a 40-character z85 CURVE public key", (int)(len > 48 ? 48 : len), t);
-            return -1;
+            return errf(err, errcap, "'%.*s' is not a 40-character z85 CURVE public key", (int)(len > 48 ? 48 : len), t);
         }
         memcpy(k, t, 40);
         k[40] = 0;
         if (*n >= cap) {
-            snprintf(err, errcap, "more than %d keys", cap);
-            return -1;
+            return errf(err, errcap, "more than %d keys", cap);
         }
         if (!zmq_z85_decode(keys[*n], k)) {
-            snprintf(err, errcap, "'%s' is not valid z85", k);
-            return -1;
+            return errf(err, errcap, "'%s' is not valid z85", k);
         }
         (*n)++;
         t += len;
@@ -84,8 +82,7 @@ int zap_parse_list(const char *list, uint8_t (*keys)[32], int cap, char *err, si
         snprintf(path, sizeof path, "%.*s", (int)len, list);
         FILE *f = fopen(path, "r");
         if (!f) {
-            snprintf(err, errcap, "cannot read the key file %s: %s", path, strerror(errno));
-            return -1;
+            return errf(err, errcap, "cannot read the key file %s: %s", path, strerror(errno));
         }
         char line[512];
         while (fgets(line, sizeof line, f)) {
@@ -99,8 +96,7 @@ int zap_parse_list(const char *list, uint8_t (*keys)[32], int cap, char *err, si
         return -1;
     }
     if (!n) {
-        snprintf(err, errcap, "no key in the list (use '*' to accept any key)");
-        return -1;
+        return errf(err, errcap, "no key in the list (use '*' to accept any key)");
     }
     return n;
 }
@@ -203,20 +199,20 @@ static zap *zap_start(void *ctx, char *err, size_t errcap)
 {
     zap *z = calloc(1, sizeof *z);
     if (!z) {
-        snprintf(err, errcap, "out of memory");
+        errf(err, errcap, "out of memory");
         return NULL;
     }
     int zero = 0;
     z->rep = zmq_socket(ctx, ZMQ_REP);
     if (z->rep) zmq_setsockopt(z->rep, ZMQ_LINGER, &zero, sizeof zero);
     if (!z->rep || zmq_bind(z->rep, ZAP_ENDPOINT) != 0) {
-        snprintf(err, errcap, "cannot start the ZAP handler: %s", zmq_strerror(zmq_errno()));
+        errf(err, errcap, "cannot start the ZAP handler: %s", zmq_strerror(zmq_errno()));
         if (z->rep) zmq_close(z->rep);
         free(z);
         return NULL;
     }
     if (pthread_create(&z->thread, NULL, run, z) != 0) {
-        snprintf(err, errcap, "cannot start the ZAP handler thread");
+        errf(err, errcap, "cannot start the ZAP handler thread");
         zmq_close(z->rep);
         free(z);
         return NULL;
@@ -230,27 +226,24 @@ int zap_guard(zap **z, void *ctx, void *sock, const char *endpoint, const char *
     if (strncmp(endpoint, "tcp://", 6) != 0 || !getenv("LLM_CURVE_SECRET")) return 0;
     const char *list = getenv(env);
     if (!list || !*list) {
-        snprintf(err, errcap, "%s is served with CURVE but %s is not set: list the public keys allowed to "
-                 "connect (or '*' for any key pair)", endpoint, env);
-        return -1;
+        return errf(err, errcap, "%s is served with CURVE but %s is not set: list the public keys allowed to "
+                    "connect (or '*' for any key pair)", endpoint, env);
     }
     if (!*z && !(*z = zap_start(ctx, err, errcap))) return -1;
     zap *h = *z;
     if (h->n_dom >= ZAP_MAX_DOMAINS || strlen(domain) >= sizeof h->dom[0].name) {
-        snprintf(err, errcap, "too many ZAP domains");
-        return -1;
+        return errf(err, errcap, "too many ZAP domains");
     }
     zap_domain d = {0};
     snprintf(d.name, sizeof d.name, "%s", domain);
     d.env = env;
     if (!(d.keys = malloc(ZAP_MAX_KEYS * sizeof *d.keys))) {
-        snprintf(err, errcap, "out of memory");
-        return -1;
+        return errf(err, errcap, "out of memory");
     }
     char perr[200];
     int n = zap_parse_list(list, d.keys, ZAP_MAX_KEYS, perr, sizeof perr);
     if (n == -1) {
-        snprintf(err, errcap, "%s: %s", env, perr);
+        errf(err, errcap, "%s: %s", env, perr);
         free(d.keys);
         return -1;
     }
@@ -263,8 +256,7 @@ int zap_guard(zap **z, void *ctx, void *sock, const char *endpoint, const char *
     h->dom[h->n_dom] = d;
     __atomic_store_n(&h->n_dom, h->n_dom + 1, __ATOMIC_RELEASE);
     if (zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, domain, strlen(domain)) != 0) {
-        snprintf(err, errcap, "ZMQ_ZAP_DOMAIN: %s", zmq_strerror(zmq_errno()));
-        return -1;
+        return errf(err, errcap, "ZMQ_ZAP_DOMAIN: %s", zmq_strerror(zmq_errno()));
     }
     return 0;
 }

@@ -21,6 +21,7 @@
 #include "pool.h"
 #include "qtype.h"
 #include "segment_build.h"
+#include "errcode.h"
 
 static uint64_t align_up(uint64_t x) { return (x + SEG_ALIGN - 1) / SEG_ALIGN * SEG_ALIGN; }
 
@@ -120,9 +121,8 @@ static int convert_tensor(const gguf_tensor *t, const seg_tensor *e, void *dst, 
         return 0;
     }
     if (!tr || !tr->dequant || src_row == 0) {
-        snprintf(err, errlen, "tensor %s: weight type %s cannot be converted (no dequantizer)",
-                 t->name, qt_name(t->type));
-        return -1;
+        return errf(err, errlen, "tensor %s: weight type %s cannot be converted (no dequantizer)",
+                    t->name, qt_name(t->type));
     }
     cvt_job j = { t, e, tr, src_row, dst, scratch, scratch_bytes };
     pool_run(pool, cvt_part, &j);
@@ -145,7 +145,7 @@ static void *tokenizer_blob(const gguf_ctx *g, size_t *len, char *err, size_t er
 {
     gguf_writer *w = gguf_writer_new();
     if (!w) {
-        snprintf(err, errlen, "out of memory for the tokenizer metadata");
+        errf(err, errlen, "out of memory for the tokenizer metadata");
         return NULL;
     }
     gguf_writer_copy_kv(w, g, NULL);
@@ -166,7 +166,7 @@ static int fill_segment(const gguf_ctx *g, seg_map *sm, seg_tensor *dir, int64_t
     size_t sb = cvt_scratch_bytes(max_cols);
     char *row = malloc((size_t)nth * sb);
     if (!row || !pool) {
-        snprintf(err, errlen, "out of memory for %d conversion threads", nth);
+        errf(err, errlen, "out of memory for %d conversion threads", nth);
         free(row);
         pool_destroy(&pool);
         return -1;
@@ -206,7 +206,7 @@ int cvt_build(const char *gguf_path, const seg_ident *id, const char *name, uint
     size_t blob_len = 0;
     blob = tokenizer_blob(g, &blob_len, err, errlen);
     if (!dir || !blob) {
-        if (!dir) snprintf(err, errlen, "out of memory for %lld directory entries", (long long)nt);
+        if (!dir) errf(err, errlen, "out of memory for %lld directory entries", (long long)nt);
         goto out;
     }
     uint64_t dir_off = SEG_HEADER_BYTES, tok_off = align_up(dir_off + (uint64_t)nt * sizeof *dir);
@@ -214,7 +214,7 @@ int cvt_build(const char *gguf_path, const seg_ident *id, const char *name, uint
     for (int64_t i = 0; i < nt; i++) {
         const gguf_tensor *t = gguf_tensor_at(g, i);
         if (strlen(t->name) >= sizeof dir[i].name) {
-            snprintf(err, errlen, "tensor name '%s' is longer than %zu bytes", t->name, sizeof dir[i].name - 1);
+            errf(err, errlen, "tensor name '%s' is longer than %zu bytes", t->name, sizeof dir[i].name - 1);
             goto out;
         }
         plan_tensor(t, precision, &dir[i]);

@@ -25,6 +25,7 @@
 #include "model.h"
 #include "pool.h"
 #include "segment.h"
+#include "errcode.h"
 
 #define ENG_DEFAULT_THREADS 2
 #define ENG_MAX_CTX_DEFAULT 4096
@@ -56,7 +57,7 @@ eng_model *eng_handle_new(seg_map *sm, char *err, size_t errlen)
 {
     eng_model *m = calloc(1, sizeof *m);
     if (!m) {
-        snprintf(err, errlen, "out of memory");
+        errf(err, errlen, "out of memory");
         seg_unmap(sm);
         return NULL;
     }
@@ -69,7 +70,7 @@ eng_model *eng_handle_new(seg_map *sm, char *err, size_t errlen)
     if (m->cfg.arch_id < 0 || m->cfg.arch_id >= MDL_ARCH_COUNT || m->cfg.n_layer <= 0 ||
         m->cfg.n_head <= 0 || m->cfg.n_head_kv <= 0 || m->cfg.n_head % m->cfg.n_head_kv != 0 ||
         m->cfg.head_dim <= 0 || m->cfg.n_rot <= 0 || m->cfg.n_rot > m->cfg.head_dim) {
-        snprintf(err, errlen, "segment %s: model configuration is invalid", m->seg.name);
+        errf(err, errlen, "segment %s: model configuration is invalid", m->seg.name);
         eng_close(m);
         return NULL;
     }
@@ -79,7 +80,7 @@ eng_model *eng_handle_new(seg_map *sm, char *err, size_t errlen)
     }
     kern_init();
     if (eng_set_threads(m, ENG_DEFAULT_THREADS) != 0) {
-        snprintf(err, errlen, "cannot start the thread pool");
+        errf(err, errlen, "cannot start the thread pool");
         eng_close(m);
         return NULL;
     }
@@ -142,12 +143,12 @@ eng_session *eng_session_new(eng_model *m, int n_ctx, eng_kv_type kv, char *err,
 {
     if (n_ctx <= 0) n_ctx = m->cfg.n_ctx_train < ENG_MAX_CTX_DEFAULT ? m->cfg.n_ctx_train : ENG_MAX_CTX_DEFAULT;
     if (n_ctx > (1 << 20)) {
-        snprintf(err, errlen, "n_ctx %d is too large", n_ctx);
+        errf(err, errlen, "n_ctx %d is too large", n_ctx);
         return NULL;
     }
     eng_session *s = calloc(1, sizeof *s);
     if (!s) {
-        snprintf(err, errlen, "out of memory");
+        errf(err, errlen, "out of memory");
         return NULL;
     }
     s->model = m;
@@ -450,15 +451,13 @@ static int forward(eng_model *m, eng_session *const *sess, const int *pos, const
     int max_pos = 0;
     for (int i = 0; i < n; i++) {
         if (tok[i] < 0 || tok[i] >= c->n_vocab) {
-            snprintf(err, errlen, "token %d at batch index %d is outside the vocabulary (0..%d)",
-                     tok[i], i, c->n_vocab - 1);
-            return -1;
+            return errf(err, errlen, "token %d at batch index %d is outside the vocabulary (0..%d)",
+                        tok[i], i, c->n_vocab - 1);
         }
         if (pos[i] > max_pos) max_pos = pos[i];
     }
     if (reserve(m, n, max_pos) != 0) {
-        snprintf(err, errlen, "out of memory for a batch of %d tokens", n);
-        return -1;
+        return errf(err, errlen, "out of memory for a batch of %d tokens", n);
     }
     int E = c->n_embd;
     const mdl_mat *te = &m->w.tok_embd;
@@ -487,21 +486,18 @@ int eng_prefill(eng_model *m, eng_session *s, const int32_t *tokens, int n,
                 float *logits, bool all_logits, char *err, size_t errlen)
 {
     if (!s || s->model != m || n <= 0 || !tokens) {
-        snprintf(err, errlen, "prefill: invalid session or %d tokens", n);
-        return -1;
+        return errf(err, errlen, "prefill: invalid session or %d tokens", n);
     }
     if (n > s->kv.n_ctx - s->pos) {
-        snprintf(err, errlen, "prefill: %d tokens at position %d exceed the context of %d",
-                 n, s->pos, s->kv.n_ctx);
-        return -1;
+        return errf(err, errlen, "prefill: %d tokens at position %d exceed the context of %d",
+                    n, s->pos, s->kv.n_ctx);
     }
     int chunk = n < ENG_MAX_BATCH ? n : ENG_MAX_BATCH;
     eng_session **sess = malloc((size_t)chunk * sizeof *sess);
     int *pos = malloc((size_t)chunk * sizeof *pos), *lrows = malloc((size_t)chunk * sizeof *lrows);
     if (!sess || !pos || !lrows) {
         free(sess); free(pos); free(lrows);
-        snprintf(err, errlen, "out of memory");
-        return -1;
+        return errf(err, errlen, "out of memory");
     }
     int start = s->pos, rc = 0;
     size_t V = (size_t)m->cfg.n_vocab;
@@ -528,24 +524,20 @@ int eng_decode(eng_model *m, eng_session *const *sessions, const int32_t *tokens
                float *logits, char *err, size_t errlen)
 {
     if (n <= 0 || n > ENG_MAX_BATCH || !sessions || !tokens) {
-        snprintf(err, errlen, "decode: invalid batch of %d sessions", n);
-        return -1;
+        return errf(err, errlen, "decode: invalid batch of %d sessions", n);
     }
     int pos[ENG_MAX_BATCH], lrows[ENG_MAX_BATCH];
     for (int i = 0; i < n; i++) {
         eng_session *s = sessions[i];
         if (!s || s->model != m) {
-            snprintf(err, errlen, "decode: session %d is invalid or belongs to another model", i);
-            return -1;
+            return errf(err, errlen, "decode: session %d is invalid or belongs to another model", i);
         }
         if (s->pos >= s->kv.n_ctx) {
-            snprintf(err, errlen, "decode: session %d is full (%d positions)", i, s->kv.n_ctx);
-            return -1;
+            return errf(err, errlen, "decode: session %d is full (%d positions)", i, s->kv.n_ctx);
         }
         for (int k = 0; k < i; k++) {
             if (sessions[k] == s) {
-                snprintf(err, errlen, "decode: session %d appears twice in one batch", i);
-                return -1;
+                return errf(err, errlen, "decode: session %d appears twice in one batch", i);
             }
         }
         pos[i] = s->pos;
@@ -565,8 +557,7 @@ typedef struct {
 int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *err, size_t errlen)
 {
     if (n <= 0 || n > ENG_MAX_STEP || !items) {
-        snprintf(err, errlen, "step: invalid batch of %d items (1..%d)", n, ENG_MAX_STEP);
-        return -1;
+        return errf(err, errlen, "step: invalid batch of %d items (1..%d)", n, ENG_MAX_STEP);
     }
     eng_session **sess = malloc((size_t)n * sizeof *sess);
     int *pos = malloc((size_t)n * sizeof *pos), *lrows = malloc((size_t)n * sizeof *lrows);
@@ -574,13 +565,13 @@ int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *er
     step_sess *ss = malloc((size_t)n * sizeof *ss);
     int rc = -1, nss = 0, nl = 0;
     if (!sess || !pos || !lrows || !tok || !ss) {
-        snprintf(err, errlen, "out of memory for a step of %d items", n);
+        errf(err, errlen, "out of memory for a step of %d items", n);
         goto out;
     }
     for (int i = 0; i < n; i++) {
         eng_session *s = items[i].s;
         if (!s || s->model != m) {
-            snprintf(err, errlen, "step: item %d has an invalid session or one of another model", i);
+            errf(err, errlen, "step: item %d has an invalid session or one of another model", i);
             goto out;
         }
         int k = 0; /* few distinct sessions per step: a linear search is cheapest */
@@ -588,8 +579,8 @@ int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *er
         if (k == nss) ss[nss++] = (step_sess){s, 0};
         pos[i] = s->pos + ss[k].count++;
         if (pos[i] >= s->kv.n_ctx) {
-            snprintf(err, errlen, "step: item %d goes past the context of its session (%d positions)", i,
-                     s->kv.n_ctx);
+            errf(err, errlen, "step: item %d goes past the context of its session (%d positions)", i,
+                 s->kv.n_ctx);
             goto out;
         }
         sess[i] = s;
@@ -597,7 +588,7 @@ int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *er
         if (items[i].logits) lrows[nl++] = i;
     }
     if (nl && !logits) {
-        snprintf(err, errlen, "step: logits are wanted but no buffer was given");
+        errf(err, errlen, "step: logits are wanted but no buffer was given");
         goto out;
     }
     rc = forward(m, sess, pos, tok, n, logits, lrows, nl, err, errlen);

@@ -9,15 +9,15 @@
 
 #include "kernels.h"
 #include "log.h"
+#include "errcode.h"
 
 int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type,
             char *err, size_t errlen)
 {
     memset(kv, 0, sizeof *kv);
     if (n_layer <= 0 || n_ctx <= 0 || kv_dim <= 0 || (type != ENG_KV_F16 && type != ENG_KV_F32)) {
-        snprintf(err, errlen, "KV cache: invalid sizes (layers %d, n_ctx %d, kv_dim %lld) or type %d",
-                 n_layer, n_ctx, (long long)kv_dim, (int)type);
-        return -1;
+        return errf(err, errlen, "KV cache: invalid sizes (layers %d, n_ctx %d, kv_dim %lld) or type %d",
+                    n_layer, n_ctx, (long long)kv_dim, (int)type);
     }
     kv->n_layer = n_layer;
     kv->n_ctx = n_ctx;
@@ -29,7 +29,7 @@ int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type ty
     kv->k = calloc(1, (size_t)n_layer * (size_t)kv->n_tiles * 16 * (size_t)kv_dim * kv->elt);
     kv->v = calloc(1, bytes);
     if (!kv->k || !kv->v) {
-        snprintf(err, errlen, "KV cache: out of memory for 2 x %.1f MB", bytes / 1e6);
+        errf(err, errlen, "KV cache: out of memory for 2 x %.1f MB", bytes / 1e6);
         kv_free(kv);
         return -1;
     }

@@ -20,6 +20,7 @@
 #include "engine.h"
 #include "log.h"
 #include "segment.h"
+#include "errcode.h"
 
 static void usage(FILE *f)
 {
@@ -52,7 +53,7 @@ static int32_t *read_tokens(const char *path, int *n, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        errf(err, errlen, "%s: %s", path, strerror(errno));
         return NULL;
     }
     int cap = 256, cnt = 0, line = 0;
@@ -67,7 +68,7 @@ static int32_t *read_tokens(const char *path, int *n, char *err, size_t errlen)
         long v = strtol(p, &end, 10);
         while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n') end++;
         if (errno || end == p || *end || v < 0 || v > INT32_MAX) {
-            snprintf(err, errlen, "%s:%d: expected one token id per line", path, line);
+            errf(err, errlen, "%s:%d: expected one token id per line", path, line);
             free(t);
             fclose(f);
             return NULL;
@@ -80,9 +81,9 @@ static int32_t *read_tokens(const char *path, int *n, char *err, size_t errlen)
         t[cnt++] = (int32_t)v;
     }
     fclose(f);
-    if (!t) snprintf(err, errlen, "out of memory reading %s", path);
+    if (!t) errf(err, errlen, "out of memory reading %s", path);
     else if (cnt == 0) {
-        snprintf(err, errlen, "%s: no token ids", path);
+        errf(err, errlen, "%s: no token ids", path);
         free(t);
         return NULL;
     }
@@ -146,7 +147,7 @@ static int run_eval(const eval_opts *o)
     float *lg = NULL;
     if (!m) goto fail;
     if (eng_set_threads(m, o->threads) != 0) {
-        snprintf(err, sizeof err, "--threads %d: cannot start that many threads", o->threads);
+        errf(err, sizeof err, "--threads %d: cannot start that many threads", o->threads);
         goto fail;
     }
     const mdl_config *c = eng_config_of(m);
@@ -155,7 +156,7 @@ static int run_eval(const eval_opts *o)
     bool all = o->logits_out != NULL;
     lg = malloc((size_t)c->n_vocab * (all ? (size_t)n : 1) * sizeof(float));
     if (!s || !lg) {
-        if (!lg) snprintf(err, sizeof err, "out of memory for the logits");
+        if (!lg) errf(err, sizeof err, "out of memory for the logits");
         goto fail;
     }
     eng_warm(m); /* page faults of the first touch are not prompt processing */
@@ -248,7 +249,7 @@ static int verify_one(const char *name, char arch[32], char *err, size_t errlen)
 {
     seg_map sm;
     int rc = seg_attach(name, &sm, NULL, err, errlen);
-    if (rc == 1) snprintf(err, errlen, "segment %.64s is still LOADING", name);
+    if (rc == 1) errf(err, errlen, "segment %.64s is still LOADING", name);
     if (rc != 0) return -1;
     rc = seg_verify_tensors(&sm, err, errlen);
     seg_unmap(&sm);

@@ -13,6 +13,7 @@
 #include "kernels.h"
 #include "log.h"
 #include "segment.h"
+#include "errcode.h"
 
 static const mdl_arch arch_table[MDL_ARCH_COUNT] = {
     [MDL_ARCH_LLAMA]   = { "llama",   0, 0, 0, 1e-5f },
@@ -54,14 +55,12 @@ static int check_tensor(const gguf_ctx *g, const char *name, int64_t d0, int64_t
 {
     const gguf_tensor *t = gguf_find_tensor(g, name);
     if (!t) {
-        snprintf(err, errlen, "tensor %s is missing", name);
-        return -1;
+        return errf(err, errlen, "tensor %s is missing", name);
     }
     if (t->ne[0] != d0 || (d1 > 0 && t->ne[1] != d1) || t->ne[2] != 1 || t->ne[3] != 1) {
-        snprintf(err, errlen, "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
-                 name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                 (long long)t->ne[3], (long long)d0, (long long)(d1 > 0 ? d1 : 1));
-        return -1;
+        return errf(err, errlen, "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                    name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                    (long long)t->ne[3], (long long)d0, (long long)(d1 > 0 ? d1 : 1));
     }
     return 0;
 }
@@ -99,26 +98,22 @@ static int read_dims(const gguf_ctx *g, mdl_config *c, const char *a, char *err,
     };
     for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
         if (req[i].v <= 0 || req[i].v > req[i].max) {
-            snprintf(err, errlen, "metadata %s.%s is missing or out of range (%d)", a, req[i].key, req[i].v);
-            return -1;
+            return errf(err, errlen, "metadata %s.%s is missing or out of range (%d)", a, req[i].key, req[i].v);
         }
     }
     if (c->n_head % c->n_head_kv != 0) {
-        snprintf(err, errlen, "%s.attention.head_count %d is not a multiple of head_count_kv %d",
-                 a, c->n_head, c->n_head_kv);
-        return -1;
+        return errf(err, errlen, "%s.attention.head_count %d is not a multiple of head_count_kv %d",
+                    a, c->n_head, c->n_head_kv);
     }
     c->head_dim = (int32_t)arch_int(g, a, "attention.key_length", c->n_embd / c->n_head);
     if (c->head_dim <= 0 || c->head_dim % 2 != 0 || c->head_dim > 1024 ||
         arch_int(g, a, "attention.value_length", c->head_dim) != c->head_dim) {
-        snprintf(err, errlen, "head dimension %d (n_embd %d / heads %d or key_length) is unsupported",
-                 c->head_dim, c->n_embd, c->n_head);
-        return -1;
+        return errf(err, errlen, "head dimension %d (n_embd %d / heads %d or key_length) is unsupported",
+                    c->head_dim, c->n_embd, c->n_head);
     }
     c->n_rot = (int32_t)arch_int(g, a, "rope.dimension_count", c->head_dim);
     if (c->n_rot <= 0 || c->n_rot > c->head_dim || c->n_rot % 2 != 0) {
-        snprintf(err, errlen, "%s.rope.dimension_count %d is invalid for head dimension %d", a, c->n_rot, c->head_dim);
-        return -1;
+        return errf(err, errlen, "%s.rope.dimension_count %d is invalid for head dimension %d", a, c->n_rot, c->head_dim);
     }
     return 0;
 }
@@ -135,12 +130,10 @@ static int read_rope(const gguf_ctx *g, mdl_config *c, const char *a, const mdl_
     double factor = arch_float(g, a, "rope.scaling.factor", 0.0);
     if (strcmp(st, "linear") == 0 && factor > 0) c->rope_freq_scale = (float)(1.0 / factor);
     else if (strcmp(st, "yarn") == 0) {
-        snprintf(err, errlen, "%s: yarn rope scaling is not supported", key);
-        return -1;
+        return errf(err, errlen, "%s: yarn rope scaling is not supported", key);
     }
     if (!(c->rope_base > 0) || !(c->rms_eps > 0)) {
-        snprintf(err, errlen, "%s.rope.freq_base or layer_norm_rms_epsilon is not positive", a);
-        return -1;
+        return errf(err, errlen, "%s.rope.freq_base or layer_norm_rms_epsilon is not positive", a);
     }
     c->sliding_window = ar->sliding_window ? (int32_t)arch_int(g, a, "attention.sliding_window", 0) : 0;
     if (c->sliding_window < 0) c->sliding_window = 0;
@@ -155,13 +148,11 @@ int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t err
     memset(c, 0, sizeof *c);
     const char *a = gguf_get_str(g, "general.architecture", NULL);
     if (!a) {
-        snprintf(err, errlen, "metadata general.architecture is missing");
-        return -1;
+        return errf(err, errlen, "metadata general.architecture is missing");
     }
     int id = mdl_arch_from_name(a);
     if (id < 0) {
-        snprintf(err, errlen, "general.architecture '%s' is not supported (llama, mistral, qwen2)", a);
-        return -1;
+        return errf(err, errlen, "general.architecture '%s' is not supported (llama, mistral, qwen2)", a);
     }
     const mdl_arch *ar = mdl_arch_get(id);
     snprintf(c->arch_name, sizeof c->arch_name, "%s", a);
@@ -171,12 +162,10 @@ int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t err
 
     const gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
     if (!te) {
-        snprintf(err, errlen, "tensor token_embd.weight is missing");
-        return -1;
+        return errf(err, errlen, "tensor token_embd.weight is missing");
     }
     if (te->ne[1] <= 0 || te->ne[1] > (1 << 24)) {
-        snprintf(err, errlen, "token_embd.weight has an invalid vocabulary size %lld", (long long)te->ne[1]);
-        return -1;
+        return errf(err, errlen, "token_embd.weight has an invalid vocabulary size %lld", (long long)te->ne[1]);
     }
     c->n_vocab = (int32_t)te->ne[1];
     if (check_tensor(g, "token_embd.weight", c->n_embd, c->n_vocab, err, errlen) != 0 ||
@@ -218,20 +207,17 @@ static int bind_mat(const seg_map *m, const char *name, int64_t cols, int64_t ro
 {
     const seg_tensor *t = seg_find(m, name);
     if (!t) {
-        snprintf(err, errlen, "segment %s: tensor %s is missing", m->name, name);
-        return -1;
+        return errf(err, errlen, "segment %s: tensor %s is missing", m->name, name);
     }
     if (t->ne[0] != cols || t->ne[1] != rows) {
-        snprintf(err, errlen, "segment %s: tensor %s is [%lld, %lld], expected [%lld, %lld]", m->name,
-                 name, (long long)t->ne[0], (long long)t->ne[1], (long long)cols, (long long)rows);
-        return -1;
+        return errf(err, errlen, "segment %s: tensor %s is [%lld, %lld], expected [%lld, %lld]", m->name,
+                    name, (long long)t->ne[0], (long long)t->ne[1], (long long)cols, (long long)rows);
     }
     int wt = seg_wtype(t->type);
     size_t want = wt >= 0 ? kern_w_tile_bytes(wt, cols) : (size_t)cols * sizeof(float);
     if (t->row_bytes != want || t->nbytes < t->row_bytes * seg_stored_rows(t)) {
-        snprintf(err, errlen, "segment %s: tensor %s has %llu-byte %s, expected %zu", m->name, name,
-                 (unsigned long long)t->row_bytes, wt >= 0 ? "tiles" : "rows", want);
-        return -1;
+        return errf(err, errlen, "segment %s: tensor %s has %llu-byte %s, expected %zu", m->name, name,
+                    (unsigned long long)t->row_bytes, wt >= 0 ? "tiles" : "rows", want);
     }
     out->data = seg_data(m, t);
     out->rows = rows;
@@ -255,9 +241,8 @@ static int bind_vec(const seg_map *m, const char *name, int64_t n, const float *
 {
     const seg_tensor *t = seg_find(m, name);
     if (!t || t->type != SEG_T_F32 || t->ne[0] * t->ne[1] != n) {
-        snprintf(err, errlen, "segment %s: f32 vector %s of %lld values is missing or misshapen",
-                 m->name, name, (long long)n);
-        return -1;
+        return errf(err, errlen, "segment %s: f32 vector %s of %lld values is missing or misshapen",
+                    m->name, name, (long long)n);
     }
     *out = seg_data(m, t);
     return 0;
@@ -301,8 +286,7 @@ int mdl_weights_bind(const seg_map *m, const mdl_config *c, mdl_weights *w, char
         return -1;
     w->layers = calloc((size_t)c->n_layer, sizeof *w->layers);
     if (!w->layers) {
-        snprintf(err, errlen, "out of memory for %d layers", c->n_layer);
-        return -1;
+        return errf(err, errlen, "out of memory for %d layers", c->n_layer);
     }
     for (int il = 0; il < c->n_layer; il++) {
         if (bind_layer(m, c, il, &w->layers[il], err, errlen) != 0) {

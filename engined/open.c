@@ -18,6 +18,7 @@
 #include "handle.h"
 #include "log.h"
 #include "segment_build.h"
+#include "errcode.h"
 
 static double mono_ms(void)
 {
@@ -31,10 +32,10 @@ eng_model *eng_attach(const char *seg_name, char *err, size_t errlen)
     seg_map sm;
     int32_t pid = 0;
     int rc = seg_attach(seg_name, &sm, &pid, err, errlen);
-    if (rc == 1) snprintf(err, errlen, "segment %s is still LOADING (loader pid %d)", seg_name, pid);
+    if (rc == 1) errf(err, errlen, "segment %s is still LOADING (loader pid %d)", seg_name, pid);
     if (rc != 0) return NULL;
     if (seg_hdr(&sm)->precision >= ENG_PRECISION_COUNT) {
-        snprintf(err, errlen, "segment %s: unknown precision %u", seg_name, seg_hdr(&sm)->precision);
+        errf(err, errlen, "segment %s: unknown precision %u", seg_name, seg_hdr(&sm)->precision);
         seg_unmap(&sm);
         return NULL;
     }
@@ -54,14 +55,12 @@ static int handle_loading(const char *name, int32_t pid, double t0, char *err, s
     if (dead) {
         log_warn("segment %s is LOADING but its loader (pid %d) is dead: rebuilding", name, pid);
         if (shm_unlink(name) != 0 && errno != ENOENT) {
-            snprintf(err, errlen, "remove stale segment %s: %s", name, strerror(errno));
-            return -1;
+            return errf(err, errlen, "remove stale segment %s: %s", name, strerror(errno));
         }
         return 0;
     }
     if (mono_ms() - t0 > 600e3) {
-        snprintf(err, errlen, "segment %s: loader pid %d has not finished in 10 minutes", name, pid);
-        return -1;
+        return errf(err, errlen, "segment %s: loader pid %d has not finished in 10 minutes", name, pid);
     }
     static double last_log;
     if (mono_ms() - last_log > 5000) {
@@ -97,7 +96,7 @@ eng_model *eng_open(const char *gguf_path, eng_precision prec, eng_open_info *in
     if (!info) info = &local;
     memset(info, 0, sizeof *info);
     if (prec != ENG_INT8 && prec != ENG_FLOAT && prec != ENG_NATIVE) {
-        snprintf(err, errlen, "invalid precision %d", (int)prec);
+        errf(err, errlen, "invalid precision %d", (int)prec);
         return NULL;
     }
     seg_ident id;
@@ -112,8 +111,8 @@ eng_model *eng_open(const char *gguf_path, eng_precision prec, eng_open_info *in
             const seg_header *h = seg_hdr(&sm);
             if (strcmp(h->src_path, id.real_path) != 0 || h->src_size != id.size ||
                 h->src_mtime_ns != id.mtime_ns || h->src_hash != id.head_hash || h->precision != (uint32_t)prec) {
-                snprintf(err, errlen, "segment %s belongs to another file (%s): remove it with "
-                         "engined --remove-segment %s", name, h->src_path, name);
+                errf(err, errlen, "segment %s belongs to another file (%s): remove it with "
+                     "engined --remove-segment %s", name, h->src_path, name);
                 seg_unmap(&sm);
                 return NULL;
             }
@@ -134,7 +133,7 @@ eng_model *eng_open(const char *gguf_path, eng_precision prec, eng_open_info *in
             shm_unlink(name);
         }
         if (attempt > 1000) {
-            snprintf(err, errlen, "segment %s: gave up after repeated races", name);
+            errf(err, errlen, "segment %s: gave up after repeated races", name);
             return NULL;
         }
         rc = cvt_build(gguf_path, &id, name, prec, err, errlen);

@@ -19,6 +19,7 @@
 #include "csum.h"
 #include "engine.h"
 #include "log.h"
+#include "errcode.h"
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 {
@@ -43,17 +44,15 @@ int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], 
     memset(id, 0, sizeof *id);
     char rp[PATH_MAX];
     if (!realpath(path, rp)) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
+        return errf(err, errlen, "%s: %s", path, strerror(errno));
     }
     if (strlen(rp) >= sizeof id->real_path) {
-        snprintf(err, errlen, "%s: path longer than %zu bytes", path, sizeof id->real_path - 1);
-        return -1;
+        return errf(err, errlen, "%s: path longer than %zu bytes", path, sizeof id->real_path - 1);
     }
     int fd = open(rp, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        errf(err, errlen, "%s: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
         return -1;
     }
@@ -62,7 +61,7 @@ int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], 
     ssize_t got = head ? pread(fd, head, HEAD, 0) : -1;
     close(fd);
     if (got < 0) {
-        snprintf(err, errlen, "%s: read: %s", path, head ? strerror(errno) : "out of memory");
+        errf(err, errlen, "%s: read: %s", path, head ? strerror(errno) : "out of memory");
         free(head);
         return -1;
     }
@@ -88,16 +87,15 @@ int seg_create(const char *name, uint64_t total, seg_map *m, char *err, size_t e
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         if (errno == EEXIST) return 1;
-        snprintf(err, errlen, "shm_open %s: %s", name, strerror(errno));
-        return -1;
+        return errf(err, errlen, "shm_open %s: %s", name, strerror(errno));
     }
     int rc = ftruncate(fd, (off_t)total);
     if (rc == 0) rc = posix_fallocate(fd, 0, (off_t)total);
     else rc = errno;
     if (rc != 0) {
-        snprintf(err, errlen, "cannot reserve %.1f MB for segment %s in /dev/shm: %s "
-                 "(is /dev/shm large enough? containers default to 64 MB: use --shm-size)",
-                 total / 1e6, name, strerror(rc));
+        errf(err, errlen, "cannot reserve %.1f MB for segment %s in /dev/shm: %s "
+             "(is /dev/shm large enough? containers default to 64 MB: use --shm-size)",
+             total / 1e6, name, strerror(rc));
         close(fd);
         shm_unlink(name);
         return -1;
@@ -105,7 +103,7 @@ int seg_create(const char *name, uint64_t total, seg_map *m, char *err, size_t e
     void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
-        snprintf(err, errlen, "mmap %s (%llu bytes): %s", name, (unsigned long long)total, strerror(errno));
+        errf(err, errlen, "mmap %s (%llu bytes): %s", name, (unsigned long long)total, strerror(errno));
         shm_unlink(name);
         return -1;
     }

@@ -141,11 +141,11 @@ static void send_sess_error_code(worker *w, uint64_t sess, uint64_t epoch, const
 {
     proto_writer pw;
     proto_begin(&pw, PT_ERROR, 0);
-    proto_put_u64(&pw, "sess", sess);
-    if (full) proto_put_bool(&pw, "full", 1);
-    proto_put_u64(&pw, "epoch", epoch);
-    proto_put_str(&pw, "msg", msg);
-    if (code != ERR_NONE) proto_put_str(&pw, "code", errcode_name(code));
+    proto_put_u64(&pw, MF_SESS, sess);
+    if (full) proto_put_bool(&pw, MF_FULL, 1);
+    proto_put_u64(&pw, MF_EPOCH, epoch);
+    proto_put_str(&pw, MF_MSG, msg);
+    if (code != ERR_NONE) proto_put_str(&pw, MF_CODE, errcode_name(code));
     send_front(w, &pw);
 }
 
@@ -197,11 +197,11 @@ static void sbatch_flush(worker *w, sbatch *b)
     if (b->n) {
         proto_writer pw;
         proto_begin(&pw, PT_SAMPLE, b->id);
-        proto_put_str(&pw, "shm", lshm_name(w->ring));
-        proto_put_u64(&pw, "nv", (uint64_t)w->n_vocab);
-        proto_put_i64(&pw, "eos", w->eos);
-        proto_put_str(&pw, "seg", eng_segment_name(w->m)); /* samplerd reads token texts there for DRY */
-        proto_put_array_begin(&pw, "rows", b->n);
+        proto_put_str(&pw, MF_SHM, lshm_name(w->ring));
+        proto_put_u64(&pw, MF_NV, (uint64_t)w->n_vocab);
+        proto_put_i64(&pw, MF_EOS, w->eos);
+        proto_put_str(&pw, MF_SEG, eng_segment_name(w->m)); /* samplerd reads token texts there for DRY */
+        proto_put_array_begin(&pw, MF_ROWS, b->n);
         msgpack_sbuffer_write(&pw.buf, b->rows.data, b->rows.size);
         net_send(w->samp, NULL, 0, proto_data(&pw), proto_size(&pw));
         proto_writer_free(&pw);
@@ -219,13 +219,13 @@ static void sbatch_add(worker *w, sbatch *b, wsess *s)
     msgpack_packer *pk = &b->pk;
     int nh = s->n_toks < s->n_hist ? s->n_toks : s->n_hist;
     msgpack_pack_map(pk, 5 + (s->mu_set ? 1 : 0));
-    proto_pack_str(pk, "sess"); msgpack_pack_uint64(pk, s->sess);
-    proto_pack_str(pk, "step"); msgpack_pack_uint64(pk, s->step);
-    proto_pack_str(pk, "slot"); msgpack_pack_uint64(pk, (uint64_t)(s - w->s));
-    proto_pack_str(pk, "sp"); msgpack_pack_bin(pk, s->sp_len); msgpack_pack_bin_body(pk, s->sp, s->sp_len);
-    proto_pack_str(pk, "hist"); msgpack_pack_array(pk, (size_t)nh);
+    proto_pack_key(pk, MF_SESS); msgpack_pack_uint64(pk, s->sess);
+    proto_pack_key(pk, MF_STEP); msgpack_pack_uint64(pk, s->step);
+    proto_pack_key(pk, MF_SLOT); msgpack_pack_uint64(pk, (uint64_t)(s - w->s));
+    proto_pack_key(pk, MF_SP); msgpack_pack_bin(pk, s->sp_len); msgpack_pack_bin_body(pk, s->sp, s->sp_len);
+    proto_pack_key(pk, MF_HIST); msgpack_pack_array(pk, (size_t)nh);
     for (int i = s->n_toks - nh; i < s->n_toks; i++) msgpack_pack_int32(pk, s->toks[i]);
-    if (s->mu_set) { proto_pack_str(pk, "mu"); msgpack_pack_double(pk, s->mu); }
+    if (s->mu_set) { proto_pack_key(pk, MF_MU); msgpack_pack_double(pk, s->mu); }
     b->n++;
     s->req = b->id;
     s->sent_ms = net_now_ms();
@@ -243,16 +243,16 @@ static int is_eog(const wsess *s, int32_t t)
 /* One row of a PT_SAMPLED: the token of session sess at step, or samplerd's error. */
 static void on_sampled_row(worker *w, uint64_t id, const proto_msg *row)
 {
-    wsess *s = sess_find(w, proto_u64(row, "sess", 0));
-    if (!s || s->state != WS_WAIT || s->req != id || proto_u64(row, "step", UINT64_MAX) != s->step)
+    wsess *s = sess_find(w, proto_u64(row, MF_SESS, 0));
+    if (!s || s->state != WS_WAIT || s->req != id || proto_u64(row, MF_STEP, UINT64_MAX) != s->step)
         return; /* a stale or duplicate answer */
     char msg[200];
-    if (proto_strcpy(row, "err", msg, sizeof msg) == 0 || !proto_field(row, "tok")) {
+    if (proto_strcpy(row, MF_ERR, msg, sizeof msg) == 0 || !proto_field(row, MF_TOK)) {
         send_sess_error(w, s->sess, s->epoch, msg[0] ? msg : "samplerd sent no token");
         s->state = WS_IDLE;
         return;
     }
-    int32_t t = (int32_t)proto_i64(row, "tok", -1);
+    int32_t t = (int32_t)proto_i64(row, MF_TOK, -1);
     if (t < 0 || t >= w->n_vocab) {
         send_sess_error(w, s->sess, s->epoch, "samplerd returned a token out of range");
         s->state = WS_IDLE;
@@ -260,18 +260,18 @@ static void on_sampled_row(worker *w, uint64_t id, const proto_msg *row)
     }
     proto_writer pw;
     proto_begin(&pw, PT_TOKEN, id);
-    proto_put_u64(&pw, "sess", s->sess);
-    proto_put_u64(&pw, "step", s->step);
-    proto_put_i64(&pw, "tok", t);
-    proto_put_u64(&pw, "epoch", s->epoch);
-    s->mu_set = proto_field(row, "mu") != NULL;
-    s->mu = proto_f64(row, "mu", 0);
-    if (s->mu_set) proto_put_f64(&pw, "mu", s->mu);
-    const msgpack_object *lp = proto_field(row, "logprob"), *top = proto_field(row, "top");
-    if (lp) proto_put_obj(&pw, "logprob", lp); /* kinds checked by proto_decode */
+    proto_put_u64(&pw, MF_SESS, s->sess);
+    proto_put_u64(&pw, MF_STEP, s->step);
+    proto_put_i64(&pw, MF_TOK, t);
+    proto_put_u64(&pw, MF_EPOCH, s->epoch);
+    s->mu_set = proto_field(row, MF_MU) != NULL;
+    s->mu = proto_f64(row, MF_MU, 0);
+    if (s->mu_set) proto_put_f64(&pw, MF_MU, s->mu);
+    const msgpack_object *lp = proto_field(row, MF_LOGPROB), *top = proto_field(row, MF_TOP);
+    if (lp) proto_put_obj(&pw, MF_LOGPROB, lp); /* kinds checked by proto_decode */
     if (top) { /* at most the sampler's maximum */
         uint32_t k = top->via.array.size < SMP_MAX_PROBS ? top->via.array.size : SMP_MAX_PROBS;
-        proto_put_array_begin(&pw, "top", k);
+        proto_put_array_begin(&pw, MF_TOP, k);
         for (uint32_t i = 0; i < k; i++) msgpack_pack_object(&pw.pk, top->via.array.ptr[i]);
     }
     send_front(w, &pw);
@@ -287,14 +287,14 @@ static void on_sampled_row(worker *w, uint64_t id, const proto_msg *row)
 static void on_sampler(worker *w, const proto_msg *pm)
 {
     if (pm->type == PT_SAMPLED) {
-        const msgpack_object *rows = proto_field(pm, "rows");
+        const msgpack_object *rows = proto_field(pm, MF_ROWS);
         for (uint32_t i = 0; i < rows->via.array.size; i++) {
             proto_msg row = proto_view(pm, &rows->via.array.ptr[i]);
             on_sampled_row(w, pm->id, &row);
         }
     } else if (pm->type == PT_ERROR) { /* the whole batch failed (e.g. the ring) */
         char msg[200];
-        proto_strcpy(pm, "msg", msg, sizeof msg);
+        proto_strcpy(pm, MF_MSG, msg, sizeof msg);
         for (int i = 0; i < w->n_s; i++) {
             wsess *s = &w->s[i];
             if (s->state != WS_WAIT || s->req != pm->id) continue;
@@ -362,7 +362,7 @@ static void on_run(worker *w, const proto_msg *pm)
     proto_sessrec rec;
     proto_get_sessrec(pm, &rec);
     uint64_t sess = rec.sess, epoch = rec.epoch;
-    const msgpack_object *toks = proto_field(pm, "toks");
+    const msgpack_object *toks = proto_field(pm, MF_TOKS);
     uint32_t n = rec.n_toks;
     char err[256];
     smp_params p;
@@ -371,14 +371,14 @@ static void on_run(worker *w, const proto_msg *pm)
         return;
     }
     if (n == 0 || n >= (uint32_t)w->n_ctx) {
-        snprintf(err, sizeof err, "session needs %u tokens; the context holds %d", n, w->n_ctx);
+        errf(err, sizeof err, "session needs %u tokens; the context holds %d", n, w->n_ctx);
         send_sess_error(w, sess, epoch, err);
         return;
     }
     for (uint32_t i = 0; i < n; i++) {
         const msgpack_object *e = &toks->via.array.ptr[i];
         if (e->type != MSGPACK_OBJECT_POSITIVE_INTEGER || e->via.u64 >= (uint64_t)w->n_vocab) {
-            snprintf(err, sizeof err, "token %u of the session is outside the vocabulary (0..%d)", i, w->n_vocab - 1);
+            errf(err, sizeof err, "token %u of the session is outside the vocabulary (0..%d)", i, w->n_vocab - 1);
             send_sess_error(w, sess, epoch, err);
             return;
         }
@@ -437,7 +437,7 @@ static void on_front(worker *w, const proto_msg *pm)
     w->last_front_ms = net_now_ms();
     switch (pm->type) {
     case PT_FRONT_HB: {
-        uint64_t e = proto_u64(pm, "epoch", 0);
+        uint64_t e = proto_u64(pm, MF_EPOCH, 0);
         if (e != w->epoch) {
             /* a new front door: it adopts the sessions we hold (they keep running) */
             int n = 0;
@@ -457,7 +457,7 @@ static void on_front(worker *w, const proto_msg *pm)
     }
     case PT_RUN: on_run(w, pm); break;
     case PT_STOP: {
-        wsess *s = sess_find(w, proto_u64(pm, "sess", 0));
+        wsess *s = sess_find(w, proto_u64(pm, MF_SESS, 0));
         if (s) sess_drop(s);
         break;
     }

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "net.h"
 #include "proto.h"
+#include "errcode.h"
 
 #define WIO_ENDPOINT_FMT "inproc://worker-io-%p"
 
@@ -51,20 +52,20 @@ static void send_beat(wio *io, int bye)
 {
     proto_writer pw;
     proto_begin(&pw, PT_WORKER_HB, 0);
-    if (bye) proto_put_bool(&pw, "bye", 1); /* shutting down: purge me now */
-    proto_put_u64(&pw, "pid", (uint64_t)getpid());
-    proto_put_str(&pw, "host", io->host);
-    proto_put_str(&pw, "seg", eng_segment_name(io->m));
-    proto_put_u64(&pw, "active", (uint64_t)__atomic_load_n(&io->active, __ATOMIC_RELAXED));
-    proto_put_u64(&pw, "busy", (uint64_t)__atomic_load_n(&io->busy, __ATOMIC_RELAXED));
-    proto_put_u64(&pw, "prog", eng_progress(io->m));
-    proto_put_u64(&pw, "cap", (uint64_t)io->cap);
-    proto_put_u64(&pw, "ctx", (uint64_t)io->n_ctx);
-    proto_put_u64(&pw, "wid", io->wid);
-    proto_put_u64(&pw, "nv", io->n_vocab);
-    proto_put_u64(&pw, "vid", io->vocab_id);
-    proto_put_u64(&pw, "swait", (uint64_t)__atomic_load_n(&io->swait, __ATOMIC_RELAXED));
-    proto_put_f64(&pw, "bpw", io->bpw);
+    if (bye) proto_put_bool(&pw, MF_BYE, 1); /* shutting down: purge me now */
+    proto_put_u64(&pw, MF_PID, (uint64_t)getpid());
+    proto_put_str(&pw, MF_HOST, io->host);
+    proto_put_str(&pw, MF_SEG, eng_segment_name(io->m));
+    proto_put_u64(&pw, MF_ACTIVE, (uint64_t)__atomic_load_n(&io->active, __ATOMIC_RELAXED));
+    proto_put_u64(&pw, MF_BUSY, (uint64_t)__atomic_load_n(&io->busy, __ATOMIC_RELAXED));
+    proto_put_u64(&pw, MF_PROG, eng_progress(io->m));
+    proto_put_u64(&pw, MF_CAP, (uint64_t)io->cap);
+    proto_put_u64(&pw, MF_CTX, (uint64_t)io->n_ctx);
+    proto_put_u64(&pw, MF_WID, io->wid);
+    proto_put_u64(&pw, MF_NV, io->n_vocab);
+    proto_put_u64(&pw, MF_VID, io->vocab_id);
+    proto_put_u64(&pw, MF_SWAIT, (uint64_t)__atomic_load_n(&io->swait, __ATOMIC_RELAXED));
+    proto_put_f64(&pw, MF_BPW, io->bpw);
     net_send(io->front, NULL, 0, proto_data(&pw), proto_size(&pw));
     proto_writer_free(&pw);
 }
@@ -126,7 +127,7 @@ void *wio_start(wio *io, char *err, size_t errlen)
         zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     }
     if (!io->io_end || !io->cpu_end || zmq_bind(io->io_end, ep) != 0 || zmq_connect(io->cpu_end, ep) != 0) {
-        snprintf(err, errlen, "worker I/O relay %s: %s", ep, zmq_strerror(zmq_errno()));
+        errf(err, errlen, "worker I/O relay %s: %s", ep, zmq_strerror(zmq_errno()));
         return NULL;
     }
     /* signals go to the compute (main) thread, whose loop watches dmn_stop */
@@ -136,7 +137,7 @@ void *wio_start(wio *io, char *err, size_t errlen)
     int rc = pthread_create(&io->thread, NULL, io_main, io);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        snprintf(err, errlen, "cannot start the worker I/O thread: %s", strerror(rc));
+        errf(err, errlen, "cannot start the worker I/O thread: %s", strerror(rc));
         return NULL;
     }
     io->running = 1;

@@ -28,6 +28,7 @@
 #include "tok.h"
 #include "tok_source.h"
 #include "zap.h"
+#include "errcode.h"
 
 #define RING_CACHE 32
 #define HIST_MAX 8192
@@ -62,7 +63,7 @@ static const lshm *ring_get(sampler_daemon *d, const char *name, char *err, size
     struct stat st;
     snprintf(path, sizeof path, "/dev/shm%s", name);
     if (strncmp(name, "/llm-logits-", 12) != 0 || strchr(name + 1, '/') || stat(path, &st) != 0) {
-        snprintf(err, errcap, "logits ring '%.64s' does not exist", name);
+        errf(err, errcap, "logits ring '%.64s' does not exist", name);
         return NULL;
     }
     int64_t now = net_now_ms();
@@ -115,7 +116,7 @@ static int write_piece(void *ctx, int32_t id, char *buf, size_t cap)
 static void load_pieces(sampler_daemon *d, const proto_msg *m)
 {
     char seg[64], err[256] = "";
-    if (proto_strcpy(m, "seg", seg, sizeof seg) != 0 || strcmp(seg, d->pieces_seg) == 0) return;
+    if (proto_strcpy(m, MF_SEG, seg, sizeof seg) != 0 || strcmp(seg, d->pieces_seg) == 0) return;
     snprintf(d->pieces_seg, sizeof d->pieces_seg, "%s", seg); /* tried once per segment */
     tok_source src;
     tok_source_open(&src, NULL, seg, err, sizeof err);
@@ -132,7 +133,7 @@ static void reply_error(sampler_daemon *d, const uint8_t *rid, size_t rl, const 
 {
     proto_writer w;
     proto_begin(&w, PT_ERROR, m ? m->id : 0);
-    proto_put_str(&w, "msg", msg);
+    proto_put_str(&w, MF_MSG, msg);
     net_send(d->sock, rid, rl, proto_data(&w), proto_size(&w));
     proto_writer_free(&w);
     d->errors++;
@@ -143,16 +144,16 @@ static void sample_row(sampler_daemon *d, const lshm *r, const proto_msg *m, con
                        int eos, msgpack_packer *pk)
 {
     char err[256];
-    uint64_t step = proto_u64(row, "step", 0), sess = proto_u64(row, "sess", 0);
-    const msgpack_object *sp = proto_field(row, "sp");
-    const float *lg = lshm_row(r, proto_u64(row, "slot", 0), nv, err, sizeof err);
+    uint64_t step = proto_u64(row, MF_STEP, 0), sess = proto_u64(row, MF_SESS, 0);
+    const msgpack_object *sp = proto_field(row, MF_SP);
+    const float *lg = lshm_row(r, proto_u64(row, MF_SLOT, 0), nv, err, sizeof err);
     smp_params p;
     int tok = -1;
     smp_result res;
-    if (lg && step > UINT32_MAX) snprintf(err, sizeof err, "step %llu out of range", (unsigned long long)step);
+    if (lg && step > UINT32_MAX) errf(err, sizeof err, "step %llu out of range", (unsigned long long)step);
     else if (lg && smp_params_from_wire(sp->via.bin.ptr, sp->via.bin.size, (int)nv, &p, err, sizeof err) == 0) {
         if (p.dry_multiplier > 0.0f) load_pieces(d, m);
-        long nh = proto_ints(row, "hist", d->hist, HIST_MAX);
+        long nh = proto_ints(row, MF_HIST, d->hist, HIST_MAX);
         if (nh > HIST_MAX) nh = HIST_MAX; /* the oldest tokens were sent first: keep what fits */
         smp_state st;
         /* The RNG is keyed by (seed, rng, step) with rng 0: the same seed gives the same
@@ -160,31 +161,31 @@ static void sample_row(sampler_daemon *d, const lshm *r, const proto_msg *m, con
          * fresh one from the front door. */
         smp_state_init(&st, &p, 0);
         st.step = (uint32_t)step;
-        if (proto_field(row, "mu")) {
-            st.mu = (float)proto_f64(row, "mu", 0);
+        if (proto_field(row, MF_MU)) {
+            st.mu = (float)proto_f64(row, MF_MU, 0);
             st.mu_set = 1;
         }
         tok = smp_sample(&p, &st, lg, (int)nv, d->hist, (int)nh, eos, &res, d->work);
-        if (tok < 0) snprintf(err, sizeof err, "%s", res.err);
+        if (tok < 0) errf(err, sizeof err, "%s", res.err);
     }
     int k = tok < 0 ? 0 : res.n_probs < 0 ? 0 : res.n_probs > SMP_MAX_PROBS ? SMP_MAX_PROBS : res.n_probs;
     int probs = tok >= 0 && p.n_probs > 0, miro = tok >= 0 && p.mirostat;
     msgpack_pack_map(pk, 3 + (uint32_t)miro + 2u * (uint32_t)probs);
-    proto_pack_str(pk, "sess"); msgpack_pack_uint64(pk, sess);
-    proto_pack_str(pk, "step"); msgpack_pack_uint64(pk, step);
+    proto_pack_key(pk, MF_SESS); msgpack_pack_uint64(pk, sess);
+    proto_pack_key(pk, MF_STEP); msgpack_pack_uint64(pk, step);
     if (tok < 0) {
         static log_limit lim = LOG_LIMIT("bad sample row");
         log_warn_limited(&lim, "request %llu (session %llu step %llu): %s", (unsigned long long)m->id,
                          (unsigned long long)sess, (unsigned long long)step, err);
-        proto_pack_str(pk, "err"); proto_pack_str(pk, err);
+        proto_pack_key(pk, MF_ERR); proto_pack_str(pk, err);
         d->errors++;
         return;
     }
-    proto_pack_str(pk, "tok"); msgpack_pack_int32(pk, tok);
-    if (miro) { proto_pack_str(pk, "mu"); msgpack_pack_double(pk, res.mu); }
+    proto_pack_key(pk, MF_TOK); msgpack_pack_int32(pk, tok);
+    if (miro) { proto_pack_key(pk, MF_MU); msgpack_pack_double(pk, res.mu); }
     if (probs) { /* the chosen token's log-prob and the n_probs best, most probable first */
-        proto_pack_str(pk, "logprob"); msgpack_pack_double(pk, res.logprob);
-        proto_pack_str(pk, "top"); msgpack_pack_array(pk, (uint32_t)k);
+        proto_pack_key(pk, MF_LOGPROB); msgpack_pack_double(pk, res.logprob);
+        proto_pack_key(pk, MF_TOP); msgpack_pack_array(pk, (uint32_t)k);
         for (int i = 0; i < k; i++) {
             msgpack_pack_array(pk, 2);
             msgpack_pack_int32(pk, res.probs[i].id);
@@ -199,8 +200,8 @@ static void sample_row(sampler_daemon *d, const lshm *r, const proto_msg *m, con
 static void on_sample(sampler_daemon *d, const uint8_t *rid, size_t rl, const proto_msg *m)
 {
     char err[256], shm[80];
-    proto_strcpy(m, "shm", shm, sizeof shm);
-    uint64_t nv = proto_u64(m, "nv", 0);
+    proto_strcpy(m, MF_SHM, shm, sizeof shm);
+    uint64_t nv = proto_u64(m, MF_NV, 0);
     const lshm *r = ring_get(d, shm, err, sizeof err);
     if (!r) {
         static log_limit lim = LOG_LIMIT("unreadable logits ring");
@@ -208,11 +209,11 @@ static void on_sample(sampler_daemon *d, const uint8_t *rid, size_t rl, const pr
         reply_error(d, rid, rl, m, err);
         return;
     }
-    const msgpack_object *rows = proto_field(m, "rows");
-    int eos = (int)proto_i64(m, "eos", -1);
+    const msgpack_object *rows = proto_field(m, MF_ROWS);
+    int eos = (int)proto_i64(m, MF_EOS, -1);
     proto_writer w;
     proto_begin(&w, PT_SAMPLED, m->id);
-    proto_put_array_begin(&w, "rows", rows->via.array.size);
+    proto_put_array_begin(&w, MF_ROWS, rows->via.array.size);
     for (uint32_t i = 0; i < rows->via.array.size; i++) {
         proto_msg row = proto_view(m, &rows->via.array.ptr[i]);
         sample_row(d, r, m, &row, nv, eos, &w.pk);
@@ -236,7 +237,7 @@ static void serve_one(sampler_daemon *d)
     } else if (m.type == PT_SAMPLE) {
         on_sample(d, rid, rl, &m);
     } else {
-        snprintf(err, sizeof err, "samplerd does not handle %s messages", proto_type_name(m.type));
+        errf(err, sizeof err, "samplerd does not handle %s messages", proto_type_name(m.type));
         log_warn_limited(&unhandled, "%s", err);
         reply_error(d, rid, rl, &m, err);
     }

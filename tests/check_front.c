@@ -126,7 +126,7 @@ static void expect(void *s, int t, proto_msg *m)
         if (got == t) return;
         if (got == PT_ERROR) {
             char msg[300] = "";
-            proto_strcpy(m, "msg", msg, sizeof msg);
+            proto_strcpy(m, MF_MSG, msg, sizeof msg);
             ck_abort_msg("expected a %s, got ERROR: %s", proto_type_name(t), msg);
         }
         proto_msg_free(m);
@@ -140,20 +140,20 @@ static void generate_from(const uint8_t *rid, uint64_t id, const char *prompt, i
 {
     proto_writer w;
     proto_begin(&w, PT_GENERATE, id);
-    proto_put_i64(&w, "n", n);
+    proto_put_i64(&w, MF_N, n);
     if (chat) {
-        proto_put_bool(&w, "chat", 1);
-        proto_put_array_begin(&w, "msgs", 2);
+        proto_put_bool(&w, MF_CHAT, 1);
+        proto_put_array_begin(&w, MF_MSGS, 2);
         proto_pack_str(&w.pk, "user");
         proto_pack_str(&w.pk, prompt);
     } else {
-        proto_put_str(&w, "prompt", prompt);
+        proto_put_str(&w, MF_PROMPT, prompt);
     }
     if (cont) {
-        proto_put_u64(&w, "sess", cont);
-        proto_put_str(&w, "key", key);
+        proto_put_u64(&w, MF_SESS, cont);
+        proto_put_str(&w, MF_KEY, key);
     }
-    proto_put_map_begin(&w, "params", 1);
+    proto_put_map_begin(&w, MF_PARAMS, 1);
     proto_pack_str(&w.pk, "temperature");
     proto_pack_str(&w.pk, "0");
     proto_msg m;
@@ -174,10 +174,10 @@ static void token(uint64_t sess, int step, int32_t tok)
 {
     proto_writer w;
     proto_begin(&w, PT_TOKEN, 0);
-    proto_put_u64(&w, "sess", sess);
-    proto_put_u64(&w, "step", (uint64_t)step);
-    proto_put_i64(&w, "tok", tok);
-    proto_put_u64(&w, "epoch", F.epoch);
+    proto_put_u64(&w, MF_SESS, sess);
+    proto_put_u64(&w, MF_STEP, (uint64_t)step);
+    proto_put_i64(&w, MF_TOK, tok);
+    proto_put_u64(&w, MF_EPOCH, F.epoch);
     proto_msg m;
     char err[200];
     ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
@@ -231,8 +231,8 @@ START_TEST(test_no_worker_in_time_fails)
     ck_assert_ptr_null(F.reqs);
     expect(client, PT_ERROR, &m);
     char msg[300] = "", code[40] = "";
-    proto_strcpy(&m, "msg", msg, sizeof msg);
-    proto_strcpy(&m, "code", code, sizeof code);
+    proto_strcpy(&m, MF_MSG, msg, sizeof msg);
+    proto_strcpy(&m, MF_CODE, code, sizeof code);
     ck_assert_msg(strstr(msg, "no engine worker available for") != NULL, "%s", msg);
     ck_assert_str_eq(code, errcode_name(ERR_UNAVAILABLE));
     proto_msg_free(&m);
@@ -268,9 +268,9 @@ START_TEST(test_full_context_after_worker_death)
     proto_msg m;
     expect(client, PT_DONE, &m);
     char reason[32] = "";
-    proto_strcpy(&m, "reason", reason, sizeof reason);
+    proto_strcpy(&m, MF_REASON, reason, sizeof reason);
     ck_assert_str_eq(reason, "context");
-    ck_assert_int_eq((int)proto_u64(&m, "ntok", 0), n_gen);
+    ck_assert_int_eq((int)proto_u64(&m, MF_NTOK, 0), n_gen);
     proto_msg_free(&m);
 }
 END_TEST
@@ -290,14 +290,14 @@ START_TEST(test_adopt_stopped_session)
     front_fb_pack(r, &pk);
     proto_writer w;
     proto_begin(&w, PT_REPORT, r->sess);
-    proto_put_u64(&w, "sess", r->sess);
-    proto_put_ints(&w, "toks", r->toks, (size_t)r->n_toks);
-    proto_put_u64(&w, "step", (uint64_t)r->n_gen);
-    proto_put_u64(&w, "budget", (uint64_t)(r->n_predict - r->n_gen));
-    proto_put_bin(&w, "sp", r->sp, r->sp_len);
-    proto_put_u64(&w, "epoch", F.epoch + 1);
-    proto_put_bin(&w, "fb", fb.data, fb.size);
-    proto_put_bool(&w, "idle", 1);
+    proto_put_u64(&w, MF_SESS, r->sess);
+    proto_put_ints(&w, MF_TOKS, r->toks, (size_t)r->n_toks);
+    proto_put_u64(&w, MF_STEP, (uint64_t)r->n_gen);
+    proto_put_u64(&w, MF_BUDGET, (uint64_t)(r->n_predict - r->n_gen));
+    proto_put_bin(&w, MF_SP, r->sp, r->sp_len);
+    proto_put_u64(&w, MF_EPOCH, F.epoch + 1);
+    proto_put_bin(&w, MF_FB, fb.data, fb.size);
+    proto_put_bool(&w, MF_IDLE, 1);
     char key[FRONT_KEY_HEX + 1];
     memcpy(key, r->key, sizeof key);
     uint64_t sess = r->sess;
@@ -324,11 +324,11 @@ START_TEST(test_adopt_stopped_session)
     ck_assert_ptr_nonnull(front_find_sess(&F, sess));
     /* the client resumes with 0 bytes of text: all of it comes, then the end */
     proto_begin(&w, PT_GENERATE, 9);
-    proto_put_i64(&w, "n", 200);
-    proto_put_str(&w, "prompt", "Once upon a time");
-    proto_put_u64(&w, "resume", sess);
-    proto_put_str(&w, "key", key);
-    proto_put_u64(&w, "rbytes", 0);
+    proto_put_i64(&w, MF_N, 200);
+    proto_put_str(&w, MF_PROMPT, "Once upon a time");
+    proto_put_u64(&w, MF_RESUME, sess);
+    proto_put_str(&w, MF_KEY, key);
+    proto_put_u64(&w, MF_RBYTES, 0);
     ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
     front_generate(&F, CRID, 2, &m);
     proto_msg_free(&m);
@@ -336,9 +336,9 @@ START_TEST(test_adopt_stopped_session)
     front_tick(&F, net_now_ms());
     expect(client, PT_DONE, &m);
     char reason[32] = "";
-    proto_strcpy(&m, "reason", reason, sizeof reason);
+    proto_strcpy(&m, MF_REASON, reason, sizeof reason);
     ck_assert_str_eq(reason, "context");
-    ck_assert_int_eq((int)proto_u64(&m, "ntok", 0), n_gen);
+    ck_assert_int_eq((int)proto_u64(&m, MF_NTOK, 0), n_gen);
     proto_msg_free(&m);
     ck_assert_ptr_null(F.reqs);
     ck_assert_int_eq((int)F.failed, 0);
@@ -354,7 +354,7 @@ START_TEST(test_prompt_too_long_still_refused)
     proto_msg m;
     expect(client, PT_ERROR, &m);
     char code[40] = "";
-    proto_strcpy(&m, "code", code, sizeof code);
+    proto_strcpy(&m, MF_CODE, code, sizeof code);
     ck_assert_str_eq(code, errcode_name(ERR_CONTEXT));
     proto_msg_free(&m);
     ck_assert_ptr_null(F.reqs);
@@ -395,7 +395,7 @@ START_TEST(test_held_chat_leaves_slot_to_queued)
     generate(11, "Once upon a time", 4);
     proto_msg m;
     expect(wsock, PT_STOP, &m); /* the chat leaves the worker... */
-    ck_assert_int_eq((int)(proto_u64(&m, "sess", 0) == sess), 1);
+    ck_assert_int_eq((int)(proto_u64(&m, MF_SESS, 0) == sess), 1);
     proto_msg_free(&m);
     expect(wsock, PT_RUN, &m); /* ...and the request runs there */
     proto_msg_free(&m);
@@ -444,8 +444,8 @@ START_TEST(test_held_chat_freed_when_client_silent)
     front_tick(&F, later);
     proto_writer w;
     proto_begin(&w, PT_PING, 0);
-    proto_put_u64(&w, "sess", sb);
-    proto_put_str(&w, "key", b->key);
+    proto_put_u64(&w, MF_SESS, sb);
+    proto_put_str(&w, MF_KEY, b->key);
     proto_msg m;
     char err[200];
     ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
@@ -486,14 +486,14 @@ static void report(uint64_t sess, const char *key, int n_toks, int idle)
     size_t sp_len = smp_params_to_wire(&p, sp);
     proto_writer w;
     proto_begin(&w, PT_REPORT, sess);
-    proto_put_u64(&w, "sess", sess);
-    proto_put_ints(&w, "toks", toks, (size_t)n_toks);
-    proto_put_u64(&w, "step", (uint64_t)(n_toks - 4));
-    proto_put_u64(&w, "budget", 10);
-    proto_put_bin(&w, "sp", sp, sp_len);
-    proto_put_u64(&w, "epoch", F.epoch);
-    proto_put_bin(&w, "fb", fb.data, fb.size);
-    if (idle) proto_put_bool(&w, "idle", 1);
+    proto_put_u64(&w, MF_SESS, sess);
+    proto_put_ints(&w, MF_TOKS, toks, (size_t)n_toks);
+    proto_put_u64(&w, MF_STEP, (uint64_t)(n_toks - 4));
+    proto_put_u64(&w, MF_BUDGET, 10);
+    proto_put_bin(&w, MF_SP, sp, sp_len);
+    proto_put_u64(&w, MF_EPOCH, F.epoch);
+    proto_put_bin(&w, MF_FB, fb.data, fb.size);
+    if (idle) proto_put_bool(&w, MF_IDLE, 1);
     proto_msg m;
     char err[200];
     ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
@@ -578,11 +578,11 @@ START_TEST(test_ended_session_keeps_its_key)
     /* someone else resumes its id with a key of their own: refused */
     proto_writer w;
     proto_begin(&w, PT_GENERATE, 51);
-    proto_put_i64(&w, "n", 8);
-    proto_put_str(&w, "prompt", "mine now");
-    proto_put_u64(&w, "resume", sess);
-    proto_put_str(&w, "key", strcmp(key, KEY_A) ? KEY_A : KEY_B);
-    proto_put_u64(&w, "rbytes", 0);
+    proto_put_i64(&w, MF_N, 8);
+    proto_put_str(&w, MF_PROMPT, "mine now");
+    proto_put_u64(&w, MF_RESUME, sess);
+    proto_put_str(&w, MF_KEY, strcmp(key, KEY_A) ? KEY_A : KEY_B);
+    proto_put_u64(&w, MF_RBYTES, 0);
     proto_msg m;
     char err[200];
     ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
@@ -591,23 +591,23 @@ START_TEST(test_ended_session_keeps_its_key)
     proto_writer_free(&w);
     ck_assert_int_eq(next_msg(client, &m), PT_ERROR);
     char code[40] = "";
-    proto_strcpy(&m, "code", code, sizeof code);
+    proto_strcpy(&m, MF_CODE, code, sizeof code);
     ck_assert_str_eq(code, errcode_name(ERR_UNKNOWN_SESSION));
     proto_msg_free(&m);
     ck_assert_ptr_null(F.reqs);
     /* its owner may (a resume after a restart that found it ended) */
     proto_begin(&w, PT_GENERATE, 52);
-    proto_put_i64(&w, "n", 1);
-    proto_put_str(&w, "prompt", "Once upon a time");
-    proto_put_u64(&w, "resume", sess);
-    proto_put_str(&w, "key", key);
-    proto_put_u64(&w, "rbytes", 0);
+    proto_put_i64(&w, MF_N, 1);
+    proto_put_str(&w, MF_PROMPT, "Once upon a time");
+    proto_put_u64(&w, MF_RESUME, sess);
+    proto_put_str(&w, MF_KEY, key);
+    proto_put_u64(&w, MF_RBYTES, 0);
     ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
     front_generate(&F, CRID, 2, &m);
     proto_msg_free(&m);
     proto_writer_free(&w);
     expect(client, PT_ACCEPTED, &m);
-    ck_assert_int_eq((int)(proto_u64(&m, "sess", 0) == sess), 1);
+    ck_assert_int_eq((int)(proto_u64(&m, MF_SESS, 0) == sess), 1);
     proto_msg_free(&m);
 }
 END_TEST

@@ -326,20 +326,20 @@ START_TEST(test_job_generate)
         ck_assert_int_eq(proto_decode(&msg, proto_data(&w), proto_size(&w), err, sizeof err), 0);
         ck_assert_int_eq(msg.type, PT_GENERATE);
         ck_assert_uint_eq(msg.id, resume ? 43 : 42);
-        ck_assert_int_eq(proto_i64(&msg, "n", 0), 9);
+        ck_assert_int_eq(proto_i64(&msg, MF_N, 0), 9);
         char s[64];
-        ck_assert_int_eq(proto_strcpy(&msg, "prompt", s, sizeof s), 0);
+        ck_assert_int_eq(proto_strcpy(&msg, MF_PROMPT, s, sizeof s), 0);
         ck_assert_str_eq(s, "Once");
-        ck_assert_uint_eq(proto_u64(&msg, "resume", 0), resume ? 77 : 0);
-        ck_assert_uint_eq(proto_u64(&msg, "rbytes", 0), resume ? 31 : 0);
-        ck_assert_int_eq(proto_strcpy(&msg, "key", s, sizeof s), resume ? 0 : -1);
-        const msgpack_object *p = proto_field(&msg, "params");
+        ck_assert_uint_eq(proto_u64(&msg, MF_RESUME, 0), resume ? 77 : 0);
+        ck_assert_uint_eq(proto_u64(&msg, MF_RBYTES, 0), resume ? 31 : 0);
+        ck_assert_int_eq(proto_strcpy(&msg, MF_KEY, s, sizeof s), resume ? 0 : -1);
+        const msgpack_object *p = proto_field(&msg, MF_PARAMS);
         ck_assert_ptr_nonnull(p);
         const msgpack_object_kv *last = &p->via.map.ptr[p->via.map.size - 1];
         ck_assert_uint_eq(p->via.map.size, resume ? 2 : 1);
         ck_assert(last->key.via.str.size == 4 && memcmp(last->key.via.str.ptr, "seed", 4) == 0);
         ck_assert(resume ? memcmp(last->val.via.str.ptr, "123456", 6) == 0 : memcmp(last->val.via.str.ptr, "5", 1) == 0);
-        ck_assert_int_eq((int)proto_field(&msg, "stop")->via.array.size, 1);
+        ck_assert_int_eq((int)proto_field(&msg, MF_STOP)->via.array.size, 1);
         proto_msg_free(&msg);
         proto_writer_free(&w);
     }

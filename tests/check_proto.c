@@ -24,19 +24,19 @@
 static void make_run(proto_writer *w, uint32_t n_toks)
 {
     proto_begin(w, PT_RUN, 42);
-    proto_put_u64(w, "sess", 7);
+    proto_put_u64(w, MF_SESS, 7);
     int32_t toks[64];
     for (uint32_t i = 0; i < n_toks && i < 64; i++) toks[i] = (int32_t)i * 3 - 5;
-    proto_put_ints(w, "toks", toks, n_toks);
-    proto_put_u64(w, "step", 3);
-    proto_put_u64(w, "budget", 100);
+    proto_put_ints(w, MF_TOKS, toks, n_toks);
+    proto_put_u64(w, MF_STEP, 3);
+    proto_put_u64(w, MF_BUDGET, 100);
     uint8_t sp[SMP_WIRE_MAX];
     smp_params p = smp_params_default();
     p.temperature = 0.5f;
     p.seed = 9;
-    proto_put_bin(w, "sp", sp, smp_params_to_wire(&p, sp));
-    proto_put_u64(w, "epoch", 99);
-    proto_put_f64(w, "mu", 2.5);
+    proto_put_bin(w, MF_SP, sp, smp_params_to_wire(&p, sp));
+    proto_put_u64(w, MF_EPOCH, 99);
+    proto_put_f64(w, MF_MU, 2.5);
 }
 
 START_TEST(test_round_trip)
@@ -48,22 +48,22 @@ START_TEST(test_round_trip)
     ck_assert_int_eq(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err), 0);
     ck_assert_int_eq(m.type, PT_RUN);
     ck_assert_uint_eq(m.id, 42);
-    ck_assert_uint_eq(proto_u64(&m, "sess", 0), 7);
-    ck_assert_uint_eq(proto_u64(&m, "epoch", 0), 99);
-    ck_assert_double_eq(proto_f64(&m, "mu", 0), 2.5);
+    ck_assert_uint_eq(proto_u64(&m, MF_SESS, 0), 7);
+    ck_assert_uint_eq(proto_u64(&m, MF_EPOCH, 0), 99);
+    ck_assert_double_eq(proto_f64(&m, MF_MU, 0), 2.5);
     int32_t t[16];
-    ck_assert_int_eq(proto_ints(&m, "toks", t, 16), 10);
+    ck_assert_int_eq(proto_ints(&m, MF_TOKS, t, 16), 10);
     ck_assert_int_eq(t[0], -5);
     ck_assert_int_eq(t[9], 22);
-    ck_assert_int_eq(proto_ints(&m, "toks", t, 4), 10); /* full length even when capped */
-    ck_assert_uint_eq(proto_u64(&m, "absent", 77), 77);
-    ck_assert_ptr_null(proto_str(&m, "sess", NULL)); /* wrong kind: absent */
+    ck_assert_int_eq(proto_ints(&m, MF_TOKS, t, 4), 10); /* full length even when capped */
+    ck_assert_uint_eq(proto_u64(&m, MF_RETRY_MS, 77), 77); /* absent */
+    ck_assert_ptr_null(proto_str(&m, MF_SESS, NULL)); /* wrong kind: absent */
     proto_writer_free(&w);
     proto_msg_free(&m);
     /* the message owns its bytes: the source buffer may be gone */
     proto_begin(&w, PT_PIECE, 5);
-    proto_put_str(&w, "text", "h\xc3\xa9llo");
-    proto_put_u64(&w, "ntok", 1);
+    proto_put_str(&w, MF_TEXT, "h\xc3\xa9llo");
+    proto_put_u64(&w, MF_NTOK, 1);
     char *copy = malloc(proto_size(&w));
     size_t n = proto_size(&w);
     memcpy(copy, proto_data(&w), n);
@@ -72,11 +72,11 @@ START_TEST(test_round_trip)
     memset(copy, 0xAA, n);
     free(copy);
     size_t len;
-    const char *s = proto_str(&m, "text", &len);
+    const char *s = proto_str(&m, MF_TEXT, &len);
     ck_assert_uint_eq(len, 6);
     ck_assert_int_eq(memcmp(s, "h\xc3\xa9llo", 6), 0);
     char buf[4];
-    ck_assert_int_eq(proto_strcpy(&m, "text", buf, sizeof buf), 0);
+    ck_assert_int_eq(proto_strcpy(&m, MF_TEXT, buf, sizeof buf), 0);
     ck_assert_str_eq(buf, "h\xc3\xa9");
     proto_msg_free(&m);
     proto_msg_free(&m); /* twice is fine */
@@ -88,8 +88,8 @@ START_TEST(test_round_trip)
     proto_msg_move(b, a);
     memset(a, 0x5A, sizeof *a);
     free(a);
-    ck_assert_uint_eq(proto_u64(b, "sess", 0), 7);
-    ck_assert_int_eq(proto_ints(b, "toks", t, 16), 3);
+    ck_assert_uint_eq(proto_u64(b, MF_SESS, 0), 7);
+    ck_assert_int_eq(proto_ints(b, MF_TOKS, t, 16), 3);
     proto_msg_free(b);
     free(b);
 }
@@ -110,28 +110,33 @@ START_TEST(test_schema_errors)
     proto_writer w;
     /* a required field missing: the error names type and field */
     proto_begin(&w, PT_TOKEN, 1);
-    proto_put_u64(&w, "sess", 1);
-    proto_put_u64(&w, "step", 1);
-    proto_put_u64(&w, "epoch", 1);
+    proto_put_u64(&w, MF_SESS, 1);
+    proto_put_u64(&w, MF_STEP, 1);
+    proto_put_u64(&w, MF_EPOCH, 1);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "TOKEN: field 'tok' is missing"));
     /* wrong kind */
     proto_begin(&w, PT_PIECE, 1);
-    proto_put_u64(&w, "text", 3);
-    proto_put_u64(&w, "ntok", 1);
+    proto_put_u64(&w, MF_TEXT, 3);
+    proto_put_u64(&w, MF_NTOK, 1);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "'text' must be a string"));
-    /* ints out of int32 range */
-    proto_begin(&w, PT_STOP, 1);
-    proto_put_u64(&w, "sess", 1);
-    proto_put_array_begin(&w, "eog", 1);
+    /* ints out of int32 range, in an optional field */
+    proto_begin(&w, PT_RUN, 1);
+    proto_put_u64(&w, MF_SESS, 1);
+    proto_put_ints(&w, MF_TOKS, NULL, 0);
+    proto_put_u64(&w, MF_STEP, 0);
+    proto_put_u64(&w, MF_BUDGET, 0);
+    proto_put_bin(&w, MF_SP, "", 0);
+    proto_put_u64(&w, MF_EPOCH, 0);
+    proto_put_array_begin(&w, MF_EOG, 1);
     msgpack_pack_int64(&w.pk, (int64_t)1 << 40);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "'eog'"));
     /* params must map strings to strings */
     proto_begin(&w, PT_GENERATE, 1);
-    proto_put_i64(&w, "n", 5);
-    proto_put_map_begin(&w, "params", 1);
+    proto_put_i64(&w, MF_N, 5);
+    proto_put_map_begin(&w, MF_PARAMS, 1);
     proto_pack_str(&w.pk, "temp");
     msgpack_pack_double(&w.pk, 0.5);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
@@ -142,9 +147,9 @@ START_TEST(test_schema_errors)
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 3);
-    proto_pack_str(&pk, "v"); msgpack_pack_uint64(&pk, PROTO_VERSION + 1);
-    proto_pack_str(&pk, "t"); msgpack_pack_uint64(&pk, PT_PING);
-    proto_pack_str(&pk, "id"); msgpack_pack_uint64(&pk, 1);
+    proto_pack_key(&pk, MF_V); msgpack_pack_uint64(&pk, PROTO_VERSION + 1);
+    proto_pack_key(&pk, MF_T); msgpack_pack_uint64(&pk, PT_PING);
+    proto_pack_key(&pk, MF_ID); msgpack_pack_uint64(&pk, 1);
     proto_msg m;
     ck_assert_int_eq(proto_decode(&m, sb.data, sb.size, err, sizeof err), -1);
     char want[64];
@@ -153,16 +158,16 @@ START_TEST(test_schema_errors)
     /* unknown type */
     msgpack_sbuffer_clear(&sb);
     msgpack_pack_map(&pk, 3);
-    proto_pack_str(&pk, "v"); msgpack_pack_uint64(&pk, PROTO_VERSION);
-    proto_pack_str(&pk, "t"); msgpack_pack_uint64(&pk, PT_TYPE_COUNT);
-    proto_pack_str(&pk, "id"); msgpack_pack_uint64(&pk, 1);
+    proto_pack_key(&pk, MF_V); msgpack_pack_uint64(&pk, PROTO_VERSION);
+    proto_pack_key(&pk, MF_T); msgpack_pack_uint64(&pk, PT_TYPE_COUNT);
+    proto_pack_key(&pk, MF_ID); msgpack_pack_uint64(&pk, 1);
     ck_assert_int_eq(proto_decode(&m, sb.data, sb.size, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "type"));
     /* no request id */
     msgpack_sbuffer_clear(&sb);
     msgpack_pack_map(&pk, 2);
-    proto_pack_str(&pk, "v"); msgpack_pack_uint64(&pk, PROTO_VERSION);
-    proto_pack_str(&pk, "t"); msgpack_pack_uint64(&pk, PT_PING);
+    proto_pack_key(&pk, MF_V); msgpack_pack_uint64(&pk, PROTO_VERSION);
+    proto_pack_key(&pk, MF_T); msgpack_pack_uint64(&pk, PT_PING);
     ck_assert_int_eq(proto_decode(&m, sb.data, sb.size, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "request id"));
     /* not a map */
@@ -178,23 +183,23 @@ END_TEST
 static void begin_sampled(proto_writer *w)
 {
     proto_begin(w, PT_TOKEN, 3);
-    proto_put_u64(w, "sess", 1);
-    proto_put_u64(w, "step", 0);
-    proto_put_i64(w, "tok", 5);
-    proto_put_u64(w, "epoch", 1);
+    proto_put_u64(w, MF_SESS, 1);
+    proto_put_u64(w, MF_STEP, 0);
+    proto_put_i64(w, MF_TOK, 5);
+    proto_put_u64(w, MF_EPOCH, 1);
 }
 
 /* SAMPLE / SAMPLED batches: every row is checked; proto_view reads a row. */
 static void sample_row(msgpack_packer *pk, uint64_t sess, int good_sp, int with_hist)
 {
     msgpack_pack_map(pk, 4 + (with_hist ? 1 : 0));
-    proto_pack_str(pk, "sess"); msgpack_pack_uint64(pk, sess);
-    proto_pack_str(pk, "step"); msgpack_pack_uint64(pk, 3);
-    proto_pack_str(pk, "slot"); msgpack_pack_uint64(pk, 1);
+    proto_pack_key(pk, MF_SESS); msgpack_pack_uint64(pk, sess);
+    proto_pack_key(pk, MF_STEP); msgpack_pack_uint64(pk, 3);
+    proto_pack_key(pk, MF_SLOT); msgpack_pack_uint64(pk, 1);
     proto_pack_str(pk, "sp");
     if (good_sp) { msgpack_pack_bin(pk, 2); msgpack_pack_bin_body(pk, "ab", 2); }
     else proto_pack_str(pk, "ab");
-    if (with_hist) { proto_pack_str(pk, "hist"); msgpack_pack_array(pk, 1); msgpack_pack_int32(pk, 4); }
+    if (with_hist) { proto_pack_key(pk, MF_HIST); msgpack_pack_array(pk, 1); msgpack_pack_int32(pk, 4); }
 }
 
 START_TEST(test_batch_rows)
@@ -203,27 +208,27 @@ START_TEST(test_batch_rows)
     proto_writer w;
     proto_msg m;
     proto_begin(&w, PT_SAMPLE, 9);
-    proto_put_str(&w, "shm", "/llm-logits-0-1");
-    proto_put_u64(&w, "nv", 32);
-    proto_put_array_begin(&w, "rows", 2);
+    proto_put_str(&w, MF_SHM, "/llm-logits-0-1");
+    proto_put_u64(&w, MF_NV, 32);
+    proto_put_array_begin(&w, MF_ROWS, 2);
     sample_row(&w.pk, 5, 1, 1);
     sample_row(&w.pk, 6, 1, 1);
     ck_assert_int_eq(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err), 0);
-    const msgpack_object *rows = proto_field(&m, "rows");
+    const msgpack_object *rows = proto_field(&m, MF_ROWS);
     ck_assert_uint_eq(rows->via.array.size, 2);
     proto_msg r1 = proto_view(&m, &rows->via.array.ptr[1]);
-    ck_assert_uint_eq(proto_u64(&r1, "sess", 0), 6);
+    ck_assert_uint_eq(proto_u64(&r1, MF_SESS, 0), 6);
     int32_t h[2];
-    ck_assert_int_eq(proto_ints(&r1, "hist", h, 2), 1);
+    ck_assert_int_eq(proto_ints(&r1, MF_HIST, h, 2), 1);
     ck_assert_int_eq(h[0], 4);
     proto_msg_free(&m);
     proto_writer_free(&w);
     /* a row without hist, a row whose sp is a string: the whole message is refused */
     for (int bad = 0; bad < 2; bad++) {
         proto_begin(&w, PT_SAMPLE, 9);
-        proto_put_str(&w, "shm", "/llm-logits-0-1");
-        proto_put_u64(&w, "nv", 32);
-        proto_put_array_begin(&w, "rows", 2);
+        proto_put_str(&w, MF_SHM, "/llm-logits-0-1");
+        proto_put_u64(&w, MF_NV, 32);
+        proto_put_array_begin(&w, MF_ROWS, 2);
         sample_row(&w.pk, 5, 1, 1);
         sample_row(&w.pk, 6, bad, !bad);
         ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
@@ -231,22 +236,22 @@ START_TEST(test_batch_rows)
     }
     /* SAMPLED rows: tok or err, optional kinds checked */
     proto_begin(&w, PT_SAMPLED, 9);
-    proto_put_array_begin(&w, "rows", 2);
+    proto_put_array_begin(&w, MF_ROWS, 2);
     msgpack_pack_map(&w.pk, 3);
-    proto_pack_str(&w.pk, "sess"); msgpack_pack_uint64(&w.pk, 5);
-    proto_pack_str(&w.pk, "step"); msgpack_pack_uint64(&w.pk, 3);
-    proto_pack_str(&w.pk, "tok"); msgpack_pack_int32(&w.pk, 17);
+    proto_pack_key(&w.pk, MF_SESS); msgpack_pack_uint64(&w.pk, 5);
+    proto_pack_key(&w.pk, MF_STEP); msgpack_pack_uint64(&w.pk, 3);
+    proto_pack_key(&w.pk, MF_TOK); msgpack_pack_int32(&w.pk, 17);
     msgpack_pack_map(&w.pk, 3);
-    proto_pack_str(&w.pk, "sess"); msgpack_pack_uint64(&w.pk, 6);
-    proto_pack_str(&w.pk, "step"); msgpack_pack_uint64(&w.pk, 3);
-    proto_pack_str(&w.pk, "err"); proto_pack_str(&w.pk, "top_k: bad");
+    proto_pack_key(&w.pk, MF_SESS); msgpack_pack_uint64(&w.pk, 6);
+    proto_pack_key(&w.pk, MF_STEP); msgpack_pack_uint64(&w.pk, 3);
+    proto_pack_key(&w.pk, MF_ERR); proto_pack_str(&w.pk, "top_k: bad");
     ck_assert_int_eq(decode_err(&w, err, sizeof err), 0);
     proto_begin(&w, PT_SAMPLED, 9);
-    proto_put_array_begin(&w, "rows", 1);
+    proto_put_array_begin(&w, MF_ROWS, 1);
     msgpack_pack_map(&w.pk, 3);
-    proto_pack_str(&w.pk, "sess"); msgpack_pack_uint64(&w.pk, 5);
-    proto_pack_str(&w.pk, "step"); msgpack_pack_uint64(&w.pk, 3);
-    proto_pack_str(&w.pk, "top"); msgpack_pack_uint64(&w.pk, 3);
+    proto_pack_key(&w.pk, MF_SESS); msgpack_pack_uint64(&w.pk, 5);
+    proto_pack_key(&w.pk, MF_STEP); msgpack_pack_uint64(&w.pk, 3);
+    proto_pack_key(&w.pk, MF_TOP); msgpack_pack_uint64(&w.pk, 3);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
 }
 END_TEST
@@ -291,9 +296,9 @@ END_TEST
 static void begin_piece(proto_writer *w, uint32_t n)
 {
     proto_begin(w, PT_PIECE, 3);
-    proto_put_str(w, "text", "hi");
-    proto_put_u64(w, "ntok", 1);
-    proto_put_array_begin(w, "probs", n);
+    proto_put_str(w, MF_TEXT, "hi");
+    proto_put_u64(w, MF_NTOK, 1);
+    proto_put_array_begin(w, MF_PROBS, n);
 }
 
 static void pack_kv_str(msgpack_packer *pk, const char *k, const char *v)
@@ -309,50 +314,50 @@ START_TEST(test_logprob_fields)
     proto_msg m;
     /* valid: integer and float log-probs, an empty top list */
     begin_sampled(&w);
-    proto_put_f64(&w, "logprob", -0.25);
-    proto_put_array_begin(&w, "top", 2);
+    proto_put_f64(&w, MF_LOGPROB, -0.25);
+    proto_put_array_begin(&w, MF_TOP, 2);
     msgpack_pack_array(&w.pk, 2); msgpack_pack_int32(&w.pk, 5); msgpack_pack_double(&w.pk, -0.25);
     msgpack_pack_array(&w.pk, 2); msgpack_pack_int32(&w.pk, 9); msgpack_pack_int64(&w.pk, -3);
     ck_assert_int_eq(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err), 0);
-    ck_assert_double_eq(proto_f64(&m, "logprob", 0), -0.25);
-    ck_assert_uint_eq(proto_field(&m, "top")->via.array.size, 2);
+    ck_assert_double_eq(proto_f64(&m, MF_LOGPROB, 0), -0.25);
+    ck_assert_uint_eq(proto_field(&m, MF_TOP)->via.array.size, 2);
     proto_msg_free(&m);
     proto_writer_free(&w);
     begin_sampled(&w);
-    proto_put_array_begin(&w, "top", 0);
+    proto_put_array_begin(&w, MF_TOP, 0);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), 0);
     /* bad tops: a pair of 3, an id beyond int32, a string log-prob, not an array */
     begin_sampled(&w);
-    proto_put_array_begin(&w, "top", 1);
+    proto_put_array_begin(&w, MF_TOP, 1);
     msgpack_pack_array(&w.pk, 3); msgpack_pack_int32(&w.pk, 5); msgpack_pack_double(&w.pk, -1); msgpack_pack_nil(&w.pk);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "TOKEN: field 'top' must be"));
     begin_sampled(&w);
-    proto_put_array_begin(&w, "top", 1);
+    proto_put_array_begin(&w, MF_TOP, 1);
     msgpack_pack_array(&w.pk, 2); msgpack_pack_int64(&w.pk, (int64_t)1 << 40); msgpack_pack_double(&w.pk, -1);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
     begin_sampled(&w);
-    proto_put_array_begin(&w, "top", 1);
+    proto_put_array_begin(&w, MF_TOP, 1);
     msgpack_pack_array(&w.pk, 2); msgpack_pack_int32(&w.pk, 1); proto_pack_str(&w.pk, "-1");
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
     begin_sampled(&w);
-    proto_put_u64(&w, "top", 3);
+    proto_put_u64(&w, MF_TOP, 3);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
     begin_sampled(&w);
-    proto_put_str(&w, "logprob", "x");
+    proto_put_str(&w, MF_LOGPROB, "x");
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "'logprob' must be a number"));
     /* PIECE probs: a full entry and a minimal one decode */
     begin_piece(&w, 2);
     msgpack_pack_map(&w.pk, 4);
-    proto_pack_str(&w.pk, "id"); msgpack_pack_int32(&w.pk, 7);
+    proto_pack_key(&w.pk, MF_ID); msgpack_pack_int32(&w.pk, 7);
     pack_kv_str(&w.pk, "text", "hi");
-    proto_pack_str(&w.pk, "logprob"); msgpack_pack_double(&w.pk, -0.5);
-    proto_pack_str(&w.pk, "top"); msgpack_pack_array(&w.pk, 1);
+    proto_pack_key(&w.pk, MF_LOGPROB); msgpack_pack_double(&w.pk, -0.5);
+    proto_pack_key(&w.pk, MF_TOP); msgpack_pack_array(&w.pk, 1);
     msgpack_pack_array(&w.pk, 2); msgpack_pack_int32(&w.pk, 7); msgpack_pack_double(&w.pk, -0.5);
     msgpack_pack_map(&w.pk, 2);
-    proto_pack_str(&w.pk, "id"); msgpack_pack_int32(&w.pk, 8);
-    proto_pack_str(&w.pk, "logprob"); msgpack_pack_double(&w.pk, -1.5);
+    proto_pack_key(&w.pk, MF_ID); msgpack_pack_int32(&w.pk, 8);
+    proto_pack_key(&w.pk, MF_LOGPROB); msgpack_pack_double(&w.pk, -1.5);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), 0);
     /* bad entries: not a map, no logprob, no id, text not a string, a bad top */
     begin_piece(&w, 1);
@@ -361,30 +366,30 @@ START_TEST(test_logprob_fields)
     ck_assert_ptr_nonnull(strstr(err, "PIECE: field 'probs' must be"));
     begin_piece(&w, 1);
     msgpack_pack_map(&w.pk, 1);
-    proto_pack_str(&w.pk, "id"); msgpack_pack_int32(&w.pk, 8);
+    proto_pack_key(&w.pk, MF_ID); msgpack_pack_int32(&w.pk, 8);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
     begin_piece(&w, 1);
     msgpack_pack_map(&w.pk, 1);
-    proto_pack_str(&w.pk, "logprob"); msgpack_pack_double(&w.pk, -1.5);
+    proto_pack_key(&w.pk, MF_LOGPROB); msgpack_pack_double(&w.pk, -1.5);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
     begin_piece(&w, 1);
     msgpack_pack_map(&w.pk, 3);
-    proto_pack_str(&w.pk, "id"); msgpack_pack_int32(&w.pk, 8);
-    proto_pack_str(&w.pk, "logprob"); msgpack_pack_double(&w.pk, -1.5);
-    proto_pack_str(&w.pk, "text"); msgpack_pack_int32(&w.pk, 1);
+    proto_pack_key(&w.pk, MF_ID); msgpack_pack_int32(&w.pk, 8);
+    proto_pack_key(&w.pk, MF_LOGPROB); msgpack_pack_double(&w.pk, -1.5);
+    proto_pack_key(&w.pk, MF_TEXT); msgpack_pack_int32(&w.pk, 1);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
     begin_piece(&w, 1);
     msgpack_pack_map(&w.pk, 3);
-    proto_pack_str(&w.pk, "id"); msgpack_pack_int32(&w.pk, 8);
-    proto_pack_str(&w.pk, "logprob"); msgpack_pack_double(&w.pk, -1.5);
-    proto_pack_str(&w.pk, "top"); msgpack_pack_array(&w.pk, 1); msgpack_pack_int32(&w.pk, 8);
+    proto_pack_key(&w.pk, MF_ID); msgpack_pack_int32(&w.pk, 8);
+    proto_pack_key(&w.pk, MF_LOGPROB); msgpack_pack_double(&w.pk, -1.5);
+    proto_pack_key(&w.pk, MF_TOP); msgpack_pack_array(&w.pk, 1); msgpack_pack_int32(&w.pk, 8);
     ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
     /* truncated inside the nested lists: rejected before unpacking */
     begin_piece(&w, 1);
     msgpack_pack_map(&w.pk, 3);
-    proto_pack_str(&w.pk, "id"); msgpack_pack_int32(&w.pk, 8);
-    proto_pack_str(&w.pk, "logprob"); msgpack_pack_double(&w.pk, -1.5);
-    proto_pack_str(&w.pk, "top"); msgpack_pack_array(&w.pk, 1);
+    proto_pack_key(&w.pk, MF_ID); msgpack_pack_int32(&w.pk, 8);
+    proto_pack_key(&w.pk, MF_LOGPROB); msgpack_pack_double(&w.pk, -1.5);
+    proto_pack_key(&w.pk, MF_TOP); msgpack_pack_array(&w.pk, 1);
     msgpack_pack_array(&w.pk, 2); msgpack_pack_int32(&w.pk, 7); msgpack_pack_double(&w.pk, -0.5);
     for (size_t cut = 1; cut < 30; cut++)
         ck_assert_int_eq(proto_decode(&m, proto_data(&w), proto_size(&w) - cut, err, sizeof err), -1);
@@ -462,9 +467,9 @@ START_TEST(test_random_bytes)
             accepted++;
             /* whatever was accepted is safe to read through every getter */
             int32_t t[8];
-            proto_ints(&m, "toks", t, 8);
-            proto_str(&m, "text", NULL);
-            proto_f64(&m, "mu", 0);
+            proto_ints(&m, MF_TOKS, t, 8);
+            proto_str(&m, MF_TEXT, NULL);
+            proto_f64(&m, MF_MU, 0);
             proto_msg_free(&m);
         } else {
             ck_assert(err[0] != 0);
@@ -621,22 +626,23 @@ START_TEST(test_empty_strings)
     proto_msg e;
     char err0[200];
     ck_assert_int_eq(proto_decode(&e, raw, sizeof raw, err0, sizeof err0), 0);
-    size_t en = 9;
-    ck_assert_ptr_nonnull(proto_str(&e, "", &en));
-    ck_assert_uint_eq(en, 0);
+    /* a reader that walks the map (sampler parameters are read that way) gets pointers */
+    ck_assert_ptr_nonnull(e.map->ptr[0].key.via.str.ptr);
+    ck_assert_ptr_nonnull(e.map->ptr[0].val.via.str.ptr);
+    ck_assert_uint_eq(e.map->ptr[0].val.via.str.size, 0);
     proto_msg_free(&e);
     proto_writer w;
     proto_begin(&w, PT_PIECE, 3);
-    proto_put_str(&w, "text", "");
-    proto_put_u64(&w, "ntok", 0);
+    proto_put_str(&w, MF_TEXT, "");
+    proto_put_u64(&w, MF_NTOK, 0);
     proto_msg m;
     char err[200], out[8] = "xx";
     ck_assert_int_eq(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err), 0);
     size_t n = 99;
-    const char *p = proto_str(&m, "text", &n);
+    const char *p = proto_str(&m, MF_TEXT, &n);
     ck_assert_ptr_nonnull(p);
     ck_assert_uint_eq(n, 0);
-    ck_assert_int_eq(proto_strcpy(&m, "text", out, sizeof out), 0);
+    ck_assert_int_eq(proto_strcpy(&m, MF_TEXT, out, sizeof out), 0);
     ck_assert_str_eq(out, "");
     proto_writer_free(&w);
     proto_msg_free(&m);
@@ -715,6 +721,51 @@ START_TEST(test_errcodes)
 }
 END_TEST
 
+START_TEST(test_field_table)
+{
+    /* one name per field, no two fields share a name */
+    for (int a = 0; a < MF_COUNT; a++) {
+        ck_assert_ptr_nonnull(proto_field_name((proto_field_id)a));
+        ck_assert_uint_gt(strlen(proto_field_name((proto_field_id)a)), 0);
+        for (int b = a + 1; b < MF_COUNT; b++)
+            ck_assert_str_ne(proto_field_name((proto_field_id)a), proto_field_name((proto_field_id)b));
+    }
+    ck_assert_str_eq(proto_field_name(MF_SESS), "sess");
+    ck_assert_str_eq(proto_field_name(MF_COUNT), "?");
+    char err[200];
+    proto_writer w;
+    /* an optional field of its type, of the wrong kind: refused, naming type and field */
+    proto_begin(&w, PT_ACCEPTED, 1);
+    proto_put_u64(&w, MF_NTOK, 1);
+    proto_put_u64(&w, MF_SESS, 1);
+    proto_put_u64(&w, MF_KEY, 5);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "ACCEPTED: field 'key' must be a string"), "%s", err);
+    /* a field another type has is not this type's: ignored, whatever its kind (a newer
+     * peer may add it) */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 4);
+    proto_pack_key(&pk, MF_V); msgpack_pack_uint64(&pk, PROTO_VERSION);
+    proto_pack_key(&pk, MF_T); msgpack_pack_uint64(&pk, PT_PONG);
+    proto_pack_key(&pk, MF_ID); msgpack_pack_uint64(&pk, 9);
+    proto_pack_key(&pk, MF_TOKS); msgpack_pack_str(&pk, 1); msgpack_pack_str_body(&pk, "x", 1);
+    proto_msg m;
+    ck_assert_msg(proto_decode(&m, sb.data, sb.size, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(m.type, PT_PONG);
+    ck_assert_int_eq(proto_ints(&m, MF_TOKS, NULL, 0), -1); /* of another kind: absent */
+    proto_msg_free(&m);
+    msgpack_sbuffer_destroy(&sb);
+    /* errf: formats, truncates, accepts no buffer, always -1 */
+    char small[8];
+    ck_assert_int_eq(errf(small, sizeof small, "%s %d", "abcdef", 12345), -1);
+    ck_assert_str_eq(small, "abcdef ");
+    ck_assert_int_eq(errf(NULL, 0, "x"), -1);
+}
+END_TEST
+
 START_TEST(test_sessrec)
 {
     /* RUN and REPORT carry one session record: what is written is what is read */
@@ -737,7 +788,7 @@ START_TEST(test_sessrec)
         ck_assert(out.sp_len == 3 && !memcmp(out.sp, sp, 3) && out.fb_len == 2 && !memcmp(out.fb, fb, 2));
         ck_assert(out.n_eog == 2 && out.eog[0] == 2 && out.eog[1] == 13 && out.mu_set && out.mu == 6.5 && out.idle);
         int32_t back[5];
-        ck_assert_int_eq(proto_ints(&m, "toks", back, 5), 5);
+        ck_assert_int_eq(proto_ints(&m, MF_TOKS, back, 5), 5);
         ck_assert(!memcmp(back, toks, sizeof toks));
         proto_msg_free(&m);
         proto_writer_free(&w);
@@ -765,6 +816,7 @@ Suite *proto_suite(void)
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_errcodes);
     tcase_add_test(tc, test_sessrec);
+    tcase_add_test(tc, test_field_table);
     tcase_add_test(tc, test_empty_strings);
     tcase_add_test(tc, test_schema_errors);
     tcase_add_test(tc, test_logprob_fields);

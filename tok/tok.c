@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tok_impl.h"
+#include "errcode.h"
 
 #define TOK_MAX_INPUT (1u << 30) /* bytes; keeps every internal index in 32 bits */
 
@@ -112,17 +113,6 @@ static bool partition(const tok_vocab *v, const char *text, size_t len, bool par
     return true;
 }
 
-static int encode_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 static int encode(const tok_vocab *v, const char *text, size_t len, bool add_special,
                   bool parse_special, const guard *g, int32_t **ids, size_t *n, char *err,
                   size_t errlen)
@@ -130,9 +120,9 @@ static int encode(const tok_vocab *v, const char *text, size_t len, bool add_spe
     *ids = NULL;
     *n = 0;
     if (!v || (!text && len))
-        return encode_err(err, errlen, "tok_encode: %s is NULL", v ? "text" : "vocabulary");
+        return errf(err, errlen, "tok_encode: %s is NULL", v ? "text" : "vocabulary");
     if (len > TOK_MAX_INPUT)
-        return encode_err(err, errlen, "tok_encode: input of %zu bytes is over the %u byte limit",
+        return errf(err, errlen, "tok_encode: input of %zu bytes is over the %u byte limit",
                           len, TOK_MAX_INPUT);
     frag_list frags = { 0 };
     tok_ids out = { 0 };
@@ -157,7 +147,7 @@ static int encode(const tok_vocab *v, const char *text, size_t len, bool add_spe
     free(frags.v);
     if (!ok) {
         free(out.v);
-        return encode_err(err, errlen, "tok_encode: out of memory on %zu bytes of input", len);
+        return errf(err, errlen, "tok_encode: out of memory on %zu bytes of input", len);
     }
     *ids = out.v;
     *n = out.n;
@@ -177,11 +167,11 @@ int tok_encode_guarded(const tok_vocab *v, const char *text, size_t len, bool ad
     *ids = NULL;
     *n = 0;
     if (n_plain && !plain)
-        return encode_err(err, errlen, "tok_encode_guarded: %zu spans but no span array", n_plain);
+        return errf(err, errlen, "tok_encode_guarded: %zu spans but no span array", n_plain);
     for (size_t i = 0; i < n_plain; i++) {
         if (plain[i].off > len || plain[i].len > len - plain[i].off ||
             (i && plain[i].off < plain[i - 1].off + plain[i - 1].len))
-            return encode_err(err, errlen, "tok_encode_guarded: span %zu (%zu+%zu) is out of "
+            return errf(err, errlen, "tok_encode_guarded: span %zu (%zu+%zu) is out of "
                               "order or past the %zu-byte text", i, plain[i].off, plain[i].len, len);
     }
     guard g = { plain, n_plain };

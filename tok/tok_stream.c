@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tok_impl.h"
+#include "errcode.h"
 
 static bool piece_hidden(const tok_vocab *v, int32_t id, bool render_special)
 {
@@ -39,15 +40,15 @@ char *tok_decode(const tok_vocab *v, const int32_t *ids, size_t n, bool render_s
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= v->n_vocab) {
-            snprintf(err, errlen, "tok_decode: id %d at position %zu is out of range "
-                     "(n_vocab %d)", ids[i], i, v->n_vocab);
+            errf(err, errlen, "tok_decode: id %d at position %zu is out of range "
+                 "(n_vocab %d)", ids[i], i, v->n_vocab);
             return NULL;
         }
         total += v->piece_off[ids[i] + 1] - v->piece_off[ids[i]];
     }
     char *out = malloc(total + 1);
     if (!out) {
-        snprintf(err, errlen, "tok_decode: out of memory for %zu bytes", total);
+        errf(err, errlen, "tok_decode: out of memory for %zu bytes", total);
         return NULL;
     }
     size_t o = 0;

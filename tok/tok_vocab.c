@@ -12,16 +12,7 @@
 #include "log.h"
 #include "tok_impl.h"
 #include "unicode.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+#include "errcode.h"
 
 /* ---- string interning ---- */
 
@@ -186,7 +177,7 @@ static int load_tokens(tok_vocab *v, const gguf_ctx *g, char *err, size_t errlen
     int64_t kt = gguf_find_key(g, "tokenizer.ggml.tokens");
     if (kt < 0 || gguf_arr_type(g, kt) != GGUF_T_STRING || gguf_arr_n(g, kt) == 0 ||
         gguf_arr_n(g, kt) > 0x7FFFFFF) {
-        seterr(err, errlen, "tokenizer.ggml.tokens: missing, empty or not an array of strings");
+        errf(err, errlen, "tokenizer.ggml.tokens: missing, empty or not an array of strings");
         return -1;
     }
     uint64_t n = gguf_arr_n(g, kt);
@@ -194,12 +185,12 @@ static int load_tokens(tok_vocab *v, const gguf_ctx *g, char *err, size_t errlen
     int64_t ks = gguf_find_key(g, "tokenizer.ggml.scores");
     int64_t ky = gguf_find_key(g, "tokenizer.ggml.token_type");
     if (ks >= 0 && (gguf_arr_type(g, ks) != GGUF_T_FLOAT32 || gguf_arr_n(g, ks) != n)) {
-        seterr(err, errlen, "tokenizer.ggml.scores: expected %llu float32 values",
+        errf(err, errlen, "tokenizer.ggml.scores: expected %llu float32 values",
                (unsigned long long)n);
         return -1;
     }
     if (ky >= 0 && (gguf_arr_type(g, ky) != GGUF_T_INT32 || gguf_arr_n(g, ky) != n)) {
-        seterr(err, errlen, "tokenizer.ggml.token_type: expected %llu int32 values",
+        errf(err, errlen, "tokenizer.ggml.token_type: expected %llu int32 values",
                (unsigned long long)n);
         return -1;
     }
@@ -225,7 +216,7 @@ static int load_tokens(tok_vocab *v, const gguf_ctx *g, char *err, size_t errlen
     }
     return 0;
 oom:
-    seterr(err, errlen, "out of memory loading %llu tokens", (unsigned long long)n);
+    errf(err, errlen, "out of memory loading %llu tokens", (unsigned long long)n);
     return -1;
 }
 
@@ -241,13 +232,13 @@ static int load_merges(tok_vocab *v, const gguf_ctx *g, char *err, size_t errlen
 {
     int64_t km = gguf_find_key(g, "tokenizer.ggml.merges");
     if (km < 0 || gguf_arr_type(g, km) != GGUF_T_STRING) {
-        seterr(err, errlen, "tokenizer.ggml.merges: missing or not an array of strings "
+        errf(err, errlen, "tokenizer.ggml.merges: missing or not an array of strings "
                "(required for tokenizer.ggml.model gpt2)");
         return -1;
     }
     uint64_t n = gguf_arr_n(g, km);
     if (n > 0x3FFFFFFF) {
-        seterr(err, errlen, "tokenizer.ggml.merges: %llu entries is too many", (unsigned long long)n);
+        errf(err, errlen, "tokenizer.ggml.merges: %llu entries is too many", (unsigned long long)n);
         return -1;
     }
     uint32_t cap = 1024;
@@ -293,7 +284,7 @@ static int load_merges(tok_vocab *v, const gguf_ctx *g, char *err, size_t errlen
     free(buf);
     return 0;
 oom:
-    seterr(err, errlen, "out of memory loading tokenizer.ggml.merges");
+    errf(err, errlen, "out of memory loading tokenizer.ggml.merges");
     return -1;
 }
 
@@ -455,14 +446,14 @@ static int build_pieces(tok_vocab *v, char *err, size_t errlen)
         total += l;
     }
     if (total > UINT32_MAX - 1) {
-        seterr(err, errlen, "tokenizer.ggml.tokens: %zu bytes of token text in all, more than "
+        errf(err, errlen, "tokenizer.ggml.tokens: %zu bytes of token text in all, more than "
                "the 4 GiB a vocabulary may hold", total);
         return -1;
     }
     v->piece_off = malloc(((size_t)v->n_vocab + 1) * sizeof *v->piece_off);
     v->pieces = malloc(total + 1);
     if (!v->piece_off || !v->pieces) {
-        seterr(err, errlen, "out of memory for %zu bytes of token pieces", total);
+        errf(err, errlen, "out of memory for %zu bytes of token pieces", total);
         return -1;
     }
     size_t o = 0;
@@ -523,7 +514,7 @@ static int load_settings(tok_vocab *v, const gguf_ctx *g, char *err, size_t errl
 {
     const char *model = gguf_get_str(g, "tokenizer.ggml.model", NULL);
     if (!model) {
-        seterr(err, errlen, "tokenizer.ggml.model: missing");
+        errf(err, errlen, "tokenizer.ggml.model: missing");
         return -1;
     }
     const char *pre = gguf_get_str(g, "tokenizer.ggml.pre", NULL);
@@ -536,7 +527,7 @@ static int load_settings(tok_vocab *v, const gguf_ctx *g, char *err, size_t errl
         return 0;
     }
     if (strcmp(model, "gpt2") != 0) {
-        seterr(err, errlen, "tokenizer.ggml.model: '%s' is not supported (expected 'llama' "
+        errf(err, errlen, "tokenizer.ggml.model: '%s' is not supported (expected 'llama' "
                "or 'gpt2')", model);
         return -1;
     }
@@ -552,7 +543,7 @@ static int load_settings(tok_vocab *v, const gguf_ctx *g, char *err, size_t errl
     for (k = 0; k < n && strcmp(pre_table[k].name, pre) != 0; k++)
         ;
     if (k == n) {
-        seterr(err, errlen, "tokenizer.ggml.pre: unknown pre-tokenizer '%s'", pre);
+        errf(err, errlen, "tokenizer.ggml.pre: unknown pre-tokenizer '%s'", pre);
         return -1;
     }
     v->pre = pre_table[k].pre;
@@ -568,12 +559,12 @@ static int load_settings(tok_vocab *v, const gguf_ctx *g, char *err, size_t errl
 tok_vocab *tok_vocab_load(const gguf_ctx *g, char *err, size_t errlen)
 {
     if (!g) {
-        seterr(err, errlen, "tok_vocab_load: no GGUF metadata");
+        errf(err, errlen, "tok_vocab_load: no GGUF metadata");
         return NULL;
     }
     tok_vocab *v = calloc(1, sizeof *v);
     if (!v) {
-        seterr(err, errlen, "out of memory");
+        errf(err, errlen, "out of memory");
         return NULL;
     }
     strtab_init(&v->syms);
@@ -595,13 +586,13 @@ tok_vocab *tok_vocab_load(const gguf_ctx *g, char *err, size_t errlen)
     v->add_bos = gguf_get_bool(g, "tokenizer.ggml.add_bos_token", v->add_bos);
     v->add_eos = gguf_get_bool(g, "tokenizer.ggml.add_eos_token", v->add_eos);
     if ((v->add_bos && v->bos == TOK_NULL) || (v->add_eos && v->eos == TOK_NULL)) {
-        seterr(err, errlen, "tokenizer.ggml.add_%s_token is set but the vocabulary has no "
+        errf(err, errlen, "tokenizer.ggml.add_%s_token is set but the vocabulary has no "
                "valid %s token id", v->add_bos && v->bos == TOK_NULL ? "bos" : "eos",
                v->add_bos && v->bos == TOK_NULL ? "bos" : "eos");
         goto fail;
     }
     if (!build_lookup(v) || !detect_eog(v) || !build_specials(v)) {
-        seterr(err, errlen, "out of memory building the vocabulary tables");
+        errf(err, errlen, "out of memory building the vocabulary tables");
         goto fail;
     }
     if (build_pieces(v, err, errlen) != 0)

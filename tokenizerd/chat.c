@@ -4,6 +4,7 @@
  * Owner: tok.
  */
 #include "chat.h"
+#include "errcode.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -464,17 +465,6 @@ static bool role_ok(chat_tmpl t, const char *role)
     return !strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant");
 }
 
-static int render_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 int chat_render_spans(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_generation_prompt,
                       char **out, tok_span **spans, size_t *n_spans, char *err, size_t errlen)
 {
@@ -484,15 +474,15 @@ int chat_render_spans(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_gene
         *n_spans = 0;
     }
     if (t < 0 || t >= CHAT_TMPL_COUNT)
-        return render_err(err, errlen, "chat_render: unknown chat template (id %d)", (int)t);
+        return errf(err, errlen, "chat_render: unknown chat template (id %d)", (int)t);
     if (n && !msgs)
-        return render_err(err, errlen, "chat_render: messages are NULL");
+        return errf(err, errlen, "chat_render: messages are NULL");
     for (size_t i = 0; i < n; i++) {
         if (!msgs[i].role || !msgs[i].content)
-            return render_err(err, errlen, "chat_render: message %zu has a NULL %s", i,
+            return errf(err, errlen, "chat_render: message %zu has a NULL %s", i,
                               msgs[i].role ? "content" : "role");
         if (!role_ok(t, msgs[i].role))
-            return render_err(err, errlen, "chat_render: message %zu: role '%.40s' is not "
+            return errf(err, errlen, "chat_render: message %zu: role '%.40s' is not "
                               "supported by template %s", i, msgs[i].role, tmpl_names[t]);
     }
     sbuf b = { 0 };
@@ -522,7 +512,7 @@ int chat_render_spans(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_gene
     if (b.oom) {
         free(b.s);
         free(b.spans);
-        return render_err(err, errlen, "chat_render: out of memory");
+        return errf(err, errlen, "chat_render: out of memory");
     }
     *out = b.s;
     if (spans) {

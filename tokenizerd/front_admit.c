@@ -13,6 +13,7 @@
 
 #include "front.h"
 #include "log.h"
+#include "errcode.h"
 
 /* A fresh random session id and key (128 bits, hex). */
 static void new_identity(front_req *r)
@@ -34,14 +35,13 @@ static void new_identity(front_req *r)
 static int pack_params(front *f, front_req *r, const proto_msg *m, char *err, size_t errcap)
 {
     smp_params p = smp_params_default();
-    const msgpack_object *o = proto_field(m, "params");
+    const msgpack_object *o = proto_field(m, MF_PARAMS);
     uint32_t n = o ? o->via.map.size : 0;
     char k[64], v[1024];
     for (uint32_t i = 0; i < n; i++) {
         const msgpack_object_str *ks = &o->via.map.ptr[i].key.via.str, *vs = &o->via.map.ptr[i].val.via.str;
         if (ks->size >= sizeof k || vs->size >= sizeof v) {
-            snprintf(err, errcap, "parameter name or value too long (%u bytes)", ks->size >= sizeof k ? ks->size : vs->size);
-            return -1;
+            return errf(err, errcap, "parameter name or value too long (%u bytes)", ks->size >= sizeof k ? ks->size : vs->size);
         }
         memcpy(k, ks->ptr, ks->size); k[ks->size] = 0;
         memcpy(v, vs->ptr, vs->size); v[vs->size] = 0;
@@ -66,21 +66,21 @@ static char *request_text(front *f, const proto_msg *m, bool chat, tok_span **sp
     *n_spans = 0;
     if (!chat) {
         size_t n;
-        const char *p = proto_str(m, "prompt", &n);
+        const char *p = proto_str(m, MF_PROMPT, &n);
         if (!p) {
-            snprintf(err, errcap, "GENERATE needs a 'prompt' string (or chat 'msgs')");
+            errf(err, errcap, "GENERATE needs a 'prompt' string (or chat 'msgs')");
             return NULL;
         }
         return strndup(p, n);
     }
     if (f->tmpl == CHAT_TMPL_UNKNOWN) {
-        snprintf(err, errcap, "model %.120s has no chat template this front door knows (start tokenizerd with "
+        errf(err, errcap, "model %.120s has no chat template this front door knows (start tokenizerd with "
                               "--chat-template NAME)", f->model);
         return NULL;
     }
-    const msgpack_object *o = proto_field(m, "msgs");
+    const msgpack_object *o = proto_field(m, MF_MSGS);
     if (!o || o->via.array.size == 0 || o->via.array.size % 2 || o->via.array.size > 512) {
-        snprintf(err, errcap, "chat needs 'msgs' as role, content pairs (1 to 256 messages)");
+        errf(err, errcap, "chat needs 'msgs' as role, content pairs (1 to 256 messages)");
         return NULL;
     }
     size_t nm = o->via.array.size / 2;
@@ -101,17 +101,15 @@ static char *request_text(front *f, const proto_msg *m, bool chat, tok_span **sp
 
 static int set_stops(front_req *r, const proto_msg *m, char *err, size_t errcap)
 {
-    const msgpack_object *o = proto_field(m, "stop");
+    const msgpack_object *o = proto_field(m, MF_STOP);
     if (!o) return 0;
     if (o->via.array.size > FRONT_MAX_STOPS) {
-        snprintf(err, errcap, "at most %d stop strings", FRONT_MAX_STOPS);
-        return -1;
+        return errf(err, errcap, "at most %d stop strings", FRONT_MAX_STOPS);
     }
     for (uint32_t i = 0; i < o->via.array.size; i++) {
         const msgpack_object_str *s = &o->via.array.ptr[i].via.str;
         if (s->size == 0 || s->size > 256 || memchr(s->ptr, 0, s->size)) {
-            snprintf(err, errcap, "stop strings must be 1 to 256 bytes without NUL");
-            return -1;
+            return errf(err, errcap, "stop strings must be 1 to 256 bytes without NUL");
         }
         r->stops[r->n_stops++] = strndup(s->ptr, s->size);
     }
@@ -137,7 +135,7 @@ static void unlink_req(front *f, front_req *r)
 static int key_valid(const proto_msg *m)
 {
     size_t n;
-    const char *k = proto_str(m, "key", &n);
+    const char *k = proto_str(m, MF_KEY, &n);
     if (!k || n != FRONT_KEY_HEX) return 0;
     for (size_t i = 0; i < n; i++)
         if (!((k[i] >= '0' && k[i] <= '9') || (k[i] >= 'a' && k[i] <= 'f'))) return 0;
@@ -149,7 +147,7 @@ static int key_valid(const proto_msg *m)
  * of a session this front door holds, parked, or refused. */
 static front_req *route(front *f, const uint8_t *rid, size_t rl, const proto_msg *m, int *admit)
 {
-    uint64_t cont = proto_u64(m, "sess", 0), resume = proto_u64(m, "resume", 0);
+    uint64_t cont = proto_u64(m, MF_SESS, 0), resume = proto_u64(m, MF_RESUME, 0);
     *admit = 0;
     if (resume) { /* a client back after a restart of the front door */
         if (!key_valid(m)) {
@@ -186,15 +184,15 @@ static int over_limits(front *f, const uint8_t *rid, size_t rl, const proto_msg 
     front_load(f, rid, rl, &all, &mine, NULL, NULL);
     if (all < f->lim.max_requests && mine < f->lim.max_per_client) return 0;
     char err[200];
-    snprintf(err, sizeof err, all >= f->lim.max_requests
-             ? "the front door is full: %d requests running or queued (tokenizerd --max-requests); try again later"
-             : "this connection has %d requests running or queued (tokenizerd --max-per-client); try again later",
-             all >= f->lim.max_requests ? all : mine);
+    errf(err, sizeof err, all >= f->lim.max_requests
+         ? "the front door is full: %d requests running or queued (tokenizerd --max-requests); try again later"
+         : "this connection has %d requests running or queued (tokenizerd --max-per-client); try again later",
+         all >= f->lim.max_requests ? all : mine);
     proto_writer w;
     proto_begin(&w, PT_ERROR, m->id);
-    proto_put_str(&w, "msg", err);
-    proto_put_str(&w, "code", errcode_name(ERR_FULL));
-    proto_put_u64(&w, "retry_ms", 1000);
+    proto_put_str(&w, MF_MSG, err);
+    proto_put_str(&w, MF_CODE, errcode_name(ERR_FULL));
+    proto_put_u64(&w, MF_RETRY_MS, 1000);
     front_send(f, rid, rl, &w);
     return 1;
 }
@@ -204,16 +202,16 @@ static int over_limits(front *f, const uint8_t *rid, size_t rl, const proto_msg 
  * before it; its per-generation state reset. NULL when out of memory (answered). */
 static front_req *take_request(front *f, front_req *r, const uint8_t *rid, size_t rl, const proto_msg *m)
 {
-    uint64_t resume = proto_u64(m, "resume", 0);
+    uint64_t resume = proto_u64(m, MF_RESUME, 0);
     if (!r) {
         r = calloc(1, sizeof *r);
         if (!r) { front_send_error(f, rid, rl, m->id, ERR_INTERNAL, "front door out of memory"); return NULL; }
         new_identity(r);
         if (resume) {
             r->sess = resume;
-            memcpy(r->key, proto_str(m, "key", NULL), FRONT_KEY_HEX);
+            memcpy(r->key, proto_str(m, MF_KEY, NULL), FRONT_KEY_HEX);
             r->key[FRONT_KEY_HEX] = 0;
-            r->skip = proto_u64(m, "rbytes", 0);
+            r->skip = proto_u64(m, MF_RBYTES, 0);
         }
         r->worker = -1;
         enqueue(f, r);
@@ -224,7 +222,7 @@ static front_req *take_request(front *f, front_req *r, const uint8_t *rid, size_
         unlink_req(f, r);
         enqueue(f, r);
     }
-    r->chat = proto_bool(m, "chat", 0);
+    r->chat = proto_bool(m, MF_CHAT, 0);
     r->attached = true;
     if (!resume) r->skip = 0;
     r->client_id = m->id;
@@ -254,10 +252,10 @@ static int32_t *tokenize_request(front *f, front_req *r, const proto_msg *m, siz
         !(text = request_text(f, m, r->chat, &spans, &n_spans, err, errcap)) ||
         (r->chat ? tok_encode_guarded(f->vocab, text, strlen(text), true, spans, n_spans, &ids, n_ids, err, errcap)
                  : tok_encode(f->vocab, text, strlen(text), true, false, &ids, n_ids, err, errcap)) != 0) {
-        if (!err[0]) snprintf(err, errcap, "out of memory");
+        if (!err[0]) errf(err, errcap, "out of memory");
         ids = NULL;
     } else if (*n_ids == 0) {
-        snprintf(err, errcap, "the prompt is empty after tokenization");
+        errf(err, errcap, "the prompt is empty after tokenization");
         free(ids);
         ids = NULL;
     }
@@ -272,8 +270,8 @@ static int set_prompt(front *f, front_req *r, int32_t *ids, size_t n_ids, int64_
     int ctx = front_ctx_max(f);
     if (ctx && n_ids >= (size_t)ctx) { /* refused before any message is built for a worker */
         char err[200];
-        snprintf(err, sizeof err, "the prompt is %zu tokens; the context holds %d (engined --ctx), and at least one "
-                 "token must be generated", n_ids, ctx);
+        errf(err, sizeof err, "the prompt is %zu tokens; the context holds %d (engined --ctx), and at least one "
+             "token must be generated", n_ids, ctx);
         log_info("request %llu refused: %s", (unsigned long long)r->client_id, err);
         front_fail(f, r, ERR_CONTEXT, err);
         return -1;
@@ -302,11 +300,11 @@ static void start(front *f, front_req *r, const uint8_t *rid, size_t rl)
     }
     proto_writer w;
     proto_begin(&w, PT_ACCEPTED, r->client_id);
-    proto_put_u64(&w, "ntok", (uint64_t)r->n_prompt);
-    proto_put_u64(&w, "sess", r->sess);
-    proto_put_str(&w, "key", r->key);
-    proto_put_u64(&w, "seed", r->seed);
-    proto_put_u64(&w, "pos", (uint64_t)front_queue_pos(f, r));
+    proto_put_u64(&w, MF_NTOK, (uint64_t)r->n_prompt);
+    proto_put_u64(&w, MF_SESS, r->sess);
+    proto_put_str(&w, MF_KEY, r->key);
+    proto_put_u64(&w, MF_SEED, r->seed);
+    proto_put_u64(&w, MF_POS, (uint64_t)front_queue_pos(f, r));
     front_send(f, rid, rl, &w);
     if (r->n_predict == 0) front_finish(f, r, "length");
 }
@@ -324,7 +322,7 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
         front_fail(f, r, ERR_INVALID, err);
         return;
     }
-    int64_t n_predict = proto_i64(m, "n", -1);
+    int64_t n_predict = proto_i64(m, MF_N, -1);
     if (n_predict < 0 || n_predict > (1 << 20)) n_predict = 1 << 20; /* until EOG or the context is full */
     int rc = set_prompt(f, r, ids, n_ids, n_predict);
     free(ids);

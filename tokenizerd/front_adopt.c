@@ -32,13 +32,13 @@
 void front_fb_pack(const front_req *r, msgpack_packer *pk)
 {
     msgpack_pack_map(pk, 7);
-    proto_pack_str(pk, "key"); proto_pack_str(pk, r->key);
-    proto_pack_str(pk, "np"); msgpack_pack_int32(pk, r->n_prompt);
-    proto_pack_str(pk, "n"); msgpack_pack_int32(pk, r->n_predict);
-    proto_pack_str(pk, "chat"); if (r->chat) msgpack_pack_true(pk); else msgpack_pack_false(pk);
-    proto_pack_str(pk, "ie"); if (r->ignore_eos) msgpack_pack_true(pk); else msgpack_pack_false(pk);
-    proto_pack_str(pk, "seed"); msgpack_pack_uint32(pk, r->seed);
-    proto_pack_str(pk, "stop"); msgpack_pack_array(pk, (size_t)r->n_stops);
+    proto_pack_key(pk, MF_KEY); proto_pack_str(pk, r->key);
+    proto_pack_key(pk, MF_NP); msgpack_pack_int32(pk, r->n_prompt);
+    proto_pack_key(pk, MF_N); msgpack_pack_int32(pk, r->n_predict);
+    proto_pack_key(pk, MF_CHAT); if (r->chat) msgpack_pack_true(pk); else msgpack_pack_false(pk);
+    proto_pack_key(pk, MF_IE); if (r->ignore_eos) msgpack_pack_true(pk); else msgpack_pack_false(pk);
+    proto_pack_key(pk, MF_SEED); msgpack_pack_uint32(pk, r->seed);
+    proto_pack_key(pk, MF_STOP); msgpack_pack_array(pk, (size_t)r->n_stops);
     for (int i = 0; i < r->n_stops; i++) proto_pack_str(pk, r->stops[i]);
 }
 
@@ -57,18 +57,18 @@ static int fb_unpack(front_req *r, const msgpack_object *fb, int n_toks)
     }
     proto_msg v = { .map = &up.data.via.map };
     size_t kl;
-    const char *key = proto_str(&v, "key", &kl);
-    int64_t np = proto_i64(&v, "np", -1), n = proto_i64(&v, "n", -1);
-    const msgpack_object *stop = proto_field(&v, "stop");
+    const char *key = proto_str(&v, MF_KEY, &kl);
+    int64_t np = proto_i64(&v, MF_NP, -1), n = proto_i64(&v, MF_N, -1);
+    const msgpack_object *stop = proto_field(&v, MF_STOP);
     if (key && kl == FRONT_KEY_HEX && np >= 1 && np <= n_toks && n >= 0 && stop && stop->type == MSGPACK_OBJECT_ARRAY &&
         stop->via.array.size <= FRONT_MAX_STOPS) {
         memcpy(r->key, key, kl);
         r->key[kl] = 0;
         r->n_prompt = (int)np;
         r->n_predict = (int)n;
-        r->chat = proto_bool(&v, "chat", 0);
-        r->ignore_eos = proto_bool(&v, "ie", 0);
-        r->seed = (uint32_t)proto_u64(&v, "seed", 0);
+        r->chat = proto_bool(&v, MF_CHAT, 0);
+        r->ignore_eos = proto_bool(&v, MF_IE, 0);
+        r->seed = (uint32_t)proto_u64(&v, MF_SEED, 0);
         rc = 0;
         for (uint32_t i = 0; i < stop->via.array.size; i++) {
             const msgpack_object *e = &stop->via.array.ptr[i];
@@ -88,7 +88,7 @@ static void stop_on(front *f, int wi, uint64_t sess)
 {
     proto_writer w;
     proto_begin(&w, PT_STOP, sess);
-    proto_put_u64(&w, "sess", sess);
+    proto_put_u64(&w, MF_SESS, sess);
     front_send_worker(f, wi, &w);
 }
 
@@ -137,7 +137,7 @@ void front_adopt(front *f, int wi, const proto_msg *m)
     }
     r = calloc(1, sizeof *r);
     if (r) r->toks = malloc(((size_t)n + 1024) * sizeof *r->toks);
-    if (!r || !r->toks || n == 0 || rec.sp_len > sizeof r->sp || fb_unpack(r, proto_field(m, "fb"), (int)n) != 0 ||
+    if (!r || !r->toks || n == 0 || rec.sp_len > sizeof r->sp || fb_unpack(r, proto_field(m, MF_FB), (int)n) != 0 ||
         rec.step != (uint64_t)(n - (uint32_t)r->n_prompt) || !(r->det = tok_stream_new(f->vocab, TOK_STREAM_KEEP_SPACE))) {
         refuse_report(f, wi, sess, "its record is not one of ours");
         if (r) {
@@ -148,7 +148,7 @@ void front_adopt(front *f, int wi, const proto_msg *m)
         }
         return;
     }
-    proto_ints(m, "toks", r->toks, n);
+    proto_ints(m, MF_TOKS, r->toks, n);
     r->sess = sess;
     r->n_toks = (int)n;
     r->cap = (int)n + 1024;
@@ -197,7 +197,7 @@ int front_park(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
 
 int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
 {
-    uint64_t sess = proto_u64(m, "resume", 0);
+    uint64_t sess = proto_u64(m, MF_RESUME, 0);
     front_req *r = front_find_sess(f, sess);
     if (r && !front_key_ok(r, m)) {
         front_send_error(f, rid, rl, m->id, ERR_UNKNOWN_SESSION, "resume: unknown session (or not yours)");
@@ -211,16 +211,16 @@ int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     r->client_ms = net_now_ms();
     r->gone = false;
     r->attached = true;
-    r->skip = proto_u64(m, "rbytes", 0);
+    r->skip = proto_u64(m, MF_RBYTES, 0);
     log_info("session %016llx resumed by its client (%llu bytes of text received, %d tokens generated)",
              (unsigned long long)r->sess, (unsigned long long)r->skip, r->n_gen);
     proto_writer w;
     proto_begin(&w, PT_ACCEPTED, m->id);
-    proto_put_u64(&w, "ntok", (uint64_t)r->n_prompt);
-    proto_put_u64(&w, "sess", r->sess);
-    proto_put_str(&w, "key", r->key);
-    proto_put_u64(&w, "seed", r->seed);
-    proto_put_u64(&w, "pos", (uint64_t)front_queue_pos(f, r));
+    proto_put_u64(&w, MF_NTOK, (uint64_t)r->n_prompt);
+    proto_put_u64(&w, MF_SESS, r->sess);
+    proto_put_str(&w, MF_KEY, r->key);
+    proto_put_u64(&w, MF_SEED, r->seed);
+    proto_put_u64(&w, MF_POS, (uint64_t)front_queue_pos(f, r));
     front_send(f, rid, rl, &w);
     front_replay(f, r); /* queued too: what it generated before its worker died */
     return 1;
@@ -231,8 +231,8 @@ void front_unpark(front *f, int64_t now)
     int grace_over = now - f->start_ms >= FRONT_ADOPT_GRACE_MS;
     for (int i = 0; i < f->n_parked;) {
         front_parked *p = &f->parked[i];
-        uint64_t sess = proto_u64(&p->m, "resume", 0); /* a resume, or a chat's next turn */
-        if (!sess) sess = proto_u64(&p->m, "sess", 0);
+        uint64_t sess = proto_u64(&p->m, MF_RESUME, 0); /* a resume, or a chat's next turn */
+        if (!sess) sess = proto_u64(&p->m, MF_SESS, 0);
         if (!grace_over && !front_find_sess(f, sess)) {
             i++;
             continue;

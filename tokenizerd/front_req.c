@@ -111,7 +111,7 @@ static void send_stop(front *f, int wi, uint64_t sess)
     if (wi < 0 || !f->w[wi].live) return;
     proto_writer w;
     proto_begin(&w, PT_STOP, sess);
-    proto_put_u64(&w, "sess", sess);
+    proto_put_u64(&w, MF_SESS, sess);
     front_send_worker(f, wi, &w);
 }
 
@@ -165,11 +165,11 @@ static void send_piece_ex(front *f, front_req *r, const char *p, size_t n, int a
     if (!n && !k) return;
     proto_writer w;
     proto_begin(&w, PT_PIECE, r->client_id);
-    proto_put_strn(&w, "text", n ? p : "", n);
-    proto_put_u64(&w, "ntok", (uint64_t)r->n_gen);
+    proto_put_strn(&w, MF_TEXT, n ? p : "", n);
+    proto_put_u64(&w, MF_NTOK, (uint64_t)r->n_gen);
     if (k) {
         size_t bytes = r->pend[k - 1].off;
-        proto_put_array_begin(&w, "probs", (uint32_t)k);
+        proto_put_array_begin(&w, MF_PROBS, (uint32_t)k);
         msgpack_sbuffer_write(&w.buf, r->probs.data, bytes);
         memmove(r->probs.data, r->probs.data + bytes, r->probs.size - bytes);
         r->probs.size -= bytes;
@@ -190,7 +190,7 @@ static void send_piece(front *f, front_req *r, const char *p, size_t n)
  * text is made valid UTF-8 (a partial character becomes U+FFFD). */
 static void add_probs(front *f, front_req *r, int32_t t, const proto_msg *m, uint64_t end)
 {
-    const msgpack_object *top = proto_field(m, "top");
+    const msgpack_object *top = proto_field(m, MF_TOP);
     if (r->n_pend >= r->cap_pend) {
         int cap = r->cap_pend ? r->cap_pend * 2 : 16;
         front_prob_ref *x = realloc(r->pend, (size_t)cap * sizeof *x);
@@ -206,14 +206,14 @@ static void add_probs(front *f, front_req *r, int32_t t, const proto_msg *m, uin
     msgpack_packer pk;
     msgpack_packer_init(&pk, &r->probs, msgpack_sbuffer_write);
     int bad = msgpack_pack_map(&pk, top ? 4 : 3);
-    bad |= msgpack_pack_str(&pk, 2) | msgpack_pack_str_body(&pk, "id", 2) | msgpack_pack_int32(&pk, t);
-    bad |= msgpack_pack_str(&pk, 4) | msgpack_pack_str_body(&pk, "text", 4) | msgpack_pack_str(&pk, tl) |
+    bad |= proto_pack_key(&pk, MF_ID) | msgpack_pack_int32(&pk, t);
+    bad |= proto_pack_key(&pk, MF_TEXT) | msgpack_pack_str(&pk, tl) |
            msgpack_pack_str_body(&pk, text, tl);
-    bad |= msgpack_pack_str(&pk, 7) | msgpack_pack_str_body(&pk, "logprob", 7) |
-           msgpack_pack_double(&pk, proto_f64(m, "logprob", 0));
+    bad |= proto_pack_key(&pk, MF_LOGPROB) |
+           msgpack_pack_double(&pk, proto_f64(m, MF_LOGPROB, 0));
     if (top) {
         uint32_t k = top->via.array.size < SMP_MAX_PROBS ? top->via.array.size : SMP_MAX_PROBS;
-        bad |= msgpack_pack_str(&pk, 3) | msgpack_pack_str_body(&pk, "top", 3) | msgpack_pack_array(&pk, k);
+        bad |= proto_pack_key(&pk, MF_TOP) | msgpack_pack_array(&pk, k);
         for (uint32_t i = 0; i < k; i++) bad |= msgpack_pack_object(&pk, top->via.array.ptr[i]);
     }
     if (bad) { /* out of memory: this entry is lost, the others stay whole */
@@ -244,11 +244,11 @@ void front_finish(front *f, front_req *r, const char *reason)
     }
     proto_writer w;
     proto_begin(&w, PT_DONE, r->client_id);
-    proto_put_str(&w, "reason", reason);
-    proto_put_u64(&w, "ntok_prompt", (uint64_t)r->n_prompt);
-    proto_put_u64(&w, "ntok", (uint64_t)r->n_gen);
-    proto_put_u64(&w, "sess", r->sess);
-    proto_put_u64(&w, "moves", (uint64_t)r->moves);
+    proto_put_str(&w, MF_REASON, reason);
+    proto_put_u64(&w, MF_NTOK_PROMPT, (uint64_t)r->n_prompt);
+    proto_put_u64(&w, MF_NTOK, (uint64_t)r->n_gen);
+    proto_put_u64(&w, MF_SESS, r->sess);
+    proto_put_u64(&w, MF_MOVES, (uint64_t)r->moves);
     front_send(f, r->rid, r->rid_len, &w);
     f->served++;
     if (r->chat && r->worker >= 0) {
@@ -306,7 +306,7 @@ static int emit_token(front *f, front_req *r, int32_t t, const proto_msg *m)
     /* samplerd's log-probs (params n_probs > 0): sent with the piece that carries the
      * token's text; a token without text (end of generation, a partial character)
      * goes with the next byte sent or the last piece */
-    int probs = m && proto_field(m, "logprob") != NULL;
+    int probs = m && proto_field(m, MF_LOGPROB) != NULL;
     if (!r->ignore_eos && tok_is_eog(f->vocab, t)) {
         if (probs) add_probs(f, r, t, m, r->in_bytes + 1);
         front_finish(f, r, "eog");
@@ -347,21 +347,21 @@ int front_replay(front *f, front_req *r)
 
 void front_token(front *f, int wi, const proto_msg *m)
 {
-    uint64_t sess = proto_u64(m, "sess", 0), step = proto_u64(m, "step", 0);
-    if (proto_u64(m, "epoch", 0) != f->epoch) return; /* sent to the instance before a restart:
+    uint64_t sess = proto_u64(m, MF_SESS, 0), step = proto_u64(m, MF_STEP, 0);
+    if (proto_u64(m, MF_EPOCH, 0) != f->epoch) return; /* sent to the instance before a restart:
                                                         * the worker's report carries it */
     front_req *r = front_find_sess(f, sess);
     if (!r || r->state == RQ_QUEUED || (r->state == RQ_RUNNING && r->worker != wi)) {
         if (!r || r->worker != wi) {
             proto_writer w;
             proto_begin(&w, PT_STOP, sess);
-            proto_put_u64(&w, "sess", sess);
+            proto_put_u64(&w, MF_SESS, sess);
             front_send_worker(f, wi, &w); /* a session this worker should not run */
         }
         return;
     }
     if (r->state != RQ_RUNNING || step != (uint64_t)r->n_gen) return; /* stale or repeated */
-    int32_t t = (int32_t)proto_i64(m, "tok", -1);
+    int32_t t = (int32_t)proto_i64(m, MF_TOK, -1);
     if (t < 0 || t >= tok_n_vocab(f->vocab)) {
         front_fail(f, r, ERR_INTERNAL, "engine worker sent a token out of range");
         return;
@@ -377,8 +377,8 @@ void front_token(front *f, int wi, const proto_msg *m)
     }
     r->toks[r->n_toks++] = t;
     r->n_gen++;
-    r->mu_set = proto_field(m, "mu") != NULL;
-    r->mu = proto_f64(m, "mu", 0);
+    r->mu_set = proto_field(m, MF_MU) != NULL;
+    r->mu = proto_f64(m, MF_MU, 0);
     if (!r->attached) return; /* the text waits for its client's resume (a replay) */
     uint64_t sess_id = r->sess;
     int finished = emit_token(f, r, t, m);
@@ -393,10 +393,10 @@ void front_token(front *f, int wi, const proto_msg *m)
 
 void front_worker_error(front *f, int wi, const proto_msg *m)
 {
-    if (proto_u64(m, "epoch", 0) != f->epoch) return; /* about a session of the instance before */
-    front_req *r = front_find_sess(f, proto_u64(m, "sess", 0));
+    if (proto_u64(m, MF_EPOCH, 0) != f->epoch) return; /* about a session of the instance before */
+    front_req *r = front_find_sess(f, proto_u64(m, MF_SESS, 0));
     if (!r || r->worker != wi) return;
-    if (!r->attached && proto_bool(m, "full", 0) && r->state == RQ_RUNNING) {
+    if (!r->attached && proto_bool(m, MF_FULL, 0) && r->state == RQ_RUNNING) {
         /* adopted, its client not back, and its context is full: its resume replays the
          * text and the queue ends it */
         front_detach(f, r, 1);
@@ -408,8 +408,8 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
         return;
     }
     char msg[256], name[32] = "";
-    proto_strcpy(m, "msg", msg, sizeof msg);
-    proto_strcpy(m, "code", name, sizeof name);
+    proto_strcpy(m, MF_MSG, msg, sizeof msg);
+    proto_strcpy(m, MF_CODE, name, sizeof name);
     errcode code = errcode_from_name(name);
     if (code == ERR_WORKER_FULL) {
         f->w[wi].cap = f->w[wi].assigned; /* no more until its heartbeat says otherwise */
@@ -417,7 +417,7 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
         r->state = RQ_QUEUED;
         return;
     }
-    if (proto_bool(m, "full", 0) && r->state == RQ_RUNNING) {
+    if (proto_bool(m, MF_FULL, 0) && r->state == RQ_RUNNING) {
         front_finish(f, r, "context");
         return;
     }
@@ -439,7 +439,7 @@ void front_client_gone(front *f, const uint8_t *rid, size_t rl)
 int front_key_ok(const front_req *r, const proto_msg *m)
 {
     size_t n;
-    const char *k = proto_str(m, "key", &n);
+    const char *k = proto_str(m, MF_KEY, &n);
     if (!k || n != FRONT_KEY_HEX) return 0;
     unsigned char diff = 0; /* the same time for every wrong key */
     for (size_t i = 0; i < n; i++) diff |= (unsigned char)(k[i] ^ r->key[i]);
@@ -449,8 +449,8 @@ int front_key_ok(const front_req *r, const proto_msg *m)
 void front_client_msg(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
 {
     front_req *r = find_client(f, rid, rl, m->id);
-    if (!r && proto_u64(m, "sess", 0)) { /* a chat session between turns: its key, or nothing */
-        r = front_find_sess(f, proto_u64(m, "sess", 0));
+    if (!r && proto_u64(m, MF_SESS, 0)) { /* a chat session between turns: its key, or nothing */
+        r = front_find_sess(f, proto_u64(m, MF_SESS, 0));
         if (r && !front_key_ok(r, m)) r = NULL;
     }
     if (m->type == PT_CANCEL) {

@@ -115,12 +115,12 @@ void front_requeue_worker(front *f, int wi, int tell)
 void front_worker_beat(front *f, int wi, const proto_msg *m, int64_t now)
 {
     front_worker *w = &f->w[wi];
-    int busy = (int)proto_u64(m, "busy", 0);
-    uint64_t prog = proto_u64(m, "prog", 0);
-    w->reported = (int)proto_u64(m, "active", 0);
-    w->cap = (int)proto_u64(m, "cap", 16);
-    w->ctx = (int)proto_u64(m, "ctx", 0);
-    w->swait = (int)proto_u64(m, "swait", 0);
+    int busy = (int)proto_u64(m, MF_BUSY, 0);
+    uint64_t prog = proto_u64(m, MF_PROG, 0);
+    w->reported = (int)proto_u64(m, MF_ACTIVE, 0);
+    w->cap = (int)proto_u64(m, MF_CAP, 16);
+    w->ctx = (int)proto_u64(m, MF_CTX, 0);
+    w->swait = (int)proto_u64(m, MF_SWAIT, 0);
     if (prog != w->prog || (busy && !w->busy)) {
         if (w->stalled && prog != w->prog)
             log_info("worker pid %d makes progress again: it takes sessions again", w->pid);

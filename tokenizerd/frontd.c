@@ -19,6 +19,7 @@
 #include "tok_source.h"
 #include "tokd.h"
 #include "zap.h"
+#include "errcode.h"
 
 void front_send(front *f, const uint8_t *rid, size_t rl, proto_writer *w)
 {
@@ -33,8 +34,8 @@ void front_send_error(front *f, const uint8_t *rid, size_t rl, uint64_t id, errc
 {
     proto_writer w;
     proto_begin(&w, PT_ERROR, id);
-    proto_put_str(&w, "msg", msg);
-    if (code != ERR_NONE) proto_put_str(&w, "code", errcode_name(code));
+    proto_put_str(&w, MF_MSG, msg);
+    if (code != ERR_NONE) proto_put_str(&w, MF_CODE, errcode_name(code));
     front_send(f, rid, rl, &w);
 }
 
@@ -81,7 +82,7 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
     for (int i = 0; i < FRONT_MAX_WORKERS; i++) n += f->w[i].live;
     proto_writer w;
     proto_begin(&w, PT_STATUS_REPLY, id);
-    proto_put_array_begin(&w, "workers", (uint32_t)n);
+    proto_put_array_begin(&w, MF_WORKERS, (uint32_t)n);
     const char *seg = "";
     double bpw = 0; /* of that segment */
     int swait = 0;  /* the longest any worker waits for samplerd: its health */
@@ -91,46 +92,46 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
         seg = x->seg;
         bpw = x->bpw;
         msgpack_pack_map(&w.pk, 11);
-        proto_pack_str(&w.pk, "pid"); msgpack_pack_int64(&w.pk, x->pid);
-        proto_pack_str(&w.pk, "host"); proto_pack_str(&w.pk, x->host);
-        proto_pack_str(&w.pk, "seg"); proto_pack_str(&w.pk, x->seg);
-        proto_pack_str(&w.pk, "sessions"); msgpack_pack_int64(&w.pk, x->reported);
-        proto_pack_str(&w.pk, "busy"); msgpack_pack_int64(&w.pk, x->busy);
-        proto_pack_str(&w.pk, "cap"); msgpack_pack_int64(&w.pk, x->cap);
-        proto_pack_str(&w.pk, "ctx"); msgpack_pack_int64(&w.pk, x->ctx);
-        proto_pack_str(&w.pk, "stalled"); if (x->stalled) msgpack_pack_true(&w.pk); else msgpack_pack_false(&w.pk);
-        proto_pack_str(&w.pk, "up"); msgpack_pack_double(&w.pk, (double)(now - x->since_ms) / 1000.0);
-        proto_pack_str(&w.pk, "swait"); msgpack_pack_int64(&w.pk, x->swait);
-        proto_pack_str(&w.pk, "bpw"); msgpack_pack_double(&w.pk, x->bpw);
+        proto_pack_key(&w.pk, MF_PID); msgpack_pack_int64(&w.pk, x->pid);
+        proto_pack_key(&w.pk, MF_HOST); proto_pack_str(&w.pk, x->host);
+        proto_pack_key(&w.pk, MF_SEG); proto_pack_str(&w.pk, x->seg);
+        proto_pack_key(&w.pk, MF_SESSIONS); msgpack_pack_int64(&w.pk, x->reported);
+        proto_pack_key(&w.pk, MF_BUSY); msgpack_pack_int64(&w.pk, x->busy);
+        proto_pack_key(&w.pk, MF_CAP); msgpack_pack_int64(&w.pk, x->cap);
+        proto_pack_key(&w.pk, MF_CTX); msgpack_pack_int64(&w.pk, x->ctx);
+        proto_pack_key(&w.pk, MF_STALLED); if (x->stalled) msgpack_pack_true(&w.pk); else msgpack_pack_false(&w.pk);
+        proto_pack_key(&w.pk, MF_UP); msgpack_pack_double(&w.pk, (double)(now - x->since_ms) / 1000.0);
+        proto_pack_key(&w.pk, MF_SWAIT); msgpack_pack_int64(&w.pk, x->swait);
+        proto_pack_key(&w.pk, MF_BPW); msgpack_pack_double(&w.pk, x->bpw);
         if (x->swait > swait) swait = x->swait;
     }
     /* the queue, first come first served: position, prompt tokens, wait (no session ids:
      * any client may ask, and an id is half of what acting on a session takes) */
     int nq = front_count(f, RQ_QUEUED), shown = nq < 100 ? nq : 100, pos = 0;
-    proto_put_array_begin(&w, "queue", (uint32_t)shown);
+    proto_put_array_begin(&w, MF_QUEUE, (uint32_t)shown);
     for (const front_req *r = f->reqs; r && pos < shown; r = r->next) {
         if (r->state != RQ_QUEUED) continue;
         msgpack_pack_map(&w.pk, 3);
-        proto_pack_str(&w.pk, "pos"); msgpack_pack_int64(&w.pk, ++pos);
-        proto_pack_str(&w.pk, "ntok"); msgpack_pack_int64(&w.pk, r->n_toks);
-        proto_pack_str(&w.pk, "wait"); msgpack_pack_double(&w.pk, (double)(now - r->queued_ms) / 1000.0);
+        proto_pack_key(&w.pk, MF_POS); msgpack_pack_int64(&w.pk, ++pos);
+        proto_pack_key(&w.pk, MF_NTOK); msgpack_pack_int64(&w.pk, r->n_toks);
+        proto_pack_key(&w.pk, MF_WAIT); msgpack_pack_double(&w.pk, (double)(now - r->queued_ms) / 1000.0);
     }
-    proto_put_u64(&w, "max_requests", (uint64_t)f->lim.max_requests);
-    proto_put_u64(&w, "max_per_client", (uint64_t)f->lim.max_per_client);
-    proto_put_str(&w, "segment", seg);
-    if (bpw > 0) proto_put_f64(&w, "bpw", bpw); /* absent: no worker, or one too old to say */
-    proto_put_str(&w, "model", f->model);
-    proto_put_f64(&w, "uptime", (double)(now - f->start_ms) / 1000.0);
-    proto_put_u64(&w, "active", (uint64_t)front_count(f, RQ_RUNNING));
-    proto_put_u64(&w, "queued", (uint64_t)front_count(f, RQ_QUEUED));
-    proto_put_u64(&w, "held", (uint64_t)front_count(f, RQ_HELD));
-    proto_put_u64(&w, "served", f->served);
-    proto_put_u64(&w, "failed", f->failed);
-    proto_put_u64(&w, "pid", (uint64_t)getpid());
-    proto_put_str(&w, "template", chat_template_name(f->tmpl));
-    proto_put_u64(&w, "nv", f->n_vocab);
-    proto_put_u64(&w, "vid", f->vocab_id);
-    if (n) proto_put_u64(&w, "swait", (uint64_t)swait); /* absent: no worker to ask */
+    proto_put_u64(&w, MF_MAX_REQUESTS, (uint64_t)f->lim.max_requests);
+    proto_put_u64(&w, MF_MAX_PER_CLIENT, (uint64_t)f->lim.max_per_client);
+    proto_put_str(&w, MF_SEGMENT, seg);
+    if (bpw > 0) proto_put_f64(&w, MF_BPW, bpw); /* absent: no worker, or one too old to say */
+    proto_put_str(&w, MF_MODEL, f->model);
+    proto_put_f64(&w, MF_UPTIME, (double)(now - f->start_ms) / 1000.0);
+    proto_put_u64(&w, MF_ACTIVE, (uint64_t)front_count(f, RQ_RUNNING));
+    proto_put_u64(&w, MF_QUEUED, (uint64_t)front_count(f, RQ_QUEUED));
+    proto_put_u64(&w, MF_HELD, (uint64_t)front_count(f, RQ_HELD));
+    proto_put_u64(&w, MF_SERVED, f->served);
+    proto_put_u64(&w, MF_FAILED, f->failed);
+    proto_put_u64(&w, MF_PID, (uint64_t)getpid());
+    proto_put_str(&w, MF_TEMPLATE, chat_template_name(f->tmpl));
+    proto_put_u64(&w, MF_NV, f->n_vocab);
+    proto_put_u64(&w, MF_VID, f->vocab_id);
+    if (n) proto_put_u64(&w, MF_SWAIT, (uint64_t)swait); /* absent: no worker to ask */
     front_send(f, rid, rl, &w);
 }
 
@@ -152,7 +153,7 @@ static void on_client(front *f)
         case PT_STATUS: status_reply(f, rid, rl, m.id); break;
         case PT_PING: case PT_CANCEL: front_client_msg(f, rid, rl, &m); break;
         default:
-            snprintf(err, sizeof err, "the front door does not take %s from clients", proto_type_name(m.type));
+            errf(err, sizeof err, "the front door does not take %s from clients", proto_type_name(m.type));
             static log_limit wrong = LOG_LIMIT("message of the wrong kind from a client");
             log_warn_limited(&wrong, "%s", err);
             front_send_error(f, rid, rl, m.id, ERR_INVALID, err);
@@ -190,13 +191,13 @@ static int refused_quiet(front *f, uint64_t wid, int64_t now)
  * and at most max_per_host from one origin. 0, or -1 with the reason logged. */
 static int worker_admissible(front *f, const uint8_t *rid, size_t rl, const proto_msg *m, const char *origin)
 {
-    uint64_t wid = proto_u64(m, "wid", 0), vid = proto_u64(m, "vid", 0);
-    uint32_t nv = (uint32_t)proto_u64(m, "nv", 0);
+    uint64_t wid = proto_u64(m, MF_WID, 0), vid = proto_u64(m, MF_VID, 0);
+    uint32_t nv = (uint32_t)proto_u64(m, MF_NV, 0);
     int64_t now = net_now_ms();
     char seg[64] = "", host[64] = "";
-    proto_strcpy(m, "seg", seg, sizeof seg);
-    proto_strcpy(m, "host", host, sizeof host);
-    unsigned long long pid = (unsigned long long)proto_u64(m, "pid", 0);
+    proto_strcpy(m, MF_SEG, seg, sizeof seg);
+    proto_strcpy(m, MF_HOST, host, sizeof host);
+    unsigned long long pid = (unsigned long long)proto_u64(m, MF_PID, 0);
     if (vid != f->vocab_id || nv != f->n_vocab) {
         if (!refused_quiet(f, wid, now))
             log_warn("refusing worker pid %llu on %s: its model (segment %s, vocabulary of %u tokens, id %016llx) "
@@ -228,10 +229,10 @@ static int worker_admissible(front *f, const uint8_t *rid, size_t rl, const prot
 static int worker_register(front *f, const uint8_t *rid, size_t rl, const proto_msg *m, const char *peer)
 {
     int wi = -1;
-    uint64_t wid = proto_u64(m, "wid", 0);
+    uint64_t wid = proto_u64(m, MF_WID, 0);
     char origin[64];
     if (peer[0]) snprintf(origin, sizeof origin, "%s", peer);
-    else if (proto_strcpy(m, "host", origin, sizeof origin) != 0) origin[0] = 0;
+    else if (proto_strcpy(m, MF_HOST, origin, sizeof origin) != 0) origin[0] = 0;
     for (int i = 0; i < FRONT_MAX_WORKERS && wi < 0; i++)
         if (f->w[i].live && f->w[i].wid == wid) wi = i; /* reconnected: new routing id */
     if (wi < 0 && worker_admissible(f, rid, rl, m, origin) != 0) return -1;
@@ -239,7 +240,7 @@ static int worker_register(front *f, const uint8_t *rid, size_t rl, const proto_
         if (!f->w[i].live) wi = i;
     if (wi < 0) {
         if (!refused_quiet(f, wid, net_now_ms()))
-            log_warn("worker pid %llu refused: %d workers already", (unsigned long long)proto_u64(m, "pid", 0),
+            log_warn("worker pid %llu refused: %d workers already", (unsigned long long)proto_u64(m, MF_PID, 0),
                      FRONT_MAX_WORKERS);
         return -1;
     }
@@ -255,10 +256,10 @@ static int worker_register(front *f, const uint8_t *rid, size_t rl, const proto_
         w->busy = 0;
         w->prog = 0;
         w->since_ms = w->prog_ms = net_now_ms();
-        w->pid = (int)proto_u64(m, "pid", 0);
-        proto_strcpy(m, "host", w->host, sizeof w->host);
-        proto_strcpy(m, "seg", w->seg, sizeof w->seg);
-        w->bpw = proto_f64(m, "bpw", 0);
+        w->pid = (int)proto_u64(m, MF_PID, 0);
+        proto_strcpy(m, MF_HOST, w->host, sizeof w->host);
+        proto_strcpy(m, MF_SEG, w->seg, sizeof w->seg);
+        w->bpw = proto_f64(m, MF_BPW, 0);
         if (!(w->bpw > 0 && w->bpw < 1000)) w->bpw = 0; /* NaN or nonsense: unknown */
         snprintf(w->origin, sizeof w->origin, "%s", origin);
         log_info("worker pid %d on %s registered (segment %s, %.2f bits/weight)", w->pid, w->host, w->seg, w->bpw);
@@ -281,7 +282,7 @@ static void on_worker(front *f)
         return;
     }
     int wi = worker_by_rid(f, rid, rl);
-    if (m.type == PT_WORKER_HB && proto_bool(&m, "bye", 0)) {
+    if (m.type == PT_WORKER_HB && proto_bool(&m, MF_BYE, 0)) {
         if (wi >= 0) {
             log_info("worker pid %d is shutting down: purged, its sessions go to other workers", f->w[wi].pid);
             front_requeue_worker(f, wi, 0);
@@ -309,7 +310,7 @@ static void heartbeat(front *f, int64_t now)
             if (!f->w[i].live) continue;
             proto_writer w;
             proto_begin(&w, PT_FRONT_HB, 0);
-            proto_put_u64(&w, "epoch", f->epoch);
+            proto_put_u64(&w, MF_EPOCH, f->epoch);
             front_send_worker(f, i, &w);
         }
     }

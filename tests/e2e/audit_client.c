@@ -56,15 +56,15 @@ static void beat(void *w, uint64_t nv, uint64_t vid)
 {
     proto_writer pw;
     proto_begin(&pw, PT_WORKER_HB, 0);
-    proto_put_u64(&pw, "pid", 990001);
-    proto_put_str(&pw, "host", "fakehost");
-    proto_put_str(&pw, "seg", "/llm-fake");
-    proto_put_u64(&pw, "active", 0);
-    proto_put_u64(&pw, "cap", 16);
-    proto_put_u64(&pw, "ctx", (uint64_t)fake_ctx);
-    proto_put_u64(&pw, "wid", 0xfa4e0a0d17ULL);
-    proto_put_u64(&pw, "nv", nv);
-    proto_put_u64(&pw, "vid", vid);
+    proto_put_u64(&pw, MF_PID, 990001);
+    proto_put_str(&pw, MF_HOST, "fakehost");
+    proto_put_str(&pw, MF_SEG, "/llm-fake");
+    proto_put_u64(&pw, MF_ACTIVE, 0);
+    proto_put_u64(&pw, MF_CAP, 16);
+    proto_put_u64(&pw, MF_CTX, (uint64_t)fake_ctx);
+    proto_put_u64(&pw, MF_WID, 0xfa4e0a0d17ULL);
+    proto_put_u64(&pw, MF_NV, nv);
+    proto_put_u64(&pw, MF_VID, vid);
     send_to(w, &pw);
 }
 
@@ -75,7 +75,7 @@ static uint64_t register_fake(void *w, uint64_t nv, uint64_t vid)
         beat(w, nv, vid);
         proto_msg m;
         while (recv_one(w, 100, &m)) {
-            uint64_t e = m.type == PT_FRONT_HB ? proto_u64(&m, "epoch", 0) : 0;
+            uint64_t e = m.type == PT_FRONT_HB ? proto_u64(&m, MF_EPOCH, 0) : 0;
             proto_msg_free(&m);
             if (e) return e;
         }
@@ -92,26 +92,26 @@ static void report(void *w, uint64_t epoch, uint64_t sess, const char *key, int 
     msgpack_packer pk;
     msgpack_packer_init(&pk, &fb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 7);
-    proto_pack_str(&pk, "key"); proto_pack_str(&pk, key);
-    proto_pack_str(&pk, "np"); msgpack_pack_int32(&pk, 4);
-    proto_pack_str(&pk, "n"); msgpack_pack_int32(&pk, 100000);
-    proto_pack_str(&pk, "chat"); if (idle_chat) msgpack_pack_true(&pk); else msgpack_pack_false(&pk);
-    proto_pack_str(&pk, "ie"); msgpack_pack_false(&pk);
-    proto_pack_str(&pk, "seed"); msgpack_pack_uint32(&pk, 1);
-    proto_pack_str(&pk, "stop"); msgpack_pack_array(&pk, 0);
+    proto_pack_key(&pk, MF_KEY); proto_pack_str(&pk, key);
+    proto_pack_key(&pk, MF_NP); msgpack_pack_int32(&pk, 4);
+    proto_pack_key(&pk, MF_N); msgpack_pack_int32(&pk, 100000);
+    proto_pack_key(&pk, MF_CHAT); if (idle_chat) msgpack_pack_true(&pk); else msgpack_pack_false(&pk);
+    proto_pack_key(&pk, MF_IE); msgpack_pack_false(&pk);
+    proto_pack_key(&pk, MF_SEED); msgpack_pack_uint32(&pk, 1);
+    proto_pack_key(&pk, MF_STOP); msgpack_pack_array(&pk, 0);
     int32_t *toks = calloc((size_t)n_toks, sizeof *toks);
     for (int i = 0; i < n_toks; i++) toks[i] = 100 + i % 50;
     static const uint8_t sp[8];
     proto_writer pw;
     proto_begin(&pw, PT_REPORT, sess);
-    proto_put_u64(&pw, "sess", sess);
-    proto_put_ints(&pw, "toks", toks, (size_t)n_toks);
-    proto_put_u64(&pw, "step", (uint64_t)(n_toks - 4));
-    proto_put_u64(&pw, "budget", 1000);
-    proto_put_bin(&pw, "sp", sp, sizeof sp);
-    proto_put_u64(&pw, "epoch", epoch);
-    proto_put_bin(&pw, "fb", fb.data, fb.size);
-    if (idle_chat) proto_put_bool(&pw, "idle", 1);
+    proto_put_u64(&pw, MF_SESS, sess);
+    proto_put_ints(&pw, MF_TOKS, toks, (size_t)n_toks);
+    proto_put_u64(&pw, MF_STEP, (uint64_t)(n_toks - 4));
+    proto_put_u64(&pw, MF_BUDGET, 1000);
+    proto_put_bin(&pw, MF_SP, sp, sizeof sp);
+    proto_put_u64(&pw, MF_EPOCH, epoch);
+    proto_put_bin(&pw, MF_FB, fb.data, fb.size);
+    if (idle_chat) proto_put_bool(&pw, MF_IDLE, 1);
     send_to(w, &pw);
     msgpack_sbuffer_destroy(&fb);
     free(toks);
@@ -126,7 +126,7 @@ static int held_and_active(void *front)
     proto_msg m;
     for (int i = 0; i < 50; i++) {
         if (!recv_one(front, 100, &m)) continue;
-        int n = m.type == PT_STATUS_REPLY ? (int)(proto_u64(&m, "active", 0) + proto_u64(&m, "held", 0)) : -2;
+        int n = m.type == PT_STATUS_REPLY ? (int)(proto_u64(&m, MF_ACTIVE, 0) + proto_u64(&m, MF_HELD, 0)) : -2;
         proto_msg_free(&m);
         if (n >= 0) return n;
     }
@@ -164,13 +164,13 @@ static int takeover(void *front, void *w, void *att, uint64_t nv, uint64_t vid)
     fake_ctx = 64;
     proto_writer pw;
     proto_begin(&pw, PT_GENERATE, 1);
-    proto_put_str(&pw, "prompt", prompt);
-    proto_put_i64(&pw, "n", 50);
+    proto_put_str(&pw, MF_PROMPT, prompt);
+    proto_put_i64(&pw, MF_N, 50);
     send_to(front, &pw);
     proto_msg m;
     uint64_t sess = 0, pos = 0;
     while (!sess && recv_one(front, 5000, &m)) {
-        if (m.type == PT_ACCEPTED) { sess = proto_u64(&m, "sess", 0); pos = proto_u64(&m, "pos", 0); }
+        if (m.type == PT_ACCEPTED) { sess = proto_u64(&m, MF_SESS, 0); pos = proto_u64(&m, MF_POS, 0); }
         proto_msg_free(&m);
     }
     if (!sess || !pos) {
@@ -183,11 +183,11 @@ static int takeover(void *front, void *w, void *att, uint64_t nv, uint64_t vid)
     report(w, epoch, sess, ATTACKER_KEY, 10, 0);
     usleep(300000);
     proto_begin(&pw, PT_GENERATE, 2);
-    proto_put_str(&pw, "prompt", prompt);
-    proto_put_i64(&pw, "n", 50);
-    proto_put_u64(&pw, "resume", sess);
-    proto_put_str(&pw, "key", ATTACKER_KEY);
-    proto_put_u64(&pw, "rbytes", 0);
+    proto_put_str(&pw, MF_PROMPT, prompt);
+    proto_put_i64(&pw, MF_N, 50);
+    proto_put_u64(&pw, MF_RESUME, sess);
+    proto_put_str(&pw, MF_KEY, ATTACKER_KEY);
+    proto_put_u64(&pw, MF_RBYTES, 0);
     send_to(att, &pw);
     int refused = -1;
     while (refused < 0 && recv_one(att, 5000, &m)) {
@@ -212,24 +212,24 @@ static int squat(void *front, void *att)
 {
     proto_writer pw;
     proto_begin(&pw, PT_GENERATE, 1);
-    proto_put_str(&pw, "prompt", "Once upon a time");
-    proto_put_i64(&pw, "n", 4);
+    proto_put_str(&pw, MF_PROMPT, "Once upon a time");
+    proto_put_i64(&pw, MF_N, 4);
     send_to(front, &pw);
     proto_msg m;
     uint64_t sess = 0;
     int done = 0;
     while (!done && recv_one(front, 5000, &m)) {
-        if (m.type == PT_ACCEPTED) sess = proto_u64(&m, "sess", 0);
+        if (m.type == PT_ACCEPTED) sess = proto_u64(&m, MF_SESS, 0);
         done = m.type == PT_DONE;
         proto_msg_free(&m);
     }
     if (!sess || !done) return 1;
     proto_begin(&pw, PT_GENERATE, 2);
-    proto_put_str(&pw, "prompt", "Something else");
-    proto_put_i64(&pw, "n", 4);
-    proto_put_u64(&pw, "resume", sess);
-    proto_put_str(&pw, "key", ATTACKER_KEY);
-    proto_put_u64(&pw, "rbytes", 0);
+    proto_put_str(&pw, MF_PROMPT, "Something else");
+    proto_put_i64(&pw, MF_N, 4);
+    proto_put_u64(&pw, MF_RESUME, sess);
+    proto_put_str(&pw, MF_KEY, ATTACKER_KEY);
+    proto_put_u64(&pw, MF_RBYTES, 0);
     send_to(att, &pw);
     int refused = -1;
     while (refused < 0 && recv_one(att, 5000, &m)) {

@@ -32,30 +32,30 @@ static void error(const uint8_t *rid, size_t rl, uint64_t id, const char *code)
 {
     proto_writer w;
     proto_begin(&w, PT_ERROR, id);
-    proto_put_str(&w, "msg", code ? code : "refused without a code");
-    if (code) proto_put_str(&w, "code", code);
-    if (code && strcmp(code, "queue_full") == 0) proto_put_u64(&w, "retry_ms", 2500);
+    proto_put_str(&w, MF_MSG, code ? code : "refused without a code");
+    if (code) proto_put_str(&w, MF_CODE, code);
+    if (code && strcmp(code, "queue_full") == 0) proto_put_u64(&w, MF_RETRY_MS, 2500);
     reply(rid, rl, &w);
 }
 
 static void generate(const uint8_t *rid, size_t rl, const proto_msg *m)
 {
     char prompt[64] = "";
-    proto_strcpy(m, "prompt", prompt, sizeof prompt);
+    proto_strcpy(m, MF_PROMPT, prompt, sizeof prompt);
     proto_writer w;
-    if (proto_field(m, "resume")) { /* only "silent" requests are resumed: stay silent */
+    if (proto_field(m, MF_RESUME)) { /* only "silent" requests are resumed: stay silent */
         resumes++;
         return;
     }
     if (strcmp(prompt, "late") == 0 || strcmp(prompt, "silent") == 0) {
         proto_begin(&w, PT_ACCEPTED, m->id);
-        proto_put_u64(&w, "ntok", 1);
-        proto_put_u64(&w, "sess", 7);
+        proto_put_u64(&w, MF_NTOK, 1);
+        proto_put_u64(&w, MF_SESS, 7);
         reply(rid, rl, &w);
         if (strcmp(prompt, "silent") == 0) { silent_id = m->id; return; }
         proto_begin(&w, PT_PIECE, m->id);
-        proto_put_str(&w, "text", "Hello");
-        proto_put_u64(&w, "ntok", 1);
+        proto_put_str(&w, MF_TEXT, "Hello");
+        proto_put_u64(&w, MF_NTOK, 1);
         reply(rid, rl, &w);
         error(rid, rl, m->id, NULL);
     } else {
@@ -81,10 +81,10 @@ int main(int argc, char **argv)
             if (m.type == PT_GENERATE) generate(rid, rl, &m);
             else if (m.type == PT_STATUS) {
                 proto_begin(&w, PT_STATUS_REPLY, m.id);
-                proto_put_array_begin(&w, "workers", 0);
-                proto_put_f64(&w, "uptime", 1);
-                proto_put_u64(&w, "active", 0);
-                proto_put_str(&w, "model", "/models/fake.gguf");
+                proto_put_array_begin(&w, MF_WORKERS, 0);
+                proto_put_f64(&w, MF_UPTIME, 1);
+                proto_put_u64(&w, MF_ACTIVE, 0);
+                proto_put_str(&w, MF_MODEL, "/models/fake.gguf");
                 reply(rid, rl, &w);
             } else if (m.type == PT_PING && m.id != silent_id && !resumes) {
                 proto_begin(&w, PT_PONG, m.id);

@@ -69,11 +69,11 @@ static int hijack(const char *ep)
     if (zmq_connect(victim, ep) != 0 || zmq_connect(att, ep) != 0) return 1;
     proto_writer w;
     proto_begin(&w, PT_GENERATE, 1);
-    proto_put_str(&w, "prompt", "Once upon a time");
-    proto_put_i64(&w, "n", 200);
-    proto_put_map_begin(&w, "params", 2);
+    proto_put_str(&w, MF_PROMPT, "Once upon a time");
+    proto_put_i64(&w, MF_N, 200);
+    proto_put_map_begin(&w, MF_PARAMS, 2);
     proto_pack_str(&w.pk, "temperature"); proto_pack_str(&w.pk, "0");
-    proto_pack_str(&w.pk, "ignore_eos"); proto_pack_str(&w.pk, "true");
+    proto_pack_key(&w.pk, MF_IGNORE_EOS); proto_pack_str(&w.pk, "true");
     zmq_send(victim, proto_data(&w), proto_size(&w), 0);
     proto_writer_free(&w);
     proto_msg m;
@@ -83,16 +83,16 @@ static int hijack(const char *ep)
     for (int64_t t0 = net_now_ms(); !done && net_now_ms() - t0 < 60000;) {
         if (recv_one(victim, 100, &m)) {
             if (m.type == PT_ACCEPTED) {
-                sess = proto_u64(&m, "sess", 0);
-                proto_strcpy(&m, "key", key, sizeof key);
+                sess = proto_u64(&m, MF_SESS, 0);
+                proto_strcpy(&m, MF_KEY, key, sizeof key);
             } else if (m.type == PT_PIECE) {
-                got = proto_u64(&m, "ntok", got);
+                got = proto_u64(&m, MF_NTOK, got);
             } else if (m.type == PT_DONE) {
-                got = proto_u64(&m, "ntok", got);
+                got = proto_u64(&m, MF_NTOK, got);
                 done = 1;
             } else if (m.type == PT_ERROR) {
                 char text[200];
-                proto_strcpy(&m, "msg", text, sizeof text);
+                proto_strcpy(&m, MF_MSG, text, sizeof text);
                 printf("  victim got an error: %s\n", text);
                 done = 2;
             }
@@ -103,19 +103,19 @@ static int hijack(const char *ep)
             const char *keys[3] = {NULL, "00000000000000000000000000000000", "wrong"};
             for (int k = 0; k < 3; k++) {
                 proto_begin(&w, PT_CANCEL, 0);
-                proto_put_u64(&w, "sess", sess);
-                if (keys[k]) proto_put_str(&w, "key", keys[k]);
+                proto_put_u64(&w, MF_SESS, sess);
+                if (keys[k]) proto_put_str(&w, MF_KEY, keys[k]);
                 msg_to(att, &w);
                 proto_begin(&w, PT_PING, 50 + (uint64_t)k);
-                proto_put_u64(&w, "sess", sess);
-                if (keys[k]) proto_put_str(&w, "key", keys[k]);
+                proto_put_u64(&w, MF_SESS, sess);
+                if (keys[k]) proto_put_str(&w, MF_KEY, keys[k]);
                 msg_to(att, &w);
                 proto_begin(&w, PT_GENERATE, 60 + (uint64_t)k);
-                proto_put_i64(&w, "n", 4);
-                proto_put_bool(&w, "chat", 1);
-                proto_put_u64(&w, "sess", sess);
-                if (keys[k]) proto_put_str(&w, "key", keys[k]);
-                proto_put_array_begin(&w, "msgs", 2);
+                proto_put_i64(&w, MF_N, 4);
+                proto_put_bool(&w, MF_CHAT, 1);
+                proto_put_u64(&w, MF_SESS, sess);
+                if (keys[k]) proto_put_str(&w, MF_KEY, keys[k]);
+                proto_put_array_begin(&w, MF_MSGS, 2);
                 proto_pack_str(&w.pk, "user");
                 proto_pack_str(&w.pk, "hi");
                 msg_to(att, &w);
@@ -150,15 +150,15 @@ static int fake_workers(const char *ep, int conns, int wids, int seconds, uint64
         for (int c = 0; c < conns; c++) {
             proto_writer w;
             proto_begin(&w, PT_WORKER_HB, 0);
-            proto_put_u64(&w, "pid", 900000 + (uint64_t)c);
-            proto_put_str(&w, "host", "fakehost");
-            proto_put_str(&w, "seg", "/llm-fake");
-            proto_put_u64(&w, "active", 0);
-            proto_put_u64(&w, "cap", 16);
-            proto_put_u64(&w, "ctx", 2048);
-            proto_put_u64(&w, "wid", 0xfa4e000000ULL + (uint64_t)c * (uint64_t)wids + (uint64_t)(k % wids));
-            proto_put_u64(&w, "nv", nv);
-            proto_put_u64(&w, "vid", vid);
+            proto_put_u64(&w, MF_PID, 900000 + (uint64_t)c);
+            proto_put_str(&w, MF_HOST, "fakehost");
+            proto_put_str(&w, MF_SEG, "/llm-fake");
+            proto_put_u64(&w, MF_ACTIVE, 0);
+            proto_put_u64(&w, MF_CAP, 16);
+            proto_put_u64(&w, MF_CTX, 2048);
+            proto_put_u64(&w, MF_WID, 0xfa4e000000ULL + (uint64_t)c * (uint64_t)wids + (uint64_t)(k % wids));
+            proto_put_u64(&w, MF_NV, nv);
+            proto_put_u64(&w, MF_VID, vid);
             msg_to(s[c], &w);
         }
         zmq_pollitem_t none[1];
@@ -172,11 +172,11 @@ static int fake_workers(const char *ep, int conns, int wids, int seconds, uint64
 /* The rows of a SAMPLED that carry an error. */
 static int sampled_errors(const proto_msg *m)
 {
-    const msgpack_object *rows = proto_field(m, "rows");
+    const msgpack_object *rows = proto_field(m, MF_ROWS);
     int bad = 0;
     for (uint32_t i = 0; rows && rows->type == MSGPACK_OBJECT_ARRAY && i < rows->via.array.size; i++) {
         proto_msg row = proto_view(m, &rows->via.array.ptr[i]);
-        bad += proto_field(&row, "err") != NULL;
+        bad += proto_field(&row, MF_ERR) != NULL;
     }
     return bad;
 }
@@ -213,16 +213,16 @@ static int bad_rows(const char *ep, const char *ring, uint64_t nv, int n)
     if (n < 1 || zmq_connect(s, ep) != 0) return 2;
     proto_writer w;
     proto_begin(&w, PT_SAMPLE, 77);
-    proto_put_str(&w, "shm", ring);
-    proto_put_u64(&w, "nv", nv);
-    proto_put_array_begin(&w, "rows", (uint32_t)n);
+    proto_put_str(&w, MF_SHM, ring);
+    proto_put_u64(&w, MF_NV, nv);
+    proto_put_array_begin(&w, MF_ROWS, (uint32_t)n);
     for (int i = 0; i < n; i++) {
         msgpack_pack_map(&w.pk, 5);
-        proto_pack_str(&w.pk, "sess"); msgpack_pack_uint64(&w.pk, 1);
-        proto_pack_str(&w.pk, "step"); msgpack_pack_uint64(&w.pk, (uint64_t)i);
-        proto_pack_str(&w.pk, "slot"); msgpack_pack_uint64(&w.pk, 0);
-        proto_pack_str(&w.pk, "sp"); msgpack_pack_bin(&w.pk, 3); msgpack_pack_bin_body(&w.pk, "bad", 3);
-        proto_pack_str(&w.pk, "hist"); msgpack_pack_array(&w.pk, 0);
+        proto_pack_key(&w.pk, MF_SESS); msgpack_pack_uint64(&w.pk, 1);
+        proto_pack_key(&w.pk, MF_STEP); msgpack_pack_uint64(&w.pk, (uint64_t)i);
+        proto_pack_key(&w.pk, MF_SLOT); msgpack_pack_uint64(&w.pk, 0);
+        proto_pack_key(&w.pk, MF_SP); msgpack_pack_bin(&w.pk, 3); msgpack_pack_bin_body(&w.pk, "bad", 3);
+        proto_pack_key(&w.pk, MF_HIST); msgpack_pack_array(&w.pk, 0);
     }
     msg_to(s, &w);
     int errors = 0, others = 0, bad = 0;
@@ -262,8 +262,8 @@ int main(int argc, char **argv)
     raw(bad_ver, sizeof bad_ver);
     proto_writer w;
     proto_begin(&w, PT_GENERATE, 9);
-    proto_put_str(&w, "prompt", "x");
-    proto_put_i64(&w, "n", 4);
+    proto_put_str(&w, MF_PROMPT, "x");
+    proto_put_i64(&w, MF_N, 4);
     size_t n = proto_size(&w);
     raw(proto_data(&w), n - 3); /* truncated */
     proto_writer_free(&w);
@@ -273,47 +273,47 @@ int main(int argc, char **argv)
     sent++;
     /* well-formed but wrong: missing field, wrong kind, wrong direction */
     proto_begin(&w, PT_GENERATE, 10); /* no "n" */
-    proto_put_str(&w, "prompt", "x");
+    proto_put_str(&w, MF_PROMPT, "x");
     msg(&w);
     proto_begin(&w, PT_SAMPLE, 11);
-    proto_put_str(&w, "shm", front ? "x" : "/llm-logits-0-1"); /* a ring that does not exist */
-    proto_put_u64(&w, "nv", 512);
-    proto_put_array_begin(&w, "rows", 1);
+    proto_put_str(&w, MF_SHM, front ? "x" : "/llm-logits-0-1"); /* a ring that does not exist */
+    proto_put_u64(&w, MF_NV, 512);
+    proto_put_array_begin(&w, MF_ROWS, 1);
     msgpack_pack_map(&w.pk, 5);
-    proto_pack_str(&w.pk, "sess"); msgpack_pack_uint64(&w.pk, 1);
-    proto_pack_str(&w.pk, "step"); msgpack_pack_uint64(&w.pk, 0);
-    proto_pack_str(&w.pk, "slot"); msgpack_pack_uint64(&w.pk, 0);
-    proto_pack_str(&w.pk, "sp"); msgpack_pack_bin(&w.pk, 3); msgpack_pack_bin_body(&w.pk, "bad", 3);
-    proto_pack_str(&w.pk, "hist"); msgpack_pack_array(&w.pk, 0);
+    proto_pack_key(&w.pk, MF_SESS); msgpack_pack_uint64(&w.pk, 1);
+    proto_pack_key(&w.pk, MF_STEP); msgpack_pack_uint64(&w.pk, 0);
+    proto_pack_key(&w.pk, MF_SLOT); msgpack_pack_uint64(&w.pk, 0);
+    proto_pack_key(&w.pk, MF_SP); msgpack_pack_bin(&w.pk, 3); msgpack_pack_bin_body(&w.pk, "bad", 3);
+    proto_pack_key(&w.pk, MF_HIST); msgpack_pack_array(&w.pk, 0);
     msg(&w);
     proto_begin(&w, PT_TOKEN, 12);
-    proto_put_u64(&w, "sess", 424242);
-    proto_put_u64(&w, "step", 0);
-    proto_put_i64(&w, "tok", 5);
-    proto_put_u64(&w, "epoch", 1);
+    proto_put_u64(&w, MF_SESS, 424242);
+    proto_put_u64(&w, MF_STEP, 0);
+    proto_put_i64(&w, MF_TOK, 5);
+    proto_put_u64(&w, MF_EPOCH, 1);
     msg(&w);
     if (front) { /* requests the front door must refuse */
         proto_begin(&w, PT_GENERATE, 13);
-        proto_put_i64(&w, "n", 4);
-        proto_put_str(&w, "prompt", "x");
-        proto_put_map_begin(&w, "params", 1);
+        proto_put_i64(&w, MF_N, 4);
+        proto_put_str(&w, MF_PROMPT, "x");
+        proto_put_map_begin(&w, MF_PARAMS, 1);
         proto_pack_str(&w.pk, "top_k");
         proto_pack_str(&w.pk, "-7");
         msg(&w);
         proto_begin(&w, PT_GENERATE, 14);
-        proto_put_i64(&w, "n", 4);
-        proto_put_str(&w, "prompt", "x");
-        proto_put_map_begin(&w, "params", 1);
+        proto_put_i64(&w, MF_N, 4);
+        proto_put_str(&w, MF_PROMPT, "x");
+        proto_put_map_begin(&w, MF_PARAMS, 1);
         proto_pack_str(&w.pk, "no_such_parameter");
         proto_pack_str(&w.pk, "1");
         msg(&w);
         proto_begin(&w, PT_GENERATE, 15); /* neither prompt nor msgs */
-        proto_put_i64(&w, "n", 4);
+        proto_put_i64(&w, MF_N, 4);
         msg(&w);
         proto_begin(&w, PT_GENERATE, 16); /* chat with an odd message list */
-        proto_put_i64(&w, "n", 4);
-        proto_put_bool(&w, "chat", 1);
-        proto_put_array_begin(&w, "msgs", 1);
+        proto_put_i64(&w, MF_N, 4);
+        proto_put_bool(&w, MF_CHAT, 1);
+        proto_put_array_begin(&w, MF_MSGS, 1);
         proto_pack_str(&w.pk, "user");
         msg(&w);
         proto_begin(&w, PT_PING, 17); /* a request nobody made */
@@ -331,7 +331,7 @@ int main(int argc, char **argv)
         if (proto_decode(&m, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err) == 0) {
             if (m.type == PT_ERROR) {
                 char text[200];
-                proto_strcpy(&m, "msg", text, sizeof text);
+                proto_strcpy(&m, MF_MSG, text, sizeof text);
                 printf("  error reply to %llu: %s\n", (unsigned long long)m.id, text);
                 errors++;
             } else others++;

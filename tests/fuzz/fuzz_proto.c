@@ -30,9 +30,9 @@ static void touch(const proto_msg *m)
         if (s && n) buf[0] = s[n - 1]; /* the pointer must be readable for n bytes */
         proto_strcpy(m, keys[i], buf, sizeof buf);
     }
-    proto_ints(m, "toks", ints, 16);
-    proto_ints(m, "hist", ints, 16);
-    proto_ints(m, "eog", ints, 16);
+    proto_ints(m, MF_TOKS, ints, 16);
+    proto_ints(m, MF_HIST, ints, 16);
+    proto_ints(m, MF_EOG, ints, 16);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (proto_decode(&m, data, size, err, sizeof err) != 0) return 0;
     touch(&m);
     proto_type_name(m.type);
-    const msgpack_object *rows = proto_field(&m, "rows");
+    const msgpack_object *rows = proto_field(&m, MF_ROWS);
     if (rows && (m.type == PT_SAMPLE || m.type == PT_SAMPLED)) /* proto_decode checked the rows' kinds */
         for (uint32_t i = 0; i < rows->via.array.size; i++) {
             proto_msg row = proto_view(&m, &rows->via.array.ptr[i]);
