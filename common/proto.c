@@ -60,7 +60,7 @@ static const proto_type_spec proto_schema[PT_TYPE_COUNT] = {
     [PT_ACCEPTED] = {"ACCEPTED", REQ(F(NTOK), F(SESS)), OPT(F(KEY), F(SEED), F(POS))},
     [PT_PIECE] = {"PIECE", REQ(F(TEXT), F(NTOK)), OPT(F(PROBS))},
     [PT_DONE] = {"DONE", REQ(F(REASON), F(NTOK_PROMPT), F(NTOK)), OPT(F(SESS), F(MOVES))},
-    [PT_ERROR] = {"ERROR", REQ(F(MSG)), OPT(F(CODE), F(RETRY_MS), F(FULL), F(SESS))},
+    [PT_ERROR] = {"ERROR", REQ(F(MSG)), OPT(F(CODE), F(RETRY_MS), F(FULL), F(SESS), F(EPOCH))},
     [PT_STATUS_REPLY] = {"STATUS_REPLY", REQ(F(WORKERS), F(UPTIME), F(ACTIVE)),
                          OPT(F(QUEUE), F(MAX_REQUESTS), F(MAX_PER_CLIENT), F(SEGMENT), F(BPW),
                              F(MODEL), F(QUEUED), F(HELD), F(SERVED), F(FAILED), F(PID),
@@ -508,6 +508,11 @@ int proto_pack_key(msgpack_packer *pk, proto_field_id f)
     LLM_ASSERT((unsigned)f < MF_COUNT);
     size_t n = strlen(fields[f].name);
     return msgpack_pack_str(pk, n) | msgpack_pack_str_body(pk, fields[f].name, n);
+}
+
+int proto_type_has(proto_type t, proto_field_id f)
+{
+    return (unsigned)t < PT_TYPE_COUNT && spec_has(&proto_schema[t], f);
 }
 
 /* A top-level key: one the message's type lists (the header's three are proto_begin's). */

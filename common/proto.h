@@ -110,6 +110,8 @@ void proto_msg_free(proto_msg *m);
 /* Moves a decoded message to dst (src is left empty). A proto_msg must never be copied
  * by assignment: its map points into the struct itself. */
 void proto_msg_move(proto_msg *dst, proto_msg *src);
+/* Whether messages of type t require or allow field f (proto_schema). */
+int proto_type_has(proto_type t, proto_field_id f);
 /* The name of a type for logs ("GENERATE"), "?" when out of range. */
 const char *proto_type_name(int type);
 

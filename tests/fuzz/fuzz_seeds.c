@@ -79,6 +79,9 @@ static void vocab_seed(const char *path)
     gguf_close(g);
 }
 
+/* A field of the seed message of type tt, where that type has it. */
+#define PUT(fn, f, ...) if (proto_type_has(tt, f)) fn(&w, f, __VA_ARGS__)
+
 static void proto_seeds(void)
 {
     proto_writer w;
@@ -87,46 +90,50 @@ static void proto_seeds(void)
     smp_params p = smp_params_default();
     size_t spn = smp_params_to_wire(&p, sp);
     for (int t = 0; t < PT_TYPE_COUNT; t++) {
-        proto_begin(&w, (proto_type)t, 7);
-        proto_put_u64(&w, MF_SESS, 42);
-        proto_put_u64(&w, MF_STEP, 3);
-        proto_put_u64(&w, MF_EPOCH, 9);
-        proto_put_str(&w, MF_KEY, "0123456789abcdef0123456789abcdef");
-        proto_put_ints(&w, MF_TOKS, toks, 4);
-        proto_put_bin(&w, MF_SP, sp, spn);
-        proto_put_i64(&w, MF_N, 16);
-        proto_put_i64(&w, MF_TOK, 5);
-        proto_put_str(&w, MF_PROMPT, "Once upon a time");
-        proto_put_str(&w, MF_TEXT, "");
-        proto_put_str(&w, MF_MSG, "error text");
-        proto_put_str(&w, MF_SEG, "/llm-0-0123456789abcdef");
-        proto_put_str(&w, MF_HOST, "vm");
-        proto_put_u64(&w, MF_PID, 1234);
-        proto_put_u64(&w, MF_ACTIVE, 1);
-        proto_put_u64(&w, MF_WID, 77);
-        proto_put_u64(&w, MF_BUDGET, 10);
-        proto_put_u64(&w, MF_NTOK, 4);
-        proto_put_str(&w, MF_REASON, "length");
-        proto_put_u64(&w, MF_NTOK_PROMPT, 4);
-        proto_put_f64(&w, MF_UPTIME, 1.5);
-        proto_put_array_begin(&w, MF_WORKERS, 0);
-        proto_put_str(&w, MF_SHM, "/llm-logits-0-1");
-        proto_put_u64(&w, MF_NV, 512);
-        proto_put_array_begin(&w, MF_ROWS, 1);
-        msgpack_pack_map(&w.pk, t == PT_SAMPLE ? 5 : 3);
-        proto_pack_key(&w.pk, MF_SESS); msgpack_pack_uint64(&w.pk, 42);
-        proto_pack_key(&w.pk, MF_STEP); msgpack_pack_uint64(&w.pk, 3);
-        if (t == PT_SAMPLE) {
-            proto_pack_key(&w.pk, MF_SLOT); msgpack_pack_uint64(&w.pk, 0);
-            proto_pack_key(&w.pk, MF_SP); msgpack_pack_bin(&w.pk, spn); msgpack_pack_bin_body(&w.pk, sp, spn);
-            proto_pack_key(&w.pk, MF_HIST); msgpack_pack_array(&w.pk, 1); msgpack_pack_int32(&w.pk, 5);
-        } else {
-            proto_pack_key(&w.pk, MF_TOK); msgpack_pack_int32(&w.pk, 5);
+        proto_type tt = (proto_type)t;
+        proto_begin(&w, tt, 7);
+        PUT(proto_put_u64, MF_SESS, 42);
+        PUT(proto_put_u64, MF_STEP, 3);
+        PUT(proto_put_u64, MF_EPOCH, 9);
+        PUT(proto_put_str, MF_KEY, "0123456789abcdef0123456789abcdef");
+        PUT(proto_put_ints, MF_TOKS, toks, 4);
+        PUT(proto_put_bin, MF_SP, sp, spn);
+        PUT(proto_put_i64, MF_N, 16);
+        PUT(proto_put_i64, MF_TOK, 5);
+        PUT(proto_put_str, MF_PROMPT, "Once upon a time");
+        PUT(proto_put_str, MF_TEXT, "");
+        PUT(proto_put_str, MF_MSG, "error text");
+        PUT(proto_put_str, MF_SEG, "/llm-0-0123456789abcdef");
+        PUT(proto_put_str, MF_HOST, "vm");
+        PUT(proto_put_u64, MF_PID, 1234);
+        PUT(proto_put_u64, MF_ACTIVE, 1);
+        PUT(proto_put_u64, MF_WID, 77);
+        PUT(proto_put_u64, MF_BUDGET, 10);
+        PUT(proto_put_u64, MF_NTOK, 4);
+        PUT(proto_put_str, MF_REASON, "length");
+        PUT(proto_put_u64, MF_NTOK_PROMPT, 4);
+        PUT(proto_put_f64, MF_UPTIME, 1.5);
+        PUT(proto_put_array_begin, MF_WORKERS, 0);
+        PUT(proto_put_str, MF_SHM, "/llm-logits-0-1");
+        PUT(proto_put_u64, MF_NV, 512);
+        if (t == PT_SAMPLE || t == PT_SAMPLED) {
+            proto_put_array_begin(&w, MF_ROWS, 1);
+            msgpack_pack_map(&w.pk, t == PT_SAMPLE ? 5 : 3);
+            proto_pack_key(&w.pk, MF_SESS); msgpack_pack_uint64(&w.pk, 42);
+            proto_pack_key(&w.pk, MF_STEP); msgpack_pack_uint64(&w.pk, 3);
+            if (t == PT_SAMPLE) {
+                proto_pack_key(&w.pk, MF_SLOT); msgpack_pack_uint64(&w.pk, 0);
+                proto_pack_key(&w.pk, MF_SP); msgpack_pack_bin(&w.pk, spn); msgpack_pack_bin_body(&w.pk, sp, spn);
+                proto_pack_key(&w.pk, MF_HIST); msgpack_pack_array(&w.pk, 1); msgpack_pack_int32(&w.pk, 5);
+            } else {
+                proto_pack_key(&w.pk, MF_TOK); msgpack_pack_int32(&w.pk, 5);
+            }
         }
         put("proto", proto_data(&w), proto_size(&w));
         proto_writer_free(&w);
     }
 }
+#undef PUT
 
 /* The test texts of a llama.cpp .inp file, separated by __ggml_vocab_test__ lines. */
 static void tok_seeds(const char *inp)
