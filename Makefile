@@ -67,7 +67,7 @@ BINS := $(BUILD)/bin/llmc $(patsubst %/main.c,$(BUILD)/bin/%,$(wildcard engined/
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps build test unit check-layers e2e asan tsan fuzz fuzz-bins run stop bench soak clean
+.PHONY: all deps build test unit check-layers e2e asan tsan fuzz fuzz-build fuzz-run fuzz-bins test-checks run stop bench soak clean
 .DEFAULT_GOAL := all
 
 all: deps
@@ -155,10 +155,18 @@ $(BUILD)/node/node_modules/openai/package.json:
 # Tests find the binaries and the shared data through the environment.
 TEST_ENV = CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} LLM_BIN=$(abspath $(BUILD)/bin) LLM_SHARED=$(abspath $(SHARED)) LLM_BUILD=$(abspath $(BUILD))
 
+# make test: the unit suites and the e2e scripts, while the fuzz harnesses build beside
+# them (the e2e scripts mostly wait on their daemons), then every harness for
+# FUZZ_SECONDS (10 s each here, two at a time; `make fuzz` runs them longer) and the
+# soak for SOAK_SECONDS (30 s here; `make soak` runs the 10-minute soak and chaos).
 test: deps
 	@$(MAKE) --no-print-directory build
-	@$(MAKE) --no-print-directory unit e2e
-	@$(MAKE) --no-print-directory -j2 fuzz FUZZ_SECONDS=$${FUZZ_SECONDS:-30}
+	@$(MAKE) --no-print-directory -j2 test-checks fuzz-build
+	@$(MAKE) --no-print-directory -j2 fuzz-run FUZZ_SECONDS=$${FUZZ_SECONDS:-10}
+
+test-checks:
+	@$(MAKE) --no-print-directory unit
+	@SOAK_SECONDS=$${SOAK_SECONDS:-30} $(MAKE) --no-print-directory e2e
 
 unit: check-layers
 	$(TEST_ENV) $(BUILD)/tests/check_all
@@ -204,7 +212,7 @@ tsan: deps
 # outside: GGUF + vocabulary, proto_decode, tok_encode on the real vocabularies, the chat
 # templates, the sampler parameters. Seeds are written from ../shared by fuzz_seeds into
 # build-fuzz/seeds/; what a run finds stays in build-fuzz/corpus/ for the next. Each
-# harness runs FUZZ_SECONDS (make test: 30 s each, two at a time); a crash fails the
+# harness runs FUZZ_SECONDS (make test: 10 s each, two at a time); a crash fails the
 # target and leaves its input in build-fuzz/ (replay: build-fuzz/fuzz/fuzz_X FILE).
 FUZZ_SECONDS ?= 120
 FUZZ_BUILD   := build-fuzz
@@ -212,9 +220,13 @@ FUZZ_OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address
 FUZZERS      := $(patsubst tests/fuzz/%.c,%,$(filter-out tests/fuzz/fuzz_seeds.c,$(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_MAXLEN_fuzz_vocab := 65536
 fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-build
+	@$(MAKE) --no-print-directory fuzz-run
+fuzz-build:
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" \
 	  $(addprefix $(FUZZ_BUILD)/,libcommon.a libtok.a libsampler.a libengine.a libfront.a)
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" fuzz-bins
+fuzz-run:
 	@rm -rf $(FUZZ_BUILD)/seeds
 	$(FUZZ_BUILD)/fuzz/fuzz_seeds $(abspath $(SHARED)) $(FUZZ_BUILD)/seeds
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) $(addprefix fuzz-run-,$(FUZZERS))

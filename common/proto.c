@@ -51,38 +51,38 @@ typedef struct {
 /* The protocol, one row per message type: which fields it requires and which it allows
  * (what each field means: proto_fields.h). */
 static const proto_type_spec proto_schema[PT_TYPE_COUNT] = {
-    [PT_GENERATE] = {"GENERATE", REQ(F(N)),
+    [PT_GENERATE] = {.name = "GENERATE", REQ(F(N)),
                      OPT(F(PROMPT), F(MSGS), F(CHAT), F(SESS), F(KEY), F(PARAMS), F(STOP),
                          F(IGNORE_EOS), F(RESUME), F(RBYTES))},
-    [PT_CANCEL] = {"CANCEL", OPT(F(SESS), F(KEY))}, /* sess + key: a chat between turns */
-    [PT_PING] = {"PING", OPT(F(SESS), F(KEY))},
-    [PT_STATUS] = {"STATUS"},
-    [PT_ACCEPTED] = {"ACCEPTED", REQ(F(NTOK), F(SESS)), OPT(F(KEY), F(SEED), F(POS))},
-    [PT_PIECE] = {"PIECE", REQ(F(TEXT), F(NTOK)), OPT(F(PROBS))},
-    [PT_DONE] = {"DONE", REQ(F(REASON), F(NTOK_PROMPT), F(NTOK)), OPT(F(SESS), F(MOVES))},
-    [PT_ERROR] = {"ERROR", REQ(F(MSG)), OPT(F(CODE), F(RETRY_MS), F(FULL), F(SESS), F(EPOCH))},
-    [PT_STATUS_REPLY] = {"STATUS_REPLY", REQ(F(WORKERS), F(UPTIME), F(ACTIVE)),
+    [PT_CANCEL] = {.name = "CANCEL", OPT(F(SESS), F(KEY))}, /* sess + key: a chat between turns */
+    [PT_PING] = {.name = "PING", OPT(F(SESS), F(KEY))},
+    [PT_STATUS] = {.name = "STATUS"},
+    [PT_ACCEPTED] = {.name = "ACCEPTED", REQ(F(NTOK), F(SESS)), OPT(F(KEY), F(SEED), F(POS))},
+    [PT_PIECE] = {.name = "PIECE", REQ(F(TEXT), F(NTOK)), OPT(F(PROBS))},
+    [PT_DONE] = {.name = "DONE", REQ(F(REASON), F(NTOK_PROMPT), F(NTOK)), OPT(F(SESS), F(MOVES))},
+    [PT_ERROR] = {.name = "ERROR", REQ(F(MSG)), OPT(F(CODE), F(RETRY_MS), F(FULL), F(SESS), F(EPOCH))},
+    [PT_STATUS_REPLY] = {.name = "STATUS_REPLY", REQ(F(WORKERS), F(UPTIME), F(ACTIVE)),
                          OPT(F(QUEUE), F(MAX_REQUESTS), F(MAX_PER_CLIENT), F(SEGMENT), F(BPW),
                              F(MODEL), F(QUEUED), F(HELD), F(SERVED), F(FAILED), F(PID),
                              F(TEMPLATE), F(NV), F(VID), F(SWAIT))},
-    [PT_WORKER_HB] = {"WORKER_HB", REQ(F(PID), F(HOST), F(SEG), F(ACTIVE), F(WID)),
+    [PT_WORKER_HB] = {.name = "WORKER_HB", REQ(F(PID), F(HOST), F(SEG), F(ACTIVE), F(WID)),
                       OPT(F(BYE), F(BUSY), F(PROG), F(CAP), F(CTX), F(NV), F(VID), F(SWAIT),
                           F(BPW))},
-    [PT_FRONT_HB] = {"FRONT_HB", REQ(F(EPOCH))},
-    [PT_RUN] = {"RUN", SESSREC},
-    [PT_STOP] = {"STOP", REQ(F(SESS))},
-    [PT_TOKEN] = {"TOKEN", REQ(F(SESS), F(STEP), F(TOK), F(EPOCH)),
+    [PT_FRONT_HB] = {.name = "FRONT_HB", REQ(F(EPOCH))},
+    [PT_RUN] = {.name = "RUN", SESSREC},
+    [PT_STOP] = {.name = "STOP", REQ(F(SESS))},
+    [PT_TOKEN] = {.name = "TOKEN", REQ(F(SESS), F(STEP), F(TOK), F(EPOCH)),
                   OPT(F(MU), F(LOGPROB), F(TOP))},
-    [PT_SAMPLE] = {"SAMPLE", REQ(F(SHM), F(NV), FK(ROWS, PK_SAMPLE_ROWS)), OPT(F(EOS), F(SEG))},
-    [PT_SAMPLED] = {"SAMPLED", REQ(FK(ROWS, PK_SAMPLED_ROWS))},
-    [PT_PONG] = {"PONG"},
-    [PT_REPORT] = {"REPORT", SESSREC},
+    [PT_SAMPLE] = {.name = "SAMPLE", REQ(F(SHM), F(NV), FK(ROWS, PK_SAMPLE_ROWS)), OPT(F(EOS), F(SEG))},
+    [PT_SAMPLED] = {.name = "SAMPLED", REQ(FK(ROWS, PK_SAMPLED_ROWS))},
+    [PT_PONG] = {.name = "PONG"},
+    [PT_REPORT] = {.name = "REPORT", SESSREC},
 };
 
 /* The rows of a SAMPLE and a SAMPLED batch. */
-static const proto_type_spec sample_row = {"SAMPLE row", REQ(F(SESS), F(STEP), F(SLOT), F(SP), F(HIST)),
+static const proto_type_spec sample_row = {.name = "SAMPLE row", REQ(F(SESS), F(STEP), F(SLOT), F(SP), F(HIST)),
                                            OPT(F(MU))};
-static const proto_type_spec sampled_row = {"SAMPLED row", REQ(F(SESS), F(STEP)),
+static const proto_type_spec sampled_row = {.name = "SAMPLED row", REQ(F(SESS), F(STEP)),
                                             OPT(F(TOK), F(ERR), F(MU), F(LOGPROB), F(TOP))};
 
 static proto_kind spec_kind(const proto_field_spec *s)
