@@ -13,7 +13,7 @@ static const struct {
     const char *name;
     proto_kind  kind;
 } fields[MF_COUNT] = {
-#define PROTO_FIELD_ROW(id, nm, k) [MF_##id] = {nm, k},
+#define PROTO_FIELD_ROW(id, nm, k) [MF_##id] = {nm, PK_##k},
     PROTO_FIELDS(PROTO_FIELD_ROW)
 #undef PROTO_FIELD_ROW
 };
@@ -31,9 +31,7 @@ typedef struct {
     proto_kind     kind;
 } proto_field_spec;
 
-#define F(x) {MF_##x, 0, PK_ANY}
-#define FK(x, k) {MF_##x, 1, k}
-#define MAXF 16
+#define MAXF 24
 typedef struct {
     const char      *name;
     proto_field_spec req[MAXF]; /* required fields */
@@ -41,49 +39,22 @@ typedef struct {
     int              n_req, n_opt;
 } proto_type_spec;
 
-#define REQ(...) .req = {__VA_ARGS__}, .n_req = sizeof((proto_field_spec[]){__VA_ARGS__}) / sizeof(proto_field_spec)
-#define OPT(...) .opt = {__VA_ARGS__}, .n_opt = sizeof((proto_field_spec[]){__VA_ARGS__}) / sizeof(proto_field_spec)
-
-/* The session record (proto_sessrec) that RUN hands a worker and REPORT hands back. */
-#define SESSREC                                                                          \
-    REQ(F(SESS), F(TOKS), F(STEP), F(BUDGET), F(SP), F(EPOCH)), OPT(F(EOG), F(MU), F(FB), F(IDLE))
-
-/* The protocol, one row per message type: which fields it requires and which it allows
- * (what each field means: proto_fields.h). */
+/* The rows of proto_schema, from the table of proto_msgs.h. */
+#define SPEC_F(id, m) {MF_##id, 0, PK_ANY},
+#define SPEC_K(id, m, k) {MF_##id, 1, PK_##k},
+#define SPEC_NONE(...)
+#define SPEC_ONE(...) +1
+#define SPEC(T)                                                                          \
+    {.name = #T, .req = {PM_##T(SPEC_F, SPEC_NONE, SPEC_K)}, .opt = {PM_##T(SPEC_NONE, SPEC_F, SPEC_NONE)}, \
+     .n_req = 0 PM_##T(SPEC_ONE, SPEC_NONE, SPEC_ONE), .n_opt = 0 PM_##T(SPEC_NONE, SPEC_ONE, SPEC_NONE)}
+#define SPEC_ROW(T, t) [PT_##T] = SPEC(T),
 static const proto_type_spec proto_schema[PT_TYPE_COUNT] = {
-    [PT_GENERATE] = {.name = "GENERATE", REQ(F(N)),
-                     OPT(F(PROMPT), F(MSGS), F(CHAT), F(SESS), F(KEY), F(PARAMS), F(STOP),
-                         F(IGNORE_EOS), F(RESUME), F(RBYTES))},
-    [PT_CANCEL] = {.name = "CANCEL", OPT(F(SESS), F(KEY))}, /* sess + key: a chat between turns */
-    [PT_PING] = {.name = "PING", OPT(F(SESS), F(KEY))},
-    [PT_STATUS] = {.name = "STATUS"},
-    [PT_ACCEPTED] = {.name = "ACCEPTED", REQ(F(NTOK), F(SESS)), OPT(F(KEY), F(SEED), F(POS))},
-    [PT_PIECE] = {.name = "PIECE", REQ(F(TEXT), F(NTOK)), OPT(F(PROBS))},
-    [PT_DONE] = {.name = "DONE", REQ(F(REASON), F(NTOK_PROMPT), F(NTOK)), OPT(F(SESS), F(MOVES))},
-    [PT_ERROR] = {.name = "ERROR", REQ(F(MSG)), OPT(F(CODE), F(RETRY_MS), F(FULL), F(SESS), F(EPOCH))},
-    [PT_STATUS_REPLY] = {.name = "STATUS_REPLY", REQ(F(WORKERS), F(UPTIME), F(ACTIVE)),
-                         OPT(F(QUEUE), F(MAX_REQUESTS), F(MAX_PER_CLIENT), F(SEGMENT), F(BPW),
-                             F(MODEL), F(QUEUED), F(HELD), F(SERVED), F(FAILED), F(PID),
-                             F(TEMPLATE), F(NV), F(VID), F(SWAIT))},
-    [PT_WORKER_HB] = {.name = "WORKER_HB", REQ(F(PID), F(HOST), F(SEG), F(ACTIVE), F(WID)),
-                      OPT(F(BYE), F(BUSY), F(PROG), F(CAP), F(CTX), F(NV), F(VID), F(SWAIT),
-                          F(BPW))},
-    [PT_FRONT_HB] = {.name = "FRONT_HB", REQ(F(EPOCH))},
-    [PT_RUN] = {.name = "RUN", SESSREC},
-    [PT_STOP] = {.name = "STOP", REQ(F(SESS))},
-    [PT_TOKEN] = {.name = "TOKEN", REQ(F(SESS), F(STEP), F(TOK), F(EPOCH)),
-                  OPT(F(MU), F(LOGPROB), F(TOP))},
-    [PT_SAMPLE] = {.name = "SAMPLE", REQ(F(SHM), F(NV), FK(ROWS, PK_SAMPLE_ROWS)), OPT(F(EOS), F(SEG))},
-    [PT_SAMPLED] = {.name = "SAMPLED", REQ(FK(ROWS, PK_SAMPLED_ROWS))},
-    [PT_PONG] = {.name = "PONG"},
-    [PT_REPORT] = {.name = "REPORT", SESSREC},
+    PROTO_MSGS(SPEC_ROW)
+    [PT_RUN] = SPEC(RUN),
+    [PT_REPORT] = SPEC(REPORT),
 };
-
-/* The rows of a SAMPLE and a SAMPLED batch. */
-static const proto_type_spec sample_row = {.name = "SAMPLE row", REQ(F(SESS), F(STEP), F(SLOT), F(SP), F(HIST)),
-                                           OPT(F(MU))};
-static const proto_type_spec sampled_row = {.name = "SAMPLED row", REQ(F(SESS), F(STEP)),
-                                            OPT(F(TOK), F(ERR), F(MU), F(LOGPROB), F(TOP))};
+#undef SPEC_ROW
+static const proto_type_spec sample_row = SPEC(SAMPLE_ROW), sampled_row = SPEC(SAMPLED_ROW);
 
 static proto_kind spec_kind(const proto_field_spec *s)
 {
@@ -651,3 +622,147 @@ void proto_get_sessrec(const proto_msg *m, proto_sessrec *s)
     s->mu = proto_f64(m, MF_MU, 0);
     s->idle = proto_bool(m, MF_IDLE, 0);
 }
+
+/* ---- typed messages ---- */
+
+proto_sv proto_sv_of(const char *s)
+{
+    proto_sv v = {s ? s : "", s ? strlen(s) : 0};
+    return v;
+}
+
+/* Reading a field of each kind (proto_decode checked the kinds). */
+static uint64_t kget_U64(const proto_msg *m, proto_field_id f) { return proto_u64(m, f, 0); }
+static int64_t kget_I64(const proto_msg *m, proto_field_id f) { return proto_i64(m, f, 0); }
+static double kget_F64(const proto_msg *m, proto_field_id f) { return proto_f64(m, f, 0); }
+static int kget_BOOL(const proto_msg *m, proto_field_id f) { return proto_bool(m, f, 0); }
+
+static proto_sv kget_STR(const proto_msg *m, proto_field_id f)
+{
+    const msgpack_object *o = proto_field(m, f);
+    proto_sv v = {"", 0};
+    if (o && o->type == MSGPACK_OBJECT_STR) v = (proto_sv){o->via.str.ptr, o->via.str.size};
+    return v;
+}
+
+static proto_sv kget_BIN(const proto_msg *m, proto_field_id f)
+{
+    const msgpack_object *o = proto_field(m, f);
+    proto_sv v = {"", 0};
+    if (o && o->type == MSGPACK_OBJECT_BIN) v = (proto_sv){o->via.bin.ptr, o->via.bin.size};
+    return v;
+}
+
+static proto_iv kget_INTS(const proto_msg *m, proto_field_id f)
+{
+    const msgpack_object *o = proto_field(m, f);
+    proto_iv v = {NULL, 0, NULL};
+    if (o && o->type == MSGPACK_OBJECT_ARRAY) v = (proto_iv){NULL, o->via.array.size, o};
+    return v;
+}
+
+uint32_t proto_ints_copy(const proto_iv *a, int32_t *out, size_t cap)
+{
+    for (uint32_t i = 0; i < a->n && i < cap; i++) {
+        if (a->v) out[i] = a->v[i];
+        else {
+            const msgpack_object *e = &a->obj->via.array.ptr[i];
+            out[i] = (int32_t)(e->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? e->via.i64 : (int64_t)e->via.u64);
+        }
+    }
+    return a->n;
+}
+
+#define GET_OBJ(k) \
+    static const msgpack_object *kget_##k(const proto_msg *m, proto_field_id f) { return proto_field(m, f); }
+GET_OBJ(STRS) GET_OBJ(PARAMS) GET_OBJ(ANY) GET_OBJ(TOPS) GET_OBJ(PROBS)
+#undef GET_OBJ
+
+/* Packing the value of a field of each kind; 0 when an object field is unset (NULL):
+ * nothing to write. */
+#define SET_ALWAYS(k, t) static int kset_##k(const t *v) { (void)v; return 1; }
+#define SET_OBJ(k) static int kset_##k(const msgpack_object *const *v) { return *v != NULL; }
+SET_ALWAYS(U64, uint64_t) SET_ALWAYS(I64, int64_t) SET_ALWAYS(F64, double) SET_ALWAYS(BOOL, int) SET_ALWAYS(STR, proto_sv)
+SET_ALWAYS(BIN, proto_sv)
+static int kset_INTS(const proto_iv *v) { return v->v || v->obj; }
+SET_OBJ(STRS) SET_OBJ(PARAMS) SET_OBJ(ANY) SET_OBJ(TOPS) SET_OBJ(PROBS)
+#undef SET_ALWAYS
+#undef SET_OBJ
+
+static int kpack_U64(msgpack_packer *pk, const uint64_t *v) { return msgpack_pack_uint64(pk, *v); }
+static int kpack_I64(msgpack_packer *pk, const int64_t *v) { return msgpack_pack_int64(pk, *v); }
+static int kpack_F64(msgpack_packer *pk, const double *v) { return msgpack_pack_double(pk, *v); }
+static int kpack_BOOL(msgpack_packer *pk, const int *v) { return *v ? msgpack_pack_true(pk) : msgpack_pack_false(pk); }
+
+static int kpack_STR(msgpack_packer *pk, const proto_sv *v)
+{
+    return msgpack_pack_str(pk, v->n) | msgpack_pack_str_body(pk, v->n ? v->p : "", v->n);
+}
+
+static int kpack_BIN(msgpack_packer *pk, const proto_sv *v)
+{
+    return msgpack_pack_bin(pk, v->n) | msgpack_pack_bin_body(pk, v->n ? v->p : "", v->n);
+}
+
+#define PACK_OBJ(k) \
+    static int kpack_##k(msgpack_packer *pk, const msgpack_object *const *v) { return msgpack_pack_object(pk, **v); }
+static int kpack_INTS(msgpack_packer *pk, const proto_iv *v)
+{
+    if (!v->v) return msgpack_pack_object(pk, *v->obj);
+    int bad = msgpack_pack_array(pk, v->n);
+    for (uint32_t i = 0; i < v->n; i++) bad |= msgpack_pack_int32(pk, v->v[i]);
+    return bad;
+}
+PACK_OBJ(STRS) PACK_OBJ(PARAMS) PACK_OBJ(ANY) PACK_OBJ(TOPS) PACK_OBJ(PROBS)
+#undef PACK_OBJ
+
+/* Per field: its reader, whether a value is set, its packer (by the field's kind). */
+#define FIELD_FUNCS(id, nm, k)                                                            \
+    __attribute__((unused)) static mf_ctype_##id fget_##id(const proto_msg *m) { return kget_##k(m, MF_##id); } \
+    __attribute__((unused)) static int fset_##id(const mf_ctype_##id *v) { return kset_##k(v); } \
+    __attribute__((unused)) static int fpack_##id(msgpack_packer *pk, const mf_ctype_##id *v) { return kpack_##k(pk, v); }
+PROTO_FIELDS(FIELD_FUNCS)
+#undef FIELD_FUNCS
+
+#define GET_R(id, m) out->m = fget_##id(msg);
+#define GET_O(id, m) out->has_##m = proto_field(msg, MF_##id) != NULL; out->m = fget_##id(msg);
+#define GET_K(id, m, k) GET_R(id, m)
+#define PUT_R(id, m) if (fset_##id(&in->m)) { put_key(w, MF_##id); fpack_##id(&w->pk, &in->m); }
+#define PUT_O(id, m) if (in->has_##m) { put_key(w, MF_##id); fpack_##id(&w->pk, &in->m); }
+#define PUT_K(id, m, k) PUT_R(id, m)
+#define MSG_FUNCS(T, t)                                                                   \
+    void pm_##t##_get(const proto_msg *msg, pm_##t *out)                                  \
+    {                                                                                     \
+        memset(out, 0, sizeof *out);                                                      \
+        out->id = msg->id;                                                                \
+        PM_##T(GET_R, GET_O, GET_K)                                                       \
+    }                                                                                     \
+    void pm_##t##_put(proto_writer *w, const pm_##t *in)                                  \
+    {                                                                                     \
+        LLM_ASSERT(w->type == PT_##T);                                                    \
+        PM_##T(PUT_R, PUT_O, PUT_K)                                                       \
+    }
+PROTO_MSGS(MSG_FUNCS)
+#undef MSG_FUNCS
+
+#define CNT_R(id, m) + fset_##id(&in->m)
+#define CNT_O(id, m) + (in->has_##m != 0)
+#define CNT_K(id, m, k) CNT_R(id, m)
+#define ROWPACK_R(id, m) if (fset_##id(&in->m)) bad |= proto_pack_key(pk, MF_##id) | fpack_##id(pk, &in->m);
+#define ROWPACK_O(id, m) if (in->has_##m) bad |= proto_pack_key(pk, MF_##id) | fpack_##id(pk, &in->m);
+#define ROWPACK_K(id, m, k) ROWPACK_R(id, m)
+#define ROW_FUNCS(T, t)                                                                   \
+    void pm_##t##_get(const proto_msg *m, const msgpack_object *row, pm_##t *out)         \
+    {                                                                                     \
+        proto_msg v = proto_view(m, row), *msg = &v;                                      \
+        memset(out, 0, sizeof *out);                                                      \
+        PM_##T(GET_R, GET_O, GET_K)                                                       \
+    }                                                                                     \
+    int pm_##t##_pack(msgpack_packer *pk, const pm_##t *in, uint32_t n_more)             \
+    {                                                                                     \
+        int bad = msgpack_pack_map(pk, (size_t)(n_more PM_##T(CNT_R, CNT_O, CNT_K)));     \
+        PM_##T(ROWPACK_R, ROWPACK_O, ROWPACK_K)                                           \
+        return bad;                                                                       \
+    }
+PROTO_ROWS(ROW_FUNCS)
+#undef ROW_FUNCS

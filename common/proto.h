@@ -16,7 +16,9 @@
  * "v" (PROTO_VERSION), "t" (the proto_type as an integer) and "id" (the request id, an
  * unsigned integer chosen by whoever starts the exchange; replies echo it). Field names
  * and kinds are spelled once, in proto_fields.h; callers name a field by its MF_* id.
- * Which type requires and which allows each field is proto_schema (proto.c): required
+ * Which type requires and which allows each field is proto_msgs.h, which also gives
+ * each message a typed struct (pm_token, read with pm_token_get, written with
+ * pm_token_put; see "typed messages" below) and proto.c's schema: required
  * fields must be present with their kind, optional ones have their kind when present,
  * other keys are ignored (so a newer peer may add optional keys without a version
  * bump). proto_decode checks the whole table, so after it succeeds the getters of
@@ -41,6 +43,7 @@
 #include <stdint.h>
 
 #include "proto_fields.h"
+#include "proto_msgs.h"
 
 #define PROTO_VERSION 3
 #define PROTO_VERSION_STR "3"
@@ -164,6 +167,72 @@ void proto_put_array_begin(proto_writer *w, proto_field_id f, uint32_t n);
 const void *proto_data(proto_writer *w);
 size_t proto_size(const proto_writer *w);
 void proto_writer_free(proto_writer *w);
+
+/* ---- typed messages (the table: proto_msgs.h) ---- */
+
+/* A string or binary field: a view into the message, not NUL-terminated. */
+typedef struct {
+    const char *p;
+    size_t      n;
+} proto_sv;
+/* A view of a C string, for writing one. */
+proto_sv proto_sv_of(const char *s);
+/* An array of int32 field: read, obj is the message's array (n its length; copy with
+ * proto_ints_copy); to write, v and n (or obj). */
+typedef struct {
+    const int32_t        *v;
+    uint32_t              n;
+    const msgpack_object *obj;
+} proto_iv;
+/* Copies up to cap of the integers into out; returns n. */
+uint32_t proto_ints_copy(const proto_iv *a, int32_t *out, size_t cap);
+
+/* The C type of a field of each kind in the structs. */
+#define PM_CTYPE_U64 uint64_t
+#define PM_CTYPE_I64 int64_t
+#define PM_CTYPE_F64 double
+#define PM_CTYPE_BOOL int
+#define PM_CTYPE_STR proto_sv
+#define PM_CTYPE_BIN proto_sv
+#define PM_CTYPE_INTS proto_iv
+#define PM_CTYPE_STRS const msgpack_object * /* other arrays and maps: objects of the message */
+#define PM_CTYPE_PARAMS const msgpack_object *
+#define PM_CTYPE_ANY const msgpack_object *
+#define PM_CTYPE_TOPS const msgpack_object *
+#define PM_CTYPE_PROBS const msgpack_object *
+#define PROTO_FIELD_CTYPE(id, nm, k) typedef PM_CTYPE_##k mf_ctype_##id;
+PROTO_FIELDS(PROTO_FIELD_CTYPE)
+#undef PROTO_FIELD_CTYPE
+
+#define PM_MEMBER_R(id, m) mf_ctype_##id m;
+#define PM_MEMBER_O(id, m) mf_ctype_##id m; int has_##m;
+#define PM_MEMBER_K(id, m, k) mf_ctype_##id m;
+/* pm_<type>: the request id and the fields. pm_<type>_get fills it from a message that
+ * proto_decode accepted as that type (has_<member> says which optional fields were
+ * there). pm_<type>_put writes its fields into w, begun with proto_begin as that type:
+ * every required one (an array or map only when set: one left NULL is the caller's to
+ * pack after), the optional ones whose has_<member> is set. */
+#define PM_DECLARE(T, t)                                                                 \
+    typedef struct {                                                                     \
+        uint64_t id;                                                                     \
+        PM_##T(PM_MEMBER_R, PM_MEMBER_O, PM_MEMBER_K)                                    \
+    } pm_##t;                                                                            \
+    void pm_##t##_get(const proto_msg *m, pm_##t *out);                                  \
+    void pm_##t##_put(proto_writer *w, const pm_##t *in);
+PROTO_MSGS(PM_DECLARE)
+#undef PM_DECLARE
+/* pm_<row>: a row of a batch. pm_<row>_get reads the map row of the decoded message m;
+ * pm_<row>_pack packs one as a map of the fields set (as above) and n_more entries the
+ * caller packs after it (proto_pack_key and the value: a field built from its own
+ * arrays); 0, or nonzero when the buffer could not grow. */
+#define PM_DECLARE_ROW(T, t)                                                             \
+    typedef struct {                                                                     \
+        PM_##T(PM_MEMBER_R, PM_MEMBER_O, PM_MEMBER_K)                                    \
+    } pm_##t;                                                                            \
+    void pm_##t##_get(const proto_msg *m, const msgpack_object *row, pm_##t *out);        \
+    int pm_##t##_pack(msgpack_packer *pk, const pm_##t *in, uint32_t n_more);
+PROTO_ROWS(PM_DECLARE_ROW)
+#undef PM_DECLARE_ROW
 
 /* A session as RUN hands it to a worker and REPORT hands it back to a (new) front door:
  * one record, one writer, one reader. Read from a message, the pointers point into it. */

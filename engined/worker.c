@@ -139,13 +139,12 @@ static void send_front(worker *w, proto_writer *pw)
  * that its context is full (the generation ends with reason "context"). */
 static void send_sess_error_code(worker *w, uint64_t sess, uint64_t epoch, const char *msg, errcode code, int full)
 {
+    pm_error e = {.msg = proto_sv_of(msg), .sess = sess, .has_sess = 1, .epoch = epoch, .has_epoch = 1,
+                  .full = full, .has_full = full != 0, .code = proto_sv_of(errcode_name(code)),
+                  .has_code = code != ERR_NONE};
     proto_writer pw;
     proto_begin(&pw, PT_ERROR, 0);
-    proto_put_u64(&pw, MF_SESS, sess);
-    if (full) proto_put_bool(&pw, MF_FULL, 1);
-    proto_put_u64(&pw, MF_EPOCH, epoch);
-    proto_put_str(&pw, MF_MSG, msg);
-    if (code != ERR_NONE) proto_put_str(&pw, MF_CODE, errcode_name(code));
+    pm_error_put(&pw, &e);
     send_front(w, &pw);
 }
 
@@ -195,13 +194,12 @@ static void sbatch_begin(worker *w, sbatch *b)
 static void sbatch_flush(worker *w, sbatch *b)
 {
     if (b->n) {
-        proto_writer pw;
+        pm_sample m = {.shm = proto_sv_of(lshm_name(w->ring)), .nv = (uint64_t)w->n_vocab, .eos = w->eos,
+                       .has_eos = 1, .seg = proto_sv_of(eng_segment_name(w->m)), .has_seg = 1};
+        proto_writer pw; /* samplerd reads token texts in the segment for DRY */
         proto_begin(&pw, PT_SAMPLE, b->id);
-        proto_put_str(&pw, MF_SHM, lshm_name(w->ring));
-        proto_put_u64(&pw, MF_NV, (uint64_t)w->n_vocab);
-        proto_put_i64(&pw, MF_EOS, w->eos);
-        proto_put_str(&pw, MF_SEG, eng_segment_name(w->m)); /* samplerd reads token texts there for DRY */
-        proto_put_array_begin(&pw, MF_ROWS, b->n);
+        pm_sample_put(&pw, &m);
+        proto_put_array_begin(&pw, MF_ROWS, b->n); /* the rows built by sbatch_add */
         msgpack_sbuffer_write(&pw.buf, b->rows.data, b->rows.size);
         net_send(w->samp, NULL, 0, proto_data(&pw), proto_size(&pw));
         proto_writer_free(&pw);
@@ -216,16 +214,11 @@ static void sbatch_add(worker *w, sbatch *b, wsess *s)
         sbatch_flush(w, b);
         sbatch_begin(w, b);
     }
-    msgpack_packer *pk = &b->pk;
     int nh = s->n_toks < s->n_hist ? s->n_toks : s->n_hist;
-    msgpack_pack_map(pk, 5 + (s->mu_set ? 1 : 0));
-    proto_pack_key(pk, MF_SESS); msgpack_pack_uint64(pk, s->sess);
-    proto_pack_key(pk, MF_STEP); msgpack_pack_uint64(pk, s->step);
-    proto_pack_key(pk, MF_SLOT); msgpack_pack_uint64(pk, (uint64_t)(s - w->s));
-    proto_pack_key(pk, MF_SP); msgpack_pack_bin(pk, s->sp_len); msgpack_pack_bin_body(pk, s->sp, s->sp_len);
-    proto_pack_key(pk, MF_HIST); msgpack_pack_array(pk, (size_t)nh);
-    for (int i = s->n_toks - nh; i < s->n_toks; i++) msgpack_pack_int32(pk, s->toks[i]);
-    if (s->mu_set) { proto_pack_key(pk, MF_MU); msgpack_pack_double(pk, s->mu); }
+    pm_sample_row r = {.sess = s->sess, .step = s->step, .slot = (uint64_t)(s - w->s),
+                       .sp = {(const char *)s->sp, s->sp_len}, .hist = {s->toks + s->n_toks - nh, (uint32_t)nh, NULL},
+                       .mu = s->mu, .has_mu = s->mu_set};
+    pm_sample_row_pack(&b->pk, &r, 0);
     b->n++;
     s->req = b->id;
     s->sent_ms = net_now_ms();
@@ -241,34 +234,32 @@ static int is_eog(const wsess *s, int32_t t)
 }
 
 /* One row of a PT_SAMPLED: the token of session sess at step, or samplerd's error. */
-static void on_sampled_row(worker *w, uint64_t id, const proto_msg *row)
+static void on_sampled_row(worker *w, uint64_t id, const pm_sampled_row *row)
 {
-    wsess *s = sess_find(w, proto_u64(row, MF_SESS, 0));
-    if (!s || s->state != WS_WAIT || s->req != id || proto_u64(row, MF_STEP, UINT64_MAX) != s->step)
+    wsess *s = sess_find(w, row->sess);
+    if (!s || s->state != WS_WAIT || s->req != id || row->step != s->step)
         return; /* a stale or duplicate answer */
-    char msg[200];
-    if (proto_strcpy(row, MF_ERR, msg, sizeof msg) == 0 || !proto_field(row, MF_TOK)) {
-        send_sess_error(w, s->sess, s->epoch, msg[0] ? msg : "samplerd sent no token");
+    if (row->has_err || !row->has_tok) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%.*s", (int)(row->err.n < 199 ? row->err.n : 199), row->err.p);
+        send_sess_error(w, s->sess, s->epoch, row->err.n ? msg : "samplerd sent no token");
         s->state = WS_IDLE;
         return;
     }
-    int32_t t = (int32_t)proto_i64(row, MF_TOK, -1);
-    if (t < 0 || t >= w->n_vocab) {
+    if (row->tok < 0 || row->tok >= w->n_vocab) {
         send_sess_error(w, s->sess, s->epoch, "samplerd returned a token out of range");
         s->state = WS_IDLE;
         return;
     }
+    int32_t t = (int32_t)row->tok;
+    s->mu_set = row->has_mu;
+    s->mu = row->mu;
+    pm_token tk = {.sess = s->sess, .step = s->step, .tok = t, .epoch = s->epoch, .mu = s->mu,
+                   .has_mu = s->mu_set, .logprob = row->logprob, .has_logprob = row->has_logprob};
     proto_writer pw;
     proto_begin(&pw, PT_TOKEN, id);
-    proto_put_u64(&pw, MF_SESS, s->sess);
-    proto_put_u64(&pw, MF_STEP, s->step);
-    proto_put_i64(&pw, MF_TOK, t);
-    proto_put_u64(&pw, MF_EPOCH, s->epoch);
-    s->mu_set = proto_field(row, MF_MU) != NULL;
-    s->mu = proto_f64(row, MF_MU, 0);
-    if (s->mu_set) proto_put_f64(&pw, MF_MU, s->mu);
-    const msgpack_object *lp = proto_field(row, MF_LOGPROB), *top = proto_field(row, MF_TOP);
-    if (lp) proto_put_obj(&pw, MF_LOGPROB, lp); /* kinds checked by proto_decode */
+    pm_token_put(&pw, &tk);
+    const msgpack_object *top = row->has_top ? row->top : NULL;
     if (top) { /* at most the sampler's maximum */
         uint32_t k = top->via.array.size < SMP_MAX_PROBS ? top->via.array.size : SMP_MAX_PROBS;
         proto_put_array_begin(&pw, MF_TOP, k);
@@ -287,14 +278,18 @@ static void on_sampled_row(worker *w, uint64_t id, const proto_msg *row)
 static void on_sampler(worker *w, const proto_msg *pm)
 {
     if (pm->type == PT_SAMPLED) {
-        const msgpack_object *rows = proto_field(pm, MF_ROWS);
-        for (uint32_t i = 0; i < rows->via.array.size; i++) {
-            proto_msg row = proto_view(pm, &rows->via.array.ptr[i]);
+        pm_sampled m;
+        pm_sampled_get(pm, &m);
+        for (uint32_t i = 0; i < m.rows->via.array.size; i++) {
+            pm_sampled_row row;
+            pm_sampled_row_get(pm, &m.rows->via.array.ptr[i], &row);
             on_sampled_row(w, pm->id, &row);
         }
     } else if (pm->type == PT_ERROR) { /* the whole batch failed (e.g. the ring) */
+        pm_error e;
+        pm_error_get(pm, &e);
         char msg[200];
-        proto_strcpy(pm, MF_MSG, msg, sizeof msg);
+        snprintf(msg, sizeof msg, "%.*s", (int)(e.msg.n < 199 ? e.msg.n : 199), e.msg.p);
         for (int i = 0; i < w->n_s; i++) {
             wsess *s = &w->s[i];
             if (s->state != WS_WAIT || s->req != pm->id) continue;
@@ -437,7 +432,9 @@ static void on_front(worker *w, const proto_msg *pm)
     w->last_front_ms = net_now_ms();
     switch (pm->type) {
     case PT_FRONT_HB: {
-        uint64_t e = proto_u64(pm, MF_EPOCH, 0);
+        pm_front_hb hb;
+        pm_front_hb_get(pm, &hb);
+        uint64_t e = hb.epoch;
         if (e != w->epoch) {
             /* a new front door: it adopts the sessions we hold (they keep running) */
             int n = 0;
@@ -457,7 +454,9 @@ static void on_front(worker *w, const proto_msg *pm)
     }
     case PT_RUN: on_run(w, pm); break;
     case PT_STOP: {
-        wsess *s = sess_find(w, proto_u64(pm, MF_SESS, 0));
+        pm_stop st;
+        pm_stop_get(pm, &st);
+        wsess *s = sess_find(w, st.sess);
         if (s) sess_drop(s);
         break;
     }

@@ -50,22 +50,19 @@ void wio_set_load(wio *io, int active, int busy)
 
 static void send_beat(wio *io, int bye)
 {
+    pm_worker_hb hb = {
+        .bye = bye, .has_bye = bye != 0, /* shutting down: purge me now */
+        .pid = (uint64_t)getpid(), .host = proto_sv_of(io->host), .seg = proto_sv_of(eng_segment_name(io->m)),
+        .active = (uint64_t)__atomic_load_n(&io->active, __ATOMIC_RELAXED),
+        .busy = (uint64_t)__atomic_load_n(&io->busy, __ATOMIC_RELAXED), .has_busy = 1,
+        .prog = eng_progress(io->m), .has_prog = 1, .cap = (uint64_t)io->cap, .has_cap = 1,
+        .ctx = (uint64_t)io->n_ctx, .has_ctx = 1, .wid = io->wid, .nv = io->n_vocab, .has_nv = 1,
+        .vid = io->vocab_id, .has_vid = 1,
+        .swait = (uint64_t)__atomic_load_n(&io->swait, __ATOMIC_RELAXED), .has_swait = 1,
+        .bpw = io->bpw, .has_bpw = 1};
     proto_writer pw;
     proto_begin(&pw, PT_WORKER_HB, 0);
-    if (bye) proto_put_bool(&pw, MF_BYE, 1); /* shutting down: purge me now */
-    proto_put_u64(&pw, MF_PID, (uint64_t)getpid());
-    proto_put_str(&pw, MF_HOST, io->host);
-    proto_put_str(&pw, MF_SEG, eng_segment_name(io->m));
-    proto_put_u64(&pw, MF_ACTIVE, (uint64_t)__atomic_load_n(&io->active, __ATOMIC_RELAXED));
-    proto_put_u64(&pw, MF_BUSY, (uint64_t)__atomic_load_n(&io->busy, __ATOMIC_RELAXED));
-    proto_put_u64(&pw, MF_PROG, eng_progress(io->m));
-    proto_put_u64(&pw, MF_CAP, (uint64_t)io->cap);
-    proto_put_u64(&pw, MF_CTX, (uint64_t)io->n_ctx);
-    proto_put_u64(&pw, MF_WID, io->wid);
-    proto_put_u64(&pw, MF_NV, io->n_vocab);
-    proto_put_u64(&pw, MF_VID, io->vocab_id);
-    proto_put_u64(&pw, MF_SWAIT, (uint64_t)__atomic_load_n(&io->swait, __ATOMIC_RELAXED));
-    proto_put_f64(&pw, MF_BPW, io->bpw);
+    pm_worker_hb_put(&pw, &hb);
     net_send(io->front, NULL, 0, proto_data(&pw), proto_size(&pw));
     proto_writer_free(&pw);
 }

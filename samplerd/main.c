@@ -113,10 +113,12 @@ static int write_piece(void *ctx, int32_t id, char *buf, size_t cap)
 /* DRY needs token texts: load them once from the tokenizer tables in the worker's
  * weight segment (named in the request), mapping only the segment's header and blob
  * pages. Failure only means DRY is skipped. */
-static void load_pieces(sampler_daemon *d, const proto_msg *m)
+static void load_pieces(sampler_daemon *d, const pm_sample *m)
 {
     char seg[64], err[256] = "";
-    if (proto_strcpy(m, MF_SEG, seg, sizeof seg) != 0 || strcmp(seg, d->pieces_seg) == 0) return;
+    if (!m->has_seg) return;
+    snprintf(seg, sizeof seg, "%.*s", (int)(m->seg.n < sizeof seg ? m->seg.n : sizeof seg - 1), m->seg.p);
+    if (strcmp(seg, d->pieces_seg) == 0) return;
     snprintf(d->pieces_seg, sizeof d->pieces_seg, "%s", seg); /* tried once per segment */
     tok_source src;
     tok_source_open(&src, NULL, seg, err, sizeof err);
@@ -131,29 +133,29 @@ static void load_pieces(sampler_daemon *d, const proto_msg *m)
 
 static void reply_error(sampler_daemon *d, const uint8_t *rid, size_t rl, const proto_msg *m, const char *msg)
 {
+    pm_error e = {.msg = proto_sv_of(msg)};
     proto_writer w;
     proto_begin(&w, PT_ERROR, m ? m->id : 0);
-    proto_put_str(&w, MF_MSG, msg);
+    pm_error_put(&w, &e);
     net_send(d->sock, rid, rl, proto_data(&w), proto_size(&w));
     proto_writer_free(&w);
     d->errors++;
 }
 
 /* One row of a batch: its token (or an error naming the problem) as one SAMPLED row. */
-static void sample_row(sampler_daemon *d, const lshm *r, const proto_msg *m, const proto_msg *row, uint64_t nv,
-                       int eos, msgpack_packer *pk)
+static void sample_row(sampler_daemon *d, const lshm *r, const pm_sample *m, const pm_sample_row *row, int eos,
+                       msgpack_packer *pk)
 {
     char err[256];
-    uint64_t step = proto_u64(row, MF_STEP, 0), sess = proto_u64(row, MF_SESS, 0);
-    const msgpack_object *sp = proto_field(row, MF_SP);
-    const float *lg = lshm_row(r, proto_u64(row, MF_SLOT, 0), nv, err, sizeof err);
+    uint64_t step = row->step, sess = row->sess, nv = m->nv;
+    const float *lg = lshm_row(r, row->slot, nv, err, sizeof err);
     smp_params p;
     int tok = -1;
     smp_result res;
     if (lg && step > UINT32_MAX) errf(err, sizeof err, "step %llu out of range", (unsigned long long)step);
-    else if (lg && smp_params_from_wire(sp->via.bin.ptr, sp->via.bin.size, (int)nv, &p, err, sizeof err) == 0) {
+    else if (lg && smp_params_from_wire(row->sp.p, row->sp.n, (int)nv, &p, err, sizeof err) == 0) {
         if (p.dry_multiplier > 0.0f) load_pieces(d, m);
-        long nh = proto_ints(row, MF_HIST, d->hist, HIST_MAX);
+        long nh = proto_ints_copy(&row->hist, d->hist, HIST_MAX);
         if (nh > HIST_MAX) nh = HIST_MAX; /* the oldest tokens were sent first: keep what fits */
         smp_state st;
         /* The RNG is keyed by (seed, rng, step) with rng 0: the same seed gives the same
@@ -161,8 +163,8 @@ static void sample_row(sampler_daemon *d, const lshm *r, const proto_msg *m, con
          * fresh one from the front door. */
         smp_state_init(&st, &p, 0);
         st.step = (uint32_t)step;
-        if (proto_field(row, MF_MU)) {
-            st.mu = (float)proto_f64(row, MF_MU, 0);
+        if (row->has_mu) {
+            st.mu = (float)row->mu;
             st.mu_set = 1;
         }
         tok = smp_sample(&p, &st, lg, (int)nv, d->hist, (int)nh, eos, &res, d->work);
@@ -170,21 +172,25 @@ static void sample_row(sampler_daemon *d, const lshm *r, const proto_msg *m, con
     }
     int k = tok < 0 ? 0 : res.n_probs < 0 ? 0 : res.n_probs > SMP_MAX_PROBS ? SMP_MAX_PROBS : res.n_probs;
     int probs = tok >= 0 && p.n_probs > 0, miro = tok >= 0 && p.mirostat;
-    msgpack_pack_map(pk, 3 + (uint32_t)miro + 2u * (uint32_t)probs);
-    proto_pack_key(pk, MF_SESS); msgpack_pack_uint64(pk, sess);
-    proto_pack_key(pk, MF_STEP); msgpack_pack_uint64(pk, step);
+    pm_sampled_row out = {.sess = sess, .step = step};
     if (tok < 0) {
         static log_limit lim = LOG_LIMIT("bad sample row");
         log_warn_limited(&lim, "request %llu (session %llu step %llu): %s", (unsigned long long)m->id,
                          (unsigned long long)sess, (unsigned long long)step, err);
-        proto_pack_key(pk, MF_ERR); proto_pack_str(pk, err);
+        out.err = proto_sv_of(err);
+        out.has_err = 1;
+        pm_sampled_row_pack(pk, &out, 0);
         d->errors++;
         return;
     }
-    proto_pack_key(pk, MF_TOK); msgpack_pack_int32(pk, tok);
-    if (miro) { proto_pack_key(pk, MF_MU); msgpack_pack_double(pk, res.mu); }
+    out.tok = tok;
+    out.has_tok = 1;
+    out.mu = res.mu;
+    out.has_mu = miro;
+    out.logprob = res.logprob;
+    out.has_logprob = probs;
+    pm_sampled_row_pack(pk, &out, (uint32_t)probs); /* and the top list, packed here */
     if (probs) { /* the chosen token's log-prob and the n_probs best, most probable first */
-        proto_pack_key(pk, MF_LOGPROB); msgpack_pack_double(pk, res.logprob);
         proto_pack_key(pk, MF_TOP); msgpack_pack_array(pk, (uint32_t)k);
         for (int i = 0; i < k; i++) {
             msgpack_pack_array(pk, 2);
@@ -200,8 +206,9 @@ static void sample_row(sampler_daemon *d, const lshm *r, const proto_msg *m, con
 static void on_sample(sampler_daemon *d, const uint8_t *rid, size_t rl, const proto_msg *m)
 {
     char err[256], shm[80];
-    proto_strcpy(m, MF_SHM, shm, sizeof shm);
-    uint64_t nv = proto_u64(m, MF_NV, 0);
+    pm_sample sm;
+    pm_sample_get(m, &sm);
+    snprintf(shm, sizeof shm, "%.*s", (int)(sm.shm.n < sizeof shm ? sm.shm.n : sizeof shm - 1), sm.shm.p);
     const lshm *r = ring_get(d, shm, err, sizeof err);
     if (!r) {
         static log_limit lim = LOG_LIMIT("unreadable logits ring");
@@ -209,14 +216,14 @@ static void on_sample(sampler_daemon *d, const uint8_t *rid, size_t rl, const pr
         reply_error(d, rid, rl, m, err);
         return;
     }
-    const msgpack_object *rows = proto_field(m, MF_ROWS);
-    int eos = (int)proto_i64(m, MF_EOS, -1);
+    int eos = sm.has_eos ? (int)sm.eos : -1;
     proto_writer w;
     proto_begin(&w, PT_SAMPLED, m->id);
-    proto_put_array_begin(&w, MF_ROWS, rows->via.array.size);
-    for (uint32_t i = 0; i < rows->via.array.size; i++) {
-        proto_msg row = proto_view(m, &rows->via.array.ptr[i]);
-        sample_row(d, r, m, &row, nv, eos, &w.pk);
+    proto_put_array_begin(&w, MF_ROWS, sm.rows->via.array.size); /* the rows, packed by sample_row */
+    for (uint32_t i = 0; i < sm.rows->via.array.size; i++) {
+        pm_sample_row row;
+        pm_sample_row_get(m, &sm.rows->via.array.ptr[i], &row);
+        sample_row(d, r, &sm, &row, eos, &w.pk);
     }
     net_send(d->sock, rid, rl, proto_data(&w), proto_size(&w));
     proto_writer_free(&w);

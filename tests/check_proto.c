@@ -766,6 +766,63 @@ START_TEST(test_field_table)
 }
 END_TEST
 
+START_TEST(test_typed_messages)
+{
+    /* a typed message round-trips: required fields, the optional ones set, not the others */
+    pm_token in = {.sess = 7, .step = 3, .tok = -2, .epoch = 99, .mu = 4.5, .has_mu = 1};
+    proto_writer w;
+    proto_begin(&w, PT_TOKEN, 11);
+    pm_token_put(&w, &in);
+    proto_msg m;
+    char err[200];
+    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    pm_token out;
+    pm_token_get(&m, &out);
+    ck_assert(out.id == 11 && out.sess == 7 && out.step == 3 && out.tok == -2 && out.epoch == 99);
+    ck_assert(out.has_mu && out.mu == 4.5 && !out.has_logprob && !out.has_top && !out.top);
+    ck_assert_ptr_null(proto_field(&m, MF_LOGPROB)); /* not written */
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+    /* strings are views; a zeroed string is written as "" */
+    pm_error e = {.code = proto_sv_of("queue_full"), .has_code = 1};
+    proto_begin(&w, PT_ERROR, 1);
+    pm_error_put(&w, &e);
+    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    pm_error eo;
+    pm_error_get(&m, &eo);
+    ck_assert(eo.msg.n == 0 && eo.has_code && eo.code.n == 10 && !memcmp(eo.code.p, "queue_full", 10));
+    ck_assert(!eo.has_sess && !eo.has_retry_ms);
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+    /* rows: packed from C arrays, with one more entry packed by the caller, read back */
+    int32_t hist[3] = {5, -1, 9};
+    pm_sample_row r = {.sess = 1, .step = 2, .slot = 3, .sp = {"ab", 2}, .hist = {hist, 3, NULL}};
+    pm_sample sm = {.shm = proto_sv_of("/llm-logits-0-1"), .nv = 32};
+    proto_begin(&w, PT_SAMPLE, 5);
+    pm_sample_put(&w, &sm); /* rows unset: not written */
+    proto_put_array_begin(&w, MF_ROWS, 1);
+    ck_assert_int_eq(pm_sample_row_pack(&w.pk, &r, 1), 0);
+    proto_pack_key(&w.pk, MF_MU);
+    msgpack_pack_double(&w.pk, 0.5);
+    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    pm_sample so;
+    pm_sample_get(&m, &so);
+    ck_assert(so.nv == 32 && so.shm.n == 15 && !so.has_eos && so.rows && so.rows->via.array.size == 1);
+    pm_sample_row ro;
+    pm_sample_row_get(&m, &so.rows->via.array.ptr[0], &ro);
+    int32_t back[3];
+    ck_assert(ro.sess == 1 && ro.step == 2 && ro.slot == 3 && ro.sp.n == 2 && ro.hist.n == 3);
+    ck_assert(ro.has_mu && ro.mu == 0.5);
+    ck_assert_uint_eq(proto_ints_copy(&ro.hist, back, 3), 3);
+    ck_assert(back[0] == 5 && back[1] == -1 && back[2] == 9);
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+    /* the table is what proto_decode checks: a type's optional field, another type's not */
+    ck_assert(proto_type_has(PT_TOKEN, MF_MU) && proto_type_has(PT_TOKEN, MF_SESS));
+    ck_assert(!proto_type_has(PT_TOKEN, MF_PROMPT) && !proto_type_has(PT_PONG, MF_SESS));
+}
+END_TEST
+
 START_TEST(test_sessrec)
 {
     /* RUN and REPORT carry one session record: what is written is what is read */
@@ -817,6 +874,7 @@ Suite *proto_suite(void)
     tcase_add_test(tc, test_errcodes);
     tcase_add_test(tc, test_sessrec);
     tcase_add_test(tc, test_field_table);
+    tcase_add_test(tc, test_typed_messages);
     tcase_add_test(tc, test_empty_strings);
     tcase_add_test(tc, test_schema_errors);
     tcase_add_test(tc, test_logprob_fields);

@@ -1,0 +1,73 @@
+/*
+ * proto_msgs.h - the messages of the protocol, one line each: the fields a type requires
+ * and the ones it allows. From this one table come a typed struct per message, its
+ * reader and its writer (proto.h: pm_<type>, pm_<type>_get, pm_<type>_put) and what
+ * proto_decode checks (proto.c). What each field means: proto_fields.h.
+ *
+ *   pm_token t = {.sess = s, .step = k, .tok = id, .epoch = e, .mu = mu, .has_mu = 1};
+ *   proto_begin(&w, PT_TOKEN, id);
+ *   pm_token_put(&w, &t);
+ *
+ *   pm_token t;
+ *   pm_token_get(&m, &t);   // m decoded as a PT_TOKEN: its required fields are there
+ *
+ * R(ID, member): a required field; O(ID, member): an optional one (the struct gets
+ * has_<member>); K(ID, member, KIND): a required field this type checks as PK_KIND, more
+ * than the field's own kind (the rows of a batch).
+ */
+#ifndef LLM_PROTO_MSGS_H
+#define LLM_PROTO_MSGS_H
+
+/* C -> front door */
+#define PM_GENERATE(R, O, K)                                                             \
+    R(N, n) O(PROMPT, prompt) O(MSGS, msgs) O(CHAT, chat) O(SESS, sess) O(KEY, key)      \
+    O(PARAMS, params) O(STOP, stop) O(IGNORE_EOS, ignore_eos) O(RESUME, resume)          \
+    O(RBYTES, rbytes)
+#define PM_CANCEL(R, O, K) O(SESS, sess) O(KEY, key) /* sess + key: a chat between turns */
+#define PM_PING(R, O, K) O(SESS, sess) O(KEY, key)
+#define PM_STATUS(R, O, K)
+/* front door -> C */
+#define PM_ACCEPTED(R, O, K) R(NTOK, ntok) R(SESS, sess) O(KEY, key) O(SEED, seed) O(POS, pos)
+#define PM_PIECE(R, O, K) R(TEXT, text) R(NTOK, ntok) O(PROBS, probs)
+#define PM_DONE(R, O, K) R(REASON, reason) R(NTOK_PROMPT, ntok_prompt) R(NTOK, ntok) O(SESS, sess) O(MOVES, moves)
+#define PM_STATUS_REPLY(R, O, K)                                                         \
+    R(WORKERS, workers) R(UPTIME, uptime) R(ACTIVE, active) O(QUEUE, queue)              \
+    O(MAX_REQUESTS, max_requests) O(MAX_PER_CLIENT, max_per_client) O(SEGMENT, segment)  \
+    O(BPW, bpw) O(MODEL, model) O(QUEUED, queued) O(HELD, held) O(SERVED, served)        \
+    O(FAILED, failed) O(PID, pid) O(TEMPLATE, template_name) O(NV, nv) O(VID, vid)       \
+    O(SWAIT, swait)
+#define PM_PONG(R, O, K)
+/* any -> whoever asked; a worker's about one session carries sess, epoch and full */
+#define PM_ERROR(R, O, K) R(MSG, msg) O(CODE, code) O(RETRY_MS, retry_ms) O(FULL, full) O(SESS, sess) O(EPOCH, epoch)
+/* worker <-> front door */
+#define PM_WORKER_HB(R, O, K)                                                            \
+    R(PID, pid) R(HOST, host) R(SEG, seg) R(ACTIVE, active) R(WID, wid) O(BYE, bye)      \
+    O(BUSY, busy) O(PROG, prog) O(CAP, cap) O(CTX, ctx) O(NV, nv) O(VID, vid)            \
+    O(SWAIT, swait) O(BPW, bpw)
+#define PM_FRONT_HB(R, O, K) R(EPOCH, epoch)
+#define PM_STOP(R, O, K) R(SESS, sess)
+#define PM_TOKEN(R, O, K) R(SESS, sess) R(STEP, step) R(TOK, tok) R(EPOCH, epoch) O(MU, mu) O(LOGPROB, logprob) O(TOP, top)
+/* RUN and REPORT: one session record (proto_sessrec in proto.h reads and writes it) */
+#define PM_SESSREC(R, O, K)                                                              \
+    R(SESS, sess) R(TOKS, toks) R(STEP, step) R(BUDGET, budget) R(SP, sp) R(EPOCH, epoch) \
+    O(EOG, eog) O(MU, mu) O(FB, fb) O(IDLE, idle)
+#define PM_RUN PM_SESSREC
+#define PM_REPORT PM_SESSREC
+/* worker <-> samplerd: a batch of rows */
+#define PM_SAMPLE(R, O, K) R(SHM, shm) R(NV, nv) K(ROWS, rows, SAMPLE_ROWS) O(EOS, eos) O(SEG, seg)
+#define PM_SAMPLED(R, O, K) K(ROWS, rows, SAMPLED_ROWS)
+#define PM_SAMPLE_ROW(R, O, K) R(SESS, sess) R(STEP, step) R(SLOT, slot) R(SP, sp) R(HIST, hist) O(MU, mu)
+#define PM_SAMPLED_ROW(R, O, K)                                                          \
+    R(SESS, sess) R(STEP, step) O(TOK, tok) O(ERR, err) O(MU, mu) O(LOGPROB, logprob) O(TOP, top)
+
+/* Every message type (proto_type PT_<T>) with its struct's name; RUN and REPORT have
+ * proto_sessrec instead of a struct of their own. */
+#define PROTO_MSGS(X)                                                                    \
+    X(GENERATE, generate) X(CANCEL, cancel) X(PING, ping) X(STATUS, status)              \
+    X(ACCEPTED, accepted) X(PIECE, piece) X(DONE, done) X(ERROR, error)                  \
+    X(STATUS_REPLY, status_reply) X(WORKER_HB, worker_hb) X(FRONT_HB, front_hb)          \
+    X(STOP, stop) X(TOKEN, token) X(SAMPLE, sample) X(SAMPLED, sampled) X(PONG, pong)
+/* The rows of a batch: maps inside a message, with structs, readers and packers too. */
+#define PROTO_ROWS(X) X(SAMPLE_ROW, sample_row) X(SAMPLED_ROW, sampled_row)
+
+#endif
