@@ -26,28 +26,9 @@
 
 #include "net.h"
 #include "proto.h"
+#include "e2e_wire.h"
 
 static const char ATTACKER_KEY[] = "0badc0de0badc0de0badc0de0badc0de";
-
-static void send_to(void *s, proto_writer *w)
-{
-    zmq_send(s, proto_data(w), proto_size(w), 0);
-    proto_writer_free(w);
-}
-
-/* Waits up to ms for one decoded message on s; 1 with *m filled, else 0. */
-static int recv_one(void *s, int ms, proto_msg *m)
-{
-    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&it, 1, ms) <= 0) return 0;
-    zmq_msg_t zm;
-    zmq_msg_init(&zm);
-    zmq_msg_recv(&zm, s, 0);
-    char err[200];
-    int ok = proto_decode(m, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err) == 0;
-    zmq_msg_close(&zm);
-    return ok;
-}
 
 static int fake_ctx = 2048; /* the context the fake worker claims */
 
@@ -65,7 +46,7 @@ static void beat(void *w, uint64_t nv, uint64_t vid)
     proto_put_u64(&pw, MF_WID, 0xfa4e0a0d17ULL);
     proto_put_u64(&pw, MF_NV, nv);
     proto_put_u64(&pw, MF_VID, vid);
-    send_to(w, &pw);
+    e2e_send(w, &pw);
 }
 
 /* Registers and waits for the front door's heartbeat: its epoch, 0 if none came. */
@@ -74,7 +55,7 @@ static uint64_t register_fake(void *w, uint64_t nv, uint64_t vid)
     for (int i = 0; i < 50; i++) {
         beat(w, nv, vid);
         proto_msg m;
-        while (recv_one(w, 100, &m)) {
+        while (e2e_recv(w, 100, &m)) {
             uint64_t e = m.type == PT_FRONT_HB ? proto_u64(&m, MF_EPOCH, 0) : 0;
             proto_msg_free(&m);
             if (e) return e;
@@ -112,7 +93,7 @@ static void report(void *w, uint64_t epoch, uint64_t sess, const char *key, int 
     proto_put_u64(&pw, MF_EPOCH, epoch);
     proto_put_bin(&pw, MF_FB, fb.data, fb.size);
     if (idle_chat) proto_put_bool(&pw, MF_IDLE, 1);
-    send_to(w, &pw);
+    e2e_send(w, &pw);
     msgpack_sbuffer_destroy(&fb);
     free(toks);
 }
@@ -122,10 +103,10 @@ static int held_and_active(void *front)
 {
     proto_writer pw;
     proto_begin(&pw, PT_STATUS, 777);
-    send_to(front, &pw);
+    e2e_send(front, &pw);
     proto_msg m;
     for (int i = 0; i < 50; i++) {
-        if (!recv_one(front, 100, &m)) continue;
+        if (!e2e_recv(front, 100, &m)) continue;
         int n = m.type == PT_STATUS_REPLY ? (int)(proto_u64(&m, MF_ACTIVE, 0) + proto_u64(&m, MF_HELD, 0)) : -2;
         proto_msg_free(&m);
         if (n >= 0) return n;
@@ -144,7 +125,7 @@ static int reports(void *front, void *w, uint64_t nv, uint64_t vid, int n)
     int stops = 0;
     proto_msg m;
     for (int quiet = 0; quiet < 10;) {
-        if (!recv_one(w, 100, &m)) { quiet++; continue; }
+        if (!e2e_recv(w, 100, &m)) { quiet++; continue; }
         int stop = m.type == PT_STOP;
         proto_msg_free(&m);
         stops += stop;
@@ -166,10 +147,10 @@ static int takeover(void *front, void *w, void *att, uint64_t nv, uint64_t vid)
     proto_begin(&pw, PT_GENERATE, 1);
     proto_put_str(&pw, MF_PROMPT, prompt);
     proto_put_i64(&pw, MF_N, 50);
-    send_to(front, &pw);
+    e2e_send(front, &pw);
     proto_msg m;
     uint64_t sess = 0, pos = 0;
-    while (!sess && recv_one(front, 5000, &m)) {
+    while (!sess && e2e_recv(front, 5000, &m)) {
         if (m.type == PT_ACCEPTED) { sess = proto_u64(&m, MF_SESS, 0); pos = proto_u64(&m, MF_POS, 0); }
         proto_msg_free(&m);
     }
@@ -188,17 +169,17 @@ static int takeover(void *front, void *w, void *att, uint64_t nv, uint64_t vid)
     proto_put_u64(&pw, MF_RESUME, sess);
     proto_put_str(&pw, MF_KEY, ATTACKER_KEY);
     proto_put_u64(&pw, MF_RBYTES, 0);
-    send_to(att, &pw);
+    e2e_send(att, &pw);
     int refused = -1;
-    while (refused < 0 && recv_one(att, 5000, &m)) {
+    while (refused < 0 && e2e_recv(att, 5000, &m)) {
         if (m.type == PT_ERROR) refused = 1;
         else if (m.type == PT_ACCEPTED) refused = 0;
         proto_msg_free(&m);
     }
     proto_begin(&pw, PT_PING, 1);
-    send_to(front, &pw);
+    e2e_send(front, &pw);
     int victim_ok = 0;
-    while (!victim_ok && recv_one(front, 3000, &m)) {
+    while (!victim_ok && e2e_recv(front, 3000, &m)) {
         victim_ok = m.id == 1 && m.type != PT_ERROR;
         proto_msg_free(&m);
     }
@@ -214,11 +195,11 @@ static int squat(void *front, void *att)
     proto_begin(&pw, PT_GENERATE, 1);
     proto_put_str(&pw, MF_PROMPT, "Once upon a time");
     proto_put_i64(&pw, MF_N, 4);
-    send_to(front, &pw);
+    e2e_send(front, &pw);
     proto_msg m;
     uint64_t sess = 0;
     int done = 0;
-    while (!done && recv_one(front, 5000, &m)) {
+    while (!done && e2e_recv(front, 5000, &m)) {
         if (m.type == PT_ACCEPTED) sess = proto_u64(&m, MF_SESS, 0);
         done = m.type == PT_DONE;
         proto_msg_free(&m);
@@ -230,9 +211,9 @@ static int squat(void *front, void *att)
     proto_put_u64(&pw, MF_RESUME, sess);
     proto_put_str(&pw, MF_KEY, ATTACKER_KEY);
     proto_put_u64(&pw, MF_RBYTES, 0);
-    send_to(att, &pw);
+    e2e_send(att, &pw);
     int refused = -1;
-    while (refused < 0 && recv_one(att, 5000, &m)) {
+    while (refused < 0 && e2e_recv(att, 5000, &m)) {
         if (m.type == PT_ERROR) refused = 1;
         else if (m.type == PT_ACCEPTED) refused = 0;
         proto_msg_free(&m);

@@ -27,6 +27,7 @@
 
 #include "net.h"
 #include "proto.h"
+#include "e2e_wire.h"
 
 static void *sock;
 static int sent;
@@ -41,26 +42,6 @@ static void msg(proto_writer *w)
 {
     raw(proto_data(w), proto_size(w));
     proto_writer_free(w);
-}
-
-static void msg_to(void *s, proto_writer *w)
-{
-    zmq_send(s, proto_data(w), proto_size(w), 0);
-    proto_writer_free(w);
-}
-
-/* Waits up to ms for one decoded message on s; 1 with *m filled, else 0. */
-static int recv_one(void *s, int ms, proto_msg *m)
-{
-    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&it, 1, ms) <= 0) return 0;
-    zmq_msg_t zm;
-    zmq_msg_init(&zm);
-    zmq_msg_recv(&zm, s, 0);
-    char err[200];
-    int ok = proto_decode(m, zmq_msg_data(&zm), zmq_msg_size(&zm), err, sizeof err) == 0;
-    zmq_msg_close(&zm);
-    return ok;
 }
 
 static int hijack(const char *ep)
@@ -81,7 +62,7 @@ static int hijack(const char *ep)
     int attacked = 0, refused = 0, done = 0;
     char key[64] = "";
     for (int64_t t0 = net_now_ms(); !done && net_now_ms() - t0 < 60000;) {
-        if (recv_one(victim, 100, &m)) {
+        if (e2e_recv(victim, 100, &m)) {
             if (m.type == PT_ACCEPTED) {
                 sess = proto_u64(&m, MF_SESS, 0);
                 proto_strcpy(&m, MF_KEY, key, sizeof key);
@@ -105,11 +86,11 @@ static int hijack(const char *ep)
                 proto_begin(&w, PT_CANCEL, 0);
                 proto_put_u64(&w, MF_SESS, sess);
                 if (keys[k]) proto_put_str(&w, MF_KEY, keys[k]);
-                msg_to(att, &w);
+                e2e_send(att, &w);
                 proto_begin(&w, PT_PING, 50 + (uint64_t)k);
                 proto_put_u64(&w, MF_SESS, sess);
                 if (keys[k]) proto_put_str(&w, MF_KEY, keys[k]);
-                msg_to(att, &w);
+                e2e_send(att, &w);
                 proto_begin(&w, PT_GENERATE, 60 + (uint64_t)k);
                 proto_put_i64(&w, MF_N, 4);
                 proto_put_bool(&w, MF_CHAT, 1);
@@ -118,16 +99,16 @@ static int hijack(const char *ep)
                 proto_put_array_begin(&w, MF_MSGS, 2);
                 proto_pack_str(&w.pk, "user");
                 proto_pack_str(&w.pk, "hi");
-                msg_to(att, &w);
+                e2e_send(att, &w);
             }
         }
-        while (recv_one(att, 0, &m)) {
+        while (e2e_recv(att, 0, &m)) {
             refused += m.type == PT_ERROR;
             if (m.type != PT_ERROR) printf("  the attacker got a %s\n", proto_type_name(m.type));
             proto_msg_free(&m);
         }
     }
-    while (recv_one(att, 300, &m)) {
+    while (e2e_recv(att, 300, &m)) {
         refused += m.type == PT_ERROR;
         proto_msg_free(&m);
     }
@@ -159,7 +140,7 @@ static int fake_workers(const char *ep, int conns, int wids, int seconds, uint64
             proto_put_u64(&w, MF_WID, 0xfa4e000000ULL + (uint64_t)c * (uint64_t)wids + (uint64_t)(k % wids));
             proto_put_u64(&w, MF_NV, nv);
             proto_put_u64(&w, MF_VID, vid);
-            msg_to(s[c], &w);
+            e2e_send(s[c], &w);
         }
         zmq_pollitem_t none[1];
         zmq_poll(none, 0, 200);
@@ -186,7 +167,7 @@ static int sampled_errors(const proto_msg *m)
 static void drain_replies(void *s, int *errors, int *others, int *bad_rows)
 {
     proto_msg m;
-    while (recv_one(s, 1500, &m)) {
+    while (e2e_recv(s, 1500, &m)) {
         if (m.type == PT_ERROR) ++*errors;
         else ++*others;
         if (m.type == PT_SAMPLED) *bad_rows += sampled_errors(&m);
@@ -224,7 +205,7 @@ static int bad_rows(const char *ep, const char *ring, uint64_t nv, int n)
         proto_pack_key(&w.pk, MF_SP); msgpack_pack_bin(&w.pk, 3); msgpack_pack_bin_body(&w.pk, "bad", 3);
         proto_pack_key(&w.pk, MF_HIST); msgpack_pack_array(&w.pk, 0);
     }
-    msg_to(s, &w);
+    e2e_send(s, &w);
     int errors = 0, others = 0, bad = 0;
     drain_replies(s, &errors, &others, &bad);
     printf("badrows: one SAMPLE of %d bad rows, %d error replies, %d SAMPLED rows with an error\n", n, errors, bad);
