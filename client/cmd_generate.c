@@ -8,7 +8,8 @@
  *
  * Sampler flags use llama.cpp's names (--temp, --top-k, ...); any parameter samplerd
  * knows is also accepted as --NAME (dashes or underscores) and validated here with
- * smp_param_set before anything is sent. While streaming, llmc pings the front door
+ * lc_param_check (conn.h, shared with the gateway) before anything is sent. While
+ * streaming, the turn is an lc_stream (stream.h): llmc pings the front door
  * every second; the front door frees the session of a client that stops pinging.
  */
 #include <errno.h>
@@ -85,7 +86,7 @@ static int add_param(gen_opts *o, smp_params *chk, const char *flag, const char 
     for (char *p = n; *p; p++)
         if (*p == '-') *p = '_';
     char err[200];
-    if (smp_param_set(chk, n, value, err, sizeof err) != 0) {
+    if (lc_param_check(chk, n, value, err, sizeof err) != ERR_NONE) {
         fprintf(stderr, "error: bad parameter --%s %s: %s\n", flag, value, err);
         return -1;
     }
