@@ -8,7 +8,8 @@
  *
  * Sampler flags use llama.cpp's names (--temp, --top-k, ...); any parameter samplerd
  * knows is also accepted as --NAME (dashes or underscores) and validated here with
- * smp_param_set before anything is sent. While streaming, llmc pings the front door
+ * lc_param_check (conn.h, shared with the gateway) before anything is sent. While
+ * streaming, the turn is an lc_stream (stream.h): llmc pings the front door
  * every second; the front door frees the session of a client that stops pinging.
  */
 #include <errno.h>
@@ -26,13 +27,10 @@
 #include "errcode.h"
 #include "net.h"
 #include "sparams.h"
+#include "stream.h"
 
 #define MAX_PARAMS 64
 #define MAX_STOPS  8
-#define PING_MS    1000
-#define LOST_MS    30000 /* no answer for this long, resumes included: the front door is gone */
-#define RESUME_MS  2000  /* no answer for this long mid-stream: ask the front door to resume */
-#define ACCEPT_MS  10000 /* the front door must admit a request within this */
 
 typedef struct {
     const char *prompt, *system, *endpoint, *run_dir, *file;
@@ -88,7 +86,7 @@ static int add_param(gen_opts *o, smp_params *chk, const char *flag, const char 
     for (char *p = n; *p; p++)
         if (*p == '-') *p = '_';
     char err[200];
-    if (smp_param_set(chk, n, value, err, sizeof err) != 0) {
+    if (lc_param_check(chk, n, value, err, sizeof err) != ERR_NONE) {
         fprintf(stderr, "error: bad parameter --%s %s: %s\n", flag, value, err);
         return -1;
     }
@@ -227,175 +225,141 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Sends the GENERATE of a turn: a fresh one (rs NULL), or a resume of session rs->sess
- * that skips the rs->rbytes bytes already received (same parameters, seed pinned). A
- * chat turn continues session cont (with key) unless it is a resume. */
-static int send_generate(lc_conn *c, const gen_opts *o, uint64_t id, const char *const *msgs, int n_msgs,
-                         uint64_t cont, const char *key, const lc_resume *rs)
+/* The request ids of llmc's GENERATEs: unique per process. */
+static uint64_t new_id(void *cls)
 {
-    lc_gen g = {
-        .n_predict = o->n_predict,
-        .prompt = o->prompt,
-        .msgs = msgs,
-        .n_msgs = n_msgs,
-        .cont = cont,
-        .key = key,
-        .pk = o->pk,
-        .pv = o->pv,
-        .n_params = o->n_params,
-        .stops = o->stops,
-        .n_stops = o->n_stops,
-    };
-    proto_writer w;
-    lc_generate_msg(&w, id, &g, rs);
-    return lc_send(c, &w);
+    static uint64_t next_id = 0;
+    (void)cls;
+    return ((uint64_t)getpid() << 20) + ++next_id;
 }
 
-/* Sends one GENERATE and streams its answer. The generated text is appended to *out
- * when out is not NULL; *sess and key get the session. A front door that restarts
- * mid-stream (it answers a ping with unknown_request, or goes silent) is asked to
- * resume: the stream pauses and continues with no gap and no repeated text. 0 on
- * success, 1 on error. */
+/* What a turn reports at its end (--json, --stats). */
+typedef struct {
+    double   t0, t_first;
+    uint64_t n_prompt, n_gen, queue_pos;
+} turn_stats;
+
+/* Prints a PIECE (plain text, or a JSON line with its log-probs) and appends its text to
+ * *out when out is not NULL. */
+static void print_piece(const gen_opts *o, const proto_msg *m, turn_stats *ts, char **out, size_t *out_len)
+{
+    size_t n;
+    const char *p = proto_str(m, MF_TEXT, &n);
+    if (!ts->t_first) ts->t_first = now_s();
+    ts->n_gen = proto_u64(m, MF_NTOK, ts->n_gen);
+    if (o->json) {
+        fputs("{\"text\":", stdout);
+        lc_json_str(stdout, p, n);
+        printf(",\"tokens\":%llu", (unsigned long long)ts->n_gen);
+        const msgpack_object *probs = proto_field(m, MF_PROBS);
+        if (probs) json_probs(probs);
+        fputs("}\n", stdout);
+    } else {
+        fwrite(p, 1, n, stdout);
+    }
+    fflush(stdout);
+    if (out) {
+        char *x = realloc(*out, *out_len + n + 1);
+        if (x) { memcpy(x + *out_len, p, n); *out_len += n; x[*out_len] = 0; *out = x; }
+    }
+}
+
+/* Prints the DONE's counts and timings (--json on stdout, --stats on stderr). */
+static void print_done(const gen_opts *o, const proto_msg *m, turn_stats *ts, int resumes)
+{
+    double t1 = now_s();
+    if (!ts->t_first) ts->t_first = t1;
+    uint64_t n_gen = proto_u64(m, MF_NTOK, ts->n_gen), n_prompt = ts->n_prompt, queue_pos = ts->queue_pos;
+    char reason[32];
+    proto_strcpy(m, MF_REASON, reason, sizeof reason);
+    double t0 = ts->t0, t_first = ts->t_first;
+    double gen_s = t1 - t_first, tps = n_gen > 1 && gen_s > 0 ? (double)(n_gen - 1) / gen_s : 0;
+    uint64_t moves = proto_u64(m, MF_MOVES, 0);
+    if (o->json)
+        printf("{\"done\":true,\"reason\":\"%s\",\"prompt_tokens\":%llu,\"tokens\":%llu,"
+               "\"ttft_ms\":%.1f,\"total_ms\":%.1f,\"tokens_per_s\":%.2f,\"queue_pos\":%llu,"
+               "\"moves\":%llu,\"resumes\":%d}\n",
+               reason, (unsigned long long)n_prompt, (unsigned long long)n_gen, (t_first - t0) * 1e3,
+               (t1 - t0) * 1e3, tps, (unsigned long long)queue_pos, (unsigned long long)moves, resumes);
+    if (o->stats)
+        fprintf(stderr, "\nprompt tokens: %llu, generated tokens: %llu, time to first token: %.1f ms, "
+                        "%.2f tokens/s, total %.1f ms (%s; queued at position %llu, moved %llu times, "
+                        "resumed %d times)\n",
+                (unsigned long long)n_prompt, (unsigned long long)n_gen, (t_first - t0) * 1e3, tps,
+                (t1 - t0) * 1e3, reason, (unsigned long long)queue_pos, (unsigned long long)moves, resumes);
+}
+
+/* Sends what the stream queued (GENERATEs, PINGs); 0, or -1 when a send failed. */
+static int send_queued(lc_conn *c, lc_stream *s)
+{
+    int r = 0;
+    proto_writer w;
+    while (lc_stream_pop(s, &w))
+        if (lc_send(c, &w) != 0) r = -1;
+    return r;
+}
+
+/* Sends one GENERATE and streams its answer, driving an lc_stream (stream.h). The
+ * generated text is appended to *out when out is not NULL; *sess and key get the
+ * session (a chat turn continues session *sess with key). A front door that restarts
+ * mid-stream is asked to resume: the stream pauses and continues with no gap and no
+ * repeated text. 0 on success, 1 on error, 130 when interrupted. */
 static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int n_msgs, uint64_t *sess,
                     char *key, char **out, size_t *out_len)
 {
-    static uint64_t next_id = 0;
-    uint64_t id = ((uint64_t)getpid() << 20) + ++next_id, cont = *sess;
-    lc_resume rs = {0};
-    double t0 = now_s(), t_first = 0;
-    if (send_generate(c, o, id, msgs, n_msgs, cont, key, NULL) != 0) {
+    lc_gen g = {.n_predict = o->n_predict, .prompt = o->prompt, .msgs = msgs, .n_msgs = n_msgs, .cont = *sess,
+                .key = key, .pk = o->pk, .pv = o->pv, .n_params = o->n_params, .stops = o->stops, .n_stops = o->n_stops};
+    lc_stream s;
+    turn_stats ts = {.t0 = now_s()};
+    lc_stream_start(&s, &g, new_id(NULL), net_now_ms(), new_id, NULL);
+    if (send_queued(c, &s) != 0) {
         fprintf(stderr, "error: cannot send to %s\n", c->endpoint);
         return 1;
     }
-    int accepted = 0, rc = 1, resumes = 0, resends = 0;
-    uint64_t n_prompt = 0, n_gen = 0, queue_pos = 0;
-    int64_t last_rx = net_now_ms(), last_ping = last_rx, last_resume = 0;
     if (o->echo && !msgs && !o->json) {
         fputs(o->prompt, stdout);
         fflush(stdout);
     }
-    for (;;) {
-        if (interrupted) {
-            proto_writer w;
-            proto_begin(&w, PT_CANCEL, id);
-            lc_send(c, &w);
-            fprintf(stderr, "\nerror: interrupted\n");
-            return 130;
-        }
+    while (!interrupted) {
         proto_msg m;
         int r = lc_recv(c, 200, &m);
         int64_t now = net_now_ms();
-        int resume_now = 0;
-        if (r == 1 && m.id == id) {
-            last_rx = now;
-            if (m.type == PT_ACCEPTED) {
-                if (!accepted) { /* a resume's ACCEPTED changes nothing */
-                    n_prompt = proto_u64(&m, MF_NTOK, 0);
-                    queue_pos = proto_u64(&m, MF_POS, 0);
-                }
-                accepted = 1;
-                rs.sess = *sess = proto_u64(&m, MF_SESS, 0);
-                proto_strcpy(&m, MF_KEY, rs.key, sizeof rs.key);
-                snprintf(key, LC_KEY_MAX, "%s", rs.key);
-                rs.have_seed = proto_field(&m, MF_SEED) != NULL;
-                rs.seed = (uint32_t)proto_u64(&m, MF_SEED, 0);
-            } else if (m.type == PT_PIECE) {
-                size_t n;
-                const char *p = proto_str(&m, MF_TEXT, &n);
-                if (!t_first) t_first = now_s();
-                n_gen = proto_u64(&m, MF_NTOK, n_gen);
-                rs.rbytes += n;
-                if (o->json) {
-                    fputs("{\"text\":", stdout);
-                    lc_json_str(stdout, p, n);
-                    printf(",\"tokens\":%llu", (unsigned long long)n_gen);
-                    const msgpack_object *probs = proto_field(&m, MF_PROBS);
-                    if (probs) json_probs(probs);
-                    fputs("}\n", stdout);
-                } else {
-                    fwrite(p, 1, n, stdout);
-                }
-                fflush(stdout);
-                if (out) {
-                    char *x = realloc(*out, *out_len + n + 1);
-                    if (x) { memcpy(x + *out_len, p, n); *out_len += n; x[*out_len] = 0; *out = x; }
-                }
-            } else if (m.type == PT_DONE) {
-                double t1 = now_s();
-                if (!t_first) t_first = t1;
-                n_gen = proto_u64(&m, MF_NTOK, n_gen);
-                char reason[32];
-                proto_strcpy(&m, MF_REASON, reason, sizeof reason);
-                double gen_s = t1 - t_first, tps = n_gen > 1 && gen_s > 0 ? (double)(n_gen - 1) / gen_s : 0;
-                uint64_t moves = proto_u64(&m, MF_MOVES, 0);
-                if (o->json)
-                    printf("{\"done\":true,\"reason\":\"%s\",\"prompt_tokens\":%llu,\"tokens\":%llu,"
-                           "\"ttft_ms\":%.1f,\"total_ms\":%.1f,\"tokens_per_s\":%.2f,\"queue_pos\":%llu,"
-                           "\"moves\":%llu,\"resumes\":%d}\n",
-                           reason, (unsigned long long)n_prompt, (unsigned long long)n_gen, (t_first - t0) * 1e3,
-                           (t1 - t0) * 1e3, tps, (unsigned long long)queue_pos, (unsigned long long)moves, resumes);
-                if (o->stats)
-                    fprintf(stderr, "\nprompt tokens: %llu, generated tokens: %llu, time to first token: %.1f ms, "
-                                    "%.2f tokens/s, total %.1f ms (%s; queued at position %llu, moved %llu times, "
-                                    "resumed %d times)\n",
-                            (unsigned long long)n_prompt, (unsigned long long)n_gen, (t_first - t0) * 1e3, tps,
-                            (t1 - t0) * 1e3, reason, (unsigned long long)queue_pos, (unsigned long long)moves, resumes);
-                rc = 0;
-                proto_msg_free(&m);
-                break;
-            } else if (m.type == PT_ERROR) {
-                char msg[400], code[32] = "";
-                proto_strcpy(&m, MF_MSG, msg, sizeof msg);
-                proto_strcpy(&m, MF_CODE, code, sizeof code);
-                if (accepted && errcode_from_name(code) == ERR_UNKNOWN_REQUEST) {
-                    resume_now = 1; /* a new front door: it may have adopted our session */
-                } else if (!accepted && errcode_from_name(code) == ERR_UNKNOWN_REQUEST && resends < 5) {
-                    /* our GENERATE went to a front door that died before answering: the new
-                     * one answers our ping without knowing the request, so send it again */
-                    send_generate(c, o, id, msgs, n_msgs, cont, key, NULL);
-                    resends++;
-                    last_rx = now;
-                } else if (!accepted && cont && errcode_from_name(code) == ERR_UNKNOWN_SESSION) {
-                    /* the chat's session is gone (its worker and the front door restarted):
-                     * the messages hold the whole conversation, so start a new session */
-                    cont = *sess = 0;
-                    send_generate(c, o, id, msgs, n_msgs, 0, key, NULL);
-                } else {
-                    fflush(stdout);
-                    fprintf(stderr, "%serror: %s\n", accepted ? "\n" : "", msg);
-                    proto_msg_free(&m);
-                    break;
-                }
-            }
+        lc_event ev = r == 1 ? lc_stream_on_msg(&s, &m, now) : LC_EV_NONE;
+        if (ev == LC_EV_ACCEPTED) {
+            ts.n_prompt = proto_u64(&m, MF_NTOK, 0);
+            ts.queue_pos = proto_u64(&m, MF_POS, 0);
+            *sess = s.rs.sess;
+            snprintf(key, LC_KEY_MAX, "%s", s.rs.key);
+        } else if (ev == LC_EV_NEW_SESSION) {
+            *sess = 0;
+        } else if (ev == LC_EV_PIECE) {
+            print_piece(o, &m, &ts, out, out_len);
+        } else if (ev == LC_EV_DONE) {
+            print_done(o, &m, &ts, s.resumes);
+        } else if (ev == LC_EV_ERROR) {
+            char msg[400];
+            proto_strcpy(&m, MF_MSG, msg, sizeof msg);
+            fflush(stdout);
+            fprintf(stderr, "%serror: %s\n", s.accepted ? "\n" : "", msg);
         }
         if (r == 1) proto_msg_free(&m);
-        if (now - last_ping >= PING_MS) {
-            proto_writer w;
-            proto_begin(&w, PT_PING, id);
-            lc_send(c, &w);
-            last_ping = now;
+        if (ev == LC_EV_DONE || ev == LC_EV_ERROR) return ev == LC_EV_DONE ? 0 : 1;
+        if (lc_stream_tick(&s, now) == LC_EV_TIMEOUT) {
+            if (!s.accepted)
+                fprintf(stderr, "error: the front door at %s does not answer (is tokenizerd running? "
+                                "'llmc status'; " LC_START_HINT ")\n", c->endpoint);
+            else
+                fprintf(stderr, "\nerror: lost the front door at %s mid-stream for %d s (tokenizerd stopped?); "
+                                "run the request again\n", c->endpoint, LC_STREAM_LOST_MS / 1000);
+            return 1;
         }
-        if (accepted && now - last_rx > RESUME_MS && now - last_resume > RESUME_MS) resume_now = 1;
-        if (resume_now && rs.sess) {
-            /* a fresh request id each time: resumes queued while the front door was away
-             * may all arrive; only the last one's replay (from what we have then) counts */
-            id = ((uint64_t)getpid() << 20) + ++next_id;
-            send_generate(c, o, id, msgs, n_msgs, 0, key, &rs);
-            resumes++;
-            last_resume = now;
-        }
-        if (!accepted && now - last_rx > ACCEPT_MS) {
-            fprintf(stderr, "error: the front door at %s does not answer (is tokenizerd running? "
-                            "'llmc status'; " LC_START_HINT ")\n", c->endpoint);
-            break;
-        }
-        if (accepted && now - last_rx > LOST_MS) {
-            fprintf(stderr, "\nerror: lost the front door at %s mid-stream for %d s (tokenizerd stopped?); "
-                            "run the request again\n", c->endpoint, LOST_MS / 1000);
-            break;
-        }
+        send_queued(c, &s);
     }
-    return rc;
+    proto_writer w;
+    lc_stream_cancel(&s, &w);
+    lc_send(c, &w);
+    fprintf(stderr, "\nerror: interrupted\n");
+    return 130;
 }
 
 static void install_sigint(void)
@@ -457,14 +421,14 @@ int cmd_generate(int argc, char **argv)
 }
 
 /* Waits until stdin has input (or ends). Meanwhile the chat's session, held by the front
- * door between turns with its KV cache on a worker, is pinged every PING_MS: the front
+ * door between turns with its KV cache on a worker, is pinged every LC_STREAM_PING_MS: the front
  * door frees a held chat whose client went silent, so a killed llmc chat holds nothing
  * for long. The PONGs are drained (run_turn reads only its own request's replies). */
 static void wait_input(lc_conn *c, uint64_t sess, const char *key)
 {
     while (sess && !interrupted) {
         struct pollfd p = { .fd = 0, .events = POLLIN };
-        if (poll(&p, 1, PING_MS) != 0) return; /* input, end of input, or an error */
+        if (poll(&p, 1, LC_STREAM_PING_MS) != 0) return; /* input, end of input, or an error */
         proto_writer w;
         proto_begin(&w, PT_PING, 0);
         proto_put_u64(&w, MF_SESS, sess);

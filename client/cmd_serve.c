@@ -237,8 +237,11 @@ static enum MHD_Result start_generation(struct MHD_Connection *c, http_req *x)
         proto_writer_free(&w);
         return error_reply(c, x, 413, "the request is too large for the front door", NULL, errcode_name(ERR_INVALID));
     }
+    proto_writer_free(&w);
+    lc_gen g;
+    gwj_gen(x->job, &g);
     gwj_ref(x->job); /* the bridge's */
-    gwb_submit(G.bridge, x->job, x->job->id, x->job->req.kind == OAI_CHAT, &w);
+    gwb_submit(G.bridge, x->job, x->job->id, x->job->req.kind == OAI_CHAT, &g);
     return MHD_YES;
 }
 

@@ -174,3 +174,8 @@ void lc_generate_msg(proto_writer *w, uint64_t id, const lc_gen *g, const lc_res
         for (int i = 0; i < g->n_stops; i++) proto_pack_str(&w->pk, g->stops[i]);
     }
 }
+
+errcode lc_param_check(smp_params *chk, const char *name, const char *value, char *err, size_t errlen)
+{
+    return smp_param_set(chk, name, value, err, errlen) == 0 ? ERR_NONE : ERR_INVALID;
+}

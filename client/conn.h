@@ -15,7 +15,9 @@
 
 #include <stdio.h>
 
+#include "errcode.h"
 #include "proto.h"
+#include "sparams.h"
 
 typedef struct {
     void *ctx, *sock;
@@ -67,6 +69,14 @@ typedef struct {
 /* Begins w as the GENERATE of g under request id id: a fresh one (rs NULL) or a resume
  * of session rs->sess that skips the rs->rbytes bytes received, its seed pinned. */
 void lc_generate_msg(proto_writer *w, uint64_t id, const lc_gen *g, const lc_resume *rs);
+
+/* Checks sampler parameter name = value (samplerd's name or its alias) before it goes
+ * into a GENERATE, against and into chk (the parameters so far, from
+ * smp_params_default(), so that checks across parameters see them all): ERR_NONE, or
+ * ERR_INVALID with err saying why (an unknown name, a value samplerd would refuse). The
+ * one check llmc's flags and the gateway's JSON keys go through; the gateway skips the
+ * names smp_param_known does not know before asking (llama-server ignores them). */
+errcode lc_param_check(smp_params *chk, const char *name, const char *value, char *err, size_t errlen);
 
 /* The "pipeline not answering" hint. */
 #define LC_START_HINT "start it with: bash deploy/pipeline.sh start --model FILE (or: make run)"

@@ -12,6 +12,7 @@
 #include "errcode.h"
 #include "log.h"
 #include "net.h"
+#include "stream.h"
 
 typedef enum { CMD_SUBMIT, CMD_CANCEL } cmd_type;
 
@@ -21,18 +22,16 @@ typedef struct cmd {
     void       *job;
     uint64_t    id;
     int         chat;
-    void       *data; /* (len) the encoded GENERATE */
-    size_t      len;
+    lc_gen      gen;  /* the request (its strings are the job's) */
 } cmd;
 
-/* An open request. id is the job's (gwb_submit, gwb_cancel); wire is the request id of
+/* An open request. id is the job's (gwb_submit, gwb_cancel); st.id is the request id of
  * its latest GENERATE (a resume gets a fresh one; replies to older ones are ignored). */
 typedef struct {
-    uint64_t   id, wire;
-    void      *job;
-    int        chat, accepted, resumes;
-    gwb_resume rs;
-    int64_t    last_rx_ms, last_resume_ms;
+    uint64_t  id;
+    void     *job;
+    int       chat;
+    lc_stream st;
 } entry;
 
 struct gwb {
@@ -86,22 +85,21 @@ uint64_t gwb_new_id(gwb *b)
     return id;
 }
 
-void gwb_submit(gwb *b, void *job, uint64_t id, int chat, proto_writer *w)
+static uint64_t new_id(void *cls)
+{
+    return gwb_new_id(cls);
+}
+
+void gwb_submit(gwb *b, void *job, uint64_t id, int chat, const lc_gen *g)
 {
     cmd *c = calloc(1, sizeof *c);
-    void *data = c ? malloc(proto_size(w)) : NULL;
-    if (data) memcpy(data, proto_data(w), proto_size(w));
-    size_t len = proto_size(w);
-    proto_writer_free(w);
-    if (!data) {
-        free(c);
+    if (!c) {
         b->ops.on_fail(job, 500, errcode_name(ERR_INTERNAL), "gateway out of memory");
         b->ops.release(job);
         return;
     }
-    *c = (cmd){.type = CMD_SUBMIT, .job = job, .id = id, .chat = chat, .data = data, .len = len};
+    *c = (cmd){.type = CMD_SUBMIT, .job = job, .id = id, .chat = chat, .gen = *g};
     if (push(b, c) != 0) {
-        free(data);
         free(c);
         b->ops.on_fail(job, 503, errcode_name(ERR_UNAVAILABLE), "the gateway is shutting down");
         b->ops.release(job);
@@ -130,15 +128,20 @@ const char *gwb_endpoint(const gwb *b)
 
 /* ---- the thread ---- */
 
-static int send_bytes(gwb *b, const void *data, size_t len)
-{
-    return zmq_send(b->sock, data, len, ZMQ_DONTWAIT) < 0 ? -1 : 0;
-}
-
 static int send_msg(gwb *b, proto_writer *w)
 {
-    int r = send_bytes(b, proto_data(w), proto_size(w));
+    int r = zmq_send(b->sock, proto_data(w), proto_size(w), ZMQ_DONTWAIT) < 0 ? -1 : 0;
     proto_writer_free(w);
+    return r;
+}
+
+/* Sends what e's stream has queued; 0, or -1 when a message could not be sent. */
+static int send_queued(gwb *b, entry *e)
+{
+    int r = 0;
+    proto_writer w;
+    while (lc_stream_pop(&e->st, &w))
+        if (send_msg(b, &w) != 0) r = -1;
     return r;
 }
 
@@ -152,7 +155,7 @@ static int find(const gwb *b, uint64_t id)
 static int find_wire(const gwb *b, uint64_t wire)
 {
     for (int i = 0; i < b->n_open; i++)
-        if (b->open[i].wire == wire) return i;
+        if (b->open[i].st.id == wire) return i;
     return -1;
 }
 
@@ -161,13 +164,9 @@ static void close_entry(gwb *b, int i, int cancel)
 {
     entry e = b->open[i];
     b->open[i] = b->open[--b->n_open];
-    if (cancel || (e.chat && e.rs.sess)) { /* a finished chat turn is held by the front door: free it */
+    if (cancel || (e.chat && e.st.rs.sess)) { /* a finished chat turn is held by the front door: free it */
         proto_writer w;
-        proto_begin(&w, PT_CANCEL, e.wire);
-        if (e.rs.sess) {
-            proto_put_u64(&w, MF_SESS, e.rs.sess);
-            proto_put_str(&w, MF_KEY, e.rs.key);
-        }
+        lc_stream_cancel(&e.st, &w);
         send_msg(b, &w);
     }
     b->ops.release(e.job);
@@ -192,15 +191,17 @@ static void do_submit(gwb *b, cmd *c)
         b->open = x;
         b->cap_open = cap;
     }
-    if (send_bytes(b, c->data, c->len) != 0) {
+    entry *e = &b->open[b->n_open];
+    *e = (entry){.id = c->id, .job = c->job, .chat = c->chat};
+    lc_stream_start(&e->st, &c->gen, c->id, net_now_ms(), new_id, b);
+    if (send_queued(b, e) != 0) {
         char msg[400];
         snprintf(msg, sizeof msg, "the front door at %s is not running (or not reachable)", b->endpoint);
         b->ops.on_fail(c->job, 503, errcode_name(ERR_UNAVAILABLE), msg);
         b->ops.release(c->job);
         return;
     }
-    b->open[b->n_open++] = (entry){.id = c->id, .wire = c->id, .job = c->job, .chat = c->chat,
-                                   .last_rx_ms = net_now_ms()};
+    b->n_open++;
 }
 
 /* Runs the queued commands; with last set, marks the bridge stopped in the same step
@@ -224,7 +225,6 @@ static void take_commands(gwb *b, int last)
                 close_entry(b, i, 1);
             }
         }
-        free(c->data);
         free(c);
         c = next;
     }
@@ -252,58 +252,28 @@ static void on_status(gwb *b, const proto_msg *m)
     pthread_mutex_unlock(&b->mu);
 }
 
-/* Sends open[i]'s GENERATE again under a fresh wire id: a resume once it was accepted,
- * else afresh (nothing reached the HTTP client yet). */
-static void resend(gwb *b, int i, int64_t now)
+/* Sends what open[i]'s stream queued; a GENERATE beyond the first is logged. */
+static void flush(gwb *b, int i, int sent_before)
 {
     entry *e = &b->open[i];
-    pthread_mutex_lock(&b->mu);
-    e->wire = ++b->next_id;
-    pthread_mutex_unlock(&b->mu);
-    proto_writer w;
-    b->ops.generate(e->job, e->wire, e->accepted ? &e->rs : NULL, &w);
-    send_msg(b, &w);
-    e->last_resume_ms = now;
-    e->resumes++;
-    log_info("request %llu: %s (wire id %llu, %llu bytes received)", (unsigned long long)e->id,
-             e->accepted ? "resuming on the front door" : "sending again", (unsigned long long)e->wire,
-             (unsigned long long)e->rs.rbytes);
+    if (e->st.resumes + e->st.resends != sent_before)
+        log_info("request %llu: %s (wire id %llu, %llu bytes received)", (unsigned long long)e->id,
+                 e->st.accepted ? "resuming on the front door" : "sending again", (unsigned long long)e->st.id,
+                 (unsigned long long)e->st.rs.rbytes);
+    send_queued(b, e);
 }
 
-/* A reply about open[i]: bookkeeping for resumes, then the job's. */
+/* A reply about open[i]: the stream's bookkeeping, then the job's. */
 static void on_reply(gwb *b, int i, const proto_msg *m)
 {
     entry *e = &b->open[i];
-    int64_t now = net_now_ms();
-    e->last_rx_ms = now;
-    char code[32] = "";
-    if (m->type == PT_ERROR && proto_strcpy(m, MF_CODE, code, sizeof code) == 0 && errcode_from_name(code) == ERR_UNKNOWN_REQUEST) {
-        /* a new front door that does not know this wire id: resume (or send again) */
-        if (now - e->last_resume_ms > GWB_PING_MS / 2) resend(b, i, now);
-        return;
-    }
-    if (m->type == PT_ACCEPTED) {
-        e->rs.sess = proto_u64(m, MF_SESS, e->rs.sess);
-        proto_strcpy(m, MF_KEY, e->rs.key, sizeof e->rs.key);
-        e->rs.have_seed = proto_field(m, MF_SEED) != NULL;
-        e->rs.seed = (uint32_t)proto_u64(m, MF_SEED, 0);
-        if (e->accepted) return; /* a resume's ACCEPTED changes nothing for the job */
-        e->accepted = 1;
-    } else if (m->type == PT_PIECE) {
-        size_t n = 0;
-        proto_str(m, MF_TEXT, &n);
-        e->rs.rbytes += n;
-    } else if (m->type == PT_DONE) {
-        e->rs.sess = proto_u64(m, MF_SESS, e->rs.sess);
-    }
-    if (m->type != PT_PONG) b->ops.on_msg(e->job, m);
-    if (m->type == PT_DONE) {
-        if (e->resumes) log_info("request %llu: done after %d resumes", (unsigned long long)e->id, e->resumes);
-        close_entry(b, i, 0);
-    } else if (m->type == PT_ERROR) {
-        e->rs.sess = 0; /* the front door freed it */
-        close_entry(b, i, 0);
-    }
+    int sent = e->st.resumes + e->st.resends;
+    lc_event ev = lc_stream_on_msg(&e->st, m, net_now_ms());
+    flush(b, i, sent);
+    if (ev == LC_EV_ACCEPTED || ev == LC_EV_PIECE || ev == LC_EV_DONE || ev == LC_EV_ERROR) b->ops.on_msg(e->job, m);
+    if (ev == LC_EV_DONE && sent)
+        log_info("request %llu: done after %d resumes", (unsigned long long)e->id, sent);
+    if (lc_stream_over(&e->st)) close_entry(b, i, 0);
 }
 
 static void receive(gwb *b)
@@ -330,7 +300,7 @@ static void receive(gwb *b)
 
 static void tick(gwb *b, int64_t now)
 {
-    if (now - b->last_tick_ms < GWB_PING_MS) return;
+    if (now - b->last_tick_ms < LC_STREAM_PING_MS) return;
     b->last_tick_ms = now;
     proto_writer w;
     proto_begin(&w, PT_STATUS, STATUS_ID);
@@ -340,16 +310,16 @@ static void tick(gwb *b, int64_t now)
         if (b->ops.gone(e->job)) {
             log_info("request %llu: HTTP client disconnected, cancelled", (unsigned long long)e->id);
             close_entry(b, i, 1);
-        } else if (now - e->last_rx_ms > (e->accepted ? GWB_LOST_MS : GWB_ACCEPT_MS)) {
+            continue;
+        }
+        int sent = e->st.resumes + e->st.resends;
+        if (lc_stream_tick(&e->st, now) == LC_EV_TIMEOUT) {
             char msg[400];
             snprintf(msg, sizeof msg, "lost the front door at %s (no answer for %d s); run the request again",
-                     b->endpoint, (int)((now - e->last_rx_ms) / 1000));
+                     b->endpoint, (int)(lc_stream_silence_ms(&e->st, now) / 1000));
             fail_entry(b, i, 503, errcode_name(ERR_UNAVAILABLE), msg);
         } else {
-            if (e->accepted && now - e->last_rx_ms > GWB_RESUME_MS && now - e->last_resume_ms > GWB_RESUME_MS)
-                resend(b, i, now);
-            proto_begin(&w, PT_PING, e->wire);
-            send_msg(b, &w);
+            flush(b, i, sent);
         }
     }
 }
@@ -429,7 +399,6 @@ void gwb_destroy(gwb **pb)
     gwb_stop(b);
     for (cmd *c = b->cmds, *next; c; c = next) { /* cancels that came after the stop */
         next = c->next;
-        free(c->data);
         free(c);
     }
     net_close(&b->sock);

@@ -4,18 +4,19 @@
  * it, routes every reply to its job by request id, pings each open request every
  * second (the front door drops a silent client after 6 s), cancels the requests whose
  * HTTP client went away, and polls STATUS every second for /health and /metrics.
- * When the front door restarts mid-stream (a ping answered with unknown_request, or 2 s
- * of silence) the bridge resumes the request as llmc does (GENERATE with resume, key,
- * rbytes and the pinned seed, under a fresh wire id): the new front door replays the
- * text from the bytes already received, so the HTTP client sees only a pause.
+ * Each request's stream is an lc_stream (stream.h), the state machine llmc drives too:
+ * when the front door restarts mid-stream (a ping answered with unknown_request, or 2 s
+ * of silence) the request is resumed (GENERATE with resume, key, rbytes and the pinned
+ * seed, under a fresh wire id): the new front door replays the text from the bytes
+ * already received, so the HTTP client sees only a pause.
  * ZeroMQ sockets are not thread-safe: only this thread touches the socket; the HTTP
  * threads talk to it through a locked queue and an eventfd.
  *
- *   static const gwb_ops ops = {on_msg, on_fail, gone, release, generate};
+ *   static const gwb_ops ops = {on_msg, on_fail, gone, release};
  *   gwb *b = gwb_new("ipc:///run/llm/front.sock", &ops, err, sizeof err);
  *   uint64_t id = gwb_new_id(b);
- *   proto_writer w; proto_begin(&w, PT_GENERATE, id); ...;
- *   gwb_submit(b, job, id, chat, &w);     // replies reach ops.on_msg(job, m) on the bridge thread
+ *   lc_gen g = {...};                     // its strings belong to job
+ *   gwb_submit(b, job, id, chat, &g);     // replies reach ops.on_msg(job, m) on the bridge thread
  *   gwb_cancel(b, id);                    // the HTTP client left
  *   gwb_destroy(&b);                      // open jobs get on_fail(503, ...) and release
  *
@@ -32,16 +33,10 @@
 #include "conn.h"
 #include "proto.h"
 
-#define GWB_PING_MS   1000  /* keep-alive per open request, and STATUS polling */
-#define GWB_RESUME_MS 2000  /* silence after ACCEPTED that makes the bridge ask for a resume */
-#define GWB_ACCEPT_MS 10000 /* no word about a request before ACCEPTED: the front door is gone */
-#define GWB_LOST_MS   30000 /* no word after ACCEPTED, resumes included: the front door is gone */
+/* The streams' timeouts are lc_stream's (stream.h); STATUS is polled every LC_STREAM_PING_MS. */
 #define GWB_FRESH_MS 3000 /* a STATUS_REPLY younger than this means the front door is up */
 
 typedef struct gwb gwb;
-
-/* What resuming a request needs (from its ACCEPTED and the text received so far). */
-typedef lc_resume gwb_resume;
 
 typedef struct {
     /* ACCEPTED, PIECE, DONE or ERROR about job (PONGs are absorbed). After DONE or
@@ -49,13 +44,10 @@ typedef struct {
     void (*on_msg)(void *job, const proto_msg *m);
     /* The bridge gave up on job: HTTP status, error code ("unavailable", ...), message. */
     void (*on_fail)(void *job, int status, const char *code, const char *msg);
-    /* 1 when job's HTTP client is gone (polled every GWB_PING_MS). */
+    /* 1 when job's HTTP client is gone (polled every LC_STREAM_PING_MS). */
     int (*gone)(void *job);
     /* The bridge holds job no longer. */
     void (*release)(void *job);
-    /* job's GENERATE again under wire id id: a resume of rs, or afresh when rs is NULL
-     * (the first one reached a front door that died before it answered). */
-    void (*generate)(void *job, uint64_t id, const gwb_resume *rs, proto_writer *w);
 } gwb_ops;
 
 /* The front door's last STATUS_REPLY. */
@@ -74,9 +66,11 @@ typedef struct {
 gwb *gwb_new(const char *endpoint, const gwb_ops *ops, char *err, size_t errcap);
 /* A fresh request id. */
 uint64_t gwb_new_id(gwb *b);
-/* Hands job and its GENERATE w (frees w) to the bridge; any thread. When the front door
- * cannot be reached the job gets on_fail(503) and release, as for any other failure. */
-void gwb_submit(gwb *b, void *job, uint64_t id, int chat, proto_writer *w);
+/* Hands job and its request g (copied; its strings must live until release(job)) to the
+ * bridge, which sends its GENERATEs under request id id and then fresh ones; any thread.
+ * When the front door cannot be reached the job gets on_fail(503) and release, as for
+ * any other failure. */
+void gwb_submit(gwb *b, void *job, uint64_t id, int chat, const lc_gen *g);
 /* Cancels request id (the id given to gwb_submit) if still open (its HTTP client left); any thread. */
 void gwb_cancel(gwb *b, uint64_t id);
 /* Copies the last status (at_ms 0 when none came yet). */

@@ -68,10 +68,10 @@ void gwj_attach(gwj *j, struct MHD_Connection *c)
     pthread_mutex_unlock(&j->mu);
 }
 
-void gwj_generate(const gwj *j, uint64_t id, const gwb_resume *rs, proto_writer *w)
+void gwj_gen(const gwj *j, lc_gen *g)
 {
     const oai_req *r = &j->req;
-    lc_gen g = {
+    *g = (lc_gen){
         .n_predict = r->n_predict,
         .prompt = r->prompt,
         .msgs = r->kind == OAI_CHAT ? (const char *const *)r->msgs : NULL,
@@ -82,6 +82,12 @@ void gwj_generate(const gwj *j, uint64_t id, const gwb_resume *rs, proto_writer 
         .stops = (const char *const *)r->stops,
         .n_stops = r->n_stops,
     };
+}
+
+void gwj_generate(const gwj *j, uint64_t id, const lc_resume *rs, proto_writer *w)
+{
+    lc_gen g;
+    gwj_gen(j, &g);
     lc_generate_msg(w, id, &g, rs);
 }
 
@@ -294,12 +300,7 @@ static void release(void *job)
     gwj_unref(job);
 }
 
-static void generate(void *job, uint64_t id, const gwb_resume *rs, proto_writer *w)
-{
-    gwj_generate(job, id, rs, w);
-}
-
-const gwb_ops gwj_ops = {on_msg, on_fail, gone, release, generate};
+const gwb_ops gwj_ops = {on_msg, on_fail, gone, release};
 
 /* ---- the HTTP side ---- */
 

@@ -6,8 +6,8 @@
  *
  *   gwj *j = gwj_new(&req, GWM_EP_CHAT, id, "tinyllama", text_fn, cls, &metrics);   // takes req
  *   gwj_attach(j, connection);
- *   proto_writer w; gwj_generate(j, id, NULL, &w);
- *   gwj_ref(j); gwb_submit(bridge, j, id, j->req.kind == OAI_CHAT, &w);   // bridge gets gwj_ops
+ *   lc_gen g; gwj_gen(j, &g);
+ *   gwj_ref(j); gwb_submit(bridge, j, id, j->req.kind == OAI_CHAT, &g);   // bridge gets gwj_ops
  *   if (gwj_wait(j)) return MHD_YES;   // suspended until the answer is decided
  *   ... gwj_phase(j) == GWJ_STREAM: MHD_create_response_from_callback(.., gwj_read, j, gwj_read_free)
  *   gwj_unref(j);
@@ -69,9 +69,11 @@ void gwj_ref(gwj *j);
 void gwj_unref(gwj *j);
 /* The connection that serves the job (and its socket). */
 void gwj_attach(gwj *j, struct MHD_Connection *c);
+/* The request as lc_gen (its strings are the job's). */
+void gwj_gen(const gwj *j, lc_gen *g);
 /* The GENERATE for the front door under wire id id; with rs, a resume of that session
  * (resume, key, rbytes, and the resolved seed pinned last among the parameters). */
-void gwj_generate(const gwj *j, uint64_t id, const gwb_resume *rs, proto_writer *w);
+void gwj_generate(const gwj *j, uint64_t id, const lc_resume *rs, proto_writer *w);
 /* From the access handler: suspends the connection and returns 1 while the answer is
  * undecided; 0 when it can be queued now (phase GWJ_STREAM or GWJ_DONE). */
 int gwj_wait(gwj *j);

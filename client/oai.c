@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conn.h"
 #include "errcode.h"
 #include "sparams.h"
 #include "unicode.h"
@@ -39,7 +40,7 @@ void oai_req_free(oai_req *r)
 static int add_param(oai_req *r, smp_params *chk, const char *name, const char *value, const char *key, oai_err *e)
 {
     char err[200];
-    if (smp_param_set(chk, name, value, err, sizeof err) != 0) return bad(e, key, "%s", err);
+    if (lc_param_check(chk, name, value, err, sizeof err) != ERR_NONE) return bad(e, key, "%s", err);
     for (int i = 0; i < r->n_params; i++)
         if (strcmp(r->pk[i], name) == 0) {
             char *v = strdup(value);

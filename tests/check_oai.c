@@ -317,7 +317,7 @@ START_TEST(test_job_generate)
     ck_assert_ptr_nonnull(j);
     ck_assert_ptr_null(r.prompt); /* taken */
     for (int resume = 0; resume < 2; resume++) {
-        gwb_resume rs = {.sess = 77, .seed = 123456, .have_seed = 1, .rbytes = 31};
+        lc_resume rs = {.sess = 77, .seed = 123456, .have_seed = 1, .rbytes = 31};
         snprintf(rs.key, sizeof rs.key, "%s", "00112233445566778899aabbccddeeff");
         proto_writer w;
         gwj_generate(j, resume ? 43 : 42, resume ? &rs : NULL, &w);
