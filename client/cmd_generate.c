@@ -243,16 +243,17 @@ typedef struct {
  * *out when out is not NULL. */
 static void print_piece(const gen_opts *o, const proto_msg *m, turn_stats *ts, char **out, size_t *out_len)
 {
-    size_t n;
-    const char *p = proto_str(m, MF_TEXT, &n);
+    pm_piece pc;
+    pm_piece_get(m, &pc);
+    const char *p = pc.text.p;
+    size_t n = pc.text.n;
     if (!ts->t_first) ts->t_first = now_s();
-    ts->n_gen = proto_u64(m, MF_NTOK, ts->n_gen);
+    ts->n_gen = pc.ntok;
     if (o->json) {
         fputs("{\"text\":", stdout);
         lc_json_str(stdout, p, n);
         printf(",\"tokens\":%llu", (unsigned long long)ts->n_gen);
-        const msgpack_object *probs = proto_field(m, MF_PROBS);
-        if (probs) json_probs(probs);
+        if (pc.has_probs) json_probs(pc.probs);
         fputs("}\n", stdout);
     } else {
         fwrite(p, 1, n, stdout);
@@ -269,12 +270,13 @@ static void print_done(const gen_opts *o, const proto_msg *m, turn_stats *ts, in
 {
     double t1 = now_s();
     if (!ts->t_first) ts->t_first = t1;
-    uint64_t n_gen = proto_u64(m, MF_NTOK, ts->n_gen), n_prompt = ts->n_prompt, queue_pos = ts->queue_pos;
+    pm_done d;
+    pm_done_get(m, &d);
+    uint64_t n_gen = d.ntok, n_prompt = ts->n_prompt, queue_pos = ts->queue_pos, moves = d.moves;
     char reason[32];
-    proto_strcpy(m, MF_REASON, reason, sizeof reason);
+    proto_sv_copy(d.reason, reason, sizeof reason);
     double t0 = ts->t0, t_first = ts->t_first;
     double gen_s = t1 - t_first, tps = n_gen > 1 && gen_s > 0 ? (double)(n_gen - 1) / gen_s : 0;
-    uint64_t moves = proto_u64(m, MF_MOVES, 0);
     if (o->json)
         printf("{\"done\":true,\"reason\":\"%s\",\"prompt_tokens\":%llu,\"tokens\":%llu,"
                "\"ttft_ms\":%.1f,\"total_ms\":%.1f,\"tokens_per_s\":%.2f,\"queue_pos\":%llu,"
@@ -326,8 +328,10 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
         int64_t now = net_now_ms();
         lc_event ev = r == 1 ? lc_stream_on_msg(&s, &m, now) : LC_EV_NONE;
         if (ev == LC_EV_ACCEPTED) {
-            ts.n_prompt = proto_u64(&m, MF_NTOK, 0);
-            ts.queue_pos = proto_u64(&m, MF_POS, 0);
+            pm_accepted a;
+            pm_accepted_get(&m, &a);
+            ts.n_prompt = a.ntok;
+            ts.queue_pos = a.pos;
             *sess = s.rs.sess;
             snprintf(key, LC_KEY_MAX, "%s", s.rs.key);
         } else if (ev == LC_EV_NEW_SESSION) {
@@ -337,8 +341,10 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
         } else if (ev == LC_EV_DONE) {
             print_done(o, &m, &ts, s.resumes);
         } else if (ev == LC_EV_ERROR) {
+            pm_error e;
+            pm_error_get(&m, &e);
             char msg[400];
-            proto_strcpy(&m, MF_MSG, msg, sizeof msg);
+            proto_sv_copy(e.msg, msg, sizeof msg);
             fflush(stdout);
             fprintf(stderr, "%serror: %s\n", s.accepted ? "\n" : "", msg);
         }
@@ -429,10 +435,10 @@ static void wait_input(lc_conn *c, uint64_t sess, const char *key)
     while (sess && !interrupted) {
         struct pollfd p = { .fd = 0, .events = POLLIN };
         if (poll(&p, 1, LC_STREAM_PING_MS) != 0) return; /* input, end of input, or an error */
+        pm_ping pg = {.sess = sess, .has_sess = 1, .key = proto_sv_of(key), .has_key = 1};
         proto_writer w;
         proto_begin(&w, PT_PING, 0);
-        proto_put_u64(&w, MF_SESS, sess);
-        proto_put_str(&w, MF_KEY, key);
+        pm_ping_put(&w, &pg);
         lc_send(c, &w);
         proto_msg m;
         while (lc_recv(c, 0, &m) == 1) proto_msg_free(&m);
@@ -481,10 +487,10 @@ int cmd_chat(int argc, char **argv)
         if (r) break;
     }
     if (sess) {
+        pm_cancel cn = {.sess = sess, .has_sess = 1, .key = proto_sv_of(key), .has_key = 1};
         proto_writer w;
         proto_begin(&w, PT_CANCEL, 0);
-        proto_put_u64(&w, MF_SESS, sess);
-        proto_put_str(&w, MF_KEY, key);
+        pm_cancel_put(&w, &cn);
         lc_send(&c, &w);
     }
     for (int i = 0; i < n; i++) free(msgs[i]);

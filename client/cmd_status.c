@@ -13,67 +13,53 @@
 
 static void print_text(const proto_msg *m)
 {
+    pm_status_reply st;
+    pm_status_reply_get(m, &st);
     char model[256], seg[80], tmpl[32];
-    proto_strcpy(m, MF_MODEL, model, sizeof model);
-    proto_strcpy(m, MF_SEGMENT, seg, sizeof seg);
-    proto_strcpy(m, MF_TEMPLATE, tmpl, sizeof tmpl);
-    printf("front door: pid %llu, up %.1f s, model %s, chat template %s\n",
-           (unsigned long long)proto_u64(m, MF_PID, 0), proto_f64(m, MF_UPTIME, 0), model, tmpl);
+    proto_sv_copy(st.model, model, sizeof model);
+    proto_sv_copy(st.segment, seg, sizeof seg);
+    proto_sv_copy(st.template_name, tmpl, sizeof tmpl);
+    printf("front door: pid %llu, up %.1f s, model %s, chat template %s\n", (unsigned long long)st.pid, st.uptime,
+           model, tmpl);
     if (!seg[0]) printf("segment: (no worker connected)\n");
-    else if (proto_field(m, MF_BPW)) printf("segment: %s (%.2f bits/weight)\n", seg, proto_f64(m, MF_BPW, 0));
+    else if (st.has_bpw) printf("segment: %s (%.2f bits/weight)\n", seg, st.bpw);
     else printf("segment: %s\n", seg); /* its workers are too old to say */
     printf("requests: %llu active, %llu queued, %llu chat sessions held; %llu served, %llu failed\n",
-           (unsigned long long)proto_u64(m, MF_ACTIVE, 0), (unsigned long long)proto_u64(m, MF_QUEUED, 0),
-           (unsigned long long)proto_u64(m, MF_HELD, 0), (unsigned long long)proto_u64(m, MF_SERVED, 0),
-           (unsigned long long)proto_u64(m, MF_FAILED, 0));
-    const msgpack_object *w = proto_field(m, MF_WORKERS);
+           (unsigned long long)st.active, (unsigned long long)st.queued, (unsigned long long)st.held,
+           (unsigned long long)st.served, (unsigned long long)st.failed);
+    const msgpack_object *w = st.workers;
     uint32_t n = w && w->type == MSGPACK_OBJECT_ARRAY ? w->via.array.size : 0;
     printf("workers: %u\n", n);
     for (uint32_t i = 0; i < n; i++) {
-        const msgpack_object *x = &w->via.array.ptr[i];
-        if (x->type != MSGPACK_OBJECT_MAP) continue;
-        long long pid = -1, sess = -1, busy = -1, ctx = -1;
-        double up = 0;
-        int stalled = 0;
+        if (w->via.array.ptr[i].type != MSGPACK_OBJECT_MAP) continue;
+        pm_status_worker x;
+        pm_status_worker_get(m, &w->via.array.ptr[i], &x);
         char host[80] = "?";
-        for (uint32_t k = 0; k < x->via.map.size; k++) {
-            const msgpack_object_str *key = &x->via.map.ptr[k].key.via.str;
-            const msgpack_object *v = &x->via.map.ptr[k].val;
-            if (x->via.map.ptr[k].key.type != MSGPACK_OBJECT_STR) continue;
-            int is_int = v->type == MSGPACK_OBJECT_POSITIVE_INTEGER || v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER;
-            if (key->size == 3 && !memcmp(key->ptr, "pid", 3) && is_int) pid = v->via.i64;
-            if (key->size == 8 && !memcmp(key->ptr, "sessions", 8) && is_int) sess = v->via.i64;
-            if (key->size == 4 && !memcmp(key->ptr, "busy", 4) && is_int) busy = v->via.i64;
-            if (key->size == 3 && !memcmp(key->ptr, "ctx", 3) && is_int) ctx = v->via.i64;
-            if (key->size == 7 && !memcmp(key->ptr, "stalled", 7) && v->type == MSGPACK_OBJECT_BOOLEAN)
-                stalled = v->via.boolean;
-            if (key->size == 2 && !memcmp(key->ptr, "up", 2) && v->type == MSGPACK_OBJECT_FLOAT64) up = v->via.f64;
-            if (key->size == 4 && !memcmp(key->ptr, "host", 4) && v->type == MSGPACK_OBJECT_STR)
-                snprintf(host, sizeof host, "%.*s", (int)v->via.str.size, v->via.str.ptr);
-        }
-        printf("  worker pid %lld  host %s  sessions %lld  busy %lld  ctx %lld  up %.1f s%s\n", pid, host, sess,
-               busy, ctx, up, stalled ? "  STALLED (no progress: its sessions were moved)" : "");
+        if (x.has_host) proto_sv_copy(x.host, host, sizeof host);
+        printf("  worker pid %lld  host %s  sessions %lld  busy %lld  ctx %lld  up %.1f s%s\n",
+               x.has_pid ? (long long)x.pid : -1, host, x.has_sessions ? (long long)x.sessions : -1,
+               x.has_busy ? (long long)x.busy : -1, x.has_ctx ? (long long)x.ctx : -1, x.up,
+               x.stalled ? "  STALLED (no progress: its sessions were moved)" : "");
     }
     /* samplerd's health, as the workers see it: how long their oldest sample request has
      * waited (they ask again every 0.4 s; a restarted samplerd answers at once) */
-    if (!proto_field(m, MF_SWAIT)) {
+    if (!st.has_swait) {
         printf("samplerd: unknown (no worker to ask)\n");
     } else {
-        double sw = (double)proto_u64(m, MF_SWAIT, 0) / 1000.0;
+        double sw = (double)st.swait / 1000.0;
         if (sw < 1.5) printf("samplerd: ok\n");
         else printf("samplerd: NOT ANSWERING: a sample request has waited %.1f s (is samplerd running? "
                     "'bash deploy/pipeline.sh status')\n", sw);
     }
-    const msgpack_object *q = proto_field(m, MF_QUEUE);
+    const msgpack_object *q = st.has_queue ? st.queue : NULL;
     uint32_t nq = q && q->type == MSGPACK_OBJECT_ARRAY ? q->via.array.size : 0;
     printf("queue: %llu waiting (first come, first served; limits: %llu requests, %llu per client)\n",
-           (unsigned long long)proto_u64(m, MF_QUEUED, 0), (unsigned long long)proto_u64(m, MF_MAX_REQUESTS, 0),
-           (unsigned long long)proto_u64(m, MF_MAX_PER_CLIENT, 0));
+           (unsigned long long)st.queued, (unsigned long long)st.max_requests, (unsigned long long)st.max_per_client);
     for (uint32_t i = 0; i < nq; i++) {
-        proto_msg e = proto_view(m, &q->via.array.ptr[i]);
-        printf("  %llu. %llu prompt tokens  waiting %.1f s\n", (unsigned long long)proto_u64(&e, MF_POS, 0),
-               (unsigned long long)proto_u64(&e, MF_NTOK, 0),
-               proto_f64(&e, MF_WAIT, 0));
+        pm_status_queued e;
+        pm_status_queued_get(m, &q->via.array.ptr[i], &e);
+        printf("  %llu. %llu prompt tokens  waiting %.1f s\n", (unsigned long long)e.pos, (unsigned long long)e.ntok,
+               e.wait);
     }
 }
 

@@ -194,9 +194,11 @@ static int piece_tokens(const msgpack_object *probs, int max_top, oai_token **to
 
 static void on_piece(gwj *j, const proto_msg *m)
 {
-    size_t n;
-    const char *text = proto_str(m, MF_TEXT, &n);
-    uint64_t ntok = proto_u64(m, MF_NTOK, j->n_seen);
+    pm_piece pc;
+    pm_piece_get(m, &pc);
+    const char *text = pc.text.p;
+    size_t n = pc.text.n;
+    uint64_t ntok = pc.ntok;
     int64_t now = gwj_now_us();
     if (ntok > j->n_seen) {
         if (!j->got_first) gwm_ttft(j->metrics, (double)(now - j->t0_us) / 1e6);
@@ -208,7 +210,7 @@ static void on_piece(gwj *j, const proto_msg *m)
     }
     oai_token *toks = NULL;
     oai_alt *alts = NULL;
-    int nt = j->req.logprobs ? piece_tokens(proto_field(m, MF_PROBS), j->req.top_logprobs, &toks, &alts) : 0;
+    int nt = j->req.logprobs ? piece_tokens(pc.has_probs ? pc.probs : NULL, j->req.top_logprobs, &toks, &alts) : 0;
     if (j->req.stream) {
         start_stream(j);
         size_t len;
@@ -223,9 +225,11 @@ static void on_piece(gwj *j, const proto_msg *m)
 
 static void on_done(gwj *j, const proto_msg *m)
 {
-    char reason[32] = "";
-    proto_strcpy(m, MF_REASON, reason, sizeof reason);
-    uint64_t np = proto_u64(m, MF_NTOK_PROMPT, 0), ng = proto_u64(m, MF_NTOK, 0);
+    pm_done d;
+    pm_done_get(m, &d);
+    char reason[32];
+    proto_sv_copy(d.reason, reason, sizeof reason);
+    uint64_t np = d.ntok_prompt, ng = d.ntok;
     gwm_tokens(j->metrics, np, ng);
     size_t len;
     if (j->req.stream) {
@@ -256,11 +260,13 @@ static void on_msg(void *job, const proto_msg *m)
         } else if (m->type == PT_DONE) {
             on_done(j, m);
         } else if (m->type == PT_ERROR) {
-            char msg[400] = "the front door refused the request", code[40] = "";
-            proto_strcpy(m, MF_MSG, msg, sizeof msg);
-            int has_code = proto_strcpy(m, MF_CODE, code, sizeof code) == 0;
-            fail_job(j, oai_error_status(has_code ? code : NULL, j->accepted), has_code ? code : NULL, msg,
-                     proto_u64(m, MF_RETRY_MS, 0));
+            pm_error e;
+            pm_error_get(m, &e);
+            char msg[400], code[40];
+            proto_sv_copy(e.msg, msg, sizeof msg);
+            proto_sv_copy(e.code, code, sizeof code);
+            fail_job(j, oai_error_status(e.has_code ? code : NULL, j->accepted), e.has_code ? code : NULL, msg,
+                     e.retry_ms);
         }
     }
     wake_http(j);

@@ -34,19 +34,22 @@ static void resend(lc_stream *s, int64_t now_ms)
 
 static void on_accepted(lc_stream *s, const proto_msg *m)
 {
-    s->rs.sess = proto_u64(m, MF_SESS, s->rs.sess);
-    proto_strcpy(m, MF_KEY, s->rs.key, sizeof s->rs.key);
-    s->rs.have_seed = proto_field(m, MF_SEED) != NULL;
-    s->rs.seed = (uint32_t)proto_u64(m, MF_SEED, 0);
+    pm_accepted a;
+    pm_accepted_get(m, &a);
+    s->rs.sess = a.sess;
+    proto_sv_copy(a.key, s->rs.key, sizeof s->rs.key);
+    s->rs.have_seed = a.has_seed;
+    s->rs.seed = (uint32_t)a.seed;
 }
 
 /* An ERROR: what the stream does about it itself (a front door that restarted, a chat
  * session that is gone), else the caller's LC_EV_ERROR. */
 static lc_event on_error(lc_stream *s, const proto_msg *m, int64_t now_ms)
 {
-    char name[32] = "";
-    proto_strcpy(m, MF_CODE, name, sizeof name);
-    errcode code = errcode_from_name(name);
+    pm_error e;
+    pm_error_get(m, &e);
+    char name[32];
+    errcode code = errcode_from_name(proto_sv_copy(e.code, name, sizeof name));
     if (code == ERR_UNKNOWN_REQUEST && (s->accepted ? s->rs.sess != 0 : s->resends < LC_STREAM_RESENDS)) {
         /* a new front door: accepted, it may have adopted the session (resume); not yet,
          * our GENERATE died with the old one (send it again). Its answers to the pings
@@ -79,15 +82,18 @@ lc_event lc_stream_on_msg(lc_stream *s, const proto_msg *m, int64_t now_ms)
         s->accepted = 1;
         return LC_EV_ACCEPTED;
     case PT_PIECE: {
-        size_t n = 0;
-        proto_str(m, MF_TEXT, &n);
-        s->rs.rbytes += n;
+        pm_piece p;
+        pm_piece_get(m, &p);
+        s->rs.rbytes += p.text.n;
         return LC_EV_PIECE;
     }
-    case PT_DONE:
-        s->rs.sess = proto_u64(m, MF_SESS, s->rs.sess);
+    case PT_DONE: {
+        pm_done d;
+        pm_done_get(m, &d);
+        if (d.has_sess) s->rs.sess = d.sess;
         s->over = 1;
         return LC_EV_DONE;
+    }
     case PT_ERROR:
         return on_error(s, m, now_ms);
     default:
@@ -124,11 +130,10 @@ int lc_stream_pop(lc_stream *s, proto_writer *w)
 
 void lc_stream_cancel(const lc_stream *s, proto_writer *w)
 {
+    pm_cancel c = {.sess = s->rs.sess, .has_sess = s->rs.sess != 0, .key = proto_sv_of(s->rs.key),
+                   .has_key = s->rs.sess != 0};
     proto_begin(w, PT_CANCEL, s->id);
-    if (s->rs.sess) {
-        proto_put_u64(w, MF_SESS, s->rs.sess);
-        proto_put_str(w, MF_KEY, s->rs.key);
-    }
+    pm_cancel_put(w, &c);
 }
 
 int lc_stream_over(const lc_stream *s)

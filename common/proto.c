@@ -631,6 +631,15 @@ proto_sv proto_sv_of(const char *s)
     return v;
 }
 
+char *proto_sv_copy(proto_sv v, char *out, size_t cap)
+{
+    if (!cap) return out;
+    size_t n = v.n < cap - 1 ? v.n : cap - 1;
+    if (n) memcpy(out, v.p, n);
+    out[n] = 0;
+    return out;
+}
+
 /* Reading a field of each kind (proto_decode checked the kinds). */
 static uint64_t kget_U64(const proto_msg *m, proto_field_id f) { return proto_u64(m, f, 0); }
 static int64_t kget_I64(const proto_msg *m, proto_field_id f) { return proto_i64(m, f, 0); }

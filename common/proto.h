@@ -177,6 +177,8 @@ typedef struct {
 } proto_sv;
 /* A view of a C string, for writing one. */
 proto_sv proto_sv_of(const char *s);
+/* Copies v into out as a C string (truncated to cap-1 bytes); returns out. */
+char *proto_sv_copy(proto_sv v, char *out, size_t cap);
 /* An array of int32 field: read, obj is the message's array (n its length; copy with
  * proto_ints_copy); to write, v and n (or obj). */
 typedef struct {

@@ -60,6 +60,13 @@
 #define PM_SAMPLED_ROW(R, O, K)                                                          \
     R(SESS, sess) R(STEP, step) O(TOK, tok) O(ERR, err) O(MU, mu) O(LOGPROB, logprob) O(TOP, top)
 
+/* The rows of a STATUS_REPLY's workers and queue lists (not checked by proto_decode:
+ * a reader takes what is there, with has_<member>) */
+#define PM_STATUS_WORKER(R, O, K)                                                        \
+    O(PID, pid) O(HOST, host) O(SEG, seg) O(SESSIONS, sessions) O(BUSY, busy) O(CAP, cap) \
+    O(CTX, ctx) O(STALLED, stalled) O(UP, up) O(SWAIT, swait) O(BPW, bpw)
+#define PM_STATUS_QUEUED(R, O, K) O(POS, pos) O(NTOK, ntok) O(WAIT, wait)
+
 /* Every message type (proto_type PT_<T>) with its struct's name; RUN and REPORT have
  * proto_sessrec instead of a struct of their own. */
 #define PROTO_MSGS(X)                                                                    \
@@ -68,6 +75,8 @@
     X(STATUS_REPLY, status_reply) X(WORKER_HB, worker_hb) X(FRONT_HB, front_hb)          \
     X(STOP, stop) X(TOKEN, token) X(SAMPLE, sample) X(SAMPLED, sampled) X(PONG, pong)
 /* The rows of a batch: maps inside a message, with structs, readers and packers too. */
-#define PROTO_ROWS(X) X(SAMPLE_ROW, sample_row) X(SAMPLED_ROW, sampled_row)
+#define PROTO_ROWS(X)                                                                    \
+    X(SAMPLE_ROW, sample_row) X(SAMPLED_ROW, sampled_row) X(STATUS_WORKER, status_worker)  \
+    X(STATUS_QUEUED, status_queued)
 
 #endif
