@@ -11,7 +11,8 @@
  * of ggml's reference (non-imatrix) quantize_row_q*_K_ref: a weighted least-squares
  * search per sub-block, then 6-bit (or 4/8-bit) quantization of the scales, then the
  * quants re-derived from the rounded scales. AVX2 twins (dequantizers of Q2_K..Q6_K;
- * the scale searches, 8 sub-blocks per vector) give the same bits.
+ * the scale searches, 8 sub-blocks per vector) give the same bits; both sets sit in
+ * the tables of quant_ops.h, which quant.c chooses from once.
  * Owner: quant helper. No allocation.
  */
 #include "quant.h"
@@ -26,6 +27,7 @@
 
 #include "f16.h"
 #include "log.h"
+#include "quant_ops.h"
 
 #define GROUP_MAX_EPS 1e-15f
 
@@ -341,22 +343,14 @@ AVX2_FN static void dequant_q3_K_avx2(const void *src, float *y, int64_t n)
     }
 }
 
-/* The AVX2 twin where the CPU has it, else the scalar reference. */
-#define DISPATCH_AVX2(pub, name)                                               \
-    void pub(const void *src, float *dst, int64_t n)                           \
-    {                                                                          \
-        if (quant_simd() & QUANT_CPU_AVX2) name##_avx2(src, dst, n);           \
-        else name##_scalar(src, dst, n);                                       \
-    }
-#else
-#define DISPATCH_AVX2(pub, name)                                               \
-    void pub(const void *src, float *dst, int64_t n) { name##_scalar(src, dst, n); }
 #endif
-DISPATCH_AVX2(quant_dequant_q4_K, dequant_q4_K)
-DISPATCH_AVX2(quant_dequant_q6_K, dequant_q6_K)
-DISPATCH_AVX2(quant_dequant_q5_K, dequant_q5_K)
-DISPATCH_AVX2(quant_dequant_q2_K, dequant_q2_K)
-DISPATCH_AVX2(quant_dequant_q3_K, dequant_q3_K)
+
+/* The dequantizers of quant.h: through the table in use (quant_ops.h). */
+void quant_dequant_q2_K(const void *src, float *dst, int64_t n) { quant_ops_active()->k->dequant_q2_K(src, dst, n); }
+void quant_dequant_q3_K(const void *src, float *dst, int64_t n) { quant_ops_active()->k->dequant_q3_K(src, dst, n); }
+void quant_dequant_q4_K(const void *src, float *dst, int64_t n) { quant_ops_active()->k->dequant_q4_K(src, dst, n); }
+void quant_dequant_q5_K(const void *src, float *dst, int64_t n) { quant_ops_active()->k->dequant_q5_K(src, dst, n); }
+void quant_dequant_q6_K(const void *src, float *dst, int64_t n) { quant_ops_active()->k->dequant_q6_K(src, dst, n); }
 
 /* ---- quantize: sub-block searches ------------------------------------------------ */
 
@@ -695,40 +689,63 @@ AVX2_FN static void fit_scale_sym_x8(int n, int nmax, const float *x, int8_t *L,
         for (int b = 0; b < LANES; b++) L[n * b + i] = (int8_t)q[b];
     }
 }
+
+/* fit_scale_min over nsub (a multiple of 8) consecutive sub-blocks, 8 at a time. */
+static void fit_min_group_avx2(int nsub, int n, int nmax, const float *x, const float *w, uint8_t *L,
+                               float *scales, float *mins, float rmin, float rdelta, int nstep, bool mad)
+{
+    for (int g = 0; g < nsub; g += LANES)
+        fit_scale_min_x8(n, nmax, x + n * g, w + n * g, L + n * g, scales + g, mins + g, rmin, rdelta,
+                         nstep, mad);
+}
+
+/* fit_scale_sym over nsub (a multiple of 8) consecutive sub-blocks, 8 at a time. */
+static void fit_sym_group_avx2(int nsub, int n, int nmax, const float *x, int8_t *L, float *scales)
+{
+    for (int g = 0; g < nsub; g += LANES)
+        fit_scale_sym_x8(n, nmax, x + n * g, L + n * g, scales + g);
+}
 #endif
 
-/* fit_scale_min over nsub (a multiple of 8) consecutive sub-blocks: the AVX2
- * version where the CPU has it, else the reference one. */
-static void fit_scale_min_group(int nsub, int n, int nmax, const float *x, const float *w,
-                                uint8_t *L, float *scales, float *mins, float rmin, float rdelta,
-                                int nstep, bool mad)
+/* fit_scale_min over nsub consecutive sub-blocks: the reference. */
+static void fit_min_group_scalar(int nsub, int n, int nmax, const float *x, const float *w, uint8_t *L,
+                                 float *scales, float *mins, float rmin, float rdelta, int nstep, bool mad)
 {
-#if defined(__x86_64__)
-    if (quant_simd() & QUANT_CPU_AVX2) {
-        for (int g = 0; g < nsub; g += LANES)
-            fit_scale_min_x8(n, nmax, x + n * g, w + n * g, L + n * g, scales + g, mins + g,
-                             rmin, rdelta, nstep, mad);
-        return;
-    }
-#endif
     uint8_t Laux[32];
     for (int j = 0; j < nsub; j++)
         scales[j] = fit_scale_min(n, nmax, x + n * j, w + n * j, L + n * j, &mins[j], Laux,
                                   rmin, rdelta, nstep, mad);
 }
 
-/* fit_scale_sym over nsub (a multiple of 8) consecutive sub-blocks. */
-static void fit_scale_sym_group(int nsub, int n, int nmax, const float *x, int8_t *L, float *scales)
+/* fit_scale_sym over nsub consecutive sub-blocks: the reference. */
+static void fit_sym_group_scalar(int nsub, int n, int nmax, const float *x, int8_t *L, float *scales)
 {
-#if defined(__x86_64__)
-    if (quant_simd() & QUANT_CPU_AVX2) {
-        for (int g = 0; g < nsub; g += LANES)
-            fit_scale_sym_x8(n, nmax, x + n * g, L + n * g, scales + g);
-        return;
-    }
-#endif
     for (int j = 0; j < nsub; j++) scales[j] = fit_scale_sym(n, nmax, x + n * j, L + n * j);
 }
+
+/* ---- the twins' tables (quant_ops.h; quant.c chooses) ----------------------------- */
+
+const quant_k_ops quant_k_ops_scalar = {
+    .dequant_q2_K = dequant_q2_K_scalar,
+    .dequant_q3_K = dequant_q3_K_scalar,
+    .dequant_q4_K = dequant_q4_K_scalar,
+    .dequant_q5_K = dequant_q5_K_scalar,
+    .dequant_q6_K = dequant_q6_K_scalar,
+    .fit_min_group = fit_min_group_scalar,
+    .fit_sym_group = fit_sym_group_scalar,
+};
+
+#if defined(__x86_64__)
+const quant_k_ops quant_k_ops_avx2 = {
+    .dequant_q2_K = dequant_q2_K_avx2,
+    .dequant_q3_K = dequant_q3_K_avx2,
+    .dequant_q4_K = dequant_q4_K_avx2,
+    .dequant_q5_K = dequant_q5_K_avx2,
+    .dequant_q6_K = dequant_q6_K_avx2,
+    .fit_min_group = fit_min_group_avx2,
+    .fit_sym_group = fit_sym_group_avx2,
+};
+#endif
 
 /* Packs four 2-bit quants 32 apart into each byte, 128 values per 32 bytes. */
 static void pack_2bit(const uint8_t *L, uint8_t *qs)
@@ -749,7 +766,7 @@ void quant_quant_q2_K(const float *x, void *dst, int64_t n)
         uint8_t L[QK_K];
         float w[QK_K], mins[16], scales[16], max_scale = 0, max_min = 0;
         for (int l = 0; l < QK_K; l++) w[l] = fabsf(x[l]);
-        fit_scale_min_group(16, 16, 3, x, w, L, scales, mins, -0.5f, 0.1f, 15, true);
+        quant_ops_active()->k->fit_min_group(16, 16, 3, x, w, L, scales, mins, -0.5f, 0.1f, 15, true);
         for (int j = 0; j < 16; j++) {
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
@@ -865,7 +882,7 @@ static void quant_k_scale_min(const float *x, int nmax, float rmin, int nstep,
         const float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) w[32 * j + l] = av_x + fabsf(x[32 * j + l]);
     }
-    fit_scale_min_group(8, 32, nmax, x, w, L, sc, mins, rmin, 0.1f, nstep, false);
+    quant_ops_active()->k->fit_min_group(8, 32, nmax, x, w, L, sc, mins, rmin, 0.1f, nstep, false);
     for (int j = 0; j < 8; j++) {
         if (sc[j] > max_scale) max_scale = sc[j];
         if (mins[j] > max_min) max_min = mins[j];
@@ -937,7 +954,7 @@ void quant_quant_q6_K(const float *x, void *dst, int64_t n)
     for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
         int8_t L[QK_K];
         float scales[16], max_scale = 0, max_abs = 0;
-        fit_scale_sym_group(16, 16, 32, x, L, scales);
+        quant_ops_active()->k->fit_sym_group(16, 16, 32, x, L, scales);
         for (int j = 0; j < 16; j++) {
             if (fabsf(scales[j]) > max_abs) {
                 max_abs = fabsf(scales[j]);
