@@ -97,8 +97,9 @@ const cpu_impl *cpu_impl_pick(const cpu_impl *list, int n, const char *env)
     if (named) return named;
     char names[128] = "";
     for (int i = 0, len = 0; i < n && len < (int)sizeof names; i++)
-        len += snprintf(names + len, sizeof names - (size_t)len, "%s%s", i ? " " : "", list[i].name);
-    log_warn("%s=%s: unknown or not supported on this CPU (choices: %s); using %s", env, want, names,
+        if ((cpu_features() & list[i].needs) == list[i].needs)
+            len += snprintf(names + len, sizeof names - (size_t)len, "%s%s", len ? " " : "", list[i].name);
+    log_warn("%s=%s: unknown or not supported on this CPU (this CPU runs: %s); using %s", env, want, names,
              best->name);
     return best;
 }
