@@ -7,29 +7,22 @@
  * traits table reach the twins only through quant_ops_active():
  *
  *   quant_ops_active()->dequant_q4_0(src, dst, n);
- *   quant_ops_active()->k->fit_min_group(...);
+ *   quant_ops_active()->k->quant_q4_K(x, blocks, n);
  *
  * Every table gives the scalar table's bits. The tables are static and read-only.
  */
 #ifndef LLM_QUANT_OPS_H
 #define LLM_QUANT_OPS_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
 #include "qtype.h"
 
-/* The sub-block searches of the K quantizers over nsub (a multiple of 8) consecutive
- * sub-blocks of n values (quant_k.c: fit_scale_min, fit_scale_sym). */
-typedef void (*quant_fit_min_fn)(int nsub, int n, int nmax, const float *x, const float *w, uint8_t *L,
-                                 float *scales, float *mins, float rmin, float rdelta, int nstep, bool mad);
-typedef void (*quant_fit_sym_fn)(int nsub, int n, int nmax, const float *x, int8_t *L, float *scales);
-
-/* quant_k.c's twins: the K dequantizers and the scale searches. */
+/* quant_k.c's twins: the K dequantizers and the quantizers that search scales (their
+ * AVX2 versions search 8 sub-blocks at once). */
 typedef struct {
     qt_dequant_fn dequant_q2_K, dequant_q3_K, dequant_q4_K, dequant_q5_K, dequant_q6_K;
-    quant_fit_min_fn fit_min_group;
-    quant_fit_sym_fn fit_sym_group;
+    qt_quant_fn quant_q2_K, quant_q4_K, quant_q5_K, quant_q6_K;
 } quant_k_ops;
 
 extern const quant_k_ops quant_k_ops_scalar;
