@@ -88,13 +88,16 @@ QN_INLINE VF QN(token)(int kind, int off, const VI wv[8], VF f0, VF f1, const VI
 }
 
 /* One tile (or half tile) times nt tokens over nb blocks, for one layout (kind, bits, off):
- * each block's groups are unpacked and its factors made once, then every token passes. */
+ * each block's groups are unpacked and its factors made once, then every token passes.
+ * The token loops run to the constant QN_TMAX and skip t >= nt: a compiler that unrolls
+ * this function before inlining it (clang) then unrolls them completely, as it would with
+ * nt known; once nt is a constant the skipped copies vanish. */
 QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, size_t hdr, size_t sbb, int64_t nb,
                         const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy, int half, QN_MASK mask)
 {
     VF acc[QN_TMAX];
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) acc[t] = V(setzero_ps)();
+    for (int t = 0; t < QN_TMAX; t++) acc[t] = V(setzero_ps)();
     for (int64_t k = 0; k < nb; k++) {
         const uint8_t *sb = w + (size_t)(k / KERN_QN_BLOCKS) * sbb;
         const int b = (int)(k % KERN_QN_BLOCKS);
@@ -104,10 +107,12 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
         VF f0, f1;
         QN(factors)(kind, sb, b, 8 * half, &f0, &f1, sm);
 #pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) acc[t] = QN(token)(kind, off, wv, f0, f1, sm, xq + (size_t)t * xs, o, k, acc[t]);
+        for (int t = 0; t < QN_TMAX; t++)
+            if (t < nt) acc[t] = QN(token)(kind, off, wv, f0, f1, sm, xq + (size_t)t * xs, o, k, acc[t]);
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) QN_STORE(y + t * ldy + 8 * half, mask, acc[t]);
+    for (int t = 0; t < QN_TMAX; t++)
+        if (t < nt) QN_STORE(y + t * ldy + 8 * half, mask, acc[t]);
 }
 
 /* The instantiations: NAME_T for T tokens, and the kind's table NAME[T]. */
