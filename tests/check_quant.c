@@ -744,6 +744,8 @@ END_TEST
  * quant_set_simd switches between the chosen table and the scalar one. */
 START_TEST(test_dispatch_override)
 {
+    const char *env = getenv("LLM_QUANT");
+    fprintf(stderr, "quant: twins %s (LLM_QUANT=%s)\n", quant_name(), env ? env : "");
     unsetenv("LLM_QUANT");
     quant_init();
     const char *best = quant_name();
