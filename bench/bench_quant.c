@@ -3,7 +3,8 @@
  *
  *   build/bench/bench_quant            # default: 4M values per type
  *   build/bench/bench_quant 16777216   # more values
- *   QUANT_SCALAR=1 build/bench/bench_quant   # the scalar reference kernels only
+ *   LLM_QUANT=scalar build/bench/bench_quant # the scalar reference kernels only
+ *                                            # (common/cpu.h's override convention)
  *
  * Prints one line per type: dequantize rate (values/s and GB/s of f32 written) and
  * quantize rate. Dequantization runs at model load over every weight, so its rate
@@ -29,11 +30,11 @@ int main(int argc, char **argv)
 {
     int64_t n = argc > 1 ? atoll(argv[1]) : (int64_t)1 << 22;
     n -= n % 256;
-    if (getenv("QUANT_SCALAR")) quant_set_simd(false);
     if (n <= 0) {
         fprintf(stderr, "error: value count must be at least 256\n");
         return 1;
     }
+    printf("quant twins: %s\n", quant_name());
     float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
     void *q = malloc((size_t)n * sizeof(float));
     if (!x || !y || !q) {

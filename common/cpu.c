@@ -1,10 +1,15 @@
 /*
- * cpu.c - CPU feature detection, once per process (see cpu.h).
+ * cpu.c - CPU feature detection, once per process, and the choice of a family's SIMD
+ * table with its LLM_<FAMILY> override (see cpu.h).
  */
 #include "cpu.h"
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -69,4 +74,32 @@ const char *cpu_describe(unsigned f, char *buf, int len)
     for (unsigned i = 0; i < sizeof names / sizeof names[0] && n < len; i++)
         if (f & (1u << i)) n += snprintf(buf + n, (size_t)(len - n), "%s%s", n ? " " : "", names[i]);
     return buf;
+}
+
+const cpu_impl *cpu_impl_get(const cpu_impl *list, int n, const char *name)
+{
+    if (!name) return NULL;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(list[i].name, name))
+            return (cpu_features() & list[i].needs) == list[i].needs ? &list[i] : NULL;
+    return NULL;
+}
+
+const cpu_impl *cpu_impl_pick(const cpu_impl *list, int n, const char *env)
+{
+    const cpu_impl *best = NULL;
+    for (int i = 0; i < n && !best; i++)
+        if ((cpu_features() & list[i].needs) == list[i].needs) best = &list[i];
+    LLM_ASSERT(best != NULL); /* the list ends with the scalar table */
+    const char *want = env ? getenv(env) : NULL;
+    if (!want || !*want) return best;
+    const cpu_impl *named = cpu_impl_get(list, n, want);
+    if (named) return named;
+    char names[128] = "";
+    for (int i = 0, len = 0; i < n && len < (int)sizeof names; i++)
+        if ((cpu_features() & list[i].needs) == list[i].needs)
+            len += snprintf(names + len, sizeof names - (size_t)len, "%s%s", len ? " " : "", list[i].name);
+    log_warn("%s=%s: unknown or not supported on this CPU (this CPU runs: %s); using %s", env, want, names,
+             best->name);
+    return best;
 }

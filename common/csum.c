@@ -1,9 +1,11 @@
-/* csum.c - the 64-bit checksum of csum.h: scalar reference, AVX2 twin, dispatch. */
+/* csum.c - the 64-bit checksum of csum.h: scalar reference, AVX2 twin, and the choice
+ * between them (common/cpu.h's dispatch: once, LLM_CSUM overrides). */
 #include "csum.h"
 
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "cpu.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -103,31 +105,24 @@ __attribute__((target("avx2"))) static uint64_t csum64_avx2(const void *p, size_
 }
 #endif
 
-/* Variants in order of preference. */
-static const csum_impl impls[] = {
-#if defined(__x86_64__) && !(defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
-    { "avx2", csum64_avx2 },
-#endif
-    { "scalar", csum64_scalar },
-};
-
-static int supported(const csum_impl *c)
-{
+/* Variants in order of preference (cpu.h's dispatch convention, LLM_CSUM). */
+static const csum_impl impl_scalar = { "scalar", csum64_scalar };
 #if defined(__x86_64__)
-    if (!strcmp(c->name, "avx2")) {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2");
-    }
+static const csum_impl impl_avx2 = { "avx2", csum64_avx2 };
 #endif
-    return !strcmp(c->name, "scalar");
-}
+
+static const cpu_impl impls[] = {
+#if defined(__x86_64__)
+    { "avx2", CPU_AVX2, &impl_avx2 },
+#endif
+    { "scalar", 0, &impl_scalar },
+};
+enum { N_IMPLS = sizeof impls / sizeof impls[0] };
 
 const csum_impl *csum_get(const char *name)
 {
-    for (size_t i = 0; i < sizeof impls / sizeof *impls; i++)
-        if (!strcmp(impls[i].name, name) && supported(&impls[i]))
-            return &impls[i];
-    return NULL;
+    const cpu_impl *c = cpu_impl_get(impls, N_IMPLS, name);
+    return c ? c->table : NULL;
 }
 
 static const csum_impl *active;
@@ -135,11 +130,13 @@ static pthread_once_t active_once = PTHREAD_ONCE_INIT;
 
 static void pick(void)
 {
-    const char *want = getenv("LLM_CSUM");
-    active = want ? csum_get(want) : NULL;
-    for (size_t i = 0; !active && i < sizeof impls / sizeof *impls; i++)
-        if (supported(&impls[i]))
-            active = &impls[i];
+    active = cpu_impl_pick(impls, N_IMPLS, "LLM_CSUM")->table;
+}
+
+void csum_init(void)
+{
+    pthread_once(&active_once, pick);
+    pick();
 }
 
 uint64_t csum64(const void *p, size_t n, uint64_t seed)

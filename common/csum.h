@@ -18,7 +18,8 @@
  *
  * Speed: the AVX2 variant does a stripe in two 256-bit multiply-adds and runs at
  * memory speed on one core; the scalar one at roughly half of that. The variant is
- * picked once, on the first call (LLM_CSUM=scalar forces the reference).
+ * picked once, on the first call, from cpu_features() (common/cpu.h's dispatch
+ * convention: LLM_CSUM=scalar or =avx2 overrides the choice).
  * Reentrant; allocates nothing.
  */
 #ifndef LLM_CSUM_H
@@ -44,5 +45,9 @@ const csum_impl *csum_get(const char *name);
 
 /* Name of the variant csum64 uses. */
 const char *csum_name(void);
+
+/* Picks the variant again, reading LLM_CSUM anew (csum64 picks on its first call
+ * anyway). Not thread-safe: for tests, before concurrent use. */
+void csum_init(void);
 
 #endif

@@ -10,43 +10,26 @@
  * in the same order, no fused multiply-add). Quantizers follow ggml's reference
  * quantize_row_*_ref semantics so our files are comparable with llama-quantize's.
  * The plain C kernels are the reference; F16C/AVX2 twins of the hot ones give the
- * same bits and are picked per call from the CPU features read at start-up.
+ * same bits. They sit in tables (quant_ops.h), one picked once from cpu_features()
+ * with common/cpu.h's dispatch convention (LLM_QUANT=avx2|f16c|scalar overrides).
  * Ownership: no allocation; the table is static and read-only. Owner: quant helper.
  */
 #include "quant.h"
 
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 #include <strings.h>
 
 #include "cpu.h"
 #include "f16.h"
 #include "log.h"
+#include "quant_ops.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
-
-/* ---- CPU features and the SIMD switch ------------------------------------------ */
-
-static bool simd_on = true;
-
-/* The SIMD features the kernels may use now: the CPU's (common/cpu.c, detected once),
- * unless switched off. */
-int quant_simd(void)
-{
-    if (!simd_on) return 0;
-    unsigned f = cpu_features();
-    return ((f & CPU_F16C) ? QUANT_CPU_F16C : 0) | ((f & CPU_AVX2) ? QUANT_CPU_AVX2 : 0);
-}
-
-/* Switches the SIMD twins off (scalar reference only) or back on. Not thread-safe:
- * for tests and benchmarks, before any concurrent use. */
-void quant_set_simd(bool on)
-{
-    simd_on = on;
-}
 
 /* ---- plain types ---------------------------------------------------------------- */
 
@@ -60,8 +43,9 @@ static void quant_f32(const float *src, void *dst, int64_t n)
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
-static void dequant_f16_scalar(const uint16_t *h, float *dst, int64_t n)
+static void dequant_f16_scalar(const void *src, float *dst, int64_t n)
 {
+    const uint16_t *h = src;
     for (int64_t i = 0; i < n; i++) dst[i] = f16_to_f32(h[i]);
 }
 
@@ -70,8 +54,9 @@ static void dequant_f16_scalar(const uint16_t *h, float *dst, int64_t n)
  * scalar code keeps payloads, so any group of 8 holding an inf or NaN goes
  * through the scalar code: the result is bit-identical for every input. */
 __attribute__((target("avx,f16c")))
-static void dequant_f16_f16c(const uint16_t *h, float *dst, int64_t n)
+static void dequant_f16_f16c(const void *src, float *dst, int64_t n)
 {
+    const uint16_t *h = src;
     const __m128i exp_mask = _mm_set1_epi16(0x7c00);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -83,17 +68,6 @@ static void dequant_f16_f16c(const uint16_t *h, float *dst, int64_t n)
     dequant_f16_scalar(h + i, dst + i, n - i);
 }
 #endif
-
-static void dequant_f16(const void *src, float *dst, int64_t n)
-{
-#if defined(__x86_64__)
-    if (quant_simd() & QUANT_CPU_F16C) {
-        dequant_f16_f16c(src, dst, n);
-        return;
-    }
-#endif
-    dequant_f16_scalar(src, dst, n);
-}
 
 static void quant_f16(const float *src, void *dst, int64_t n)
 {
@@ -309,24 +283,6 @@ AVX2_FN static void dequant_q5_1_avx2(const void *src, float *dst, int64_t n)
     }
 }
 #endif
-
-/* Dispatchers: the AVX2 twin where the CPU has it, else the scalar reference. */
-#if defined(__x86_64__)
-#define DISPATCH_AVX2(name)                                                    \
-    static void name(const void *src, float *dst, int64_t n)                   \
-    {                                                                          \
-        if (quant_simd() & QUANT_CPU_AVX2) name##_avx2(src, dst, n);           \
-        else name##_scalar(src, dst, n);                                       \
-    }
-#else
-#define DISPATCH_AVX2(name)                                                    \
-    static void name(const void *src, float *dst, int64_t n) { name##_scalar(src, dst, n); }
-#endif
-DISPATCH_AVX2(dequant_q4_0)
-DISPATCH_AVX2(dequant_q4_1)
-DISPATCH_AVX2(dequant_q8_0)
-DISPATCH_AVX2(dequant_q5_0)
-DISPATCH_AVX2(dequant_q5_1)
 
 /* ---- 32-value blocks: quantize ---------------------------------------------------- */
 
@@ -572,19 +528,106 @@ AVX2_FN static void quant_q4_0_avx2(const float *src, void *dst, int64_t n)
 }
 #endif
 
+/* ---- the twins' tables, chosen once -------------------------------------------- */
+
+static const quant_ops ops_scalar = {
+    .name = "scalar",
+    .dequant_f16 = dequant_f16_scalar,
+    .dequant_q4_0 = dequant_q4_0_scalar,
+    .dequant_q4_1 = dequant_q4_1_scalar,
+    .dequant_q5_0 = dequant_q5_0_scalar,
+    .dequant_q5_1 = dequant_q5_1_scalar,
+    .dequant_q8_0 = dequant_q8_0_scalar,
+    .quant_q4_0 = quant_q4_0_scalar,
+    .quant_q8_0 = quant_q8_0_scalar,
+    .k = &quant_k_ops_scalar,
+};
+
 #if defined(__x86_64__)
-#define DISPATCH_QUANT_AVX2(name)                                              \
-    static void name(const float *src, void *dst, int64_t n)                   \
-    {                                                                          \
-        if (quant_simd() & QUANT_CPU_AVX2) name##_avx2(src, dst, n);           \
-        else name##_scalar(src, dst, n);                                       \
-    }
-#else
-#define DISPATCH_QUANT_AVX2(name)                                              \
-    static void name(const float *src, void *dst, int64_t n) { name##_scalar(src, dst, n); }
+/* F16C without AVX2 (Ivy Bridge): only the F16 conversion has a twin. */
+static const quant_ops ops_f16c = {
+    .name = "f16c",
+    .dequant_f16 = dequant_f16_f16c,
+    .dequant_q4_0 = dequant_q4_0_scalar,
+    .dequant_q4_1 = dequant_q4_1_scalar,
+    .dequant_q5_0 = dequant_q5_0_scalar,
+    .dequant_q5_1 = dequant_q5_1_scalar,
+    .dequant_q8_0 = dequant_q8_0_scalar,
+    .quant_q4_0 = quant_q4_0_scalar,
+    .quant_q8_0 = quant_q8_0_scalar,
+    .k = &quant_k_ops_scalar,
+};
+
+static const quant_ops ops_avx2 = {
+    .name = "avx2",
+    .dequant_f16 = dequant_f16_f16c,
+    .dequant_q4_0 = dequant_q4_0_avx2,
+    .dequant_q4_1 = dequant_q4_1_avx2,
+    .dequant_q5_0 = dequant_q5_0_avx2,
+    .dequant_q5_1 = dequant_q5_1_avx2,
+    .dequant_q8_0 = dequant_q8_0_avx2,
+    .quant_q4_0 = quant_q4_0_avx2,
+    .quant_q8_0 = quant_q8_0_avx2,
+    .k = &quant_k_ops_avx2,
+};
 #endif
-DISPATCH_QUANT_AVX2(quant_q4_0)
-DISPATCH_QUANT_AVX2(quant_q8_0)
+
+/* In order of preference (common/cpu.h's dispatch convention, LLM_QUANT). */
+static const cpu_impl impls[] = {
+#if defined(__x86_64__)
+    { "avx2", CPU_AVX2 | CPU_F16C, &ops_avx2 },
+    { "f16c", CPU_F16C, &ops_f16c },
+#endif
+    { "scalar", 0, &ops_scalar },
+};
+
+static const quant_ops *chosen, *active; /* the pick; what runs (the pick or scalar) */
+static bool simd_on = true;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void pick(void)
+{
+    chosen = cpu_impl_pick(impls, sizeof impls / sizeof impls[0], "LLM_QUANT")->table;
+    active = simd_on ? chosen : &ops_scalar;
+}
+
+const quant_ops *quant_ops_active(void)
+{
+    pthread_once(&once, pick);
+    return active;
+}
+
+void quant_init(void)
+{
+    pthread_once(&once, pick);
+    pick();
+}
+
+void quant_set_simd(bool on)
+{
+    pthread_once(&once, pick);
+    simd_on = on;
+    active = on ? chosen : &ops_scalar;
+}
+
+const char *quant_name(void)
+{
+    return quant_ops_active()->name;
+}
+
+/* The traits table's entries for the types with twins: through the table in use. */
+#define VIA_OPS_DEQUANT(name)                                                            \
+    static void name(const void *src, float *dst, int64_t n) { quant_ops_active()->name(src, dst, n); }
+#define VIA_OPS_QUANT(name)                                                              \
+    static void name(const float *src, void *dst, int64_t n) { quant_ops_active()->name(src, dst, n); }
+VIA_OPS_DEQUANT(dequant_f16)
+VIA_OPS_DEQUANT(dequant_q4_0)
+VIA_OPS_DEQUANT(dequant_q4_1)
+VIA_OPS_DEQUANT(dequant_q5_0)
+VIA_OPS_DEQUANT(dequant_q5_1)
+VIA_OPS_DEQUANT(dequant_q8_0)
+VIA_OPS_QUANT(quant_q4_0)
+VIA_OPS_QUANT(quant_q8_0)
 
 /* ---- packed data at any address ---------------------------------------------- */
 

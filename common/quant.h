@@ -20,7 +20,8 @@
  * SIMD: every kernel's plain C code is the reference. On x86-64 with F16C/AVX2 the
  * dequantizers (F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K), the Q4_0
  * and Q8_0 quantizers and the K-quant scale searches use vector twins that produce
- * the same bytes and floats bit for bit (tests compare them on every type).
+ * the same bytes and floats bit for bit (tests compare them on every type). The twins
+ * sit in tables (quant_ops.h) chosen once; LLM_QUANT=scalar forces the reference.
  *
  * Owner: quant helper. Files: quant.h, quant.c (plain types, 32-value blocks, the
  * traits table), quant_k.c (the 256-value "K" super-blocks).
@@ -157,14 +158,16 @@ void quant_quant_q5_K(const float *src, void *dst, int64_t n);
 void quant_quant_q6_K(const float *src, void *dst, int64_t n);
 void quant_quant_q8_K(const float *src, void *dst, int64_t n);
 
-/* Which twins run: chosen per call from the CPU features common/cpu.c detects once,
- * unless switched off. */
-#define QUANT_CPU_F16C 1
-#define QUANT_CPU_AVX2 2
-/* The QUANT_CPU_* features the kernels use now (0 when switched off). */
-int quant_simd(void);
-/* Switches the twins off (true scalar reference) or on again. Not thread-safe:
- * for tests and benchmarks, before concurrent use. */
+/* Which twins run: one table ("avx2", "f16c" or "scalar") chosen once, on the first
+ * conversion, from cpu_features(), unless LLM_QUANT names one (common/cpu.h's dispatch
+ * convention). */
+/* Name of the table in use. */
+const char *quant_name(void);
+/* Chooses again, reading LLM_QUANT anew. Not thread-safe: for tests, before
+ * concurrent use. */
+void quant_init(void);
+/* Switches the twins off (the scalar table: the reference) or back on (the chosen
+ * table). Not thread-safe: for tests and benchmarks, before concurrent use. */
 void quant_set_simd(bool on);
 
 /* ggml's round-to-nearest for |x| < 2^22 (ties to even, via the 1.5*2^23 trick);

@@ -11,7 +11,8 @@
  * of ggml's reference (non-imatrix) quantize_row_q*_K_ref: a weighted least-squares
  * search per sub-block, then 6-bit (or 4/8-bit) quantization of the scales, then the
  * quants re-derived from the rounded scales. AVX2 twins (dequantizers of Q2_K..Q6_K;
- * the scale searches, 8 sub-blocks per vector) give the same bits.
+ * the scale searches, 8 sub-blocks per vector) give the same bits; both sets sit in
+ * the tables of quant_ops.h, which quant.c chooses from once.
  * Owner: quant helper. No allocation.
  */
 #include "quant.h"
@@ -26,6 +27,7 @@
 
 #include "f16.h"
 #include "log.h"
+#include "quant_ops.h"
 
 #define GROUP_MAX_EPS 1e-15f
 
@@ -341,22 +343,8 @@ AVX2_FN static void dequant_q3_K_avx2(const void *src, float *y, int64_t n)
     }
 }
 
-/* The AVX2 twin where the CPU has it, else the scalar reference. */
-#define DISPATCH_AVX2(pub, name)                                               \
-    void pub(const void *src, float *dst, int64_t n)                           \
-    {                                                                          \
-        if (quant_simd() & QUANT_CPU_AVX2) name##_avx2(src, dst, n);           \
-        else name##_scalar(src, dst, n);                                       \
-    }
-#else
-#define DISPATCH_AVX2(pub, name)                                               \
-    void pub(const void *src, float *dst, int64_t n) { name##_scalar(src, dst, n); }
 #endif
-DISPATCH_AVX2(quant_dequant_q4_K, dequant_q4_K)
-DISPATCH_AVX2(quant_dequant_q6_K, dequant_q6_K)
-DISPATCH_AVX2(quant_dequant_q5_K, dequant_q5_K)
-DISPATCH_AVX2(quant_dequant_q2_K, dequant_q2_K)
-DISPATCH_AVX2(quant_dequant_q3_K, dequant_q3_K)
+
 
 /* ---- quantize: sub-block searches ------------------------------------------------ */
 
@@ -695,19 +683,24 @@ AVX2_FN static void fit_scale_sym_x8(int n, int nmax, const float *x, int8_t *L,
         for (int b = 0; b < LANES; b++) L[n * b + i] = (int8_t)q[b];
     }
 }
+
 #endif
 
-/* fit_scale_min over nsub (a multiple of 8) consecutive sub-blocks: the AVX2
- * version where the CPU has it, else the reference one. */
-static void fit_scale_min_group(int nsub, int n, int nmax, const float *x, const float *w,
-                                uint8_t *L, float *scales, float *mins, float rmin, float rdelta,
-                                int nstep, bool mad)
+/* The quantizers that search scales are written once, with simd a constant: each is
+ * instantiated as a scalar and an AVX2 entry of the tables at the end, so the choice is
+ * the table's, and every search is a direct call with constant shapes. */
+#define K_TEMPLATE static inline __attribute__((always_inline))
+
+/* fit_scale_min over nsub (a multiple of 8) consecutive sub-blocks. */
+K_TEMPLATE void fit_scale_min_group(bool simd, int nsub, int n, int nmax, const float *x, const float *w,
+                                    uint8_t *L, float *scales, float *mins, float rmin, float rdelta, int nstep,
+                                    bool mad)
 {
 #if defined(__x86_64__)
-    if (quant_simd() & QUANT_CPU_AVX2) {
+    if (simd) {
         for (int g = 0; g < nsub; g += LANES)
-            fit_scale_min_x8(n, nmax, x + n * g, w + n * g, L + n * g, scales + g, mins + g,
-                             rmin, rdelta, nstep, mad);
+            fit_scale_min_x8(n, nmax, x + n * g, w + n * g, L + n * g, scales + g, mins + g, rmin, rdelta,
+                             nstep, mad);
         return;
     }
 #endif
@@ -718,10 +711,11 @@ static void fit_scale_min_group(int nsub, int n, int nmax, const float *x, const
 }
 
 /* fit_scale_sym over nsub (a multiple of 8) consecutive sub-blocks. */
-static void fit_scale_sym_group(int nsub, int n, int nmax, const float *x, int8_t *L, float *scales)
+K_TEMPLATE void fit_scale_sym_group(bool simd, int nsub, int n, int nmax, const float *x, int8_t *L,
+                                    float *scales)
 {
 #if defined(__x86_64__)
-    if (quant_simd() & QUANT_CPU_AVX2) {
+    if (simd) {
         for (int g = 0; g < nsub; g += LANES)
             fit_scale_sym_x8(n, nmax, x + n * g, L + n * g, scales + g);
         return;
@@ -741,7 +735,7 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs)
 
 /* ---- quantize: Q2_K, Q3_K -------------------------------------------------------- */
 
-void quant_quant_q2_K(const float *x, void *dst, int64_t n)
+K_TEMPLATE void quant_q2_K_with(bool simd, const float *x, void *dst, int64_t n)
 {
     block_q2_K *y = dst;
     LLM_ASSERT(n % QK_K == 0);
@@ -749,7 +743,7 @@ void quant_quant_q2_K(const float *x, void *dst, int64_t n)
         uint8_t L[QK_K];
         float w[QK_K], mins[16], scales[16], max_scale = 0, max_min = 0;
         for (int l = 0; l < QK_K; l++) w[l] = fabsf(x[l]);
-        fit_scale_min_group(16, 16, 3, x, w, L, scales, mins, -0.5f, 0.1f, 15, true);
+        fit_scale_min_group(simd, 16, 16, 3, x, w, L, scales, mins, -0.5f, 0.1f, 15, true);
         for (int j = 0; j < 16; j++) {
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
@@ -854,8 +848,8 @@ static void pack_scale_min_k4(const uint8_t *ls, const uint8_t *lm, uint8_t *q)
 /* Shared by Q4_K (nmax 15) and Q5_K (nmax 31): per 32-value sub-block an
  * asymmetric fit, then scales and mins as 6-bit multiples of their maxima, then
  * the quants L (0..nmax) re-derived from the rounded scales. */
-static void quant_k_scale_min(const float *x, int nmax, float rmin, int nstep,
-                              uint16_t *d_out, uint16_t *dmin_out, uint8_t *scales, uint8_t *L)
+K_TEMPLATE void quant_k_scale_min(bool simd, const float *x, int nmax, float rmin, int nstep,
+                                  uint16_t *d_out, uint16_t *dmin_out, uint8_t *scales, uint8_t *L)
 {
     uint8_t ls[8], lm[8];
     float w[QK_K], mins[8], sc[8], max_scale = 0, max_min = 0;
@@ -865,7 +859,7 @@ static void quant_k_scale_min(const float *x, int nmax, float rmin, int nstep,
         const float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) w[32 * j + l] = av_x + fabsf(x[32 * j + l]);
     }
-    fit_scale_min_group(8, 32, nmax, x, w, L, sc, mins, rmin, 0.1f, nstep, false);
+    fit_scale_min_group(simd, 8, 32, nmax, x, w, L, sc, mins, rmin, 0.1f, nstep, false);
     for (int j = 0; j < 8; j++) {
         if (sc[j] > max_scale) max_scale = sc[j];
         if (mins[j] > max_min) max_min = mins[j];
@@ -894,13 +888,13 @@ static void quant_k_scale_min(const float *x, int nmax, float rmin, int nstep,
     }
 }
 
-void quant_quant_q4_K(const float *x, void *dst, int64_t n)
+K_TEMPLATE void quant_q4_K_with(bool simd, const float *x, void *dst, int64_t n)
 {
     block_q4_K *y = dst;
     LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
         uint8_t L[QK_K];
-        quant_k_scale_min(x, 15, -1.f, 20, &y->d, &y->dmin, y->scales, L);
+        quant_k_scale_min(simd, x, 15, -1.f, 20, &y->d, &y->dmin, y->scales, L);
         /* byte l of each 32-byte group: value l (low nibble) and l + 32 (high) */
         for (int j = 0; j < QK_K; j += 64)
             for (int l = 0; l < 32; l++)
@@ -908,13 +902,13 @@ void quant_quant_q4_K(const float *x, void *dst, int64_t n)
     }
 }
 
-void quant_quant_q5_K(const float *x, void *dst, int64_t n)
+K_TEMPLATE void quant_q5_K_with(bool simd, const float *x, void *dst, int64_t n)
 {
     block_q5_K *y = dst;
     LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
         uint8_t L[QK_K];
-        quant_k_scale_min(x, 31, -0.5f, 15, &y->d, &y->dmin, y->scales, L);
+        quant_k_scale_min(simd, x, 31, -0.5f, 15, &y->d, &y->dmin, y->scales, L);
         memset(y->qh, 0, sizeof y->qh);
         /* as Q4_K for the low nibbles; the 5th bit of values j+64k and j+64k+32
          * go to qh[j] bits 2k and 2k+1 */
@@ -930,14 +924,14 @@ void quant_quant_q5_K(const float *x, void *dst, int64_t n)
 
 /* ---- quantize: Q6_K, Q8_K -------------------------------------------------------- */
 
-void quant_quant_q6_K(const float *x, void *dst, int64_t n)
+K_TEMPLATE void quant_q6_K_with(bool simd, const float *x, void *dst, int64_t n)
 {
     block_q6_K *y = dst;
     LLM_ASSERT(n % QK_K == 0);
     for (int64_t i = 0; i < n / QK_K; i++, y++, x += QK_K) {
         int8_t L[QK_K];
         float scales[16], max_scale = 0, max_abs = 0;
-        fit_scale_sym_group(16, 16, 32, x, L, scales);
+        fit_scale_sym_group(simd, 16, 16, 32, x, L, scales);
         for (int j = 0; j < 16; j++) {
             if (fabsf(scales[j]) > max_abs) {
                 max_abs = fabsf(scales[j]);
@@ -998,3 +992,54 @@ void quant_quant_q8_K(const float *x, void *dst, int64_t n)
         y->d = 1 / iscale;
     }
 }
+
+/* ---- the twins' tables (quant_ops.h; quant.c chooses) ----------------------------- */
+
+#define K_INSTANTIATE(name, simd, suffix)                                                \
+    static void name##_##suffix(const float *x, void *dst, int64_t n) { name##_with(simd, x, dst, n); }
+K_INSTANTIATE(quant_q2_K, false, scalar)
+K_INSTANTIATE(quant_q4_K, false, scalar)
+K_INSTANTIATE(quant_q5_K, false, scalar)
+K_INSTANTIATE(quant_q6_K, false, scalar)
+
+const quant_k_ops quant_k_ops_scalar = {
+    .dequant_q2_K = dequant_q2_K_scalar,
+    .dequant_q3_K = dequant_q3_K_scalar,
+    .dequant_q4_K = dequant_q4_K_scalar,
+    .dequant_q5_K = dequant_q5_K_scalar,
+    .dequant_q6_K = dequant_q6_K_scalar,
+    .quant_q2_K = quant_q2_K_scalar,
+    .quant_q4_K = quant_q4_K_scalar,
+    .quant_q5_K = quant_q5_K_scalar,
+    .quant_q6_K = quant_q6_K_scalar,
+};
+
+#if defined(__x86_64__)
+K_INSTANTIATE(quant_q2_K, true, avx2)
+K_INSTANTIATE(quant_q4_K, true, avx2)
+K_INSTANTIATE(quant_q5_K, true, avx2)
+K_INSTANTIATE(quant_q6_K, true, avx2)
+
+const quant_k_ops quant_k_ops_avx2 = {
+    .dequant_q2_K = dequant_q2_K_avx2,
+    .dequant_q3_K = dequant_q3_K_avx2,
+    .dequant_q4_K = dequant_q4_K_avx2,
+    .dequant_q5_K = dequant_q5_K_avx2,
+    .dequant_q6_K = dequant_q6_K_avx2,
+    .quant_q2_K = quant_q2_K_avx2,
+    .quant_q4_K = quant_q4_K_avx2,
+    .quant_q5_K = quant_q5_K_avx2,
+    .quant_q6_K = quant_q6_K_avx2,
+};
+#endif
+
+/* The kernels of quant.h with twins: through the table in use. */
+void quant_dequant_q2_K(const void *src, float *dst, int64_t n) { quant_ops_active()->k->dequant_q2_K(src, dst, n); }
+void quant_dequant_q3_K(const void *src, float *dst, int64_t n) { quant_ops_active()->k->dequant_q3_K(src, dst, n); }
+void quant_dequant_q4_K(const void *src, float *dst, int64_t n) { quant_ops_active()->k->dequant_q4_K(src, dst, n); }
+void quant_dequant_q5_K(const void *src, float *dst, int64_t n) { quant_ops_active()->k->dequant_q5_K(src, dst, n); }
+void quant_dequant_q6_K(const void *src, float *dst, int64_t n) { quant_ops_active()->k->dequant_q6_K(src, dst, n); }
+void quant_quant_q2_K(const float *src, void *dst, int64_t n) { quant_ops_active()->k->quant_q2_K(src, dst, n); }
+void quant_quant_q4_K(const float *src, void *dst, int64_t n) { quant_ops_active()->k->quant_q4_K(src, dst, n); }
+void quant_quant_q5_K(const float *src, void *dst, int64_t n) { quant_ops_active()->k->quant_q5_K(src, dst, n); }
+void quant_quant_q6_K(const float *src, void *dst, int64_t n) { quant_ops_active()->k->quant_q6_K(src, dst, n); }

@@ -335,36 +335,26 @@ const kern_ops *kern_active = &kern_ops_scalar;
 
 /* ---- dispatch ------------------------------------------------------------------------- */
 
-/* The CPU features a table needs. */
-static int cpu_runs(const char *name)
-{
-    unsigned f = cpu_features();
-    unsigned avx2 = CPU_AVX2 | CPU_FMA | CPU_F16C;
-    if (!strcmp(name, "scalar")) return 1;
-    if (!strcmp(name, "avx2")) return (f & avx2) == avx2;
-    if (!strcmp(name, "avxvnni")) return (f & (avx2 | CPU_AVXVNNI)) == (avx2 | CPU_AVXVNNI);
-    if (!strcmp(name, "avx512vnni")) return (f & (avx2 | CPU_AVX512VNNI)) == (avx2 | CPU_AVX512VNNI);
-    if (!strcmp(name, "neon")) return (f & CPU_NEON_DOT) != 0;
-    return 0;
-}
-
-/* Every table compiled in, in order of preference. */
-static const kern_ops *const all_ops[] = {
+/* Every table compiled in, in order of preference, with the CPU features it needs
+ * (common/cpu.h's dispatch convention; LLM_KERNELS overrides). */
+#define KERN_AVX2_NEEDS (CPU_AVX2 | CPU_FMA | CPU_F16C)
+static const cpu_impl all_ops[] = {
 #if defined(__x86_64__)
-    &kern_ops_avx512vnni, &kern_ops_avxvnni, &kern_ops_avx2,
+    { "avx512vnni", KERN_AVX2_NEEDS | CPU_AVX512VNNI, &kern_ops_avx512vnni },
+    { "avxvnni", KERN_AVX2_NEEDS | CPU_AVXVNNI, &kern_ops_avxvnni },
+    { "avx2", KERN_AVX2_NEEDS, &kern_ops_avx2 },
 #endif
 #if defined(__aarch64__)
-    &kern_ops_neon,
+    { "neon", CPU_NEON_DOT, &kern_ops_neon },
 #endif
-    &kern_ops_scalar,
+    { "scalar", 0, &kern_ops_scalar },
 };
+enum { N_OPS = sizeof all_ops / sizeof all_ops[0] };
 
 const kern_ops *kern_get(const char *name)
 {
-    if (!name) return NULL;
-    for (size_t i = 0; i < sizeof all_ops / sizeof all_ops[0]; i++)
-        if (!strcmp(all_ops[i]->name, name)) return cpu_runs(name) ? all_ops[i] : NULL;
-    return NULL;
+    const cpu_impl *c = cpu_impl_get(all_ops, N_OPS, name);
+    return c ? c->table : NULL;
 }
 
 int kern_select(const char *name)
@@ -377,15 +367,7 @@ int kern_select(const char *name)
 
 void kern_init(void)
 {
-    for (size_t i = 0; i < sizeof all_ops / sizeof all_ops[0]; i++)
-        if (cpu_runs(all_ops[i]->name)) {
-            kern_active = all_ops[i];
-            break;
-        }
-    const char *env = getenv("LLM_KERNELS");
-    if (env && *env && kern_select(env) != 0)
-        log_warn("LLM_KERNELS=%s: unknown or not supported on this CPU; using %s", env,
-                 kern_active->name);
+    kern_active = cpu_impl_pick(all_ops, N_OPS, "LLM_KERNELS")->table;
 }
 
 const char *kern_name(void) { return kern_active->name; }

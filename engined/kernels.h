@@ -155,9 +155,10 @@ typedef struct {
 extern const kern_ops *kern_active;
 
 /* Picks the best table this CPU supports (x86: AVX-512 VNNI > AVX-VNNI > AVX2+FMA+F16C
- * > scalar; aarch64: NEON dotprod), unless env LLM_KERNELS names one (an unknown or
- * unsupported name logs a warning and keeps the automatic choice). Idempotent. Every
- * table gives the same bits, so the choice changes only speed. */
+ * > scalar; aarch64: NEON dotprod), unless env LLM_KERNELS names one (common/cpu.h's
+ * dispatch convention: an unknown or unsupported name logs a warning and keeps the
+ * automatic choice). Idempotent. Every table gives the same bits, so the choice changes
+ * only speed. */
 void kern_init(void);
 /* Switches to the named table; returns 0, or -1 (table unchanged) when the name is
  * unknown, not compiled in, or not supported by this CPU. */

@@ -59,102 +59,50 @@ Z_IN __m512 z_h16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256(
 Z_IN __m512 z_u8f(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
 Z_IN __m512 z_i8f(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))); }
 
-/* One tile (16 rows) times T tokens over nb blocks, for one layout (KIND, BITS, OFF). */
-#define ZQN(NAME, KIND, BITS, OFF, T)                                                         \
-static Z_TGT void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq, \
-                             size_t xs, kern_xq_offs o, float *y, int64_t ldy, __mmask16 mask)     \
-{                                                                                             \
-    __m512 acc[T];                                                                            \
-    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();        \
-    for (int64_t k = 0; k < nb; k++) {                                                        \
-        const uint8_t *sb = w + (size_t)(k / KERN_QN_BLOCKS) * sbb;                           \
-        const int b = (int)(k % KERN_QN_BLOCKS);                                              \
-        __m512i wv[8];                                                                        \
-        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] = z_group(sb, hdr, BITS, b, g); \
-        __m512 f0, f1;                                                                        \
-        __m512i sc0 = _mm512_setzero_si512(), sc1 = sc0, mn0 = sc0, mn1 = sc0;                \
-        if (KIND == KERN_QN_B0 || KIND == KERN_QN_B1) {                                       \
-            f0 = z_h16(sb + 32 * b);                                                          \
-            f1 = KIND == KERN_QN_B1 ? z_h16(sb + 256 + 32 * b) : f0;                          \
-        } else if (KIND == KERN_QN_K2) {                                                      \
-            f0 = z_h16(sb), f1 = z_h16(sb + 32);                                              \
-            const __m512i s0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sb + 64 + 32 * b))); \
-            const __m512i s1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sb + 80 + 32 * b))); \
-            sc0 = _mm512_and_si512(s0, _mm512_set1_epi32(15)), mn0 = _mm512_srli_epi32(s0, 4); \
-            sc1 = _mm512_and_si512(s1, _mm512_set1_epi32(15)), mn1 = _mm512_srli_epi32(s1, 4); \
-        } else if (KIND == KERN_QN_K) {                                                       \
-            f0 = _mm512_mul_ps(z_h16(sb), z_u8f(sb + 64 + 16 * b));                           \
-            f1 = _mm512_mul_ps(z_h16(sb + 32), z_u8f(sb + 192 + 16 * b));                     \
-        } else {                                                                              \
-            f0 = _mm512_mul_ps(z_h16(sb), z_i8f(sb + 64 + 32 * b));                           \
-            f1 = _mm512_mul_ps(z_h16(sb), z_i8f(sb + 64 + 32 * b + 16));                      \
-        }                                                                                     \
-        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                                \
-            const uint8_t *xr = xq + (size_t)t * xs;                                          \
-            const int8_t *a = (const int8_t *)xr + k * KERN_QK;                               \
-            const float D = ((const float *)(xr + o.d))[k];                                 \
-            const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128;                       \
-            if (KIND == KERN_QN_K2) {                                                         \
-                const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];                         \
-                __m512i i0 = _mm512_setzero_si512(), i1 = i0;                                 \
-                _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                        \
-                    i0 = _mm512_dpbusd_epi32(i0, wv[g], _mm512_set1_epi32(ld32(a + 4 * g)));  \
-                    i1 = _mm512_dpbusd_epi32(i1, wv[g + 4], _mm512_set1_epi32(ld32(a + 16 + 4 * g))); \
-                }                                                                             \
-                const __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(i0, sc0), _mm512_mullo_epi32(i1, sc1)); \
-                const __m512i ms = _mm512_add_epi32(_mm512_mullo_epi32(mn0, _mm512_set1_epi32(h0)), \
-                                                    _mm512_mullo_epi32(mn1, _mm512_set1_epi32(S - h0))); \
-                const __m512 vD = _mm512_set1_ps(D);                                          \
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(f0, vD), acc[t]); \
-                acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(f1, vD), acc[t]); \
-                continue;                                                                     \
-            }                                                                                 \
-            if (KIND == KERN_QN_K6) {                                                         \
-                const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];                         \
-                __m512i i0 = _mm512_set1_epi32(-32 * h0), i1 = _mm512_set1_epi32(-32 * (S - h0)); \
-                _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                        \
-                    i0 = _mm512_dpbusd_epi32(i0, wv[g], _mm512_set1_epi32(ld32(a + 4 * g)));  \
-                    i1 = _mm512_dpbusd_epi32(i1, wv[g + 4], _mm512_set1_epi32(ld32(a + 16 + 4 * g))); \
-                }                                                                             \
-                const __m512 vD = _mm512_set1_ps(D);                                          \
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(f0, vD), acc[t]); \
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(f1, vD), acc[t]); \
-                continue;                                                                     \
-            }                                                                                 \
-            __m512i is = _mm512_set1_epi32(KIND == KERN_QN_B0 ? -(OFF) * S : 0);              \
-            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++)                              \
-                is = _mm512_dpbusd_epi32(is, wv[g], _mm512_set1_epi32(ld32(a + 4 * g)));      \
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(f0, _mm512_set1_ps(D)), acc[t]); \
-            if (KIND == KERN_QN_B1)                                                           \
-                acc[t] = _mm512_fmadd_ps(f1, _mm512_set1_ps(((const float *)(xr + o.sd))[k]), acc[t]); \
-            if (KIND == KERN_QN_K)                                                            \
-                acc[t] = _mm512_fmadd_ps(f1, _mm512_set1_ps(-((const float *)(xr + o.sd))[k]), acc[t]); \
-        }                                                                                     \
-    }                                                                                         \
-    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]); \
-}
-#define ZQN_ALL(NAME, KIND, BITS, OFF)                                                        \
-    ZQN(NAME, KIND, BITS, OFF, 1) ZQN(NAME, KIND, BITS, OFF, 2) ZQN(NAME, KIND, BITS, OFF, 3) \
-    ZQN(NAME, KIND, BITS, OFF, 4) ZQN(NAME, KIND, BITS, OFF, 5) ZQN(NAME, KIND, BITS, OFF, 6) \
-    ZQN(NAME, KIND, BITS, OFF, 7) ZQN(NAME, KIND, BITS, OFF, 8)                               \
-    static void (*const NAME[9])(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, \
-                                 kern_xq_offs, float *, int64_t, __mmask16) = {                    \
-        NULL, NAME##_1, NAME##_2, NAME##_3, NAME##_4, NAME##_5, NAME##_6, NAME##_7, NAME##_8 };
-ZQN_ALL(z_q4_0, KERN_QN_B0, 4, 8)
-ZQN_ALL(z_q4_1, KERN_QN_B1, 4, 0)
-ZQN_ALL(z_q5_0, KERN_QN_B0, 5, 16)
-ZQN_ALL(z_q5_1, KERN_QN_B1, 5, 0)
-ZQN_ALL(z_q4_k, KERN_QN_K, 4, 0)
-ZQN_ALL(z_q5_k, KERN_QN_K, 5, 0)
-ZQN_ALL(z_q6_k, KERN_QN_K6, 6, 32)
-ZQN_ALL(z_q2_k, KERN_QN_K2, 2, 0)
+Z_IN __m512i z_u8i(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
 
+/* The per-kind tile products at this width (kernels_qn_x86_tile.h): z_tables[kind][T]. */
 typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs, float *,
                        int64_t, __mmask16);
-static const zqn_fn *const z_tables[KERN_W_COUNT] = {
-    [KERN_W_Q4_0] = z_q4_0, [KERN_W_Q4_1] = z_q4_1, [KERN_W_Q5_0] = z_q5_0, [KERN_W_Q5_1] = z_q5_1,
-    [KERN_W_Q4_K] = z_q4_k, [KERN_W_Q5_K] = z_q5_k, [KERN_W_Q6_K] = z_q6_k, [KERN_W_Q2_K] = z_q2_k,
-};
+#define QN(name) z_##name
+#define QN_ATTR Z_TGT
+#define QN_TMAX 8
+#define QN_FN zqn_fn
+#define QN_HALF_PARAM
+#define QN_HALF 0
+#define QN_MASK __mmask16
+#define VF __m512
+#define VI __m512i
+#define V(op) _mm512_##op
+#define VI_ZERO _mm512_setzero_si512
+#define VI_AND _mm512_and_si512
+#define QN_DOT(acc, w, x) _mm512_dpbusd_epi32(acc, w, x)
+#define QN_GROUP(sb, hdr, bits, b, g, half) z_group(sb, hdr, bits, b, g)
+#define QN_H16 z_h16
+#define QN_U8F z_u8f
+#define QN_I8F z_i8f
+#define QN_U8I z_u8i
+#define QN_STORE(p, mask, v) _mm512_mask_storeu_ps(p, mask, v)
+#include "kernels_qn_x86_tile.h"
+#undef QN
+#undef QN_ATTR
+#undef QN_TMAX
+#undef QN_FN
+#undef QN_HALF_PARAM
+#undef QN_HALF
+#undef QN_MASK
+#undef VF
+#undef VI
+#undef V
+#undef VI_ZERO
+#undef VI_AND
+#undef QN_DOT
+#undef QN_GROUP
+#undef QN_H16
+#undef QN_U8F
+#undef QN_I8F
+#undef QN_U8I
+#undef QN_STORE
 
 void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                           size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
@@ -271,101 +219,62 @@ Y_IN __m256 y_h16(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((co
 Y_IN __m256 y_u8f(const uint8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
 Y_IN __m256 y_i8f(const uint8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
 
-/* acc + the exact int32 dots of 8 rows' four unsigned values with four int8 values. */
-#define Y_DOT_1(acc, wv, xb) _mm256_dpbusd_avx_epi32(acc, wv, xb)
-#define Y_DOT_0(acc, wv, xb) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xb), _mm256_set1_epi16(1)))
-#define Y_DOT(VNNI, acc, wv, xb) Y_DOT_##VNNI(acc, wv, xb)
+Y_IN __m256i y_u8i(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 
-#define YQN(NAME, VNNI, KIND, BITS, OFF, T)                                                   \
-static Y_ATTR(VNNI) void NAME##_##T(const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq, \
-                                    size_t xs, kern_xq_offs o, float *y, int64_t ldy, int half, __m256i mask) \
-{                                                                                             \
-    __m256 acc[T];                                                                            \
-    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();        \
-    for (int64_t k = 0; k < nb; k++) {                                                        \
-        const uint8_t *sb = w + (size_t)(k / KERN_QN_BLOCKS) * sbb;                           \
-        const int b = (int)(k % KERN_QN_BLOCKS), r8 = 8 * half;                               \
-        __m256i wv[8];                                                                        \
-        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] = y_group(sb, hdr, BITS, b, g, half); \
-        __m256 f0, f1;                                                                        \
-        __m256i sc0 = _mm256_setzero_si256(), sc1 = sc0, mn0 = sc0, mn1 = sc0;                \
-        if (KIND == KERN_QN_B0 || KIND == KERN_QN_B1) {                                       \
-            f0 = y_h16(sb + 32 * b + 2 * r8);                                                 \
-            f1 = KIND == KERN_QN_B1 ? y_h16(sb + 256 + 32 * b + 2 * r8) : f0;                 \
-        } else if (KIND == KERN_QN_K2) {                                                      \
-            f0 = y_h16(sb + 2 * r8), f1 = y_h16(sb + 32 + 2 * r8);                            \
-            const __m256i s0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sb + 64 + 32 * b + r8))); \
-            const __m256i s1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sb + 80 + 32 * b + r8))); \
-            sc0 = _mm256_and_si256(s0, _mm256_set1_epi32(15)), mn0 = _mm256_srli_epi32(s0, 4); \
-            sc1 = _mm256_and_si256(s1, _mm256_set1_epi32(15)), mn1 = _mm256_srli_epi32(s1, 4); \
-        } else if (KIND == KERN_QN_K) {                                                       \
-            f0 = _mm256_mul_ps(y_h16(sb + 2 * r8), y_u8f(sb + 64 + 16 * b + r8));             \
-            f1 = _mm256_mul_ps(y_h16(sb + 32 + 2 * r8), y_u8f(sb + 192 + 16 * b + r8));       \
-        } else {                                                                              \
-            f0 = _mm256_mul_ps(y_h16(sb + 2 * r8), y_i8f(sb + 64 + 32 * b + r8));             \
-            f1 = _mm256_mul_ps(y_h16(sb + 2 * r8), y_i8f(sb + 64 + 32 * b + 16 + r8));        \
-        }                                                                                     \
-        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                                \
-            const uint8_t *xr = xq + (size_t)t * xs;                                          \
-            const int8_t *a = (const int8_t *)xr + k * KERN_QK;                               \
-            const float D = ((const float *)(xr + o.d))[k];                                 \
-            const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128;                       \
-            if (KIND == KERN_QN_K2) {                                                         \
-                const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];                         \
-                __m256i i0 = _mm256_setzero_si256(), i1 = i0;                                 \
-                _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                        \
-                    i0 = Y_DOT(VNNI, i0, wv[g], _mm256_set1_epi32(ld32(a + 4 * g)));          \
-                    i1 = Y_DOT(VNNI, i1, wv[g + 4], _mm256_set1_epi32(ld32(a + 16 + 4 * g))); \
-                }                                                                             \
-                const __m256i is = _mm256_add_epi32(_mm256_mullo_epi32(i0, sc0), _mm256_mullo_epi32(i1, sc1)); \
-                const __m256i ms = _mm256_add_epi32(_mm256_mullo_epi32(mn0, _mm256_set1_epi32(h0)), \
-                                                    _mm256_mullo_epi32(mn1, _mm256_set1_epi32(S - h0))); \
-                const __m256 vD = _mm256_set1_ps(D);                                          \
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(f0, vD), acc[t]); \
-                acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(f1, vD), acc[t]); \
-                continue;                                                                     \
-            }                                                                                 \
-            if (KIND == KERN_QN_K6) {                                                         \
-                const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];                         \
-                __m256i i0 = _mm256_set1_epi32(-32 * h0), i1 = _mm256_set1_epi32(-32 * (S - h0)); \
-                _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                        \
-                    i0 = Y_DOT(VNNI, i0, wv[g], _mm256_set1_epi32(ld32(a + 4 * g)));          \
-                    i1 = Y_DOT(VNNI, i1, wv[g + 4], _mm256_set1_epi32(ld32(a + 16 + 4 * g))); \
-                }                                                                             \
-                const __m256 vD = _mm256_set1_ps(D);                                          \
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(f0, vD), acc[t]); \
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(f1, vD), acc[t]); \
-                continue;                                                                     \
-            }                                                                                 \
-            __m256i is = _mm256_set1_epi32(KIND == KERN_QN_B0 ? -(OFF) * S : 0);              \
-            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++)                              \
-                is = Y_DOT(VNNI, is, wv[g], _mm256_set1_epi32(ld32(a + 4 * g)));              \
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(f0, _mm256_set1_ps(D)), acc[t]); \
-            if (KIND == KERN_QN_B1)                                                           \
-                acc[t] = _mm256_fmadd_ps(f1, _mm256_set1_ps(((const float *)(xr + o.sd))[k]), acc[t]); \
-            if (KIND == KERN_QN_K)                                                            \
-                acc[t] = _mm256_fmadd_ps(f1, _mm256_set1_ps(-((const float *)(xr + o.sd))[k]), acc[t]); \
-        }                                                                                     \
-    }                                                                                         \
-    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) _mm256_maskstore_ps(y + t * ldy + 8 * half, mask, acc[t]); \
-}
+/* The per-kind tile products at this width (kernels_qn_x86_tile.h), once with plain AVX2
+ * (y2_tables: maddubs + madd, exact since values <= 63) and once with AVX-VNNI
+ * (yv_tables: vpdpbusd). */
 typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs, float *,
                        int64_t, int, __m256i);
-#define YQN_ALL(NAME, VNNI, KIND, BITS, OFF)                                                  \
-    YQN(NAME, VNNI, KIND, BITS, OFF, 1) YQN(NAME, VNNI, KIND, BITS, OFF, 2)                   \
-    YQN(NAME, VNNI, KIND, BITS, OFF, 3) YQN(NAME, VNNI, KIND, BITS, OFF, 4)                   \
-    static const yqn_fn NAME[5] = { NULL, NAME##_1, NAME##_2, NAME##_3, NAME##_4 };
-#define YQN_SET(P, VNNI)                                                                      \
-    YQN_ALL(P##_q4_0, VNNI, KERN_QN_B0, 4, 8) YQN_ALL(P##_q4_1, VNNI, KERN_QN_B1, 4, 0)       \
-    YQN_ALL(P##_q5_0, VNNI, KERN_QN_B0, 5, 16) YQN_ALL(P##_q5_1, VNNI, KERN_QN_B1, 5, 0)      \
-    YQN_ALL(P##_q4_k, VNNI, KERN_QN_K, 4, 0) YQN_ALL(P##_q5_k, VNNI, KERN_QN_K, 5, 0)         \
-    YQN_ALL(P##_q6_k, VNNI, KERN_QN_K6, 6, 32) YQN_ALL(P##_q2_k, VNNI, KERN_QN_K2, 2, 0)      \
-    static const yqn_fn *const P##_tables[KERN_W_COUNT] = {                                   \
-        [KERN_W_Q4_0] = P##_q4_0, [KERN_W_Q4_1] = P##_q4_1, [KERN_W_Q5_0] = P##_q5_0,         \
-        [KERN_W_Q5_1] = P##_q5_1, [KERN_W_Q4_K] = P##_q4_k, [KERN_W_Q5_K] = P##_q5_k,         \
-        [KERN_W_Q6_K] = P##_q6_k, [KERN_W_Q2_K] = P##_q2_k };
-YQN_SET(y2, 0)
-YQN_SET(yv, 1)
+#define QN_TMAX 4
+#define QN_FN yqn_fn
+#define QN_HALF_PARAM int half,
+#define QN_HALF half
+#define QN_MASK __m256i
+#define VF __m256
+#define VI __m256i
+#define V(op) _mm256_##op
+#define VI_ZERO _mm256_setzero_si256
+#define VI_AND _mm256_and_si256
+#define QN_GROUP y_group
+#define QN_H16 y_h16
+#define QN_U8F y_u8f
+#define QN_I8F y_i8f
+#define QN_U8I y_u8i
+#define QN_STORE(p, mask, v) _mm256_maskstore_ps(p, mask, v)
+
+#define QN(name) y2_##name
+#define QN_ATTR Y_ATTR(0)
+#define QN_DOT(acc, w, x) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)))
+#include "kernels_qn_x86_tile.h"
+#undef QN
+#undef QN_ATTR
+#undef QN_DOT
+
+#define QN(name) yv_##name
+#define QN_ATTR Y_ATTR(1)
+#define QN_DOT(acc, w, x) _mm256_dpbusd_avx_epi32(acc, w, x)
+#include "kernels_qn_x86_tile.h"
+#undef QN
+#undef QN_ATTR
+#undef QN_DOT
+
+#undef QN_TMAX
+#undef QN_FN
+#undef QN_HALF_PARAM
+#undef QN_HALF
+#undef QN_MASK
+#undef VF
+#undef VI
+#undef V
+#undef VI_ZERO
+#undef VI_AND
+#undef QN_GROUP
+#undef QN_H16
+#undef QN_U8F
+#undef QN_I8F
+#undef QN_U8I
+#undef QN_STORE
 
 /* Lanes [lo, hi) of half h (rows 8h..8h+7) as a maskstore mask. */
 Y_IN __m256i half_mask(int lo, int hi, int h)

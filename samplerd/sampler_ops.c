@@ -7,6 +7,8 @@
  */
 #include "sampler.h"
 
+#include "cpu.h"
+
 /* No fused multiply-adds: the same bits on every CPU and compiler (GCC's ISO mode
  * already does not contract; clang needs telling). */
 #if defined(__clang__)
@@ -235,7 +237,7 @@ __attribute__((unused)) static int have_avx2(void)
     static int v = -1;   /* every thread computes the same value: relaxed is enough */
     int c = __atomic_load_n(&v, __ATOMIC_RELAXED);
     if (c < 0) {
-        c = __builtin_cpu_supports("avx2") ? 1 : 0;
+        c = (cpu_features() & CPU_AVX2) ? 1 : 0; /* common/cpu.h: also checks the OS saves YMM */
         __atomic_store_n(&v, c, __ATOMIC_RELAXED);
     }
     return c && simd_max >= 2;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "csum.h"
 
 static void fill_random(unsigned char *b, size_t n, uint64_t seed)
@@ -91,6 +92,32 @@ START_TEST(test_pinned_values)
 }
 END_TEST
 
+/* The variant is chosen once from cpu_features(); LLM_CSUM names another (common/cpu.h's
+ * convention) and an unknown name keeps the automatic choice. */
+START_TEST(test_dispatch_override)
+{
+    unsetenv("LLM_CSUM");
+    csum_init();
+    const char *best = csum_name();
+    ck_assert_ptr_nonnull(csum_get(best));
+    ck_assert_ptr_nonnull(csum_get("scalar"));
+    ck_assert_ptr_null(csum_get("no-such-variant"));
+    ck_assert_ptr_null(csum_get(NULL));
+#if defined(__x86_64__)
+    ck_assert_str_eq(best, cpu_features() & CPU_AVX2 ? "avx2" : "scalar");
+#endif
+    setenv("LLM_CSUM", "scalar", 1);
+    csum_init();
+    ck_assert_str_eq(csum_name(), "scalar");
+    ck_assert_uint_eq(csum64("abc", 3, 0), csum64_scalar("abc", 3, 0));
+    setenv("LLM_CSUM", "no-such-variant", 1);
+    csum_init();
+    ck_assert_str_eq(csum_name(), best);
+    unsetenv("LLM_CSUM");
+    csum_init();
+}
+END_TEST
+
 Suite *csum_suite(void)
 {
     Suite *s = suite_create("csum");
@@ -99,6 +126,7 @@ Suite *csum_suite(void)
     tcase_add_test(tc, test_variants_match_scalar);
     tcase_add_test(tc, test_detects_flips_and_swaps);
     tcase_add_test(tc, test_pinned_values);
+    tcase_add_test(tc, test_dispatch_override);
     suite_add_tcase(s, tc);
     return s;
 }

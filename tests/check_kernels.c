@@ -9,8 +9,10 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu.h"
 #include "f16.h"
@@ -689,7 +691,14 @@ START_TEST(test_dispatch)
     setenv("LLM_KERNELS", "bogus", 1);
     kern_init();
     ck_assert_str_eq(kern_name(), best); /* a bad override keeps the automatic choice */
+    setenv("LLM_KERNELS", "avx2", 1);
+    kern_init();
+    ck_assert_str_eq(kern_name(), kern_get("avx2") ? "avx2" : best);
     unsetenv("LLM_KERNELS");
+    /* every table answers to the name it is listed under */
+    const char *names[] = { "scalar", "avx2", "avxvnni", "avx512vnni", "neon" };
+    for (int i = 0; i < 5; i++)
+        if (kern_get(names[i])) ck_assert_str_eq(kern_get(names[i])->name, names[i]);
 #if defined(__x86_64__)
     /* the one detection (common/cpu.c) agrees with the compiler's */
     ck_assert_int_eq(!!(cpu_features() & CPU_AVX2), !!__builtin_cpu_supports("avx2"));
@@ -703,6 +712,51 @@ START_TEST(test_dispatch)
     fill(a, 40, 1.0f);
     fill(b, 40, 1.0f);
     ck_assert(close_enough(kern_f32_dot(a, b, 40), kern_ops_scalar.f32_dot(a, b, 40), 40.0));
+}
+END_TEST
+
+/* common/cpu.h's one choice of a table: the first entry this CPU runs, or the one the
+ * environment variable names; a name that is unknown or needs what this CPU lacks is
+ * refused with one warning naming the variable, and the automatic choice stays. */
+START_TEST(test_cpu_impl_pick)
+{
+    static const int never_t = 1, best_t = 2, scalar_t = 3;
+    const cpu_impl list[] = {
+        { "never", 1u << 30, &never_t }, /* a feature no CPU reports */
+        { "best", 0, &best_t },
+        { "scalar", 0, &scalar_t },
+    };
+    ck_assert_ptr_null(cpu_impl_get(list, 3, "never"));
+    ck_assert_ptr_null(cpu_impl_get(list, 3, "nope"));
+    ck_assert_ptr_null(cpu_impl_get(list, 3, NULL));
+    ck_assert_ptr_eq(cpu_impl_get(list, 3, "scalar")->table, &scalar_t);
+    unsetenv("LLM_TEST_FAMILY");
+    ck_assert_ptr_eq(cpu_impl_pick(list, 3, "LLM_TEST_FAMILY")->table, &best_t);
+    setenv("LLM_TEST_FAMILY", "scalar", 1);
+    ck_assert_ptr_eq(cpu_impl_pick(list, 3, "LLM_TEST_FAMILY")->table, &scalar_t);
+    setenv("LLM_TEST_FAMILY", "", 1); /* empty: as if unset, no warning */
+    ck_assert_ptr_eq(cpu_impl_pick(list, 3, "LLM_TEST_FAMILY")->table, &best_t);
+    const char *bad[] = { "never", "bogus" };
+    for (int i = 0; i < 2; i++) {
+        char path[] = "/tmp/llm-cputest-XXXXXX", buf[512] = "", want[64];
+        int fd = mkstemp(path);
+        ck_assert_int_ge(fd, 0);
+        unlink(path);
+        fflush(stderr);
+        int saved = dup(2);
+        dup2(fd, 2);
+        setenv("LLM_TEST_FAMILY", bad[i], 1);
+        const cpu_impl *c = cpu_impl_pick(list, 3, "LLM_TEST_FAMILY");
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        ck_assert_int_ge(pread(fd, buf, sizeof buf - 1, 0), 1);
+        close(fd);
+        ck_assert_ptr_eq(c->table, &best_t);
+        snprintf(want, sizeof want, "LLM_TEST_FAMILY=%s", bad[i]);
+        ck_assert_msg(strstr(buf, want) && strstr(buf, "WARN") && strstr(buf, "using best"), "%s", buf);
+    }
+    unsetenv("LLM_TEST_FAMILY");
 }
 END_TEST
 
@@ -731,6 +785,7 @@ Suite *kernels_suite(void)
     tcase_add_test(tc, test_softmax_silu);
     tcase_add_test(tc, test_att_products);
     tcase_add_test(tc, test_dispatch);
+    tcase_add_test(tc, test_cpu_impl_pick);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "f16.h"
 #include "gguf.h"
 #include "qtype.h"
@@ -738,6 +739,53 @@ START_TEST(test_misaligned_packed_data)
 }
 END_TEST
 
+/* The twins' table is chosen once from cpu_features(); LLM_QUANT names another
+ * (common/cpu.h's convention), an unknown name keeps the automatic choice, and
+ * quant_set_simd switches between the chosen table and the scalar one. */
+START_TEST(test_dispatch_override)
+{
+    const char *env = getenv("LLM_QUANT");
+    fprintf(stderr, "quant: twins %s (LLM_QUANT=%s)\n", quant_name(), env ? env : "");
+    unsetenv("LLM_QUANT");
+    quant_init();
+    const char *best = quant_name();
+#if defined(__x86_64__)
+    const unsigned avx2 = CPU_AVX2 | CPU_F16C;
+    ck_assert_str_eq(best, (cpu_features() & avx2) == avx2 ? "avx2" : cpu_features() & CPU_F16C ? "f16c" : "scalar");
+#else
+    ck_assert_str_eq(best, "scalar");
+#endif
+    setenv("LLM_QUANT", "scalar", 1);
+    quant_init();
+    ck_assert_str_eq(quant_name(), "scalar");
+    quant_set_simd(true); /* "on" is the chosen table: scalar here */
+    ck_assert_str_eq(quant_name(), "scalar");
+    setenv("LLM_QUANT", "no-such-table", 1);
+    quant_init();
+    ck_assert_str_eq(quant_name(), best);
+    quant_set_simd(false);
+    ck_assert_str_eq(quant_name(), "scalar");
+    quant_set_simd(true);
+    ck_assert_str_eq(quant_name(), best);
+    if (cpu_features() & CPU_F16C) {
+        /* the middle table, and the same bits through it */
+        setenv("LLM_QUANT", "f16c", 1);
+        quant_init();
+        ck_assert_str_eq(quant_name(), "f16c");
+        uint16_t h[64];
+        float a[64], b[64];
+        for (int i = 0; i < 64; i++) h[i] = (uint16_t)(i * 1031 + 7);
+        qt_get(QT_F16)->dequant(h, a, 64);
+        quant_set_simd(false);
+        qt_get(QT_F16)->dequant(h, b, 64);
+        quant_set_simd(true);
+        ck_assert(memcmp(a, b, sizeof a) == 0);
+    }
+    unsetenv("LLM_QUANT");
+    quant_init();
+}
+END_TEST
+
 /* A length that is not a multiple of the block size is a caller bug: abort. */
 START_TEST(test_bad_length_aborts)
 {
@@ -836,6 +884,7 @@ Suite *quant_suite(void)
     tcase_add_loop_test(tc, test_hostile_values, 0, N_CONVERTIBLE);
     tcase_add_test(tc, test_plain_types_exact);
     tcase_add_test(tc, test_q8_0_rounding_edges);
+    tcase_add_test(tc, test_dispatch_override);
     tcase_add_test(tc, test_f16_all_values);
     tcase_add_loop_test(tc, test_simd_twins_match_scalar, 0, N_CONVERTIBLE);
     tcase_add_loop_test(tc, test_quant_twins_match_reference, 0, 8);

@@ -1,0 +1,157 @@
+/*
+ * kernels_qn_x86_tile.h - the per-kind tile product of kernels_qn_x86.c, written once and
+ * included once per vector width: AVX-512 (one zmm holds a 64-byte group: 16 rows) and
+ * AVX2 / AVX-VNNI (one ymm holds half a group: the tile as two halves of 8 rows).
+ * Not a header of its own: only kernels_qn_x86.c includes it, after defining
+ *
+ *   QN(name)          the width's prefix on a name (z_##name, y2_##name, yv_##name)
+ *   QN_ATTR           the width's target attribute
+ *   QN_TMAX           most tokens per call (8 or 4)
+ *   QN_FN             the type of one instantiation (a pointer to it)
+ *   QN_HALF_PARAM     "int half," where the tile comes in halves, else nothing
+ *   QN_HALF           that parameter, or 0
+ *   QN_MASK           the store mask's type
+ *   VF, VI            the float and integer vector types
+ *   V(op)             the width's intrinsic op (_mm512_##op or _mm256_##op)
+ *   VI_ZERO(), VI_AND(a, b)                  the integer ones whose names differ
+ *   QN_DOT(acc, w, x) acc + the exact int32 dots of 4 unsigned bytes of w with 4 int8 of x
+ *   QN_GROUP(sb, hdr, bits, b, g, half)      group g of block b, unsigned values
+ *   QN_H16(p), QN_U8F(p), QN_I8F(p)          f16 / u8 / i8 row factors as floats
+ *   QN_U8I(p)                                u8 row factors as int32
+ *   QN_STORE(p, mask, v)                     a masked store of one token's rows
+ *
+ * and gets QN(tables)[KERN_W_COUNT]: per weight kind, the products for 1..QN_TMAX tokens.
+ * Each instantiation is QN(tile) with constant kind, bits, offset and token count, so
+ * every branch on them folds away and each loop is unrolled as the old per-width macros
+ * were (same intrinsics, same order: the same bits).
+ */
+
+#define QN_INLINE static inline __attribute__((always_inline)) QN_ATTR
+
+/* Block b's row factors (kernels.h's chain): f0 and f1, and for K2 the int32 sub-block
+ * scales sm[0..1] and mins sm[2..3] of its two halves. r8 is the first row of the half. */
+QN_INLINE void QN(factors)(int kind, const uint8_t *sb, int b, int r8, VF *f0, VF *f1, VI sm[4])
+{
+    if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
+        *f0 = QN_H16(sb + 32 * b + 2 * r8);
+        *f1 = kind == KERN_QN_B1 ? QN_H16(sb + 256 + 32 * b + 2 * r8) : *f0;
+    } else if (kind == KERN_QN_K2) {
+        *f0 = QN_H16(sb + 2 * r8), *f1 = QN_H16(sb + 32 + 2 * r8);
+        const VI s0 = QN_U8I(sb + 64 + 32 * b + r8), s1 = QN_U8I(sb + 80 + 32 * b + r8);
+        sm[0] = VI_AND(s0, V(set1_epi32)(15)), sm[2] = V(srli_epi32)(s0, 4);
+        sm[1] = VI_AND(s1, V(set1_epi32)(15)), sm[3] = V(srli_epi32)(s1, 4);
+    } else if (kind == KERN_QN_K) {
+        *f0 = V(mul_ps)(QN_H16(sb + 2 * r8), QN_U8F(sb + 64 + 16 * b + r8));
+        *f1 = V(mul_ps)(QN_H16(sb + 32 + 2 * r8), QN_U8F(sb + 192 + 16 * b + r8));
+    } else {
+        *f0 = V(mul_ps)(QN_H16(sb + 2 * r8), QN_I8F(sb + 64 + 32 * b + r8));
+        *f1 = V(mul_ps)(QN_H16(sb + 2 * r8), QN_I8F(sb + 64 + 32 * b + 16 + r8));
+    }
+}
+
+/* acc plus one token's product with block k (unpacked in wv, factors f0 f1 sm); xr is the
+ * token's activation row. */
+QN_INLINE VF QN(token)(int kind, int off, const VI wv[8], VF f0, VF f1, const VI sm[4], const uint8_t *xr,
+                       kern_xq_offs o, int64_t k, VF acc)
+{
+    const int8_t *a = (const int8_t *)xr + k * KERN_QK;
+    const float D = ((const float *)(xr + o.d))[k];
+    const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128;
+    if (kind == KERN_QN_K2 || kind == KERN_QN_K6) {
+        /* the two halves of the block apart: sub-block scales (K2) or offsets (K6) */
+        const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];
+        VI i0 = kind == KERN_QN_K6 ? V(set1_epi32)(-32 * h0) : VI_ZERO();
+        VI i1 = kind == KERN_QN_K6 ? V(set1_epi32)(-32 * (S - h0)) : VI_ZERO();
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            i0 = QN_DOT(i0, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
+            i1 = QN_DOT(i1, wv[g + 4], V(set1_epi32)(ld32(a + 16 + 4 * g)));
+        }
+        const VF vD = V(set1_ps)(D);
+        if (kind == KERN_QN_K6) {
+            acc = V(fmadd_ps)(V(cvtepi32_ps)(i0), V(mul_ps)(f0, vD), acc);
+            return V(fmadd_ps)(V(cvtepi32_ps)(i1), V(mul_ps)(f1, vD), acc);
+        }
+        const VI is = V(add_epi32)(V(mullo_epi32)(i0, sm[0]), V(mullo_epi32)(i1, sm[1]));
+        const VI ms = V(add_epi32)(V(mullo_epi32)(sm[2], V(set1_epi32)(h0)),
+                                   V(mullo_epi32)(sm[3], V(set1_epi32)(S - h0)));
+        acc = V(fmadd_ps)(V(cvtepi32_ps)(is), V(mul_ps)(f0, vD), acc);
+        return V(fnmadd_ps)(V(cvtepi32_ps)(ms), V(mul_ps)(f1, vD), acc);
+    }
+    VI is = V(set1_epi32)(kind == KERN_QN_B0 ? -off * S : 0);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) is = QN_DOT(is, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
+    acc = V(fmadd_ps)(V(cvtepi32_ps)(is), V(mul_ps)(f0, V(set1_ps)(D)), acc);
+    if (kind == KERN_QN_B1) acc = V(fmadd_ps)(f1, V(set1_ps)(((const float *)(xr + o.sd))[k]), acc);
+    if (kind == KERN_QN_K) acc = V(fmadd_ps)(f1, V(set1_ps)(-((const float *)(xr + o.sd))[k]), acc);
+    return acc;
+}
+
+/* One tile (or half tile) times nt tokens over nb blocks, for one layout (kind, bits, off):
+ * each block's groups are unpacked and its factors made once, then every token passes.
+ * The token loops run to the constant QN_TMAX and skip t >= nt: a compiler that unrolls
+ * this function before inlining it (clang) then unrolls them completely, as it would with
+ * nt known; once nt is a constant the skipped copies vanish. */
+QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, size_t hdr, size_t sbb, int64_t nb,
+                        const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy, int half, QN_MASK mask)
+{
+    VF acc[QN_TMAX];
+#pragma GCC unroll 8
+    for (int t = 0; t < QN_TMAX; t++) acc[t] = V(setzero_ps)();
+    for (int64_t k = 0; k < nb; k++) {
+        const uint8_t *sb = w + (size_t)(k / KERN_QN_BLOCKS) * sbb;
+        const int b = (int)(k % KERN_QN_BLOCKS);
+        VI wv[8], sm[4] = { VI_ZERO(), VI_ZERO(), VI_ZERO(), VI_ZERO() };
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) wv[g] = QN_GROUP(sb, hdr, bits, b, g, half);
+        VF f0, f1;
+        QN(factors)(kind, sb, b, 8 * half, &f0, &f1, sm);
+#pragma GCC unroll 8
+        for (int t = 0; t < QN_TMAX; t++)
+            if (t < nt) acc[t] = QN(token)(kind, off, wv, f0, f1, sm, xq + (size_t)t * xs, o, k, acc[t]);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < QN_TMAX; t++)
+        if (t < nt) QN_STORE(y + t * ldy + 8 * half, mask, acc[t]);
+}
+
+/* The instantiations: NAME_T for T tokens, and the kind's table NAME[T]. */
+#define QN_ONE(NAME, KIND, BITS, OFF, T)                                                                 \
+    static QN_ATTR void QN(NAME##_##T)(const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq, \
+                                       size_t xs, kern_xq_offs o, float *y, int64_t ldy, QN_HALF_PARAM QN_MASK mask) \
+    {                                                                                                    \
+        QN(tile)(KIND, BITS, OFF, T, w, hdr, sbb, nb, xq, xs, o, y, ldy, QN_HALF, mask);                 \
+    }
+#if QN_TMAX == 8
+#define QN_KIND(NAME, KIND, BITS, OFF)                                                                   \
+    QN_ONE(NAME, KIND, BITS, OFF, 1) QN_ONE(NAME, KIND, BITS, OFF, 2) QN_ONE(NAME, KIND, BITS, OFF, 3)  \
+    QN_ONE(NAME, KIND, BITS, OFF, 4) QN_ONE(NAME, KIND, BITS, OFF, 5) QN_ONE(NAME, KIND, BITS, OFF, 6)  \
+    QN_ONE(NAME, KIND, BITS, OFF, 7) QN_ONE(NAME, KIND, BITS, OFF, 8)                                   \
+    static const QN_FN QN(NAME)[9] = { NULL, QN(NAME##_1), QN(NAME##_2), QN(NAME##_3), QN(NAME##_4),   \
+                                       QN(NAME##_5), QN(NAME##_6), QN(NAME##_7), QN(NAME##_8) };
+#elif QN_TMAX == 4
+#define QN_KIND(NAME, KIND, BITS, OFF)                                                                   \
+    QN_ONE(NAME, KIND, BITS, OFF, 1) QN_ONE(NAME, KIND, BITS, OFF, 2) QN_ONE(NAME, KIND, BITS, OFF, 3)  \
+    QN_ONE(NAME, KIND, BITS, OFF, 4)                                                                     \
+    static const QN_FN QN(NAME)[5] = { NULL, QN(NAME##_1), QN(NAME##_2), QN(NAME##_3), QN(NAME##_4) };
+#else
+#error "QN_TMAX must be 4 or 8"
+#endif
+
+QN_KIND(q4_0, KERN_QN_B0, 4, 8)
+QN_KIND(q4_1, KERN_QN_B1, 4, 0)
+QN_KIND(q5_0, KERN_QN_B0, 5, 16)
+QN_KIND(q5_1, KERN_QN_B1, 5, 0)
+QN_KIND(q4_k, KERN_QN_K, 4, 0)
+QN_KIND(q5_k, KERN_QN_K, 5, 0)
+QN_KIND(q6_k, KERN_QN_K6, 6, 32)
+QN_KIND(q2_k, KERN_QN_K2, 2, 0)
+
+static const QN_FN *const QN(tables)[KERN_W_COUNT] = {
+    [KERN_W_Q4_0] = QN(q4_0), [KERN_W_Q4_1] = QN(q4_1), [KERN_W_Q5_0] = QN(q5_0), [KERN_W_Q5_1] = QN(q5_1),
+    [KERN_W_Q4_K] = QN(q4_k), [KERN_W_Q5_K] = QN(q5_k), [KERN_W_Q6_K] = QN(q6_k), [KERN_W_Q2_K] = QN(q2_k),
+};
+
+#undef QN_INLINE
+#undef QN_ONE
+#undef QN_KIND
