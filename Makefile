@@ -129,10 +129,10 @@ $(BUILD)/bin/samplerd:   $(call obj,samplerd/main.c $(SAMP_SRC)) $(BUILD)/libtok
 $(BUILD)/bin/llmc:       $(call obj,$(CLIENT_SRC)) $(BUILD)/libtok.a $(BUILD)/libcommon.a
 $(BUILD)/bin/engined $(BUILD)/bin/tokenizerd $(BUILD)/bin/samplerd:
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS)
 $(BUILD)/bin/llmc:
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS) $(GW_LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS) $(GW_LDLIBS)
 
 # The Check runner: every tests/check_NAME.c defines Suite *NAME_suite(void);
 # the list of suites is generated, so adding a file adds a suite.
@@ -325,8 +325,10 @@ uninstall:
 	  rmdir $(DESTDIR)$(SYSCONFDIR)/llm 2>/dev/null || true; \
 	  elif [ -e $(DESTDIR)$(SYSCONFDIR)/llm/llm.env ]; then echo "keeping $(DESTDIR)$(SYSCONFDIR)/llm/llm.env (changed)"; fi
 
-# The Debian package (dpkg-deb, from this tree, no network): deploy/deb.sh.
-deb: $(BINS) $(MANS)
+# The Debian package (dpkg-deb, from this tree, no network): deploy/deb.sh builds the
+# programs again in $(BUILD)-deb with Debian's hardening flags (dpkg-buildflags) and
+# leaves $(BUILD)/deb/llm-pipeline_VERSION_ARCH.deb.
+deb:
 	BUILD=$(BUILD) bash deploy/deb.sh
 
 # The deployment test (podman, systemd in a container; minutes): not part of make test.
