@@ -18,7 +18,8 @@ ARCH=$(dpkg --print-architecture)
 # a version that grows with the commits: 0.1.0~git<commit date>.<short hash>
 VERSION=${DEB_VERSION:-0.1.0~git$(git log -1 --format=%cd --date=format:%Y%m%d%H%M 2>/dev/null || date +%Y%m%d).$(git rev-parse --short=8 HEAD 2>/dev/null || echo tree)}
 # the maintainer: DEB_MAINTAINER, else the author of the tree's first commit
-MAINTAINER=${DEB_MAINTAINER:-$(git log --reverse --format='%an <%ae>' 2>/dev/null | head -n 1)}
+FIRST=$(git rev-list --max-parents=0 HEAD 2>/dev/null | tail -n 1)
+MAINTAINER=${DEB_MAINTAINER:-$(git log -1 --format='%an <%ae>' "$FIRST" 2>/dev/null)}
 MAINTAINER=${MAINTAINER:-llm-pipeline maintainers <llm-pipeline@users.noreply.github.com>}
 OUT=$BUILD/deb
 ROOT=$OUT/root
@@ -45,7 +46,7 @@ Comment: built from the project's own tree by deploy/deb.sh. The tree has no
  license file: no license has been granted yet, all rights are the authors'.
 
 Files: *
-Copyright: $(git log --reverse --format=%ad --date=format:%Y 2>/dev/null | head -n 1)-$(date -u +%Y) the llm-pipeline authors
+Copyright: $(git log -1 --format=%ad --date=format:%Y "$FIRST" 2>/dev/null)-$(git log -1 --format=%ad --date=format:%Y 2>/dev/null || date -u +%Y) the llm-pipeline authors
 License: none
  No license has been granted yet.
 COPY
@@ -140,10 +141,10 @@ if [ "$1" = purge ]; then
     rm -rf /run/llm
     rmdir /etc/llm 2>/dev/null || true
     if getent passwd llm >/dev/null; then
-        deluser --system --quiet llm >/dev/null || true
+        deluser --system --quiet llm >/dev/null 2>&1 || true
     fi
     if getent group llm >/dev/null; then
-        delgroup --system --quiet llm >/dev/null || true
+        delgroup --system --quiet llm >/dev/null 2>&1 || true
     fi
 fi
 exit 0
