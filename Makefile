@@ -10,6 +10,12 @@
 #   make bench      the benchmarks under bench/ (slow: they synthesise a 1.1B model)
 #   make soak       10 minutes of load (60_soak) and 10 of chaos (90_chaos: kill -9 of
 #                   random daemons under 8 streams); make test runs short forms of both
+#   make install    binaries, llm-pipeline, systemd units, /etc/llm/llm.env, man pages
+#                   (PREFIX=/usr/local, DESTDIR, BINDIR, MANDIR, SYSCONFDIR, UNITDIR);
+#                   make uninstall removes them again
+#   make deb        a Debian package built from the tree (deploy/deb.sh), in $(BUILD)/deb/
+#   make test-deploy  the package, the units and the Containerfile's image run for real
+#                   in podman containers (tests/deploy/run.sh; a SKIP where podman cannot)
 #
 # BUILD=dir puts every object and binary under dir (default build/), so several
 # builds (asan, debug, a helper's scratch build) can coexist in one tree.
@@ -19,7 +25,7 @@ MODEL   ?= ../shared/models/stories260K-f32.gguf
 SHARED  ?= ../shared
 CC      ?= cc
 PKGS    := libzmq3-dev libmsgpack-dev check pkg-config python3 clang libclang-rt-14-dev runit \
-           libmicrohttpd-dev libjansson-dev curl
+           libmicrohttpd-dev libjansson-dev curl scdoc
 PC_LIBS := libzmq msgpack
 GW_LIBS := libmicrohttpd jansson   # llmc serve (the HTTP gateway) and its tests only
 
@@ -67,7 +73,8 @@ BINS := $(BUILD)/bin/llmc $(patsubst %/main.c,$(BUILD)/bin/%,$(wildcard engined/
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps build test unit check-layers e2e asan tsan fuzz fuzz-build fuzz-run fuzz-bins test-checks run stop bench soak clean
+.PHONY: all deps build test unit check-layers e2e asan tsan fuzz fuzz-build fuzz-run fuzz-bins test-checks run stop bench soak clean \
+        man install uninstall deb test-deploy
 .DEFAULT_GOAL := all
 
 all: deps
@@ -122,10 +129,10 @@ $(BUILD)/bin/samplerd:   $(call obj,samplerd/main.c $(SAMP_SRC)) $(BUILD)/libtok
 $(BUILD)/bin/llmc:       $(call obj,$(CLIENT_SRC)) $(BUILD)/libtok.a $(BUILD)/libcommon.a
 $(BUILD)/bin/engined $(BUILD)/bin/tokenizerd $(BUILD)/bin/samplerd:
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS)
 $(BUILD)/bin/llmc:
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS) $(GW_LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS) $(GW_LDLIBS)
 
 # The Check runner: every tests/check_NAME.c defines Suite *NAME_suite(void);
 # the list of suites is generated, so adding a file adds a suite.
@@ -266,6 +273,67 @@ bench: all
 soak: all
 	$(TEST_ENV) SOAK_SECONDS=$${SOAK_SECONDS:-600} bash tests/e2e/60_soak.sh
 	$(TEST_ENV) CHAOS_SECONDS=$${CHAOS_SECONDS:-600} bash tests/e2e/90_chaos.sh
+
+# Installation, with the GNU variables. Every program goes to BINDIR, the daemons too:
+# each has one-shot modes for users (engined --eval, tokenizerd --tokenize). The units
+# get BINDIR and SYSCONFDIR written into their paths; llm-pipeline gets BINDIR as its
+# default LLM_BIN. SYSCONFDIR is /etc whatever the prefix (the units read
+# /etc/llm/llm.env), UNITDIR PREFIX/lib/systemd/system (in systemd's search path for
+# /usr/local and /usr; the Debian package uses /lib/systemd/system).
+PREFIX      ?= /usr/local
+EXEC_PREFIX ?= $(PREFIX)
+BINDIR      ?= $(EXEC_PREFIX)/bin
+DATAROOTDIR ?= $(PREFIX)/share
+MANDIR      ?= $(DATAROOTDIR)/man
+SYSCONFDIR  ?= /etc
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+INSTALL     ?= install
+UNITS       := $(notdir $(wildcard deploy/systemd/*.service))
+MAN_SRC     := $(wildcard docs/man/*.scd)
+MANS        := $(patsubst docs/man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
+
+# Man pages: one scdoc source each (docs/man/NAME.SECTION.scd).
+man: $(MANS)
+$(BUILD)/man/%: docs/man/%.scd
+	@mkdir -p $(dir $@)
+	scdoc < $< > $@.tmp && mv $@.tmp $@
+
+install: $(BINS) $(MANS)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 \
+	  $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/llm
+	$(INSTALL) -m 0755 $(BINS) $(DESTDIR)$(BINDIR)/
+	sed 's|^BIN=\$${LLM_BIN:-.*|BIN=$${LLM_BIN:-$(BINDIR)}|' deploy/pipeline.sh > $(BUILD)/llm-pipeline
+	$(INSTALL) -m 0755 $(BUILD)/llm-pipeline $(DESTDIR)$(BINDIR)/llm-pipeline
+	@for u in $(UNITS); do \
+	  sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/etc/llm/|$(SYSCONFDIR)/llm/|g' deploy/systemd/$$u > $(BUILD)/$$u; \
+	  echo "$(INSTALL) -m 0644 $(BUILD)/$$u $(DESTDIR)$(UNITDIR)/$$u"; \
+	  $(INSTALL) -m 0644 $(BUILD)/$$u $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
+	@# the configuration is the administrator's once installed: never overwritten
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/llm/llm.env ]; then echo "keeping $(DESTDIR)$(SYSCONFDIR)/llm/llm.env"; \
+	  else echo "$(INSTALL) -m 0644 deploy/llm.env $(DESTDIR)$(SYSCONFDIR)/llm/llm.env"; \
+	  $(INSTALL) -m 0644 deploy/llm.env $(DESTDIR)$(SYSCONFDIR)/llm/llm.env; fi
+	$(INSTALL) -m 0644 $(filter %.1,$(MANS)) $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 0644 $(filter %.8,$(MANS)) $(DESTDIR)$(MANDIR)/man8/
+
+# Removes what install put there, the configuration too when it is unchanged.
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(BINS)) llm-pipeline) \
+	  $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS)) \
+	  $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(filter %.1,$(MANS)))) \
+	  $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(filter %.8,$(MANS))))
+	@if cmp -s deploy/llm.env $(DESTDIR)$(SYSCONFDIR)/llm/llm.env; then rm -f $(DESTDIR)$(SYSCONFDIR)/llm/llm.env; \
+	  rmdir $(DESTDIR)$(SYSCONFDIR)/llm 2>/dev/null || true; \
+	  elif [ -e $(DESTDIR)$(SYSCONFDIR)/llm/llm.env ]; then echo "keeping $(DESTDIR)$(SYSCONFDIR)/llm/llm.env (changed)"; fi
+
+# The Debian package (dpkg-deb, from this tree, no network): deploy/deb.sh builds the
+# programs again in $(BUILD)-deb with Debian's hardening flags (dpkg-buildflags) and
+# leaves $(BUILD)/deb/llm-pipeline_VERSION_ARCH.deb.
+deb:
+	BUILD=$(BUILD) bash deploy/deb.sh
+
+# The deployment test (podman, systemd in a container; minutes): not part of make test.
+test-deploy: deb
+	$(TEST_ENV) bash tests/deploy/run.sh
 
 clean:
 	rm -rf build build-asan build-*
