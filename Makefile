@@ -310,8 +310,8 @@ install: $(BINS) $(MANS)
 	  $(INSTALL) -m 0644 $(BUILD)/$$u $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
 	@# the configuration is the administrator's once installed: never overwritten
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/llm/llm.env ]; then echo "keeping $(DESTDIR)$(SYSCONFDIR)/llm/llm.env"; \
-	  else echo "$(INSTALL) -m 0644 deploy/llm.env $(DESTDIR)$(SYSCONFDIR)/llm/llm.env"; \
-	  $(INSTALL) -m 0644 deploy/llm.env $(DESTDIR)$(SYSCONFDIR)/llm/llm.env; fi
+	  else echo "$(INSTALL) -m 0600 deploy/llm.env $(DESTDIR)$(SYSCONFDIR)/llm/llm.env"; \
+	  $(INSTALL) -m 0600 deploy/llm.env $(DESTDIR)$(SYSCONFDIR)/llm/llm.env; fi
 	$(INSTALL) -m 0644 $(filter %.1,$(MANS)) $(DESTDIR)$(MANDIR)/man1/
 	$(INSTALL) -m 0644 $(filter %.8,$(MANS)) $(DESTDIR)$(MANDIR)/man8/
 

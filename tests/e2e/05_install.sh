@@ -17,7 +17,7 @@ mk() { make --no-print-directory -C "$ROOT" BUILD="$BUILD" DESTDIR="$T/root" "$@
 
 mk install PREFIX=/opt/llm
 want="0755 /etc/llm
-0644 /etc/llm/llm.env
+0600 /etc/llm/llm.env
 0755 /opt/llm/bin
 0755 /opt/llm/bin/engined
 0755 /opt/llm/bin/llm-pipeline
