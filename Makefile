@@ -46,11 +46,12 @@ LDLIBS   += $(PC_LDLIBS) -lrt -lm -pthread
 # The tests, the benchmarks and the fuzz harnesses test everything and see everything.
 INC_common     := -Icommon
 INC_tok        := -Icommon -Itok
+INC_grammar    := -Icommon -Igrammar
 INC_engined    := -Icommon -Iengined
 INC_tokenizerd := -Icommon -Itok -Itokenizerd
 INC_samplerd   := -Icommon -Itok -Isamplerd
 INC_client     := -Icommon -Itok -Iclient
-INC_ALL        := -Icommon -Itok -Iengined -Itokenizerd -Isamplerd -Iclient
+INC_ALL        := -Icommon -Itok -Igrammar -Iengined -Itokenizerd -Isamplerd -Iclient
 INC_tests      := $(INC_ALL)
 INC_bench      := $(INC_ALL)
 # The include flags of a source file, by its top folder.
@@ -59,6 +60,7 @@ inc = $(or $(INC_$(firstword $(subst /, ,$(1)))),$(error no include path for $(1
 # Library sources: every .c of a part except its main.c.
 COMMON_SRC := $(wildcard common/*.c)
 TOK_SRC    := $(wildcard tok/*.c)
+GRAM_SRC   := $(wildcard grammar/*.c)
 ENGINE_SRC := $(filter-out engined/main.c,$(wildcard engined/*.c))
 FRONT_SRC  := $(filter-out tokenizerd/main.c,$(wildcard tokenizerd/*.c))
 SAMP_SRC   := $(filter-out samplerd/main.c,$(wildcard samplerd/*.c))
@@ -68,7 +70,8 @@ BENCH_SRC  := $(wildcard bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 # Every archive, for the tests, benchmarks and fuzz harnesses; each program links fewer.
-LIBS := $(BUILD)/libengine.a $(BUILD)/libfront.a $(BUILD)/libsampler.a $(BUILD)/libtok.a $(BUILD)/libcommon.a
+LIBS := $(BUILD)/libengine.a $(BUILD)/libfront.a $(BUILD)/libsampler.a $(BUILD)/libgrammar.a $(BUILD)/libtok.a \
+        $(BUILD)/libcommon.a
 BINS := $(BUILD)/bin/llmc $(patsubst %/main.c,$(BUILD)/bin/%,$(wildcard engined/main.c tokenizerd/main.c samplerd/main.c))
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
@@ -104,6 +107,8 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/libcommon.a: $(call obj,$(COMMON_SRC))
 $(BUILD)/libtok.a: $(call obj,$(TOK_SRC))
+# the grammar engine and the JSON Schema converter (structured output; no daemon links it yet)
+$(BUILD)/libgrammar.a: $(call obj,$(GRAM_SRC))
 $(BUILD)/libengine.a: $(call obj,$(ENGINE_SRC))
 # the front door's modules (tokenizerd without its main), for the Check suites
 $(BUILD)/libfront.a: $(call obj,$(FRONT_SRC))
@@ -150,7 +155,7 @@ $(BUILD)/tests/check_all: $(BUILD)/obj/tests/runner.o $(call obj,$(TEST_SRC)) $(
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS) $(GW_LDLIBS)
 
 # The HTTP gateway's end-to-end test drives it with the official openai npm package,
 # installed from the npm registry into the build directory (never committed).
@@ -181,7 +186,7 @@ unit: check-layers
 # The layers by text as well as by -I (a path such as "../engined/x.h" gets past -I):
 # every quoted #include of a layered folder must name, without a '/', a header of a
 # folder on that folder's include path (INC_<folder> above).
-LAYERED := common tok engined tokenizerd samplerd client
+LAYERED := common tok grammar engined tokenizerd samplerd client
 check-layers:
 	@bad=0; $(foreach d,$(LAYERED),\
 	  for f in $(wildcard $(d)/*.c $(d)/*.h); do \
@@ -231,7 +236,7 @@ fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-run
 fuzz-build:
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" \
-	  $(addprefix $(FUZZ_BUILD)/,libcommon.a libtok.a libsampler.a libengine.a libfront.a)
+	  $(addprefix $(FUZZ_BUILD)/,libcommon.a libtok.a libgrammar.a libsampler.a libengine.a libfront.a)
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" fuzz-bins
 fuzz-run:
 	@rm -rf $(FUZZ_BUILD)/seeds
@@ -245,7 +250,7 @@ $(BUILD)/fuzz/fuzz_seeds: tests/fuzz/fuzz_seeds.c $(LIBS)
 	$(CC) $(CFLAGS) $(INC_ALL) $(PC_CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(INC_ALL) $(PC_CFLAGS) -fsanitize=fuzzer -o $@ $< $(LINK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC_ALL) $(PC_CFLAGS) -fsanitize=fuzzer -o $@ $< $(LINK_LIBS) $(LDLIBS) $(GW_LDLIBS)
 
 fuzz-run-%:
 	@mkdir -p $(BUILD)/corpus/$*
