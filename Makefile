@@ -222,7 +222,7 @@ tsan: deps
 
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c) over the parsers that take bytes from
 # outside: GGUF + vocabulary, proto_decode, tok_encode on the real vocabularies, the chat
-# templates, the sampler parameters. Seeds are written from ../shared by fuzz_seeds into
+# templates, the sampler parameters, GBNF grammars and JSON schemas. Seeds are written from ../shared by fuzz_seeds into
 # build-fuzz/seeds/; what a run finds stays in build-fuzz/corpus/ for the next. Each
 # harness runs FUZZ_SECONDS (make test: 10 s each, two at a time); a crash fails the
 # target and leaves its input in build-fuzz/ (replay: build-fuzz/fuzz/fuzz_X FILE).

@@ -182,7 +182,8 @@ static int cmp_range(const void *a, const void *b)
  * returns its index; fails on a class that matches nothing. */
 static uint32_t add_class(parser *p, gram_range *r, size_t n, bool negate, size_t pos)
 {
-    qsort(r, n, sizeof *r, cmp_range);
+    if (n) /* "[]" has no ranges (and r may be NULL) */
+        qsort(r, n, sizeof *r, cmp_range);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && r[i].lo <= r[m - 1].hi + 1) {

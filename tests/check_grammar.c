@@ -138,6 +138,7 @@ START_TEST(test_parse_errors)
     expect_error("root ::= [abc", "unterminated character class");
     expect_error("root ::= [z-a]", "out of order");
     expect_error("root ::= [^\\x00-\\U0010FFFF]", "matches nothing");
+    expect_error("root ::= []", "matches nothing"); /* found by fuzz_grammar */
     expect_error("root ::= root \"a\" | \"b\"", "left recursion: rule 'root'");
     expect_error("root ::= x\nx ::= y? root \"a\"\ny ::= \"y\"", "left recursion");
     expect_error("root ::= (\"a\"?)*", "left recursion: a repetition of something that can be empty");

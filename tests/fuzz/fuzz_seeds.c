@@ -8,7 +8,9 @@
  * vocabulary, arrays cut to 300 entries (special ids beyond that moved inside);
  * proto: one valid message of every type; tok: the tokenizer test texts, each for every
  * vocabulary and mode; chat: a three-message conversation for every template; sampler:
- * every parameter with a value, and wire forms of a few parameter sets.
+ * every parameter with a value, and wire forms of a few parameter sets; grammar: GBNF
+ * grammars, each with a text to feed after a NUL; jsonschema: schemas, each with a
+ * document to feed after a NUL.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -195,6 +197,58 @@ static void sampler_seeds(void)
     }
 }
 
+static void put2(const char *kind, const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *seed = malloc(la + lb + 1);
+    memcpy(seed, a, la);
+    seed[la] = 0;
+    memcpy(seed + la + 1, b, lb);
+    put(kind, seed, la + lb + 1);
+    free(seed);
+}
+
+static void grammar_seeds(void)
+{
+    static const char *const g[][2] = {
+        {"root ::= object\nvalue ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+         "object ::= \"{\" ws (string \":\" ws value (\",\" ws string \":\" ws value)*)? \"}\" ws\n"
+         "array ::= \"[\" ws (value (\",\" ws value)*)? \"]\" ws\n"
+         "string ::= \"\\\"\" ([^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}))* \"\\\"\" ws\n"
+         "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)? ws\n"
+         "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n",
+         "{\"a\": [1, 2.5, \"x\\u00e9\", {\"b\": null}]}"},
+        {"root ::= (expr \"=\" term \"\\n\")+\nexpr ::= term ([-+*/] term)*\nterm ::= [0-9]+ | \"(\" expr \")\"\n",
+         "1+2=3\n(4*5)=20\n"},
+        {"# comment\nroot ::= [^a-z\\n]{2,4} . \"\\u00e9\" [\\U0001F600-\\U0001F64F]? x?\nx ::= \"\\x41\"+\n",
+         "AB\xe6\x97\xa5\xc3\xa9\xf0\x9f\x99\x82" "AA"},
+        {"root ::= \"ab\" | \"ac\" (\"d\" | \"e\"){,3}", "acde"},
+    };
+    for (size_t i = 0; i < sizeof g / sizeof *g; i++)
+        put2("grammar", g[i][0], g[i][1]);
+}
+
+static void jsonschema_seeds(void)
+{
+    static const char *const s[][2] = {
+        {"{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", \"maxLength\": 8}, "
+         "\"age\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 150}, \"tags\": {\"type\": \"array\", "
+         "\"items\": {\"enum\": [\"a\", \"b\"]}, \"minItems\": 1, \"maxItems\": 3}}, \"required\": [\"name\"], "
+         "\"additionalProperties\": {\"type\": \"boolean\"}}",
+         "{\"name\": \"Ann\", \"age\": 37, \"tags\": [\"a\"], \"x\": true}"},
+        {"{\"$defs\": {\"node\": {\"type\": \"object\", \"properties\": {\"v\": {\"type\": \"number\"}, "
+         "\"next\": {\"anyOf\": [{\"$ref\": \"#/$defs/node\"}, {\"type\": \"null\"}]}}, \"required\": [\"v\", \"next\"]}}, "
+         "\"$ref\": \"#/$defs/node\"}", "{\"v\": 1.5, \"next\": {\"v\": 2, \"next\": null}}"},
+        {"{\"type\": \"array\", \"prefixItems\": [{\"type\": \"string\", \"format\": \"date\"}, {\"type\": "
+         "\"string\", \"format\": \"uuid\"}, {\"type\": \"string\", \"pattern\": \"^[A-Z]{2}(-\\\\d+)?$\"}], "
+         "\"items\": false}", "[\"2024-01-02\", \"123e4567-e89b-12d3-a456-426614174000\", \"AB-12\"]"},
+        {"{\"allOf\": [{\"properties\": {\"a\": {\"const\": 1}}}, {\"required\": [\"a\"]}], \"oneOf\": null}", "{\"a\": 1}"},
+        {"{\"type\": [\"string\", \"null\", \"json_object\"], \"minLength\": 2}", "null"},
+    };
+    for (size_t i = 0; i < sizeof s / sizeof *s; i++)
+        put2("jsonschema", s[i][0], s[i][1]);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -221,6 +275,8 @@ int main(int argc, char **argv)
     }
     chat_seeds();
     sampler_seeds();
+    grammar_seeds();
+    jsonschema_seeds();
     printf("fuzz_seeds: %d seeds in %s\n", n_written, out_dir);
     return 0;
 }
