@@ -114,9 +114,13 @@ int main(int argc, char **argv)
     gram_token *toks = calloc((size_t)n_vocab, sizeof *toks);
     char **texts = calloc((size_t)n_vocab, sizeof *texts);
     for (int32_t i = 0; i < n_vocab; i++) {
-        int len = tok_piece(tv, i, false, NULL, 0);
+        char piece[256];
+        int len = tok_piece(tv, i, false, piece, sizeof piece);
         texts[i] = malloc((size_t)len + 1);
-        tok_piece(tv, i, false, texts[i], (size_t)len + 1);
+        if (len <= (int)sizeof piece)
+            memcpy(texts[i], piece, (size_t)len);
+        else
+            tok_piece(tv, i, false, texts[i], (size_t)len + 1);
         toks[i] = (gram_token){texts[i], (uint32_t)len, tok_is_eog(tv, i)};
     }
     double t1 = now();
