@@ -21,6 +21,7 @@ run csum "$BUILD/bench/bench_csum" 1024 5
 run engine env BUILD="$BUILD" bash bench/bench_engine.sh
 run tokenizer "$BUILD/bench/bench_tok"
 run sampler "$BUILD/bench/bench_sampler"
+run grammar "$BUILD/bench/bench_grammar"
 run quant "$BUILD/bench/bench_quant"
 # serving: ours against llama-server when LLAMA_SERVER points at one (same file, same run),
 # with the long-prompt case; then the gateway's cost against llmc
