@@ -23,7 +23,7 @@ int tok_piece(const tok_vocab *v, int32_t id, bool render_special, char *buf, si
     if (piece_hidden(v, id, render_special))
         return 0;
     size_t len = v->piece_off[id + 1] - v->piece_off[id];
-    memcpy(buf, v->pieces + v->piece_off[id], len < cap ? len : cap);
+    if (buf && cap) memcpy(buf, v->pieces + v->piece_off[id], len < cap ? len : cap); /* NULL, 0: the length only */
     return (int)len;
 }
 
