@@ -597,6 +597,7 @@ void proto_put_sessrec(proto_writer *w, const proto_sessrec *s)
     if (s->n_eog) proto_put_ints(w, MF_EOG, s->eog, (size_t)s->n_eog);
     if (s->mu_set) proto_put_f64(w, MF_MU, s->mu);
     if (s->idle) proto_put_bool(w, MF_IDLE, 1);
+    if (s->grammar) proto_put_strn(w, MF_GRAMMAR, s->grammar, s->grammar_len);
 }
 
 void proto_get_sessrec(const proto_msg *m, proto_sessrec *s)
@@ -621,6 +622,7 @@ void proto_get_sessrec(const proto_msg *m, proto_sessrec *s)
     s->mu_set = proto_field(m, MF_MU) != NULL;
     s->mu = proto_f64(m, MF_MU, 0);
     s->idle = proto_bool(m, MF_IDLE, 0);
+    s->grammar = proto_str(m, MF_GRAMMAR, &s->grammar_len);
 }
 
 /* ---- typed messages ---- */

@@ -45,9 +45,11 @@
 #include "proto_fields.h"
 #include "proto_msgs.h"
 
-#define PROTO_VERSION 3
-#define PROTO_VERSION_STR "3"
+#define PROTO_VERSION 4
+#define PROTO_VERSION_STR "4"
 #define PROTO_MAX_MSG (4u << 20) /* bytes; ZMQ_MAXMSGSIZE on every socket (net.c) */
+#define PROTO_MAX_GRAMMAR (256u << 10) /* bytes of a GENERATE's grammar: it rides in RUN,
+                                        * REPORT and every SAMPLE row of its session */
 
 /* Message types. Direction in the comment: C=llmc, F=tokenizerd (front door),
  * W=engine worker, S=samplerd. Fields per type: see proto_schema in proto.c. */
@@ -89,9 +91,11 @@ typedef enum {
     PK_PROBS, /* array of maps {id int32, logprob number, top PK_TOPS, text string};
                * id and logprob required, top and text optional (PIECE "probs") */
     PK_SAMPLE_ROWS,  /* array of maps, one row of a SAMPLE batch: sess, step, slot U64,
-                      * sp BIN, hist INTS required; mu F64 optional */
+                      * sp BIN, hist INTS required; mu F64, grammar STR, gst BIN,
+                      * gtoks INTS optional */
     PK_SAMPLED_ROWS, /* array of maps, one answer of a SAMPLED batch: sess, step U64
-                      * required; tok I64 or err STR; mu, logprob F64, top TOPS optional */
+                      * required; tok I64 or err STR; mu, logprob F64, top TOPS, gst BIN
+                      * optional */
     PK_KIND_COUNT
 } proto_kind;
 
@@ -252,6 +256,8 @@ typedef struct {
     double         mu;      /* mirostat's carried mu, when mu_set */
     int            mu_set;
     int            idle;    /* REPORT: the generation stopped on the worker */
+    const char    *grammar; /* GBNF text constraining the output (grammar_len bytes), or NULL */
+    size_t         grammar_len;
 } proto_sessrec;
 
 /* Writes the record's fields into w (begun as PT_RUN or PT_REPORT); the toks of the

@@ -91,6 +91,10 @@
     X(SLOT, "slot", U64)                                                                \
     X(HIST, "hist", INTS)            /* recent tokens for the penalties */              \
     X(ERR, "err", STR)                                                                  \
+    /* structured output (grammar/gram.h) */                                            \
+    X(GRAMMAR, "grammar", STR)       /* GBNF text constraining the generated text */    \
+    X(GST, "gst", BIN)               /* the grammar matcher's state (gram.h wire form) */ \
+    X(GTOKS, "gtoks", INTS)          /* tokens generated so far: rebuild the state */   \
     /* the front door's record inside fb (front_adopt.c) */                             \
     X(NP, "np", I64)                 /* prompt tokens */                                \
     X(IE, "ie", BOOL)                /* ignore_eos */

@@ -22,7 +22,7 @@
 #define PM_GENERATE(R, O, K)                                                             \
     R(N, n) O(PROMPT, prompt) O(MSGS, msgs) O(CHAT, chat) O(SESS, sess) O(KEY, key)      \
     O(PARAMS, params) O(STOP, stop) O(IGNORE_EOS, ignore_eos) O(RESUME, resume)          \
-    O(RBYTES, rbytes)
+    O(RBYTES, rbytes) O(GRAMMAR, grammar)
 #define PM_CANCEL(R, O, K) O(SESS, sess) O(KEY, key) /* sess + key: a chat between turns */
 #define PM_PING(R, O, K) O(SESS, sess) O(KEY, key)
 #define PM_STATUS(R, O, K)
@@ -50,15 +50,20 @@
 /* RUN and REPORT: one session record (proto_sessrec in proto.h reads and writes it) */
 #define PM_SESSREC(R, O, K)                                                              \
     R(SESS, sess) R(TOKS, toks) R(STEP, step) R(BUDGET, budget) R(SP, sp) R(EPOCH, epoch) \
-    O(EOG, eog) O(MU, mu) O(FB, fb) O(IDLE, idle)
+    O(EOG, eog) O(MU, mu) O(FB, fb) O(IDLE, idle) O(GRAMMAR, grammar)
 #define PM_RUN PM_SESSREC
 #define PM_REPORT PM_SESSREC
 /* worker <-> samplerd: a batch of rows */
 #define PM_SAMPLE(R, O, K) R(SHM, shm) R(NV, nv) K(ROWS, rows, SAMPLE_ROWS) O(EOS, eos) O(SEG, seg)
 #define PM_SAMPLED(R, O, K) K(ROWS, rows, SAMPLED_ROWS)
-#define PM_SAMPLE_ROW(R, O, K) R(SESS, sess) R(STEP, step) R(SLOT, slot) R(SP, sp) R(HIST, hist) O(MU, mu)
+/* A row with a grammar carries its matcher's state gst, or (none kept: a new worker, a
+ * RUN) gtoks, the tokens generated so far, which samplerd replays from the start. */
+#define PM_SAMPLE_ROW(R, O, K)                                                           \
+    R(SESS, sess) R(STEP, step) R(SLOT, slot) R(SP, sp) R(HIST, hist) O(MU, mu)          \
+    O(GRAMMAR, grammar) O(GST, gst) O(GTOKS, gtoks)
 #define PM_SAMPLED_ROW(R, O, K)                                                          \
-    R(SESS, sess) R(STEP, step) O(TOK, tok) O(ERR, err) O(MU, mu) O(LOGPROB, logprob) O(TOP, top)
+    R(SESS, sess) R(STEP, step) O(TOK, tok) O(ERR, err) O(MU, mu) O(LOGPROB, logprob) O(TOP, top) \
+    O(GST, gst)
 
 /* The rows of a STATUS_REPLY's workers and queue lists (not checked by proto_decode:
  * a reader takes what is there, with has_<member>) */

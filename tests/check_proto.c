@@ -866,6 +866,100 @@ START_TEST(test_sessrec)
 }
 END_TEST
 
+START_TEST(test_grammar_fields)
+{
+    /* structured output (protocol 4): GENERATE's grammar, the session record's grammar,
+     * a SAMPLE row's grammar + gst or gtoks, a SAMPLED row's gst */
+    char err[200];
+    proto_writer w;
+    proto_msg m;
+    const char *g = "root ::= \"yes\" | \"no\"";
+    pm_generate gen = {.n = 4, .prompt = proto_sv_of("q"), .has_prompt = 1, .grammar = proto_sv_of(g), .has_grammar = 1};
+    proto_begin(&w, PT_GENERATE, 3);
+    pm_generate_put(&w, &gen);
+    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    pm_generate go;
+    pm_generate_get(&m, &go);
+    ck_assert(go.has_grammar && go.grammar.n == strlen(g) && !memcmp(go.grammar.p, g, go.grammar.n));
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+    /* a grammar that is not a string is refused by the schema */
+    proto_begin(&w, PT_GENERATE, 3);
+    proto_put_i64(&w, MF_N, 1);
+    proto_put_bin(&w, MF_GRAMMAR, "x", 1);
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "'grammar' must be a string"));
+    /* the session record: grammar round-trips, absent stays NULL */
+    int32_t toks[2] = {1, 2};
+    uint8_t sp[1] = {0};
+    proto_sessrec in = {.sess = 5, .toks = toks, .n_toks = 2, .sp = sp, .sp_len = 1, .grammar = g,
+                        .grammar_len = strlen(g)};
+    for (int with = 1; with >= 0; with--) {
+        if (!with) in.grammar = NULL;
+        proto_begin(&w, PT_REPORT, 1);
+        proto_put_sessrec(&w, &in);
+        ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+        proto_sessrec out;
+        proto_get_sessrec(&m, &out);
+        if (with) ck_assert(out.grammar && out.grammar_len == strlen(g) && !memcmp(out.grammar, g, out.grammar_len));
+        else ck_assert(!out.grammar && !out.grammar_len);
+        proto_msg_free(&m);
+        proto_writer_free(&w);
+    }
+    /* SAMPLE rows: one with state bytes, one with the tokens to replay */
+    int32_t hist[1] = {4}, gen_toks[3] = {7, 8, 9};
+    uint8_t gst[4] = {1, 0, 0xff, 2};
+    pm_sample sm = {.shm = proto_sv_of("/llm-logits-0-1"), .nv = 32};
+    pm_sample_row r1 = {.sess = 1, .step = 3, .slot = 0, .sp = {"ab", 2}, .hist = {hist, 1, NULL},
+                        .grammar = proto_sv_of(g), .has_grammar = 1, .gst = {(const char *)gst, 4}, .has_gst = 1};
+    pm_sample_row r2 = {.sess = 2, .step = 3, .slot = 1, .sp = {"ab", 2}, .hist = {hist, 1, NULL},
+                        .grammar = proto_sv_of(g), .has_grammar = 1, .gtoks = {gen_toks, 3, NULL}, .has_gtoks = 1};
+    proto_begin(&w, PT_SAMPLE, 5);
+    pm_sample_put(&w, &sm);
+    proto_put_array_begin(&w, MF_ROWS, 2);
+    ck_assert_int_eq(pm_sample_row_pack(&w.pk, &r1, 0), 0);
+    ck_assert_int_eq(pm_sample_row_pack(&w.pk, &r2, 0), 0);
+    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    pm_sample so;
+    pm_sample_get(&m, &so);
+    pm_sample_row a, b;
+    pm_sample_row_get(&m, &so.rows->via.array.ptr[0], &a);
+    pm_sample_row_get(&m, &so.rows->via.array.ptr[1], &b);
+    ck_assert(a.has_grammar && a.grammar.n == strlen(g) && a.has_gst && a.gst.n == 4 && !memcmp(a.gst.p, gst, 4));
+    ck_assert(!a.has_gtoks && b.has_gtoks && !b.has_gst && b.gtoks.n == 3);
+    int32_t back[3];
+    ck_assert_uint_eq(proto_ints_copy(&b.gtoks, back, 3), 3);
+    ck_assert(back[0] == 7 && back[2] == 9);
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+    /* a row whose gst is not binary: the batch is refused */
+    proto_begin(&w, PT_SAMPLE, 5);
+    pm_sample_put(&w, &sm);
+    proto_put_array_begin(&w, MF_ROWS, 1);
+    ck_assert_int_eq(pm_sample_row_pack(&w.pk, &(pm_sample_row){.sess = 1, .sp = {"ab", 2}, .hist = {hist, 1, NULL}}, 1), 0);
+    proto_pack_key(&w.pk, MF_GST);
+    proto_pack_str(&w.pk, "state");
+    ck_assert_int_eq(decode_err(&w, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "SAMPLE: field 'rows' must be"));
+    /* SAMPLED rows return the advanced state */
+    pm_sampled_row sr = {.sess = 1, .step = 3, .tok = 12, .has_tok = 1, .gst = {(const char *)gst, 4}, .has_gst = 1};
+    proto_begin(&w, PT_SAMPLED, 5);
+    proto_put_array_begin(&w, MF_ROWS, 1);
+    ck_assert_int_eq(pm_sampled_row_pack(&w.pk, &sr, 0), 0);
+    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    pm_sampled sd;
+    pm_sampled_get(&m, &sd);
+    pm_sampled_row so2;
+    pm_sampled_row_get(&m, &sd.rows->via.array.ptr[0], &so2);
+    ck_assert(so2.has_tok && so2.tok == 12 && so2.has_gst && so2.gst.n == 4 && !memcmp(so2.gst.p, gst, 4));
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+    ck_assert(proto_type_has(PT_GENERATE, MF_GRAMMAR) && proto_type_has(PT_RUN, MF_GRAMMAR));
+    ck_assert(proto_type_has(PT_REPORT, MF_GRAMMAR) && !proto_type_has(PT_TOKEN, MF_GRAMMAR));
+    ck_assert_int_eq(PROTO_VERSION, 4);
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
@@ -873,6 +967,7 @@ Suite *proto_suite(void)
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_errcodes);
     tcase_add_test(tc, test_sessrec);
+    tcase_add_test(tc, test_grammar_fields);
     tcase_add_test(tc, test_field_table);
     tcase_add_test(tc, test_typed_messages);
     tcase_add_test(tc, test_empty_strings);
