@@ -48,9 +48,9 @@ INC_common     := -Icommon
 INC_tok        := -Icommon -Itok
 INC_grammar    := -Icommon -Igrammar
 INC_engined    := -Icommon -Iengined
-INC_tokenizerd := -Icommon -Itok -Itokenizerd
-INC_samplerd   := -Icommon -Itok -Isamplerd
-INC_client     := -Icommon -Itok -Iclient
+INC_tokenizerd := -Icommon -Itok -Igrammar -Itokenizerd
+INC_samplerd   := -Icommon -Itok -Igrammar -Isamplerd
+INC_client     := -Icommon -Itok -Igrammar -Iclient
 INC_ALL        := -Icommon -Itok -Igrammar -Iengined -Itokenizerd -Isamplerd -Iclient
 INC_tests      := $(INC_ALL)
 INC_bench      := $(INC_ALL)
@@ -107,7 +107,8 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/libcommon.a: $(call obj,$(COMMON_SRC))
 $(BUILD)/libtok.a: $(call obj,$(TOK_SRC))
-# the grammar engine and the JSON Schema converter (structured output; no daemon links it yet)
+# the grammar engine and the JSON Schema converter (structured output: samplerd masks,
+# the front door and llmc compile and refuse)
 $(BUILD)/libgrammar.a: $(call obj,$(GRAM_SRC))
 $(BUILD)/libengine.a: $(call obj,$(ENGINE_SRC))
 # the front door's modules (tokenizerd without its main), for the Check suites
@@ -129,9 +130,9 @@ $(LIBS): | $(BUILD)/empty.o
 # A daemon links its own part's objects directly (not through its archive), so that
 # entry points it reaches only through weak symbols (engd_serve, tokd_serve) are in.
 $(BUILD)/bin/engined:    $(call obj,engined/main.c $(ENGINE_SRC)) $(BUILD)/libcommon.a
-$(BUILD)/bin/tokenizerd: $(call obj,tokenizerd/main.c $(FRONT_SRC)) $(BUILD)/libtok.a $(BUILD)/libcommon.a
-$(BUILD)/bin/samplerd:   $(call obj,samplerd/main.c $(SAMP_SRC)) $(BUILD)/libtok.a $(BUILD)/libcommon.a
-$(BUILD)/bin/llmc:       $(call obj,$(CLIENT_SRC)) $(BUILD)/libtok.a $(BUILD)/libcommon.a
+$(BUILD)/bin/tokenizerd: $(call obj,tokenizerd/main.c $(FRONT_SRC)) $(BUILD)/libgrammar.a $(BUILD)/libtok.a $(BUILD)/libcommon.a
+$(BUILD)/bin/samplerd:   $(call obj,samplerd/main.c $(SAMP_SRC)) $(BUILD)/libgrammar.a $(BUILD)/libtok.a $(BUILD)/libcommon.a
+$(BUILD)/bin/llmc:       $(call obj,$(CLIENT_SRC)) $(BUILD)/libgrammar.a $(BUILD)/libtok.a $(BUILD)/libcommon.a
 $(BUILD)/bin/engined $(BUILD)/bin/tokenizerd $(BUILD)/bin/samplerd:
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS)

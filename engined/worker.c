@@ -72,6 +72,11 @@ typedef struct {
     size_t       fb_len;
     double       mu;
     int          mu_set;
+    char        *grammar;  /* (grammar_len) GBNF text constraining the output, or NULL */
+    size_t       grammar_len;
+    uint8_t     *gst;      /* (gst_len) the grammar matcher's state after the tokens so far
+                            * (samplerd's last answer); gst_len 0: none, samplerd replays */
+    size_t       gst_len;
     int32_t      eog[PROTO_MAX_EOG];
     int          n_eog;
     int          n_hist;   /* history tokens samplerd needs (penalties, DRY) */
@@ -162,6 +167,12 @@ static void sess_drop(wsess *s)
     free(s->fb);
     s->fb = NULL;
     s->fb_len = 0;
+    free(s->grammar);
+    s->grammar = NULL;
+    s->grammar_len = 0;
+    free(s->gst);
+    s->gst = NULL;
+    s->gst_len = 0;
     if (s->es) eng_session_reset(s->es);
 }
 
@@ -218,6 +229,14 @@ static void sbatch_add(worker *w, sbatch *b, wsess *s)
     pm_sample_row r = {.sess = s->sess, .step = s->step, .slot = (uint64_t)(s - w->s),
                        .sp = {(const char *)s->sp, s->sp_len}, .hist = {s->toks + s->n_toks - nh, (uint32_t)nh, NULL},
                        .mu = s->mu, .has_mu = s->mu_set};
+    if (s->grammar) { /* its state, or the tokens generated so far for samplerd to replay */
+        r.grammar = (proto_sv){s->grammar, s->grammar_len};
+        r.has_grammar = 1;
+        r.gst = (proto_sv){(const char *)s->gst, s->gst_len};
+        r.has_gst = s->gst_len > 0;
+        r.gtoks = (proto_iv){s->toks + s->n_toks - s->step, s->step, NULL};
+        r.has_gtoks = !r.has_gst;
+    }
     pm_sample_row_pack(&b->pk, &r, 0);
     b->n++;
     s->req = b->id;
@@ -254,6 +273,15 @@ static void on_sampled_row(worker *w, uint64_t id, const pm_sampled_row *row)
     int32_t t = (int32_t)row->tok;
     s->mu_set = row->has_mu;
     s->mu = row->mu;
+    s->gst_len = 0; /* without a state from samplerd, the next row asks for a replay */
+    if (s->grammar && row->has_gst && row->gst.n) {
+        uint8_t *g = realloc(s->gst, row->gst.n);
+        if (g) {
+            memcpy(g, row->gst.p, row->gst.n);
+            s->gst = g;
+            s->gst_len = row->gst.n;
+        }
+    }
     pm_token tk = {.sess = s->sess, .step = s->step, .tok = t, .epoch = s->epoch, .mu = s->mu,
                    .has_mu = s->mu_set, .logprob = row->logprob, .has_logprob = row->has_logprob};
     proto_writer pw;
@@ -342,7 +370,8 @@ static void send_report(worker *w, const wsess *s)
     proto_sessrec rec = {
         .sess = s->sess, .toks = s->toks, .n_toks = (uint32_t)s->n_toks, .step = s->step, .budget = s->budget,
         .sp = s->sp, .sp_len = s->sp_len, .epoch = s->epoch, .fb = s->fb, .fb_len = s->fb_len, .mu = s->mu,
-        .mu_set = s->mu_set, .n_eog = s->n_eog, .idle = s->state == WS_IDLE,
+        .mu_set = s->mu_set, .n_eog = s->n_eog, .idle = s->state == WS_IDLE, .grammar = s->grammar,
+        .grammar_len = s->grammar_len,
     };
     memcpy(rec.eog, s->eog, (size_t)s->n_eog * sizeof *rec.eog);
     proto_writer pw;
@@ -415,6 +444,18 @@ static void on_run(worker *w, const proto_msg *pm)
     if (rec.fb_len && (s->fb = malloc(rec.fb_len))) {
         memcpy(s->fb, rec.fb, rec.fb_len);
         s->fb_len = rec.fb_len;
+    }
+    free(s->grammar); /* the grammar's state is rebuilt from the generated tokens */
+    s->grammar = NULL;
+    s->grammar_len = 0;
+    s->gst_len = 0;
+    if (rec.grammar && (s->grammar = malloc(rec.grammar_len + 1))) {
+        memcpy(s->grammar, rec.grammar, rec.grammar_len);
+        s->grammar_len = rec.grammar_len;
+    } else if (rec.grammar) {
+        send_sess_error(w, sess, epoch, "worker out of memory");
+        s->state = WS_IDLE;
+        return;
     }
     int nh = smp_history_needed(&p);
     s->n_hist = nh < 0 || nh > HIST_MAX ? HIST_MAX : nh;

@@ -5,6 +5,16 @@
  * randomness is a pure function of (seed, session, step), so a retried request, or the
  * same request sent to a restarted samplerd, gets the same token.
  *
+ * Structured output (grammar/gram.h): a row with a grammar carries the matcher's state
+ * (gst) or, when its worker has none, the tokens generated so far (gtoks), replayed from
+ * the start. The logits of tokens the grammar does not allow next become -inf, the
+ * chosen token advances the state and the new state goes back with the token, so the
+ * state lives with the session (like mirostat's mu) and a restarted samplerd gives the
+ * same tokens. Kept here only as caches: compiled grammars with their maskers, keyed by
+ * the text's hash (and the text), over the token texts of the worker's segment. A
+ * grammar that does not compile, a corrupt state, or a state that allows no token at
+ * all is an error row: never unconstrained output.
+ *
  *   samplerd [--run-dir DIR] [--bind EP]
  *
  * Bad requests (malformed msgpack, another protocol version, an unknown ring, a bad
@@ -18,8 +28,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <math.h>
+
 #include "daemon.h"
 #include "gguf.h"
+#include "gram.h"
 #include "log.h"
 #include "logits_shm.h"
 #include "net.h"
@@ -32,6 +45,17 @@
 
 #define RING_CACHE 32
 #define HIST_MAX 8192
+#define GRAM_CACHE 16 /* compiled grammars (with their maskers) kept */
+
+/* A compiled grammar and its masker over the vocabulary of pieces_seg. */
+typedef struct {
+    uint64_t     hash;     /* gram_text_hash(text) */
+    char        *text;     /* (len) the GBNF text, compared on a hash match */
+    size_t       len;
+    gram        *g;
+    gram_masker *mk;
+    int64_t      used_ms;
+} gram_ent;
 
 typedef struct {
     lshm   *ring;
@@ -44,7 +68,14 @@ typedef struct {
     ring_ent  rings[RING_CACHE];
     smp_work *work;
     int32_t  *hist;   /* (HIST_MAX) */
-    char      pieces_seg[64]; /* segment whose token texts smp_work holds (for DRY) */
+    char      pieces_seg[64]; /* segment whose token texts smp_work (DRY) and gvocab hold */
+    gram_vocab *gvocab;   /* the segment's token texts for grammar masks; NULL: none */
+    gram_ent  gcache[GRAM_CACHE]; /* grammars over gvocab */
+    uint64_t *gmask;      /* (gram_mask_words(gvocab)) */
+    float    *glogits;    /* (n_glogits) a row's logits with the grammar's mask applied */
+    size_t    n_glogits;
+    uint8_t  *gst;        /* (gst_cap) the advanced state's wire form */
+    size_t    gst_cap;
     uint64_t  served, errors;
 } sampler_daemon;
 
@@ -110,9 +141,60 @@ static int write_piece(void *ctx, int32_t id, char *buf, size_t cap)
     return tok_piece((const tok_vocab *)ctx, id, false, buf, cap);
 }
 
-/* DRY needs token texts: load them once from the tokenizer tables in the worker's
- * weight segment (named in the request), mapping only the segment's header and blob
- * pages. Failure only means DRY is skipped. */
+static void gram_cache_clear(sampler_daemon *d)
+{
+    for (int i = 0; i < GRAM_CACHE; i++) {
+        gram_ent *e = &d->gcache[i];
+        gram_masker_free(e->mk);
+        gram_free(e->g);
+        free(e->text);
+        memset(e, 0, sizeof *e);
+    }
+    gram_vocab_free(d->gvocab);
+    d->gvocab = NULL;
+    free(d->gmask);
+    d->gmask = NULL;
+}
+
+/* The vocabulary as a grammar sees it: each token's bytes (tok_piece, no special
+ * rendering) and whether it ends generation. NULL with err. */
+static gram_vocab *gram_vocab_of(const tok_vocab *v, char *err, size_t errcap)
+{
+    int32_t n = tok_n_vocab(v);
+    gram_token *t = calloc((size_t)n, sizeof *t);
+    char *text = NULL;
+    size_t cap = 0, used = 0;
+    gram_vocab *gv = NULL;
+    for (int32_t i = 0; t && i < n; i++) { /* the pieces into one buffer, then the views */
+        int len = tok_piece(v, i, false, NULL, 0);
+        if (len < 0) len = 0;
+        if (used + (size_t)len + 1 > cap) {
+            size_t nc = (cap ? cap * 2 : 1 << 16) + (size_t)len;
+            char *nt = realloc(text, nc);
+            if (!nt) goto out;
+            text = nt;
+            cap = nc;
+        }
+        if (len) tok_piece(v, i, false, text + used, (size_t)len + 1);
+        t[i].text = (const char *)(uintptr_t)used; /* an offset until text stops moving */
+        t[i].len = (uint32_t)len;
+        t[i].eog = tok_is_eog(v, i);
+        used += (size_t)len;
+    }
+    if (t) {
+        for (int32_t i = 0; i < n; i++) t[i].text = text ? text + (uintptr_t)t[i].text : "";
+        gv = gram_vocab_new(t, n, err, errcap);
+    }
+out:
+    if (!gv && !err[0]) errf(err, errcap, "out of memory");
+    free(t);
+    free(text);
+    return gv;
+}
+
+/* DRY and grammars need token texts: load them once from the tokenizer tables in the
+ * worker's weight segment (named in the request), mapping only the segment's header and
+ * blob pages. Failure means DRY is skipped and grammar rows fail. */
 static void load_pieces(sampler_daemon *d, const pm_sample *m)
 {
     char seg[64], err[256] = "";
@@ -120,15 +202,132 @@ static void load_pieces(sampler_daemon *d, const pm_sample *m)
     snprintf(seg, sizeof seg, "%.*s", (int)(m->seg.n < sizeof seg ? m->seg.n : sizeof seg - 1), m->seg.p);
     if (strcmp(seg, d->pieces_seg) == 0) return;
     snprintf(d->pieces_seg, sizeof d->pieces_seg, "%s", seg); /* tried once per segment */
+    gram_cache_clear(d);
     tok_source src;
     tok_source_open(&src, NULL, seg, err, sizeof err);
     tok_vocab *v = src.g ? tok_vocab_load(src.g, err, sizeof err) : NULL;
-    if (v && smp_work_load_pieces(d->work, tok_n_vocab(v), write_piece, v) == 0)
-        log_info("token texts of %s loaded for DRY", seg);
-    else
-        log_warn("no token texts from segment %s (%s): DRY is skipped", seg, err[0] ? err : "load failed");
+    if (v && smp_work_load_pieces(d->work, tok_n_vocab(v), write_piece, v) == 0 &&
+        (d->gvocab = gram_vocab_of(v, err, sizeof err)) &&
+        (d->gmask = malloc(gram_mask_words(d->gvocab) * sizeof *d->gmask)))
+        log_info("token texts of %s loaded for DRY and grammars", seg);
+    else {
+        log_warn("no token texts from segment %s (%s): DRY is skipped, grammars fail", seg,
+                 err[0] ? err : "load failed");
+        gram_cache_clear(d);
+    }
     tok_vocab_free(v);
     tok_source_close(&src);
+}
+
+/* The compiled grammar of text[0..len) with its masker (cached); NULL with err. */
+static gram_ent *grammar_get(sampler_daemon *d, const char *text, size_t len, char *err, size_t errcap)
+{
+    if (!d->gvocab) {
+        errf(err, errcap, "grammar: no token texts for the worker's segment '%s'", d->pieces_seg);
+        return NULL;
+    }
+    uint64_t h = gram_text_hash(text, len);
+    int64_t now = net_now_ms();
+    gram_ent *lru = &d->gcache[0];
+    for (int i = 0; i < GRAM_CACHE; i++) {
+        gram_ent *e = &d->gcache[i];
+        if (e->g && e->hash == h && e->len == len && memcmp(e->text, text, len) == 0) {
+            e->used_ms = now;
+            return e;
+        }
+        if (!e->g || e->used_ms < lru->used_ms) lru = e;
+        if (!e->g) break;
+    }
+    char cerr[200];
+    gram *g = gram_compile(text, len, cerr, sizeof cerr);
+    if (!g) {
+        errf(err, errcap, "grammar: %s", cerr);
+        return NULL;
+    }
+    gram_masker *mk = gram_masker_new(g, d->gvocab);
+    char *copy = malloc(len + 1);
+    if (!mk || !copy) {
+        gram_masker_free(mk);
+        gram_free(g);
+        free(copy);
+        errf(err, errcap, "grammar: out of memory");
+        return NULL;
+    }
+    memcpy(copy, text, len);
+    gram_masker_free(lru->mk);
+    gram_free(lru->g);
+    free(lru->text);
+    *lru = (gram_ent){.hash = h, .text = copy, .len = len, .g = g, .mk = mk, .used_ms = now};
+    return lru;
+}
+
+/* The grammar's state for row: from its gst, else the start advanced by its gtoks.
+ * NULL with err (a corrupt state, a replayed token the grammar refuses). */
+static gram_state *grammar_state(sampler_daemon *d, const gram_ent *ge, const pm_sample_row *row, char *err,
+                                 size_t errcap)
+{
+    char serr[200];
+    if (row->has_gst) {
+        gram_state *s = gram_state_from_bytes(ge->g, row->gst.p, row->gst.n, serr, sizeof serr);
+        if (!s) errf(err, errcap, "grammar state: %s", serr);
+        return s;
+    }
+    gram_state *s = gram_state_new(ge->g);
+    for (uint32_t i = 0; s && row->has_gtoks && i < row->gtoks.n; i++) {
+        const msgpack_object *o = &row->gtoks.obj->via.array.ptr[i];
+        int32_t id = o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int32_t)o->via.u64 : -1; /* <= INT32_MAX */
+        if (gram_accept_token(d->gvocab, s, id) != 0) {
+            errf(err, errcap, "grammar: generated token %u (id %d) is not allowed (replay)", i, (int)id);
+            gram_state_free(s);
+            return NULL;
+        }
+    }
+    if (!s) errf(err, errcap, "grammar: out of memory");
+    return s;
+}
+
+/* The row's logits with every token the grammar does not allow after st at -inf; NULL
+ * with err when it allows none (fail closed: the generation ends with that error). */
+static const float *grammar_mask(sampler_daemon *d, const gram_ent *ge, const gram_state *st, const float *lg,
+                                 size_t nv, char *err, size_t errcap)
+{
+    if (d->n_glogits < nv) {
+        float *n = realloc(d->glogits, nv * sizeof *n);
+        if (!n) { errf(err, errcap, "grammar: out of memory"); return NULL; }
+        d->glogits = n;
+        d->n_glogits = nv;
+    }
+    gram_mask(ge->mk, st, d->gmask);
+    size_t nm = (size_t)gram_vocab_size(d->gvocab), allowed = 0;
+    for (size_t i = 0; i < nv; i++) {
+        int ok = i < nm && (d->gmask[i / 64] >> (i % 64) & 1);
+        d->glogits[i] = ok ? lg[i] : -INFINITY;
+        allowed += ok && lg[i] > -INFINITY;
+    }
+    if (!allowed) {
+        errf(err, errcap, "grammar: no token can continue the output here (the grammar allows none%s)",
+             gram_can_end(st) ? " and end-of-generation is banned" : ", not even end-of-generation");
+        return NULL;
+    }
+    return d->glogits;
+}
+
+/* Advances st by tok and writes its wire form into d->gst; its size, 0 with err. */
+static size_t grammar_advance(sampler_daemon *d, gram_state *st, int tok, char *err, size_t errcap)
+{
+    if (tok >= gram_vocab_size(d->gvocab) || !(d->gmask[tok / 64] >> (tok % 64) & 1) ||
+        gram_accept_token(d->gvocab, st, tok) != 0) {
+        errf(err, errcap, "grammar: the sampler chose token %d, which the grammar does not allow", tok);
+        return 0;
+    }
+    size_t n = gram_state_to_bytes(st, NULL, 0);
+    if (n > d->gst_cap) {
+        uint8_t *b = realloc(d->gst, n);
+        if (!b) { errf(err, errcap, "grammar: out of memory"); return 0; }
+        d->gst = b;
+        d->gst_cap = n;
+    }
+    return gram_state_to_bytes(st, d->gst, n);
 }
 
 static void reply_error(sampler_daemon *d, const uint8_t *rid, size_t rl, const proto_msg *m, const char *msg)
@@ -152,9 +351,16 @@ static void sample_row(sampler_daemon *d, const lshm *r, const pm_sample *m, con
     smp_params p;
     int tok = -1;
     smp_result res;
+    gram_ent *ge = NULL;
+    gram_state *gs = NULL;
+    size_t gst_n = 0;
     if (lg && step > UINT32_MAX) errf(err, sizeof err, "step %llu out of range", (unsigned long long)step);
     else if (lg && smp_params_from_wire(row->sp.p, row->sp.n, (int)nv, &p, err, sizeof err) == 0) {
-        if (p.dry_multiplier > 0.0f) load_pieces(d, m);
+        if (p.dry_multiplier > 0.0f || row->has_grammar) load_pieces(d, m);
+        if (row->has_grammar && (!(ge = grammar_get(d, row->grammar.p, row->grammar.n, err, sizeof err)) ||
+                                 !(gs = grammar_state(d, ge, row, err, sizeof err)) ||
+                                 !(lg = grammar_mask(d, ge, gs, lg, nv, err, sizeof err))))
+            goto out;
         long nh = proto_ints_copy(&row->hist, d->hist, HIST_MAX);
         if (nh > HIST_MAX) nh = HIST_MAX; /* the oldest tokens were sent first: keep what fits */
         smp_state st;
@@ -169,7 +375,10 @@ static void sample_row(sampler_daemon *d, const lshm *r, const pm_sample *m, con
         }
         tok = smp_sample(&p, &st, lg, (int)nv, d->hist, (int)nh, eos, &res, d->work);
         if (tok < 0) errf(err, sizeof err, "%s", res.err);
+        else if (gs && !(gst_n = grammar_advance(d, gs, tok, err, sizeof err))) tok = -1;
     }
+out:
+    gram_state_free(gs);
     int k = tok < 0 ? 0 : res.n_probs < 0 ? 0 : res.n_probs > SMP_MAX_PROBS ? SMP_MAX_PROBS : res.n_probs;
     int probs = tok >= 0 && p.n_probs > 0, miro = tok >= 0 && p.mirostat;
     pm_sampled_row out = {.sess = sess, .step = step};
@@ -189,6 +398,8 @@ static void sample_row(sampler_daemon *d, const lshm *r, const pm_sample *m, con
     out.has_mu = miro;
     out.logprob = res.logprob;
     out.has_logprob = probs;
+    out.gst = (proto_sv){(const char *)d->gst, gst_n};
+    out.has_gst = gst_n > 0;
     pm_sampled_row_pack(pk, &out, (uint32_t)probs); /* and the top list, packed here */
     if (probs) { /* the chosen token's log-prob and the n_probs best, most probable first */
         proto_pack_key(pk, MF_TOP); msgpack_pack_array(pk, (uint32_t)k);
@@ -317,5 +528,8 @@ int main(int argc, char **argv)
     zmq_ctx_term(ctx);
     smp_work_destroy(&d.work);
     free(d.hist);
+    gram_cache_clear(&d);
+    free(d.glogits);
+    free(d.gst);
     return 0;
 }
