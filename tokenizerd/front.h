@@ -117,6 +117,9 @@ typedef struct front_req {
     bool      mu_set;
     char     *stops[FRONT_MAX_STOPS];
     int       n_stops;
+    char     *grammar;         /* (grammar_len) GBNF text constraining the output, compiled
+                                * at admission; NULL: none. Sent in every RUN */
+    size_t    grammar_len;
     tok_stream *det;
     char     *held;            /* text withheld because it may begin a stop string */
     size_t    held_len, held_cap;

@@ -12,6 +12,7 @@
 #include <sys/random.h>
 
 #include "front.h"
+#include "gram.h"
 #include "log.h"
 #include "errcode.h"
 
@@ -113,6 +114,28 @@ static int set_stops(front_req *r, const proto_msg *m, char *err, size_t errcap)
         }
         r->stops[r->n_stops++] = strndup(s->ptr, s->size);
     }
+    return 0;
+}
+
+/* The request's grammar (structured output), compiled once here so that one that does
+ * not compile is refused with the problem named, never run unconstrained. */
+static int set_grammar(front_req *r, const proto_msg *m, char *err, size_t errcap)
+{
+    size_t n;
+    const char *g = proto_str(m, MF_GRAMMAR, &n);
+    free(r->grammar);
+    r->grammar = NULL;
+    r->grammar_len = 0;
+    if (!g) return 0;
+    if (n > PROTO_MAX_GRAMMAR) return errf(err, errcap, "grammar: %zu bytes, the limit is %u", n, PROTO_MAX_GRAMMAR);
+    char gerr[200];
+    gram *c = gram_compile(g, n, gerr, sizeof gerr);
+    if (!c) return errf(err, errcap, "grammar: %s", gerr);
+    gram_free(c);
+    if (!(r->grammar = malloc(n + 1))) return errf(err, errcap, "out of memory");
+    memcpy(r->grammar, g, n);
+    r->grammar[n] = 0;
+    r->grammar_len = n;
     return 0;
 }
 
@@ -249,6 +272,7 @@ static int32_t *tokenize_request(front *f, front_req *r, const proto_msg *m, siz
     int32_t *ids = NULL;
     *n_ids = 0;
     if (!r->det || pack_params(f, r, m, err, errcap) != 0 || set_stops(r, m, err, errcap) != 0 ||
+        set_grammar(r, m, err, errcap) != 0 ||
         !(text = request_text(f, m, r->chat, &spans, &n_spans, err, errcap)) ||
         (r->chat ? tok_encode_guarded(f->vocab, text, strlen(text), true, spans, n_spans, &ids, n_ids, err, errcap)
                  : tok_encode(f->vocab, text, strlen(text), true, false, &ids, n_ids, err, errcap)) != 0) {

@@ -138,12 +138,15 @@ void front_adopt(front *f, int wi, const proto_msg *m)
     r = calloc(1, sizeof *r);
     if (r) r->toks = malloc(((size_t)n + 1024) * sizeof *r->toks);
     if (!r || !r->toks || n == 0 || rec.sp_len > sizeof r->sp || fb_unpack(r, proto_field(m, MF_FB), (int)n) != 0 ||
-        rec.step != (uint64_t)(n - (uint32_t)r->n_prompt) || !(r->det = tok_stream_new(f->vocab, TOK_STREAM_KEEP_SPACE))) {
+        rec.step != (uint64_t)(n - (uint32_t)r->n_prompt) || rec.grammar_len > PROTO_MAX_GRAMMAR ||
+        (rec.grammar && !(r->grammar = strndup(rec.grammar, rec.grammar_len))) ||
+        !(r->det = tok_stream_new(f->vocab, TOK_STREAM_KEEP_SPACE))) {
         refuse_report(f, wi, sess, "its record is not one of ours");
         if (r) {
             for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
             tok_stream_free(r->det);
             free(r->toks);
+            free(r->grammar);
             free(r);
         }
         return;
@@ -153,6 +156,7 @@ void front_adopt(front *f, int wi, const proto_msg *m)
     r->n_toks = (int)n;
     r->cap = (int)n + 1024;
     r->n_gen = (int)rec.step;
+    r->grammar_len = r->grammar ? strlen(r->grammar) : 0; /* admission refuses NUL in a grammar */
     memcpy(r->sp, rec.sp, rec.sp_len);
     r->sp_len = rec.sp_len;
     r->mu_set = rec.mu_set;

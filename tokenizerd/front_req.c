@@ -130,6 +130,7 @@ void front_req_free(front *f, front_req *r)
     for (front_req **p = &f->reqs; *p; p = &(*p)->next)
         if (*p == r) { *p = r->next; break; }
     free(r->toks);
+    free(r->grammar);
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
     tok_stream_free(r->det);
     free(r->held);
