@@ -25,6 +25,8 @@
 #include "cmds.h"
 #include "conn.h"
 #include "errcode.h"
+#include "gram.h"
+#include "json_schema.h"
 #include "net.h"
 #include "sparams.h"
 #include "stream.h"
@@ -40,6 +42,7 @@ typedef struct {
     int         n_params;
     const char *stops[MAX_STOPS];
     int         n_stops;
+    char       *grammar;   /* owned: GBNF from --grammar, --grammar-file or --json-schema */
 } gen_opts;
 
 static volatile sig_atomic_t interrupted = 0;
@@ -62,6 +65,11 @@ static void usage(FILE *f)
             "                        sampler parameters, llama.cpp names; every samplerd parameter is\n"
             "                        accepted as --name (e.g. --mirostat 2, --ignore-eos, --dry-multiplier 0.8)\n"
             "  --stop TEXT           stop before TEXT (repeatable)\n"
+            "  --grammar GBNF        constrain the output to a GBNF grammar (llama.cpp's syntax)\n"
+            "  --grammar-file FILE   the same, read from FILE\n"
+            "  --json-schema S|@F    constrain the output to JSON valid against the JSON Schema S\n"
+            "                        (or in file F); a schema or grammar that cannot be honoured\n"
+            "                        is an error, never unconstrained output\n"
             "  --echo                print the prompt before the completion\n"
             "  --json                one JSON object per piece, then one with counts and timings;\n"
             "                        with --n-probs N (<= 100) each token's log-prob and top N in \"probs\"\n"
@@ -106,10 +114,48 @@ static int is_param(const char *name)
     return smp_param_known(n);
 }
 
+static char *read_prompt(const char *path, const char *flag);
+
+/* o->grammar from the one of --grammar (text), --grammar-file (path) or --json-schema
+ * (text or @path) given, checked by compiling it here; 0, or -1 with a message printed. */
+static int set_grammar(gen_opts *o, const char *text, const char *file, const char *schema)
+{
+    char err[300];
+    if (!!text + !!file + !!schema > 1) {
+        fprintf(stderr, "error: give one of --grammar, --grammar-file, --json-schema\n");
+        return -1;
+    }
+    if (text) o->grammar = strdup(text);
+    else if (file) o->grammar = read_prompt(file, "--grammar-file");
+    else if (schema) {
+        char *own = schema[0] == '@' ? read_prompt(schema + 1, "--json-schema") : NULL;
+        if (schema[0] == '@' && !own) return -1;
+        const char *s = own ? own : schema;
+        o->grammar = jsg_to_gbnf(s, strlen(s), err, sizeof err);
+        free(own);
+        if (!o->grammar) {
+            fprintf(stderr, "error: bad parameter --json-schema: %s\n", err);
+            return -1;
+        }
+    } else return 0;
+    if (!o->grammar) return -1;
+    gram *g = gram_compile(o->grammar, strlen(o->grammar), err, sizeof err);
+    if (!g) {
+        fprintf(stderr, "error: bad parameter %s: %s\n", schema ? "--json-schema" : file ? "--grammar-file" : "--grammar",
+                err);
+        free(o->grammar);
+        o->grammar = NULL;
+        return -1;
+    }
+    gram_free(g);
+    return 0;
+}
+
 /* Parses argv[first..]; returns 0, 1 for --help, 2 on a usage error, -1 on a bad value. */
 static int parse(int argc, char **argv, int first, gen_opts *o, int chat)
 {
     smp_params chk = smp_params_default();
+    const char *grammar = NULL, *grammar_file = NULL, *schema = NULL;
     memset(o, 0, sizeof *o);
     o->n_predict = -1;
     for (int i = first; i < argc; i++) {
@@ -138,6 +184,9 @@ static int parse(int argc, char **argv, int first, gen_opts *o, int chat)
             }
             o->stops[o->n_stops++] = argv[++i];
         }
+        else if (strcmp(a, "--grammar") == 0 && need) grammar = argv[++i];
+        else if (strcmp(a, "--grammar-file") == 0 && need) grammar_file = argv[++i];
+        else if (strcmp(a, "--json-schema") == 0 && need) schema = argv[++i];
         else if (strcmp(a, "--ignore-eos") == 0) { if (add_param(o, &chk, "ignore_eos", "true") != 0) return -1; }
         else if (strncmp(a, "--", 2) == 0 && (v = strchr(a, '=')) != NULL) {
             char name[64];
@@ -165,7 +214,7 @@ static int parse(int argc, char **argv, int first, gen_opts *o, int chat)
         usage(stderr);
         return 2;
     }
-    return 0;
+    return set_grammar(o, grammar, grammar_file, schema);
 }
 
 /* A log-prob as JSON: non-finite values (a banned token's -inf) become null. */
@@ -310,7 +359,8 @@ static int run_turn(lc_conn *c, const gen_opts *o, const char *const *msgs, int 
                     char *key, char **out, size_t *out_len)
 {
     lc_gen g = {.n_predict = o->n_predict, .prompt = o->prompt, .msgs = msgs, .n_msgs = n_msgs, .cont = *sess,
-                .key = key, .pk = o->pk, .pv = o->pv, .n_params = o->n_params, .stops = o->stops, .n_stops = o->n_stops};
+                .key = key, .pk = o->pk, .pv = o->pv, .n_params = o->n_params, .stops = o->stops, .n_stops = o->n_stops,
+                .grammar = o->grammar};
     lc_stream s;
     turn_stats ts = {.t0 = now_s()};
     lc_stream_start(&s, &g, new_id(NULL), net_now_ms(), new_id, NULL);
@@ -379,11 +429,11 @@ static void install_sigint(void)
 
 /* Reads a whole prompt file ("-": stdin) into a NUL-terminated buffer; NULL with a
  * message printed. */
-static char *read_prompt(const char *path)
+static char *read_prompt(const char *path, const char *flag)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "error: --file %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "error: %s %s: %s\n", flag, path, strerror(errno));
         return NULL;
     }
     size_t n = 0, cap = 1 << 16;
@@ -397,7 +447,7 @@ static char *read_prompt(const char *path)
         }
     }
     if (f != stdin) fclose(f);
-    if (!b) fprintf(stderr, "error: --file %s: too large (the limit is %u bytes)\n", path, PROTO_MAX_MSG);
+    if (!b) fprintf(stderr, "error: %s %s: too large (the limit is %u bytes)\n", flag, path, PROTO_MAX_MSG);
     else b[n] = 0;
     return b;
 }
@@ -408,12 +458,13 @@ int cmd_generate(int argc, char **argv)
     int r = parse(argc, argv, 1, &o, 0);
     if (r) return r == 1 ? 0 : r == 2 ? 2 : 1;
     char *file_prompt = NULL;
-    if (o.file && !(o.prompt = file_prompt = read_prompt(o.file))) return 1;
+    if (o.file && !(o.prompt = file_prompt = read_prompt(o.file, "--file"))) { free(o.grammar); return 1; }
     lc_conn c;
     char err[400];
     if (lc_open(&c, o.endpoint, o.run_dir, err, sizeof err) != 0) {
         fprintf(stderr, "error: %s\n", err);
         free(file_prompt);
+        free(o.grammar);
         return 1;
     }
     install_sigint();
@@ -423,6 +474,7 @@ int cmd_generate(int argc, char **argv)
     if (r == 0 && !o.json && isatty(1)) putchar('\n');
     lc_close(&c);
     free(file_prompt);
+    free(o.grammar);
     return r;
 }
 
@@ -454,6 +506,7 @@ int cmd_chat(int argc, char **argv)
     char err[400];
     if (lc_open(&c, o.endpoint, o.run_dir, err, sizeof err) != 0) {
         fprintf(stderr, "error: %s\n", err);
+        free(o.grammar);
         return 1;
     }
     install_sigint();
@@ -496,5 +549,6 @@ int cmd_chat(int argc, char **argv)
     for (int i = 0; i < n; i++) free(msgs[i]);
     free(msgs);
     lc_close(&c);
+    free(o.grammar);
     return r;
 }

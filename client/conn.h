@@ -64,6 +64,7 @@ typedef struct {
     int                n_params;
     const char *const *stops;
     int                n_stops;
+    const char        *grammar;         /* GBNF text constraining the output, or NULL */
 } lc_gen;
 
 /* Begins w as the GENERATE of g under request id id: a fresh one (rs NULL) or a resume
