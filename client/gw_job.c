@@ -81,6 +81,7 @@ void gwj_gen(const gwj *j, lc_gen *g)
         .n_params = r->n_params,
         .stops = (const char *const *)r->stops,
         .n_stops = r->n_stops,
+        .grammar = r->grammar,
     };
 }
 

@@ -10,6 +10,8 @@
 
 #include "conn.h"
 #include "errcode.h"
+#include "gram.h"
+#include "json_schema.h"
 #include "sparams.h"
 #include "unicode.h"
 
@@ -31,6 +33,7 @@ void oai_req_free(oai_req *r)
     free(r->msgs);
     for (int i = 0; i < r->n_params; i++) { free(r->pk[i]); free(r->pv[i]); }
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    free(r->grammar);
     memset(r, 0, sizeof *r);
 }
 
@@ -211,6 +214,60 @@ static int parse_bias(oai_req *r, smp_params *chk, json_t *v, oai_err *e)
     return rc;
 }
 
+/* r->grammar from GBNF text (gbnf, malloc'd: taken) or from a JSON Schema (schema),
+ * compiled to check it; key names the parameter in an error. */
+static int set_grammar(oai_req *r, const char *key, char *gbnf, json_t *schema, oai_err *e)
+{
+    char err[256];
+    if (r->grammar) {
+        free(gbnf);
+        return bad(e, key, "give one of grammar, json_schema and a response_format other than text");
+    }
+    if (schema) {
+        if (!json_is_object(schema) && !json_is_boolean(schema))
+            return bad(e, key, "%s: the schema must be a JSON object", key);
+        char *text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
+        gbnf = text ? jsg_to_gbnf(text, strlen(text), err, sizeof err) : NULL;
+        free(text);
+        if (!gbnf) return bad(e, key, "%s: %s", key, text ? err : "out of memory");
+    }
+    gram *g = gram_compile(gbnf, strlen(gbnf), err, sizeof err);
+    if (!g) {
+        free(gbnf);
+        return bad(e, key, "%s: %s", key, err);
+    }
+    gram_free(g);
+    r->grammar = gbnf;
+    return 0;
+}
+
+/* response_format: text (nothing to do), json_object (any object, or llama-server's
+ * "schema" in it), json_schema (its "json_schema": {"schema": ..., "strict": ...}). */
+static int parse_response_format(oai_req *r, json_t *v, oai_err *e)
+{
+    const char *key = "response_format";
+    json_t *t = json_object_get(v, "type");
+    const char *type = json_is_string(t) ? json_string_value(t) : NULL;
+    if (!json_is_object(v) || !type) return bad(e, key, "response_format must be an object with a \"type\"");
+    if (strcmp(type, "text") == 0) return 0;
+    if (strcmp(type, "json_object") == 0) {
+        json_t *s = json_object_get(v, "schema"), *any = s ? NULL : json_pack("{s:s}", "type", "object");
+        int rc = set_grammar(r, key, NULL, s ? s : any, e);
+        json_decref(any);
+        return rc;
+    }
+    if (strcmp(type, "json_schema") == 0) {
+        json_t *js = json_object_get(v, "json_schema"), *s = json_object_get(js, "schema");
+        json_t *strict = json_object_get(js, "strict");
+        if (!json_is_object(js)) return bad(e, key, "response_format: json_schema must be an object");
+        if (strict && !json_is_boolean(strict) && !json_is_null(strict))
+            return bad(e, key, "response_format: json_schema.strict must be true or false");
+        if (!s) return bad(e, key, "response_format: json_schema.schema is required");
+        return set_grammar(r, key, NULL, s, e); /* strict or not, the schema is enforced */
+    }
+    return bad(e, key, "response_format: type '%.60s' is not supported (text, json_object, json_schema)", type);
+}
+
 /* Keys of the OpenAI API that do not change the generation here. */
 static const char *const IGNORED[] = {"model", "user", "metadata", "store", "service_tier", "parallel_tool_calls",
                                       "tool_choice", "cache_prompt", "id_slot", "modalities", NULL};
@@ -252,10 +309,13 @@ static int parse_key(oai_req *r, smp_params *chk, const char *key, json_t *v, oa
         return json_is_string(v) && json_string_length(v) == 0 ? 0 : bad(e, key, "suffix is not supported");
     if (strcmp(key, "tools") == 0 || strcmp(key, "functions") == 0)
         return json_is_array(v) && json_array_size(v) == 0 ? 0 : bad(e, key, "%s (function calling) is not supported", key);
-    if (strcmp(key, "response_format") == 0) {
-        json_t *t = json_object_get(v, "type");
-        return json_is_string(t) && strcmp(json_string_value(t), "text") == 0
-                   ? 0 : bad(e, key, "response_format: only {\"type\": \"text\"} is supported");
+    if (strcmp(key, "response_format") == 0) return parse_response_format(r, v, e);
+    if (strcmp(key, "json_schema") == 0) return set_grammar(r, key, NULL, v, e);
+    if (strcmp(key, "grammar") == 0) {
+        if (!json_is_string(v)) return bad(e, key, "grammar must be a string (GBNF)");
+        if (json_string_length(v) == 0) return 0; /* llama-server: an empty grammar is none */
+        char *g = strndup(json_string_value(v), json_string_length(v));
+        return g ? set_grammar(r, key, g, NULL, e) : bad(e, key, "out of memory");
     }
     if (strcmp(key, "logit_bias") == 0) return parse_bias(r, chk, v, e);
     if (!smp_param_known(key)) return 0; /* unknown keys are ignored, as llama-server does */

@@ -21,9 +21,16 @@
  * -> "id:bias,...", logprobs / top_logprobs -> n_probs, and every other top-level key
  * that samplerd knows (top_k, min_p, repeat_penalty, mirostat, dry_*, xtc_*, samplers,
  * ignore_eos, ...) passes through as text. Values are checked with smp_param_set, so a
- * bad one is refused here with its name. n != 1, best_of > 1, tools, functions, a
- * non-text response_format and suffix are refused as unsupported; other keys (user,
- * metadata, ...) are ignored as llama-server does.
+ * bad one is refused here with its name. Structured output: response_format
+ * {"type": "json_object"} (any object, or llama-server's "schema" inside it) and
+ * {"type": "json_schema", "json_schema": {"schema": ..., "strict": ...}} (always
+ * enforced, strict or not), and llama-server's top-level "json_schema" (a schema) and
+ * "grammar" (GBNF) become the GENERATE's grammar: a schema is converted here
+ * (jsg_to_gbnf) and every grammar compiled, so one that cannot be honoured is a 400
+ * naming the problem, never unconstrained output; at most one of them per request.
+ * n != 1, best_of > 1, tools, functions, another response_format type and suffix are
+ * refused as unsupported; other keys (user, metadata, ...) are ignored as llama-server
+ * does.
  *
  * Ownership: every char * returned is malloc'd and freed by the caller; oai_req and
  * oai_out own their strings until oai_req_free / oai_out_free.
@@ -56,6 +63,7 @@ typedef struct {
     int      logprobs;                /* report log-probabilities */
     int      top_logprobs;            /* alternatives per token, [0, OAI_MAX_TOP] */
     int      greedy;                  /* temperature <= 0 (for the logs) */
+    char    *grammar;                 /* GBNF constraining the output (compiled), or NULL */
 } oai_req;
 
 /* Why a request was refused: the message and the offending parameter ("" if none). */

@@ -91,6 +91,34 @@ START_TEST(test_chat_mapping)
 }
 END_TEST
 
+/* Structured output: each way of asking becomes a grammar that compiles; text is none. */
+START_TEST(test_structured_output)
+{
+    static const struct { oai_kind k; const char *body, *has; } cases[] = {
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", "{"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+                   "\"json_schema\":{\"name\":\"p\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":"
+                   "{\"age\":{\"type\":\"integer\"}},\"required\":[\"age\"]}}}}", "age"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\",\"schema\":{\"enum\":[\"zebra\"]}}}", "zebra"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"json_schema\":{\"const\":\"kiwi\"}}", "kiwi"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= \\\"yes\\\" | \\\"no\\\"\"}", "\"yes\" | \"no\""},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"text\"},\"grammar\":\"\"}", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        oai_req r;
+        oai_err e;
+        ck_assert_msg(parse(&r, cases[i].k, cases[i].body, &e) == 0, "%s: %s", cases[i].body, e.msg);
+        if (!cases[i].has) ck_assert_ptr_null(r.grammar);
+        else ck_assert_msg(r.grammar && strstr(r.grammar, cases[i].has), "%s: grammar %s", cases[i].body, r.grammar);
+        lc_gen g;
+        gwj j = {.req = r};
+        gwj_gen(&j, &g);
+        ck_assert_ptr_eq(g.grammar, r.grammar);
+        oai_req_free(&r);
+    }
+}
+END_TEST
+
 /* Every refusal names the parameter and leaves nothing allocated (checked by ASan). */
 START_TEST(test_refusals)
 {
@@ -120,7 +148,13 @@ START_TEST(test_refusals)
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", "top_logprobs", "logprobs"},
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":21,\"logprobs\":true}", "top_logprobs", "[0, 20]"},
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", "tools", "not supported"},
-        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", "response_format", "text"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"xml\"}}", "response_format", "'xml' is not supported"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\"}}}", "response_format", "schema is required"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"array\",\"uniqueItems\":true}}}}", "response_format", "uniqueItems"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"json_schema\":{\"type\":\"strin\"}}", "json_schema", "json_schema: "},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= foo\"}", "grammar", "grammar: "},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"grammar\":3}", "grammar", "GBNF"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= \\\"a\\\"\",\"json_schema\":{}}", "json_schema", "give one of"},
         {OAI_CHAT, "{\"prompt\":\"x\"}", "messages", "required"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -355,6 +389,7 @@ Suite *oai_suite(void)
     tcase_add_test(tc, test_completion_mapping);
     tcase_add_test(tc, test_chat_mapping);
     tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_structured_output);
     tcase_add_test(tc, test_chat_stream_chunks);
     tcase_add_test(tc, test_completion_response);
     tcase_add_test(tc, test_errors);
