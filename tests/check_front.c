@@ -34,7 +34,7 @@
 
 static front F;
 /* Routing ids are a letter and a digit: clients c1, c2; workers w0, w1 (worker_up). */
-static const uint8_t CRID[] = "c1";
+static const uint8_t CRID[] = "c1", C2RID[] = "c2";
 
 /* What the front door sent to one peer, oldest first: the outbox sorted by routing id. */
 #define BOX_CAP 2048
@@ -252,6 +252,14 @@ static int32_t plain_token(void)
     return tok_n_vocab(F.vocab) - 1;
 }
 
+/* The request of client request id, or NULL. */
+static front_req *req_of(uint64_t id)
+{
+    front_req *r = F.reqs;
+    while (r && r->client_id != id) r = r->next;
+    return r;
+}
+
 /* The ACCEPTED that must come next to b (other messages skipped): its session, and its
  * queue position in *pos (may be NULL). */
 static uint64_t accepted(mailbox *b, int *pos)
@@ -262,6 +270,70 @@ static uint64_t accepted(mailbox *b, int *pos)
     if (pos) *pos = (int)proto_u64(&m, MF_POS, 99);
     proto_msg_free(&m);
     return sess;
+}
+
+/* Story tokens to generate (no end of generation among them), and their text as the
+ * front door's detokenizer writes it. */
+static int story_tokens(int32_t *ids, int cap, char *text, size_t text_cap)
+{
+    const char *s = " and the little dog ran to the park with Lily";
+    int32_t *enc = NULL;
+    size_t n = 0;
+    char err[200];
+    ck_assert_msg(tok_encode(F.vocab, s, strlen(s), false, false, &enc, &n, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_ge((int)n, 6);
+    if ((int)n > cap) n = (size_t)cap;
+    memcpy(ids, enc, n * sizeof *ids);
+    free(enc);
+    tok_stream *ts = tok_stream_new(F.vocab, TOK_STREAM_KEEP_SPACE);
+    size_t len = 0, k;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = tok_stream_push(ts, ids[i], &k);
+        ck_assert_uint_lt(len + k, text_cap);
+        memcpy(text + len, p, k);
+        len += k;
+    }
+    const char *p = tok_stream_flush(ts, &k);
+    ck_assert_uint_lt(len + k, text_cap);
+    memcpy(text + len, p, k);
+    text[len + k] = 0;
+    tok_stream_free(ts);
+    return (int)n;
+}
+
+/* Appends the text of every PIECE waiting for b to text (NUL-terminated, *len bytes);
+ * stops after a DONE (its reason to reason, when given) and returns 1, else 0. */
+static int read_text(mailbox *b, char *text, size_t cap, size_t *len, char *reason)
+{
+    proto_msg m;
+    int t;
+    while ((t = next_msg(b, &m)) >= 0) {
+        size_t n = 0;
+        const char *p = t == PT_PIECE ? proto_str(&m, MF_TEXT, &n) : NULL;
+        ck_assert_uint_lt(*len + n, cap);
+        if (n) memcpy(text + *len, p, n);
+        *len += n;
+        text[*len] = 0;
+        if (t == PT_DONE && reason) proto_strcpy(&m, MF_REASON, reason, 32);
+        proto_msg_free(&m);
+        if (t == PT_DONE) return 1;
+    }
+    return 0;
+}
+
+/* The RUN that must come next to worker b (other messages skipped): its record, its
+ * tokens into toks (cap), the count returned. */
+static int expect_run(mailbox *b, proto_sessrec *rec, int32_t *toks, int cap)
+{
+    proto_msg m;
+    expect(b, PT_RUN, &m);
+    proto_get_sessrec(&m, rec);
+    long n = proto_ints(&m, MF_TOKS, toks, (size_t)cap);
+    rec->toks = NULL;
+    rec->sp = NULL;
+    rec->fb = NULL;
+    proto_msg_free(&m);
+    return (int)n;
 }
 
 /* A REPORT of r's session as its worker sends it to the front door of epoch (decoded
@@ -640,16 +712,310 @@ START_TEST(test_ended_session_keeps_its_key)
 }
 END_TEST
 
+START_TEST(test_admission)
+{
+    /* a request is tokenized, answered ACCEPTED, sent to the worker, and streams */
+    worker_up(0);
+    generate(60, "Once upon a time", 3);
+    proto_msg m;
+    expect(CLIENT, PT_ACCEPTED, &m);
+    uint64_t sess = proto_u64(&m, MF_SESS, 0);
+    size_t kl = 0;
+    ck_assert_ptr_nonnull(proto_str(&m, MF_KEY, &kl));
+    ck_assert_int_eq((int)kl, FRONT_KEY_HEX);
+    ck_assert_int_eq((int)proto_u64(&m, MF_POS, 99), 0); /* running, not queued */
+    int n_prompt = (int)proto_u64(&m, MF_NTOK, 0);
+    proto_msg_free(&m);
+    front_req *r = front_find_sess(&F, sess);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->n_prompt, n_prompt);
+    proto_sessrec rec;
+    int32_t toks[CTX];
+    ck_assert_int_eq(expect_run(W0, &rec, toks, CTX), n_prompt);
+    ck_assert_int_eq((int)(rec.sess == sess), 1);
+    ck_assert_int_eq((int)rec.step, 0);
+    ck_assert_int_eq((int)rec.budget, 3);
+    ck_assert_int_eq(memcmp(toks, r->toks, (size_t)n_prompt * sizeof *toks), 0);
+    int32_t ids[16];
+    char want[256], got[256] = "", reason[32] = "";
+    int n = story_tokens(ids, 3, want, sizeof want);
+    for (int i = 0; i < n; i++) token(sess, i, ids[i]);
+    size_t len = 0;
+    ck_assert_int_eq(read_text(CLIENT, got, sizeof got, &len, reason), 1);
+    ck_assert_str_eq(reason, "length");
+    ck_assert_str_eq(got, want);
+    ck_assert_ptr_null(F.reqs);
+    ck_assert_int_eq((int)F.served, 1);
+    ck_assert_int_eq(F.w[0].assigned, 0);
+    expect(W0, PT_STOP, &m); /* the worker may drop the session */
+    proto_msg_free(&m);
+    /* a GENERATE with neither prompt nor messages: refused, nothing queued or sent */
+    send_gen(61, (gen){ .n = 3 });
+    char msg[300] = "";
+    expect_error(CLIENT, ERR_INVALID, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "prompt") != NULL, "%s", msg);
+    ck_assert_ptr_null(F.reqs);
+    ck_assert_int_eq(next_msg(W0, &m), -1);
+}
+END_TEST
+
+START_TEST(test_queue_limits_and_positions)
+{
+    /* one slot: the first request runs, the others wait in order; the caps refuse */
+    worker_up(0);
+    F.w[0].cap = 1;
+    F.lim.max_per_client = 3;
+    F.lim.max_requests = 4;
+    int pos;
+    for (int i = 0; i < 3; i++) {
+        generate(70 + (uint64_t)i, "Once upon a time", 1);
+        accepted(CLIENT, &pos);
+        ck_assert_int_eq(pos, i); /* 0: running */
+    }
+    generate(73, "Once upon a time", 1); /* a fourth of this connection */
+    proto_msg m;
+    ck_assert_int_eq(next_msg(CLIENT, &m), PT_ERROR);
+    char code[40] = "";
+    proto_strcpy(&m, MF_CODE, code, sizeof code);
+    ck_assert_str_eq(code, errcode_name(ERR_FULL));
+    ck_assert_int_eq((int)proto_u64(&m, MF_RETRY_MS, 0), 1000);
+    proto_msg_free(&m);
+    send_gen(74, (gen){ .rid = C2RID, .prompt = "Once upon a time", .n = 1 }); /* another connection */
+    accepted(CLIENT2, &pos);
+    ck_assert_int_eq(pos, 3);
+    send_gen(75, (gen){ .rid = C2RID, .prompt = "Once upon a time", .n = 1 }); /* the fifth in all */
+    char msg[300] = "";
+    expect_error(CLIENT2, ERR_FULL, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "--max-requests") != NULL, "%s", msg);
+    ck_assert_int_eq(front_count(&F, RQ_QUEUED), 3);
+    /* the head ends: the next one runs, the others move up */
+    proto_sessrec rec;
+    int32_t toks[CTX];
+    expect_run(W0, &rec, toks, CTX);
+    ck_assert_int_eq((int)(rec.sess == req_of(70)->sess), 1);
+    token(req_of(70)->sess, 0, plain_token());
+    ck_assert_ptr_null(req_of(70));
+    front_tick(&F, net_now_ms());
+    ck_assert_int_eq(req_of(71)->state, RQ_RUNNING);
+    expect_run(W0, &rec, toks, CTX);
+    ck_assert_int_eq((int)(rec.sess == req_of(71)->sess), 1);
+    ck_assert_int_eq(front_queue_pos(&F, req_of(72)), 1);
+    ck_assert_int_eq(front_queue_pos(&F, req_of(74)), 2);
+    /* room again for this connection */
+    generate(76, "Once upon a time", 1);
+    accepted(CLIENT, &pos);
+    ck_assert_int_eq(pos, 3);
+}
+END_TEST
+
+START_TEST(test_worker_death_replays)
+{
+    /* a session runs on worker 0, which stops beating after 3 tokens: it is sent again
+     * to worker 1 with all its tokens, at the same step, and the text goes on with no
+     * gap and no repeat */
+    worker_up(0);
+    worker_up(1);
+    int32_t ids[16];
+    char want[256], got[256] = "", reason[32] = "";
+    int n = story_tokens(ids, 6, want, sizeof want);
+    ck_assert_int_eq(n, 6);
+    generate(80, "Once upon a time", n);
+    uint64_t sess = accepted(CLIENT, NULL);
+    front_req *r = front_find_sess(&F, sess);
+    ck_assert_int_eq(r->worker, 0);
+    for (int i = 0; i < 3; i++) token_from(0, sess, i, ids[i]);
+    size_t len = 0;
+    ck_assert_int_eq(read_text(CLIENT, got, sizeof got, &len, NULL), 0);
+    drain(W0);
+    int64_t now = net_now_ms();
+    F.w[0].last_ms = now - NET_HB_MS * NET_HB_LIVENESS - 1;
+    front_check_workers(&F, now);
+    ck_assert_int_eq(F.w[0].live, 0);
+    ck_assert_int_eq(r->state, RQ_QUEUED);
+    front_tick(&F, now);
+    ck_assert_int_eq(r->state, RQ_RUNNING);
+    ck_assert_int_eq(r->worker, 1);
+    proto_sessrec rec;
+    int32_t toks[CTX];
+    int nt = expect_run(W1, &rec, toks, CTX);
+    ck_assert_int_eq(nt, r->n_prompt + 3);
+    ck_assert_int_eq((int)rec.step, 3);
+    ck_assert_int_eq((int)rec.budget, n - 3);
+    ck_assert_int_eq(memcmp(toks + r->n_prompt, ids, 3 * sizeof *ids), 0);
+    token_from(0, sess, 3, ids[0]); /* a late token of the dead worker: ignored */
+    ck_assert_int_eq(r->n_gen, 3);
+    token_from(1, sess, 2, ids[0]); /* a repeated step: ignored */
+    ck_assert_int_eq(r->n_gen, 3);
+    for (int i = 3; i < n; i++) token_from(1, sess, i, ids[i]);
+    proto_msg m;
+    ck_assert_int_eq(next_msg(W0, &m), -1); /* nothing more to the dead one */
+    ck_assert_int_eq(read_text(CLIENT, got, sizeof got, &len, reason), 1);
+    ck_assert_str_eq(reason, "length");
+    ck_assert_str_eq(got, want);
+    ck_assert_int_eq(F.w[1].assigned, 0);
+}
+END_TEST
+
+START_TEST(test_adopt_running_then_resume)
+{
+    /* the front door dies while a session streams; its worker reports it to the new
+     * one, which keeps the tokens that arrive meanwhile; the client resumes with the
+     * bytes it has and gets the rest of the text exactly */
+    worker_up(0);
+    int32_t ids[16];
+    char want[256], got[256] = "", reason[32] = "";
+    int n = story_tokens(ids, 8, want, sizeof want);
+    ck_assert_int_eq(n, 8);
+    generate(90, "Once upon a time", n);
+    uint64_t sess = accepted(CLIENT, NULL);
+    for (int i = 0; i < 3; i++) token(sess, i, ids[i]);
+    size_t len = 0;
+    read_text(CLIENT, got, sizeof got, &len, NULL);
+    ck_assert_uint_gt(len, 0);
+    front_req *r = front_find_sess(&F, sess);
+    char key[FRONT_KEY_HEX + 1];
+    memcpy(key, r->key, sizeof key);
+    for (int i = 3; i < 5; i++) token(sess, i, ids[i]); /* their text is lost with the front door */
+    proto_msg m;
+    report_of(r, 0, F.epoch + 1, &m);
+    restart();
+    worker_up(0);
+    front_adopt(&F, 0, &m);
+    proto_msg_free(&m);
+    r = front_find_sess(&F, sess);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->state, RQ_RUNNING);
+    ck_assert_int_eq((int)r->attached, 0);
+    ck_assert_int_eq(r->n_gen, 5);
+    ck_assert_int_eq(F.w[0].assigned, 1);
+    token(sess, 5, ids[5]); /* kept; no text without its client */
+    ck_assert_int_eq(r->n_gen, 6);
+    ck_assert_int_eq(next_msg(CLIENT, &m), -1);
+    send_gen(91, (gen){ .prompt = "Once upon a time", .n = n, .resume = sess, .key = key, .rbytes = len });
+    ck_assert_int_eq((int)(accepted(CLIENT, NULL) == sess), 1);
+    ck_assert_int_eq((int)r->attached, 1);
+    for (int i = 6; i < n; i++) token(sess, i, ids[i]);
+    ck_assert_int_eq(read_text(CLIENT, got, sizeof got, &len, reason), 1);
+    ck_assert_str_eq(reason, "length");
+    ck_assert_str_eq(got, want);
+    ck_assert_int_eq((int)F.failed, 0);
+}
+END_TEST
+
+START_TEST(test_resume_parked_until_report)
+{
+    /* just started: a resume of a session no worker reported yet waits for the report
+     * (or the end of the grace period), then is admitted again */
+    worker_up(0);
+    F.start_ms = net_now_ms();
+    send_gen(100, (gen){ .prompt = "Once upon a time", .n = 20, .resume = 0x2001, .key = KEY_A });
+    send_gen(101, (gen){ .prompt = "Once upon a time", .n = 4, .resume = 0x2003, .key = KEY_B });
+    proto_msg m;
+    ck_assert_int_eq(next_msg(CLIENT, &m), -1); /* parked: no answer yet */
+    ck_assert_int_eq(F.n_parked, 2);
+    front_readmit(&F, net_now_ms());
+    ck_assert_int_eq(F.n_parked, 2); /* nothing known yet */
+    report(0x2001, KEY_A, 10, 0);
+    front_readmit(&F, net_now_ms());
+    ck_assert_int_eq(F.n_parked, 1);
+    ck_assert_int_eq((int)(accepted(CLIENT, NULL) == 0x2001), 1);
+    ck_assert_int_eq((int)front_find_sess(&F, 0x2001)->attached, 1);
+    /* the grace period ends: the other one is admitted anew under its id and key */
+    front_readmit(&F, net_now_ms() + FRONT_ADOPT_GRACE_MS);
+    ck_assert_int_eq(F.n_parked, 0);
+    ck_assert_int_eq((int)(accepted(CLIENT, NULL) == 0x2003), 1);
+    front_req *r = front_find_sess(&F, 0x2003);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(r->key, KEY_B);
+    ck_assert_int_eq(r->state, RQ_RUNNING);
+}
+END_TEST
+
+START_TEST(test_resume_wrong_key_refused)
+{
+    /* a session streams to c1; c2 tries to take it over with another key: refused, and
+     * the session goes on streaming to c1 */
+    worker_up(0);
+    generate(110, "Once upon a time", 4);
+    uint64_t sess = accepted(CLIENT, NULL);
+    front_req *r = front_find_sess(&F, sess);
+    const char *wrong = strcmp(r->key, KEY_A) ? KEY_A : KEY_B;
+    send_gen(111, (gen){ .rid = C2RID, .prompt = "Once upon a time", .n = 4, .resume = sess, .key = wrong });
+    expect_error(CLIENT2, ERR_UNKNOWN_SESSION, NULL, 0);
+    send_gen(112, (gen){ .rid = C2RID, .prompt = "Once upon a time", .n = 4, .resume = sess, .key = "short" });
+    expect_error(CLIENT2, ERR_INVALID, NULL, 0);
+    ck_assert_ptr_eq(front_find_sess(&F, sess), r);
+    ck_assert_int_eq(memcmp(r->rid, CRID, 2), 0);
+    ck_assert_int_eq((int)r->client_id, 110);
+    token(sess, 0, plain_token());
+    proto_msg m;
+    expect(CLIENT, PT_PIECE, &m);
+    proto_msg_free(&m);
+    ck_assert_int_eq(next_msg(CLIENT2, &m), -1);
+}
+END_TEST
+
+START_TEST(test_chat_continuation)
+{
+    /* a chat's next turn, with its key, goes back to the worker that holds it, as the
+     * same session; with another key, or while a turn runs, it is refused */
+    worker_up(0);
+    worker_up(1);
+    front_req *chat = held_chat(CRID, 120);
+    uint64_t sess = chat->sess;
+    char key[FRONT_KEY_HEX + 1];
+    memcpy(key, chat->key, sizeof key);
+    ck_assert_int_eq(F.w[0].assigned, 1);
+    drain(CLIENT);
+    drain(W0);
+    const char *wrong = strcmp(key, KEY_A) ? KEY_A : KEY_B;
+    send_gen(121, (gen){ .prompt = "Again", .n = 2, .chat = 1, .cont = sess, .key = wrong });
+    expect_error(CLIENT, ERR_UNKNOWN_SESSION, NULL, 0);
+    ck_assert_int_eq(chat->state, RQ_HELD);
+    send_gen(122, (gen){ .prompt = "Again", .n = 2, .chat = 1, .cont = sess, .key = key });
+    ck_assert_int_eq((int)(accepted(CLIENT, NULL) == sess), 1);
+    ck_assert_ptr_eq(front_find_sess(&F, sess), chat);
+    ck_assert_int_eq(chat->state, RQ_RUNNING);
+    ck_assert_int_eq(chat->worker, 0); /* where its KV cache is, though worker 1 is idle */
+    ck_assert_int_eq(F.w[0].assigned, 1);
+    proto_sessrec rec;
+    int32_t toks[CTX];
+    int nt = expect_run(W0, &rec, toks, CTX);
+    ck_assert_int_eq((int)(rec.sess == sess), 1);
+    ck_assert_int_eq(nt, chat->n_prompt);
+    ck_assert_int_eq((int)rec.step, 0);
+    send_gen(123, (gen){ .prompt = "Again", .n = 2, .chat = 1, .cont = sess, .key = key });
+    char msg[300] = "";
+    expect_error(CLIENT, ERR_INVALID, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "busy") != NULL, "%s", msg);
+    token(sess, 0, plain_token());
+    token(sess, 1, plain_token());
+    proto_msg m;
+    expect(CLIENT, PT_DONE, &m);
+    ck_assert_int_eq((int)m.id, 122);
+    proto_msg_free(&m);
+    ck_assert_int_eq(chat->state, RQ_HELD);
+    ck_assert_int_eq(chat->worker, 0);
+}
+END_TEST
+
 Suite *front_suite(void)
 {
     Suite *s = suite_create("front");
     TCase *tc = tcase_create("queue");
     tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_admission);
+    tcase_add_test(tc, test_queue_limits_and_positions);
     tcase_add_test(tc, test_no_worker_waits);
     tcase_add_test(tc, test_no_worker_in_time_fails);
+    tcase_add_test(tc, test_worker_death_replays);
     tcase_add_test(tc, test_full_context_after_worker_death);
     tcase_add_test(tc, test_adopt_stopped_session);
+    tcase_add_test(tc, test_adopt_running_then_resume);
+    tcase_add_test(tc, test_resume_parked_until_report);
+    tcase_add_test(tc, test_resume_wrong_key_refused);
     tcase_add_test(tc, test_prompt_too_long_still_refused);
+    tcase_add_test(tc, test_chat_continuation);
     tcase_add_test(tc, test_held_chat_leaves_slot_to_queued);
     tcase_add_test(tc, test_held_chat_caps);
     tcase_add_test(tc, test_held_chat_freed_when_client_silent);
