@@ -90,7 +90,7 @@
     X(SLOT, "slot", PK_U64)                                                              \
     X(HIST, "hist", PK_INTS)            /* recent tokens for the penalties */            \
     X(ERR, "err", PK_STR)                                                                \
-    /* the front door's record inside fb (front_adopt.c) */                              \
+    /* the front door's record inside fb (front_req.c)   */                              \
     X(NP, "np", PK_I64)                 /* prompt tokens */                              \
     X(IE, "ie", PK_BOOL)                /* ignore_eos */
 

@@ -182,7 +182,7 @@ typedef struct {
     int64_t      no_worker_ms; /* since when no worker is up (0: some is) */
     front_parked *parked;      /* (FRONT_MAX_PARKED) */
     int          n_parked;
-    int          fault_at;     /* test hook (front_fault_arm): die at this many tokens... */
+    int          fault_at;     /* test hook (frontd.c, fault_arm): die at this many tokens... */
     int          fault_kind;   /* ...0 at once, 1 with text held for a stop string, 2 with
                                 * part of a character held back */
     bool         fault_exit;   /* the hook fired: the loop exits once the outbox is sent */
