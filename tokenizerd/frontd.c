@@ -524,6 +524,8 @@ int tokd_serve(int argc, char **argv)
                  chat_template_name(f.tmpl));
         serve(&f);
         log_info("shutting down: %d requests in flight are cut", front_count(&f, RQ_RUNNING));
+        front_req_free_all(&f);
+        flush(&f); /* the workers drop the sessions (PT_STOP) */
         rc = 0;
     }
     front_req_free_all(&f);
