@@ -188,7 +188,15 @@ unit: check-layers
 # every quoted #include of a layered folder must name, without a '/', a header of a
 # folder on that folder's include path (INC_<folder> above).
 LAYERED := common tok grammar engined tokenizerd samplerd client
-check-layers:
+# The front door's files in layers, bottom first (front.h): a file may call only
+# functions defined in the files before it or in itself, so there is no call cycle.
+# Checked on the objects (nm: what each defines, T, and calls across files, U), so
+# comments and macros cannot fool it; a new front*.c must take its place in the list.
+# Its functions fit on a screen: none over FRONT_MAX_FN lines.
+FRONT_LAYERS := front_out front_req front_sched front_adopt front_admit frontd
+FRONT_MAX_FN := 100
+FRONT_OBJ = $(patsubst %,$(BUILD)/obj/tokenizerd/%.o,$(FRONT_LAYERS))
+check-layers: $(FRONT_OBJ)
 	@bad=0; $(foreach d,$(LAYERED),\
 	  for f in $(wildcard $(d)/*.c $(d)/*.h); do \
 	    for h in $$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' $$f); do \
@@ -198,6 +206,25 @@ check-layers:
 	    done; \
 	  done;) \
 	[ $$bad = 0 ] && echo "check-layers: no include crosses a layer" || { echo "check-layers: FAILED (docs/ARCHITECTURE.md, Layers)"; exit 1; }
+	@bad=0; for f in $(wildcard tokenizerd/front*.c); do \
+	  case " $(FRONT_LAYERS) " in *" $$(basename $$f .c) "*) ;; \
+	  *) echo "$$f is in no layer of the front door (FRONT_LAYERS in the Makefile)"; bad=1;; esac; \
+	done; \
+	nm -A $(FRONT_OBJ) | awk -v order="$(FRONT_LAYERS)" ' \
+	  BEGIN { n = split(order, o, " "); for (i = 1; i <= n; i++) rank[o[i]] = i } \
+	  { f = $$1; sub(/\.o:.*/, "", f); sub(/.*\//, "", f) } \
+	  $$2 == "T" { def[$$3] = f } \
+	  $$2 == "U" { use[++u] = f " " $$3 } \
+	  END { for (i = 1; i <= u; i++) { split(use[i], x, " "); d = def[x[2]]; \
+	          if (d != "" && rank[d] > rank[x[1]]) { \
+	            print "tokenizerd/" x[1] ".c calls " x[2] " of tokenizerd/" d ".c, a layer above it"; bad = 1 } } \
+	        exit bad }' || bad=1; \
+	for f in $(patsubst %,tokenizerd/%.c,$(FRONT_LAYERS)); do \
+	  awk -v max=$(FRONT_MAX_FN) -v file=$$f '/^[{]/ { s = NR } \
+	    /^[}]/ && s { if (NR - s - 1 > max) { print file ":" s ": a function of " NR - s - 1 " lines (over " max ")"; bad = 1 } s = 0 } \
+	    END { exit bad }' $$f || bad=1; \
+	done; \
+	[ $$bad = 0 ] && echo "check-layers: the front door calls only down its layers ($(FRONT_LAYERS))" || { echo "check-layers: FAILED (tokenizerd/front.h, the layers)"; exit 1; }
 
 e2e: $(BUILD)/node/node_modules/openai/package.json
 	@set -e; for t in $(sort $(wildcard tests/e2e/*.sh)); do \

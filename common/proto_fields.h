@@ -95,7 +95,7 @@
     X(GRAMMAR, "grammar", STR)       /* GBNF text constraining the generated text */    \
     X(GST, "gst", BIN)               /* the grammar matcher's state (gram.h wire form) */ \
     X(GTOKS, "gtoks", INTS)          /* tokens generated so far: rebuild the state */   \
-    /* the front door's record inside fb (front_adopt.c) */                             \
+    /* the front door's record inside fb (front_req.c)   */                             \
     X(NP, "np", I64)                 /* prompt tokens */                                \
     X(IE, "ie", BOOL)                /* ignore_eos */
 

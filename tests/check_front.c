@@ -1,20 +1,26 @@
-/* Tests for the front door's queue (suite "front"). At the edges of restarts: a request
- * that arrives while no engine worker is registered waits for one (and fails, saying
- * so, after --worker-wait); a session whose generation filled the context before its
- * worker died ends with reason "context"; a session a worker reports as stopped is
- * queued, and its client's resume gets the text and the end. Against hostile peers:
- * chats held between turns are capped, freed when their client goes silent and leave
- * their worker slot to a queued request; a worker's REPORT is adopted only within the
- * window after a start, within the worker's capacity and context, and never replaces a
- * session the front door holds; an ended session's id cannot be resumed under another
- * key. The front door runs on
- * real ZeroMQ sockets (inproc): a client and a worker are DEALERs whose replies the
- * tests read. Vocabulary: stories260K from $LLM_SHARED. */
+/* Tests for the front door's state machine (suite "front"), driven without sockets:
+ * the tests call its handlers as the loop in frontd.c would (front_generate,
+ * front_token, front_adopt, front_tick...) and read what it sent from its outbox
+ * (front_out_pop). Admission: ACCEPTED, the RUN, the text and the end; a bad request
+ * refused. The queue: --max-requests and --max-per-client refused with queue_full,
+ * positions in ACCEPTED that move up as the head runs. A worker's death: its session is
+ * replayed onto another worker at the same step, the text with no gap and no repeat. At
+ * the edges of restarts: a request that arrives while no engine worker is registered
+ * waits for one (and fails, saying so, after --worker-wait); a session whose generation
+ * filled the context before its worker died ends with reason "context"; a session a
+ * worker REPORTs after a restart is adopted (running: its tokens are kept, its client's
+ * resume gets the text it lacks; stopped: queued, the resume gets the text and the end);
+ * a resume that arrives before the report is parked and admitted again. Against hostile
+ * peers: a resume or a chat turn under a wrong key is refused; chats held between turns
+ * are capped, freed when their client goes silent and leave their worker slot to a
+ * queued request; a worker's REPORT is adopted only within the window after a start,
+ * within the worker's capacity and context, and never replaces a session the front door
+ * holds; an ended session's id cannot be resumed under another key. A chat's next turn
+ * goes back to the worker that holds it. Vocabulary: stories260K from $LLM_SHARED. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zmq.h>
 
 #include "front.h"
 #include "gguf.h"
@@ -27,8 +33,36 @@
 #define CTX 48 /* the workers' context in these tests */
 
 static front F;
-static void *zctx, *client, *wsock;
-static const uint8_t CRID[] = "c1", WRID[] = "w1";
+/* Routing ids are a letter and a digit: clients c1, c2; workers w0, w1 (worker_up). */
+static const uint8_t CRID[] = "c1", C2RID[] = "c2";
+
+/* What the front door sent to one peer, oldest first: the outbox sorted by routing id. */
+#define BOX_CAP 2048
+typedef struct {
+    char  *data[BOX_CAP];
+    size_t len[BOX_CAP];
+    int    head, n;
+} mailbox;
+static mailbox clients[4], workers[4]; /* by the routing id's digit */
+#define CLIENT  (&clients[1])
+#define CLIENT2 (&clients[2])
+#define W0      (&workers[0])
+#define W1      (&workers[1])
+
+/* Moves every message of the outbox into its peer's mailbox. */
+static void collect(void)
+{
+    front_out o;
+    while (front_out_pop(&F, &o)) {
+        ck_assert_int_eq((int)o.rid_len, 2);
+        int d = o.rid[1] - '0';
+        ck_assert(d >= 0 && d < 4);
+        mailbox *b = o.to == FRONT_TO_CLIENT ? &clients[d] : &workers[d];
+        ck_assert_int_lt(b->n, BOX_CAP);
+        b->data[b->n] = o.data;
+        b->len[b->n++] = o.len;
+    }
+}
 
 static void load_vocab(void)
 {
@@ -45,24 +79,12 @@ static void load_vocab(void)
         if (tok_is_eog(F.vocab, i)) F.eog[F.n_eog++] = i;
 }
 
-/* A DEALER with routing id rid connected to ep; it says hello so the ROUTER knows it. */
-static void *peer(const char *ep, const uint8_t *rid, void *router)
-{
-    void *s = zmq_socket(zctx, ZMQ_DEALER);
-    ck_assert_ptr_nonnull(s);
-    zmq_setsockopt(s, ZMQ_ROUTING_ID, rid, 2);
-    ck_assert_int_eq(zmq_connect(s, ep), 0);
-    ck_assert_int_eq(zmq_send(s, "hi", 2, 0), 2);
-    char buf[16];
-    ck_assert_int_eq(zmq_recv(router, buf, sizeof buf, 0), 2); /* its id */
-    ck_assert_int_eq(zmq_recv(router, buf, sizeof buf, 0), 2); /* "hi" */
-    return s;
-}
-
 static void setup(void)
 {
     log_init("check_front", LOG_ERROR);
     memset(&F, 0, sizeof F);
+    memset(clients, 0, sizeof clients);
+    memset(workers, 0, sizeof workers);
     load_vocab();
     F.lim = (front_limits){ .max_requests = 64, .max_per_client = 64, .stall_ms = 30000, .max_per_host = 16,
                             .worker_wait_ms = 2000, .max_held = 256, .max_held_per_client = 8 };
@@ -70,34 +92,31 @@ static void setup(void)
     F.epoch = 77;
     F.start_ms = net_now_ms() - 60000; /* long started: no adoption grace */
     F.parked = calloc(FRONT_MAX_PARKED, sizeof *F.parked);
-    zctx = zmq_ctx_new();
-    F.clients = zmq_socket(zctx, ZMQ_ROUTER);
-    F.workers = zmq_socket(zctx, ZMQ_ROUTER);
-    ck_assert_int_eq(zmq_bind(F.clients, "inproc://front-clients"), 0);
-    ck_assert_int_eq(zmq_bind(F.workers, "inproc://front-workers"), 0);
-    client = peer("inproc://front-clients", CRID, F.clients);
-    wsock = peer("inproc://front-workers", WRID, F.workers);
 }
+
+static void drain(mailbox *b);
 
 static void teardown(void)
 {
     front_req_free_all(&F);
+    for (int i = 0; i < 4; i++) {
+        drain(&clients[i]);
+        drain(&workers[i]);
+    }
+    front_out_free_all(&F);
+    for (int i = 0; i < F.n_parked; i++) proto_msg_free(&F.parked[i].m);
     free(F.parked);
     tok_vocab_free(F.vocab);
-    zmq_close(client);
-    zmq_close(wsock);
-    zmq_close(F.clients);
-    zmq_close(F.workers);
-    zmq_ctx_term(zctx);
 }
 
-/* Worker slot wi registered and live (the "w1" connection), context CTX. */
+/* Worker slot wi registered and live (routing id "w<wi>"), context CTX. */
 static void worker_up(int wi)
 {
     front_worker *w = &F.w[wi];
     memset(w, 0, sizeof *w);
     w->live = 1;
-    memcpy(w->rid, WRID, 2);
+    w->rid[0] = 'w';
+    w->rid[1] = (uint8_t)('0' + wi);
     w->rid_len = 2;
     w->wid = 100 + (uint64_t)wi;
     w->pid = 1000 + wi;
@@ -107,21 +126,24 @@ static void worker_up(int wi)
     F.no_worker_ms = 0;
 }
 
-/* The next message on socket s (a DEALER), decoded; type -1 when none is waiting. */
-static int next_msg(void *s, proto_msg *m)
+/* The next message the front door sent to b, decoded; type -1 when none is waiting. */
+static int next_msg(mailbox *b, proto_msg *m)
 {
-    char buf[1 << 16], err[200];
-    int n = zmq_recv(s, buf, sizeof buf, ZMQ_DONTWAIT);
-    if (n < 0) return -1;
-    ck_assert_msg(proto_decode(m, buf, (size_t)n, err, sizeof err) == 0, "%s", err);
+    char err[200];
+    collect();
+    if (b->head == b->n) return -1;
+    int i = b->head++;
+    ck_assert_msg(proto_decode(m, b->data[i], b->len[i], err, sizeof err) == 0, "%s", err);
+    free(b->data[i]);
+    b->data[i] = NULL;
     return m->type;
 }
 
 /* Skips messages of other types; the first of type t (which must come). */
-static void expect(void *s, int t, proto_msg *m)
+static void expect(mailbox *b, int t, proto_msg *m)
 {
     for (;;) {
-        int got = next_msg(s, m);
+        int got = next_msg(b, m);
         ck_assert_msg(got >= 0, "expected a %s, none came", proto_type_name(t));
         if (got == t) return;
         if (got == PT_ERROR) {
@@ -133,44 +155,79 @@ static void expect(void *s, int t, proto_msg *m)
     }
 }
 
-/* A GENERATE from connection rid: a prompt, or a chat turn (chat set: prompt is the
- * user's message; cont/key: the session it continues). */
-static void generate_from(const uint8_t *rid, uint64_t id, const char *prompt, int n, int chat, uint64_t cont,
-                          const char *key)
+static void drain(mailbox *b)
+{
+    proto_msg m;
+    while (next_msg(b, &m) >= 0) proto_msg_free(&m);
+}
+
+/* The next message to b is an ERROR with this code; its text goes to msg (may be NULL). */
+static void expect_error(mailbox *b, errcode code, char *msg, size_t cap)
+{
+    proto_msg m;
+    ck_assert_int_eq(next_msg(b, &m), PT_ERROR);
+    char name[40] = "";
+    proto_strcpy(&m, MF_CODE, name, sizeof name);
+    ck_assert_str_eq(name, errcode_name(code));
+    if (msg) proto_strcpy(&m, MF_MSG, msg, cap);
+    proto_msg_free(&m);
+}
+
+/* Decodes what w wrote into m (the caller frees m); frees w. */
+static void decode(proto_writer *w, proto_msg *m)
+{
+    char err[200];
+    ck_assert_msg(proto_decode(m, proto_data(w), proto_size(w), err, sizeof err) == 0, "%s", err);
+    proto_writer_free(w);
+}
+
+/* A GENERATE as a client sends it. */
+typedef struct {
+    const uint8_t *rid;  /* its connection (NULL: CRID) */
+    const char *prompt;  /* the prompt, or the user's message of a chat; NULL: none (refused) */
+    int         n;       /* tokens to generate */
+    int         chat;
+    uint64_t    cont;    /* the held chat session it continues, or 0 */
+    uint64_t    resume;  /* the session it resumes after a restart, or 0 */
+    const char *key;     /* the session's key, with cont or resume */
+    uint64_t    rbytes;  /* with resume: text bytes the client has */
+} gen;
+
+static void send_gen(uint64_t id, gen g)
 {
     proto_writer w;
     proto_begin(&w, PT_GENERATE, id);
-    proto_put_i64(&w, MF_N, n);
-    if (chat) {
+    proto_put_i64(&w, MF_N, g.n);
+    if (g.chat) {
         proto_put_bool(&w, MF_CHAT, 1);
         proto_put_array_begin(&w, MF_MSGS, 2);
         proto_pack_str(&w.pk, "user");
-        proto_pack_str(&w.pk, prompt);
-    } else {
-        proto_put_str(&w, MF_PROMPT, prompt);
+        proto_pack_str(&w.pk, g.prompt);
+    } else if (g.prompt) {
+        proto_put_str(&w, MF_PROMPT, g.prompt);
     }
-    if (cont) {
-        proto_put_u64(&w, MF_SESS, cont);
-        proto_put_str(&w, MF_KEY, key);
+    if (g.cont) proto_put_u64(&w, MF_SESS, g.cont);
+    if (g.resume) {
+        proto_put_u64(&w, MF_RESUME, g.resume);
+        proto_put_u64(&w, MF_RBYTES, g.rbytes);
     }
+    if (g.key) proto_put_str(&w, MF_KEY, g.key);
     proto_put_map_begin(&w, MF_PARAMS, 1);
     proto_pack_str(&w.pk, "temperature");
     proto_pack_str(&w.pk, "0");
     proto_msg m;
-    char err[200];
-    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
-    front_generate(&F, rid, 2, &m);
+    decode(&w, &m);
+    front_generate(&F, g.rid ? g.rid : CRID, 2, &m);
     proto_msg_free(&m);
-    proto_writer_free(&w);
 }
 
 static void generate(uint64_t id, const char *prompt, int n)
 {
-    generate_from(CRID, id, prompt, n, 0, 0, NULL);
+    send_gen(id, (gen){ .prompt = prompt, .n = n });
 }
 
-/* The worker sends token tok at step for session sess. */
-static void token(uint64_t sess, int step, int32_t tok)
+/* Worker wi sends token tok at step for session sess. */
+static void token_from(int wi, uint64_t sess, int step, int32_t tok)
 {
     proto_writer w;
     proto_begin(&w, PT_TOKEN, 0);
@@ -179,17 +236,143 @@ static void token(uint64_t sess, int step, int32_t tok)
     proto_put_i64(&w, MF_TOK, tok);
     proto_put_u64(&w, MF_EPOCH, F.epoch);
     proto_msg m;
-    char err[200];
-    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
-    front_token(&F, 0, &m);
+    decode(&w, &m);
+    front_token(&F, wi, &m);
     proto_msg_free(&m);
-    proto_writer_free(&w);
+}
+
+static void token(uint64_t sess, int step, int32_t tok)
+{
+    token_from(0, sess, step, tok);
 }
 
 /* A token that is neither an end of generation nor a control token. */
 static int32_t plain_token(void)
 {
     return tok_n_vocab(F.vocab) - 1;
+}
+
+/* The request of client request id, or NULL. */
+static front_req *req_of(uint64_t id)
+{
+    front_req *r = F.reqs;
+    while (r && r->client_id != id) r = r->next;
+    return r;
+}
+
+/* The ACCEPTED that must come next to b (other messages skipped): its session, and its
+ * queue position in *pos (may be NULL). */
+static uint64_t accepted(mailbox *b, int *pos)
+{
+    proto_msg m;
+    expect(b, PT_ACCEPTED, &m);
+    uint64_t sess = proto_u64(&m, MF_SESS, 0);
+    if (pos) *pos = (int)proto_u64(&m, MF_POS, 99);
+    proto_msg_free(&m);
+    return sess;
+}
+
+/* Story tokens to generate (no end of generation among them), and their text as the
+ * front door's detokenizer writes it. */
+static int story_tokens(int32_t *ids, int cap, char *text, size_t text_cap)
+{
+    const char *s = " and the little dog ran to the park with Lily";
+    int32_t *enc = NULL;
+    size_t n = 0;
+    char err[200];
+    ck_assert_msg(tok_encode(F.vocab, s, strlen(s), false, false, &enc, &n, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_ge((int)n, 6);
+    if ((int)n > cap) n = (size_t)cap;
+    memcpy(ids, enc, n * sizeof *ids);
+    free(enc);
+    tok_stream *ts = tok_stream_new(F.vocab, TOK_STREAM_KEEP_SPACE);
+    size_t len = 0, k;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = tok_stream_push(ts, ids[i], &k);
+        ck_assert_uint_lt(len + k, text_cap);
+        memcpy(text + len, p, k);
+        len += k;
+    }
+    const char *p = tok_stream_flush(ts, &k);
+    ck_assert_uint_lt(len + k, text_cap);
+    memcpy(text + len, p, k);
+    text[len + k] = 0;
+    tok_stream_free(ts);
+    return (int)n;
+}
+
+/* Appends the text of every PIECE waiting for b to text (NUL-terminated, *len bytes);
+ * stops after a DONE (its reason to reason, when given) and returns 1, else 0. */
+static int read_text(mailbox *b, char *text, size_t cap, size_t *len, char *reason)
+{
+    proto_msg m;
+    int t;
+    while ((t = next_msg(b, &m)) >= 0) {
+        size_t n = 0;
+        const char *p = t == PT_PIECE ? proto_str(&m, MF_TEXT, &n) : NULL;
+        ck_assert_uint_lt(*len + n, cap);
+        if (n) memcpy(text + *len, p, n);
+        *len += n;
+        text[*len] = 0;
+        if (t == PT_DONE && reason) proto_strcpy(&m, MF_REASON, reason, 32);
+        proto_msg_free(&m);
+        if (t == PT_DONE) return 1;
+    }
+    return 0;
+}
+
+/* The RUN that must come next to worker b (other messages skipped): its record, its
+ * tokens into toks (cap), the count returned. */
+static int expect_run(mailbox *b, proto_sessrec *rec, int32_t *toks, int cap)
+{
+    proto_msg m;
+    expect(b, PT_RUN, &m);
+    proto_get_sessrec(&m, rec);
+    long n = proto_ints(&m, MF_TOKS, toks, (size_t)cap);
+    rec->toks = NULL;
+    rec->sp = NULL;
+    rec->fb = NULL;
+    proto_msg_free(&m);
+    return (int)n;
+}
+
+/* A REPORT of r's session as its worker sends it to the front door of epoch (decoded
+ * into m; the caller frees it): r's tokens, step, parameters and record. */
+static void report_of(const front_req *r, int idle, uint64_t epoch, proto_msg *m)
+{
+    msgpack_sbuffer fb;
+    msgpack_sbuffer_init(&fb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &fb, msgpack_sbuffer_write);
+    front_fb_pack(r, &pk);
+    proto_writer w;
+    proto_begin(&w, PT_REPORT, r->sess);
+    proto_put_u64(&w, MF_SESS, r->sess);
+    proto_put_ints(&w, MF_TOKS, r->toks, (size_t)r->n_toks);
+    proto_put_u64(&w, MF_STEP, (uint64_t)r->n_gen);
+    proto_put_u64(&w, MF_BUDGET, (uint64_t)(r->n_predict - r->n_gen));
+    proto_put_bin(&w, MF_SP, r->sp, r->sp_len);
+    proto_put_u64(&w, MF_EPOCH, epoch);
+    proto_put_bin(&w, MF_FB, fb.data, fb.size);
+    if (idle) proto_put_bool(&w, MF_IDLE, 1);
+    decode(&w, m);
+    msgpack_sbuffer_destroy(&fb);
+}
+
+/* The front door is killed and starts again: nothing held, nothing remembered, no
+ * worker registered yet, a new epoch. */
+static void restart(void)
+{
+    front_req_free_all(&F);
+    for (int i = 0; i < 4; i++) {
+        drain(&clients[i]);
+        drain(&workers[i]); /* the old instance's STOPs */
+    }
+    memset(F.w, 0, sizeof F.w);
+    memset(F.tombs, 0, sizeof F.tombs);
+    F.epoch++;
+    F.start_ms = net_now_ms();
+    F.no_worker_ms = F.start_ms;
 }
 
 START_TEST(test_no_worker_waits)
@@ -200,7 +383,7 @@ START_TEST(test_no_worker_waits)
     F.w[0].live = 0;
     generate(1, "Once upon a time", 8);
     proto_msg m;
-    expect(client, PT_ACCEPTED, &m);
+    expect(CLIENT, PT_ACCEPTED, &m);
     proto_msg_free(&m);
     ck_assert_ptr_nonnull(F.reqs);
     ck_assert_int_eq(F.reqs->state, RQ_QUEUED);
@@ -208,12 +391,12 @@ START_TEST(test_no_worker_waits)
     int64_t t0 = net_now_ms();
     front_tick(&F, t0 + 1000);
     ck_assert_ptr_nonnull(F.reqs); /* waits */
-    ck_assert_int_eq(next_msg(client, &m), -1);
+    ck_assert_int_eq(next_msg(CLIENT, &m), -1);
     /* a worker comes back: the request runs on it */
     worker_up(0);
     front_tick(&F, t0 + 2000);
     ck_assert_int_eq(F.reqs->state, RQ_RUNNING);
-    expect(wsock, PT_RUN, &m);
+    expect(W0, PT_RUN, &m);
     proto_msg_free(&m);
 }
 END_TEST
@@ -223,13 +406,13 @@ START_TEST(test_no_worker_in_time_fails)
     F.no_worker_ms = net_now_ms();
     generate(2, "Once upon a time", 8);
     proto_msg m;
-    expect(client, PT_ACCEPTED, &m);
+    expect(CLIENT, PT_ACCEPTED, &m);
     proto_msg_free(&m);
     front_tick(&F, net_now_ms() + F.lim.worker_wait_ms / 2);
     ck_assert_ptr_nonnull(F.reqs);
     front_tick(&F, net_now_ms() + F.lim.worker_wait_ms + 1000); /* within the client timeout */
     ck_assert_ptr_null(F.reqs);
-    expect(client, PT_ERROR, &m);
+    expect(CLIENT, PT_ERROR, &m);
     char msg[300] = "", code[40] = "";
     proto_strcpy(&m, MF_MSG, msg, sizeof msg);
     proto_strcpy(&m, MF_CODE, code, sizeof code);
@@ -245,7 +428,7 @@ static front_req *fill_context(void)
     worker_up(0);
     generate(3, "Once upon a time", 200);
     proto_msg m;
-    expect(client, PT_ACCEPTED, &m);
+    expect(CLIENT, PT_ACCEPTED, &m);
     proto_msg_free(&m);
     front_req *r = F.reqs;
     ck_assert_int_eq(r->state, RQ_RUNNING);
@@ -266,7 +449,7 @@ START_TEST(test_full_context_after_worker_death)
     ck_assert_ptr_null(F.reqs);
     ck_assert_int_eq((int)F.failed, 0);
     proto_msg m;
-    expect(client, PT_DONE, &m);
+    expect(CLIENT, PT_DONE, &m);
     char reason[32] = "";
     proto_strcpy(&m, MF_REASON, reason, sizeof reason);
     ck_assert_str_eq(reason, "context");
@@ -281,60 +464,27 @@ START_TEST(test_adopt_stopped_session)
      * no front door listened (idle); the client resumes and gets its end */
     front_req *r = fill_context();
     proto_msg m;
-    while (next_msg(client, &m) >= 0) proto_msg_free(&m);
-    while (next_msg(wsock, &m) >= 0) proto_msg_free(&m);
-    msgpack_sbuffer fb;
-    msgpack_sbuffer_init(&fb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &fb, msgpack_sbuffer_write);
-    front_fb_pack(r, &pk);
-    proto_writer w;
-    proto_begin(&w, PT_REPORT, r->sess);
-    proto_put_u64(&w, MF_SESS, r->sess);
-    proto_put_ints(&w, MF_TOKS, r->toks, (size_t)r->n_toks);
-    proto_put_u64(&w, MF_STEP, (uint64_t)r->n_gen);
-    proto_put_u64(&w, MF_BUDGET, (uint64_t)(r->n_predict - r->n_gen));
-    proto_put_bin(&w, MF_SP, r->sp, r->sp_len);
-    proto_put_u64(&w, MF_EPOCH, F.epoch + 1);
-    proto_put_bin(&w, MF_FB, fb.data, fb.size);
-    proto_put_bool(&w, MF_IDLE, 1);
+    report_of(r, 1, F.epoch + 1, &m);
     char key[FRONT_KEY_HEX + 1];
     memcpy(key, r->key, sizeof key);
     uint64_t sess = r->sess;
     int n_gen = r->n_gen;
-    /* the new front door: nothing held, a new epoch */
-    front_req_free_all(&F);
-    while (next_msg(wsock, &m) >= 0) proto_msg_free(&m); /* the old instance's STOP */
-    F.epoch++;
-    F.start_ms = net_now_ms();
+    restart();
     worker_up(0);
-    char err[200];
-    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
     front_adopt(&F, 0, &m);
     proto_msg_free(&m);
-    proto_writer_free(&w);
-    msgpack_sbuffer_destroy(&fb);
     r = front_find_sess(&F, sess);
     ck_assert_ptr_nonnull(r);
     ck_assert_int_eq(r->state, RQ_QUEUED); /* not "running" on a worker that stopped */
     ck_assert_int_eq(r->worker, -1);
-    expect(wsock, PT_STOP, &m);
+    expect(W0, PT_STOP, &m);
     proto_msg_free(&m);
     front_tick(&F, net_now_ms()); /* unattached: it waits for its client */
     ck_assert_ptr_nonnull(front_find_sess(&F, sess));
     /* the client resumes with 0 bytes of text: all of it comes, then the end */
-    proto_begin(&w, PT_GENERATE, 9);
-    proto_put_i64(&w, MF_N, 200);
-    proto_put_str(&w, MF_PROMPT, "Once upon a time");
-    proto_put_u64(&w, MF_RESUME, sess);
-    proto_put_str(&w, MF_KEY, key);
-    proto_put_u64(&w, MF_RBYTES, 0);
-    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
-    front_generate(&F, CRID, 2, &m);
-    proto_msg_free(&m);
-    proto_writer_free(&w);
+    send_gen(9, (gen){ .prompt = "Once upon a time", .n = 200, .resume = sess, .key = key });
     front_tick(&F, net_now_ms());
-    expect(client, PT_DONE, &m);
+    expect(CLIENT, PT_DONE, &m);
     char reason[32] = "";
     proto_strcpy(&m, MF_REASON, reason, sizeof reason);
     ck_assert_str_eq(reason, "context");
@@ -352,7 +502,7 @@ START_TEST(test_prompt_too_long_still_refused)
     F.w[0].ctx = 4;
     generate(4, "Once upon a time there was a little girl named Lily", 8);
     proto_msg m;
-    expect(client, PT_ERROR, &m);
+    expect(CLIENT, PT_ERROR, &m);
     char code[40] = "";
     proto_strcpy(&m, MF_CODE, code, sizeof code);
     ck_assert_str_eq(code, errcode_name(ERR_CONTEXT));
@@ -364,7 +514,7 @@ END_TEST
 /* A chat turn of one token from connection rid that finishes on worker 0: held there. */
 static front_req *held_chat(const uint8_t *rid, uint64_t id)
 {
-    generate_from(rid, id, "Hello", 1, 1, 0, NULL);
+    send_gen(id, (gen){ .rid = rid, .prompt = "Hello", .n = 1, .chat = 1 });
     front_req *r = F.reqs;
     while (r && r->client_id != id) r = r->next;
     ck_assert_ptr_nonnull(r);
@@ -373,12 +523,6 @@ static front_req *held_chat(const uint8_t *rid, uint64_t id)
     ck_assert_int_eq(r->state, RQ_HELD);
     ck_assert_int_eq(r->worker, 0);
     return r;
-}
-
-static void drain(void *s)
-{
-    proto_msg m;
-    while (next_msg(s, &m) >= 0) proto_msg_free(&m);
 }
 
 START_TEST(test_held_chat_leaves_slot_to_queued)
@@ -391,20 +535,20 @@ START_TEST(test_held_chat_leaves_slot_to_queued)
     uint64_t sess = chat->sess;
     char key[FRONT_KEY_HEX + 1];
     memcpy(key, chat->key, sizeof key);
-    drain(wsock);
+    drain(W0);
     generate(11, "Once upon a time", 4);
     proto_msg m;
-    expect(wsock, PT_STOP, &m); /* the chat leaves the worker... */
+    expect(W0, PT_STOP, &m); /* the chat leaves the worker... */
     ck_assert_int_eq((int)(proto_u64(&m, MF_SESS, 0) == sess), 1);
     proto_msg_free(&m);
-    expect(wsock, PT_RUN, &m); /* ...and the request runs there */
+    expect(W0, PT_RUN, &m); /* ...and the request runs there */
     proto_msg_free(&m);
     chat = front_find_sess(&F, sess);
     ck_assert_int_eq(chat->state, RQ_HELD);
     ck_assert_int_eq(chat->worker, -1);
     ck_assert_int_eq(F.w[0].assigned, 1);
     /* the chat's next turn waits for the slot, then runs */
-    generate_from(CRID, 12, "Again", 2, 1, sess, key);
+    send_gen(12, (gen){ .prompt = "Again", .n = 2, .chat = 1, .cont = sess, .key = key });
     ck_assert_int_eq(chat->state, RQ_QUEUED);
     front_req *q = F.reqs;
     while (q->client_id != 11) q = q->next;
@@ -447,11 +591,9 @@ START_TEST(test_held_chat_freed_when_client_silent)
     proto_put_u64(&w, MF_SESS, sb);
     proto_put_str(&w, MF_KEY, b->key);
     proto_msg m;
-    char err[200];
-    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    decode(&w, &m);
     front_client_msg(&F, CRID, 2, &m);
     proto_msg_free(&m);
-    proto_writer_free(&w);
     b->client_ms = later; /* the ping's time on the test's clock */
     front_tick(&F, net_now_ms() + FRONT_HELD_SILENT_MS + 1000);
     ck_assert_ptr_null(front_find_sess(&F, sa)); /* silent: freed, its worker told */
@@ -471,37 +613,22 @@ static void report(uint64_t sess, const char *key, int n_toks, int idle)
 {
     front_req fake;
     memset(&fake, 0, sizeof fake);
+    fake.sess = sess;
     snprintf(fake.key, sizeof fake.key, "%s", key);
     fake.n_prompt = 4;
     fake.n_predict = 100;
-    msgpack_sbuffer fb;
-    msgpack_sbuffer_init(&fb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &fb, msgpack_sbuffer_write);
-    front_fb_pack(&fake, &pk);
-    int32_t *toks = calloc((size_t)n_toks, sizeof *toks);
+    fake.n_toks = n_toks;
+    fake.n_gen = n_toks - 4;
+    int32_t toks[256];
+    ck_assert_int_le(n_toks, 256);
     for (int i = 0; i < n_toks; i++) toks[i] = plain_token();
+    fake.toks = toks;
     smp_params p = smp_params_default();
-    uint8_t sp[SMP_WIRE_MAX];
-    size_t sp_len = smp_params_to_wire(&p, sp);
-    proto_writer w;
-    proto_begin(&w, PT_REPORT, sess);
-    proto_put_u64(&w, MF_SESS, sess);
-    proto_put_ints(&w, MF_TOKS, toks, (size_t)n_toks);
-    proto_put_u64(&w, MF_STEP, (uint64_t)(n_toks - 4));
-    proto_put_u64(&w, MF_BUDGET, 10);
-    proto_put_bin(&w, MF_SP, sp, sp_len);
-    proto_put_u64(&w, MF_EPOCH, F.epoch);
-    proto_put_bin(&w, MF_FB, fb.data, fb.size);
-    if (idle) proto_put_bool(&w, MF_IDLE, 1);
+    fake.sp_len = smp_params_to_wire(&p, fake.sp);
     proto_msg m;
-    char err[200];
-    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    report_of(&fake, idle, F.epoch, &m);
     front_adopt(&F, 0, &m);
     proto_msg_free(&m);
-    proto_writer_free(&w);
-    msgpack_sbuffer_destroy(&fb);
-    free(toks);
 }
 
 static const char KEY_A[] = "0123456789abcdef0123456789abcdef", KEY_B[] = "fedcba9876543210fedcba9876543210";
@@ -529,7 +656,7 @@ START_TEST(test_report_bounds)
     ck_assert_ptr_null(front_find_sess(&F, 0x100b));
     proto_msg m;
     int stops = 0;
-    while (next_msg(wsock, &m) >= 0) { stops += m.type == PT_STOP; proto_msg_free(&m); }
+    while (next_msg(W0, &m) >= 0) { stops += m.type == PT_STOP; proto_msg_free(&m); }
     ck_assert_int_eq(stops, 4); /* each refused session is stopped on the worker */
 }
 END_TEST
@@ -554,13 +681,13 @@ START_TEST(test_report_never_replaces)
     /* a report of its own session by the worker that runs it changes nothing */
     front_tick(&F, net_now_ms());
     ck_assert_int_eq(r->state, RQ_RUNNING);
-    drain(wsock);
+    drain(W0);
     F.start_ms = net_now_ms() - FRONT_ADOPT_WINDOW_MS - 1;
     report(r->sess, r->key, 10, 0);
     ck_assert_int_eq(r->state, RQ_RUNNING);
     ck_assert_int_eq(r->worker, 0);
     proto_msg m;
-    ck_assert_int_eq(next_msg(wsock, &m), -1); /* no STOP */
+    ck_assert_int_eq(next_msg(W0, &m), -1); /* no STOP */
 }
 END_TEST
 
@@ -574,41 +701,301 @@ START_TEST(test_ended_session_keeps_its_key)
     memcpy(key, r->key, sizeof key);
     token(sess, 0, plain_token());
     ck_assert_ptr_null(F.reqs); /* ended */
-    drain(client);
+    drain(CLIENT);
     /* someone else resumes its id with a key of their own: refused */
-    proto_writer w;
-    proto_begin(&w, PT_GENERATE, 51);
-    proto_put_i64(&w, MF_N, 8);
-    proto_put_str(&w, MF_PROMPT, "mine now");
-    proto_put_u64(&w, MF_RESUME, sess);
-    proto_put_str(&w, MF_KEY, strcmp(key, KEY_A) ? KEY_A : KEY_B);
-    proto_put_u64(&w, MF_RBYTES, 0);
-    proto_msg m;
-    char err[200];
-    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
-    front_generate(&F, CRID, 2, &m);
-    proto_msg_free(&m);
-    proto_writer_free(&w);
-    ck_assert_int_eq(next_msg(client, &m), PT_ERROR);
-    char code[40] = "";
-    proto_strcpy(&m, MF_CODE, code, sizeof code);
-    ck_assert_str_eq(code, errcode_name(ERR_UNKNOWN_SESSION));
-    proto_msg_free(&m);
+    send_gen(51, (gen){ .prompt = "mine now", .n = 8, .resume = sess, .key = strcmp(key, KEY_A) ? KEY_A : KEY_B });
+    expect_error(CLIENT, ERR_UNKNOWN_SESSION, NULL, 0);
     ck_assert_ptr_null(F.reqs);
     /* its owner may (a resume after a restart that found it ended) */
-    proto_begin(&w, PT_GENERATE, 52);
-    proto_put_i64(&w, MF_N, 1);
-    proto_put_str(&w, MF_PROMPT, "Once upon a time");
-    proto_put_u64(&w, MF_RESUME, sess);
-    proto_put_str(&w, MF_KEY, key);
-    proto_put_u64(&w, MF_RBYTES, 0);
-    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
-    front_generate(&F, CRID, 2, &m);
+    send_gen(52, (gen){ .prompt = "Once upon a time", .n = 1, .resume = sess, .key = key });
+    ck_assert_int_eq((int)(accepted(CLIENT, NULL) == sess), 1);
+}
+END_TEST
+
+START_TEST(test_admission)
+{
+    /* a request is tokenized, answered ACCEPTED, sent to the worker, and streams */
+    worker_up(0);
+    generate(60, "Once upon a time", 3);
+    proto_msg m;
+    expect(CLIENT, PT_ACCEPTED, &m);
+    uint64_t sess = proto_u64(&m, MF_SESS, 0);
+    size_t kl = 0;
+    ck_assert_ptr_nonnull(proto_str(&m, MF_KEY, &kl));
+    ck_assert_int_eq((int)kl, FRONT_KEY_HEX);
+    ck_assert_int_eq((int)proto_u64(&m, MF_POS, 99), 0); /* running, not queued */
+    int n_prompt = (int)proto_u64(&m, MF_NTOK, 0);
     proto_msg_free(&m);
-    proto_writer_free(&w);
-    expect(client, PT_ACCEPTED, &m);
-    ck_assert_int_eq((int)(proto_u64(&m, MF_SESS, 0) == sess), 1);
+    front_req *r = front_find_sess(&F, sess);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->n_prompt, n_prompt);
+    proto_sessrec rec;
+    int32_t toks[CTX];
+    ck_assert_int_eq(expect_run(W0, &rec, toks, CTX), n_prompt);
+    ck_assert_int_eq((int)(rec.sess == sess), 1);
+    ck_assert_int_eq((int)rec.step, 0);
+    ck_assert_int_eq((int)rec.budget, 3);
+    ck_assert_int_eq(memcmp(toks, r->toks, (size_t)n_prompt * sizeof *toks), 0);
+    int32_t ids[16];
+    char want[256], got[256] = "", reason[32] = "";
+    int n = story_tokens(ids, 3, want, sizeof want);
+    for (int i = 0; i < n; i++) token(sess, i, ids[i]);
+    size_t len = 0;
+    ck_assert_int_eq(read_text(CLIENT, got, sizeof got, &len, reason), 1);
+    ck_assert_str_eq(reason, "length");
+    ck_assert_str_eq(got, want);
+    ck_assert_ptr_null(F.reqs);
+    ck_assert_int_eq((int)F.served, 1);
+    ck_assert_int_eq(F.w[0].assigned, 0);
+    expect(W0, PT_STOP, &m); /* the worker may drop the session */
     proto_msg_free(&m);
+    /* a GENERATE with neither prompt nor messages: refused, nothing queued or sent */
+    send_gen(61, (gen){ .n = 3 });
+    char msg[300] = "";
+    expect_error(CLIENT, ERR_INVALID, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "prompt") != NULL, "%s", msg);
+    ck_assert_ptr_null(F.reqs);
+    ck_assert_int_eq(next_msg(W0, &m), -1);
+}
+END_TEST
+
+START_TEST(test_queue_limits_and_positions)
+{
+    /* one slot: the first request runs, the others wait in order; the caps refuse */
+    worker_up(0);
+    F.w[0].cap = 1;
+    F.lim.max_per_client = 3;
+    F.lim.max_requests = 4;
+    int pos;
+    for (int i = 0; i < 3; i++) {
+        generate(70 + (uint64_t)i, "Once upon a time", 1);
+        accepted(CLIENT, &pos);
+        ck_assert_int_eq(pos, i); /* 0: running */
+    }
+    generate(73, "Once upon a time", 1); /* a fourth of this connection */
+    proto_msg m;
+    ck_assert_int_eq(next_msg(CLIENT, &m), PT_ERROR);
+    char code[40] = "";
+    proto_strcpy(&m, MF_CODE, code, sizeof code);
+    ck_assert_str_eq(code, errcode_name(ERR_FULL));
+    ck_assert_int_eq((int)proto_u64(&m, MF_RETRY_MS, 0), 1000);
+    proto_msg_free(&m);
+    send_gen(74, (gen){ .rid = C2RID, .prompt = "Once upon a time", .n = 1 }); /* another connection */
+    accepted(CLIENT2, &pos);
+    ck_assert_int_eq(pos, 3);
+    send_gen(75, (gen){ .rid = C2RID, .prompt = "Once upon a time", .n = 1 }); /* the fifth in all */
+    char msg[300] = "";
+    expect_error(CLIENT2, ERR_FULL, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "--max-requests") != NULL, "%s", msg);
+    ck_assert_int_eq(front_count(&F, RQ_QUEUED), 3);
+    /* the head ends: the next one runs, the others move up */
+    proto_sessrec rec;
+    int32_t toks[CTX];
+    expect_run(W0, &rec, toks, CTX);
+    ck_assert_int_eq((int)(rec.sess == req_of(70)->sess), 1);
+    token(req_of(70)->sess, 0, plain_token());
+    ck_assert_ptr_null(req_of(70));
+    front_tick(&F, net_now_ms());
+    ck_assert_int_eq(req_of(71)->state, RQ_RUNNING);
+    expect_run(W0, &rec, toks, CTX);
+    ck_assert_int_eq((int)(rec.sess == req_of(71)->sess), 1);
+    ck_assert_int_eq(front_queue_pos(&F, req_of(72)), 1);
+    ck_assert_int_eq(front_queue_pos(&F, req_of(74)), 2);
+    /* room again for this connection */
+    generate(76, "Once upon a time", 1);
+    accepted(CLIENT, &pos);
+    ck_assert_int_eq(pos, 3);
+}
+END_TEST
+
+START_TEST(test_worker_death_replays)
+{
+    /* a session runs on worker 0, which stops beating after 3 tokens: it is sent again
+     * to worker 1 with all its tokens, at the same step, and the text goes on with no
+     * gap and no repeat */
+    worker_up(0);
+    worker_up(1);
+    int32_t ids[16];
+    char want[256], got[256] = "", reason[32] = "";
+    int n = story_tokens(ids, 6, want, sizeof want);
+    ck_assert_int_eq(n, 6);
+    generate(80, "Once upon a time", n);
+    uint64_t sess = accepted(CLIENT, NULL);
+    front_req *r = front_find_sess(&F, sess);
+    ck_assert_int_eq(r->worker, 0);
+    for (int i = 0; i < 3; i++) token_from(0, sess, i, ids[i]);
+    size_t len = 0;
+    ck_assert_int_eq(read_text(CLIENT, got, sizeof got, &len, NULL), 0);
+    drain(W0);
+    int64_t now = net_now_ms();
+    F.w[0].last_ms = now - NET_HB_MS * NET_HB_LIVENESS - 1;
+    front_check_workers(&F, now);
+    ck_assert_int_eq(F.w[0].live, 0);
+    ck_assert_int_eq(r->state, RQ_QUEUED);
+    front_tick(&F, now);
+    ck_assert_int_eq(r->state, RQ_RUNNING);
+    ck_assert_int_eq(r->worker, 1);
+    proto_sessrec rec;
+    int32_t toks[CTX];
+    int nt = expect_run(W1, &rec, toks, CTX);
+    ck_assert_int_eq(nt, r->n_prompt + 3);
+    ck_assert_int_eq((int)rec.step, 3);
+    ck_assert_int_eq((int)rec.budget, n - 3);
+    ck_assert_int_eq(memcmp(toks + r->n_prompt, ids, 3 * sizeof *ids), 0);
+    token_from(0, sess, 3, ids[0]); /* a late token of the dead worker: ignored */
+    ck_assert_int_eq(r->n_gen, 3);
+    token_from(1, sess, 2, ids[0]); /* a repeated step: ignored */
+    ck_assert_int_eq(r->n_gen, 3);
+    for (int i = 3; i < n; i++) token_from(1, sess, i, ids[i]);
+    proto_msg m;
+    ck_assert_int_eq(next_msg(W0, &m), -1); /* nothing more to the dead one */
+    ck_assert_int_eq(read_text(CLIENT, got, sizeof got, &len, reason), 1);
+    ck_assert_str_eq(reason, "length");
+    ck_assert_str_eq(got, want);
+    ck_assert_int_eq(F.w[1].assigned, 0);
+}
+END_TEST
+
+START_TEST(test_adopt_running_then_resume)
+{
+    /* the front door dies while a session streams; its worker reports it to the new
+     * one, which keeps the tokens that arrive meanwhile; the client resumes with the
+     * bytes it has and gets the rest of the text exactly */
+    worker_up(0);
+    int32_t ids[16];
+    char want[256], got[256] = "", reason[32] = "";
+    int n = story_tokens(ids, 8, want, sizeof want);
+    ck_assert_int_eq(n, 8);
+    generate(90, "Once upon a time", n);
+    uint64_t sess = accepted(CLIENT, NULL);
+    for (int i = 0; i < 3; i++) token(sess, i, ids[i]);
+    size_t len = 0;
+    read_text(CLIENT, got, sizeof got, &len, NULL);
+    ck_assert_uint_gt(len, 0);
+    front_req *r = front_find_sess(&F, sess);
+    char key[FRONT_KEY_HEX + 1];
+    memcpy(key, r->key, sizeof key);
+    for (int i = 3; i < 5; i++) token(sess, i, ids[i]); /* their text is lost with the front door */
+    proto_msg m;
+    report_of(r, 0, F.epoch + 1, &m);
+    restart();
+    worker_up(0);
+    front_adopt(&F, 0, &m);
+    proto_msg_free(&m);
+    r = front_find_sess(&F, sess);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->state, RQ_RUNNING);
+    ck_assert_int_eq((int)r->attached, 0);
+    ck_assert_int_eq(r->n_gen, 5);
+    ck_assert_int_eq(F.w[0].assigned, 1);
+    token(sess, 5, ids[5]); /* kept; no text without its client */
+    ck_assert_int_eq(r->n_gen, 6);
+    ck_assert_int_eq(next_msg(CLIENT, &m), -1);
+    send_gen(91, (gen){ .prompt = "Once upon a time", .n = n, .resume = sess, .key = key, .rbytes = len });
+    ck_assert_int_eq((int)(accepted(CLIENT, NULL) == sess), 1);
+    ck_assert_int_eq((int)r->attached, 1);
+    for (int i = 6; i < n; i++) token(sess, i, ids[i]);
+    ck_assert_int_eq(read_text(CLIENT, got, sizeof got, &len, reason), 1);
+    ck_assert_str_eq(reason, "length");
+    ck_assert_str_eq(got, want);
+    ck_assert_int_eq((int)F.failed, 0);
+}
+END_TEST
+
+START_TEST(test_resume_parked_until_report)
+{
+    /* just started: a resume of a session no worker reported yet waits for the report
+     * (or the end of the grace period), then is admitted again */
+    worker_up(0);
+    F.start_ms = net_now_ms();
+    send_gen(100, (gen){ .prompt = "Once upon a time", .n = 20, .resume = 0x2001, .key = KEY_A });
+    send_gen(101, (gen){ .prompt = "Once upon a time", .n = 4, .resume = 0x2003, .key = KEY_B });
+    proto_msg m;
+    ck_assert_int_eq(next_msg(CLIENT, &m), -1); /* parked: no answer yet */
+    ck_assert_int_eq(F.n_parked, 2);
+    front_readmit(&F, net_now_ms());
+    ck_assert_int_eq(F.n_parked, 2); /* nothing known yet */
+    report(0x2001, KEY_A, 10, 0);
+    front_readmit(&F, net_now_ms());
+    ck_assert_int_eq(F.n_parked, 1);
+    ck_assert_int_eq((int)(accepted(CLIENT, NULL) == 0x2001), 1);
+    ck_assert_int_eq((int)front_find_sess(&F, 0x2001)->attached, 1);
+    /* the grace period ends: the other one is admitted anew under its id and key */
+    front_readmit(&F, net_now_ms() + FRONT_ADOPT_GRACE_MS);
+    ck_assert_int_eq(F.n_parked, 0);
+    ck_assert_int_eq((int)(accepted(CLIENT, NULL) == 0x2003), 1);
+    front_req *r = front_find_sess(&F, 0x2003);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(r->key, KEY_B);
+    ck_assert_int_eq(r->state, RQ_RUNNING);
+}
+END_TEST
+
+START_TEST(test_resume_wrong_key_refused)
+{
+    /* a session streams to c1; c2 tries to take it over with another key: refused, and
+     * the session goes on streaming to c1 */
+    worker_up(0);
+    generate(110, "Once upon a time", 4);
+    uint64_t sess = accepted(CLIENT, NULL);
+    front_req *r = front_find_sess(&F, sess);
+    const char *wrong = strcmp(r->key, KEY_A) ? KEY_A : KEY_B;
+    send_gen(111, (gen){ .rid = C2RID, .prompt = "Once upon a time", .n = 4, .resume = sess, .key = wrong });
+    expect_error(CLIENT2, ERR_UNKNOWN_SESSION, NULL, 0);
+    send_gen(112, (gen){ .rid = C2RID, .prompt = "Once upon a time", .n = 4, .resume = sess, .key = "short" });
+    expect_error(CLIENT2, ERR_INVALID, NULL, 0);
+    ck_assert_ptr_eq(front_find_sess(&F, sess), r);
+    ck_assert_int_eq(memcmp(r->rid, CRID, 2), 0);
+    ck_assert_int_eq((int)r->client_id, 110);
+    token(sess, 0, plain_token());
+    proto_msg m;
+    expect(CLIENT, PT_PIECE, &m);
+    proto_msg_free(&m);
+    ck_assert_int_eq(next_msg(CLIENT2, &m), -1);
+}
+END_TEST
+
+START_TEST(test_chat_continuation)
+{
+    /* a chat's next turn, with its key, goes back to the worker that holds it, as the
+     * same session; with another key, or while a turn runs, it is refused */
+    worker_up(0);
+    worker_up(1);
+    front_req *chat = held_chat(CRID, 120);
+    uint64_t sess = chat->sess;
+    char key[FRONT_KEY_HEX + 1];
+    memcpy(key, chat->key, sizeof key);
+    ck_assert_int_eq(F.w[0].assigned, 1);
+    drain(CLIENT);
+    drain(W0);
+    const char *wrong = strcmp(key, KEY_A) ? KEY_A : KEY_B;
+    send_gen(121, (gen){ .prompt = "Again", .n = 2, .chat = 1, .cont = sess, .key = wrong });
+    expect_error(CLIENT, ERR_UNKNOWN_SESSION, NULL, 0);
+    ck_assert_int_eq(chat->state, RQ_HELD);
+    send_gen(122, (gen){ .prompt = "Again", .n = 2, .chat = 1, .cont = sess, .key = key });
+    ck_assert_int_eq((int)(accepted(CLIENT, NULL) == sess), 1);
+    ck_assert_ptr_eq(front_find_sess(&F, sess), chat);
+    ck_assert_int_eq(chat->state, RQ_RUNNING);
+    ck_assert_int_eq(chat->worker, 0); /* where its KV cache is, though worker 1 is idle */
+    ck_assert_int_eq(F.w[0].assigned, 1);
+    proto_sessrec rec;
+    int32_t toks[CTX];
+    int nt = expect_run(W0, &rec, toks, CTX);
+    ck_assert_int_eq((int)(rec.sess == sess), 1);
+    ck_assert_int_eq(nt, chat->n_prompt);
+    ck_assert_int_eq((int)rec.step, 0);
+    send_gen(123, (gen){ .prompt = "Again", .n = 2, .chat = 1, .cont = sess, .key = key });
+    char msg[300] = "";
+    expect_error(CLIENT, ERR_INVALID, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "busy") != NULL, "%s", msg);
+    token(sess, 0, plain_token());
+    token(sess, 1, plain_token());
+    proto_msg m;
+    expect(CLIENT, PT_DONE, &m);
+    ck_assert_int_eq((int)m.id, 122);
+    proto_msg_free(&m);
+    ck_assert_int_eq(chat->state, RQ_HELD);
+    ck_assert_int_eq(chat->worker, 0);
 }
 END_TEST
 
@@ -617,11 +1004,18 @@ Suite *front_suite(void)
     Suite *s = suite_create("front");
     TCase *tc = tcase_create("queue");
     tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_admission);
+    tcase_add_test(tc, test_queue_limits_and_positions);
     tcase_add_test(tc, test_no_worker_waits);
     tcase_add_test(tc, test_no_worker_in_time_fails);
+    tcase_add_test(tc, test_worker_death_replays);
     tcase_add_test(tc, test_full_context_after_worker_death);
     tcase_add_test(tc, test_adopt_stopped_session);
+    tcase_add_test(tc, test_adopt_running_then_resume);
+    tcase_add_test(tc, test_resume_parked_until_report);
+    tcase_add_test(tc, test_resume_wrong_key_refused);
     tcase_add_test(tc, test_prompt_too_long_still_refused);
+    tcase_add_test(tc, test_chat_continuation);
     tcase_add_test(tc, test_held_chat_leaves_slot_to_queued);
     tcase_add_test(tc, test_held_chat_caps);
     tcase_add_test(tc, test_held_chat_freed_when_client_silent);

@@ -1,9 +1,23 @@
 /*
- * front.h - tokenizerd's daemon mode, the front door (owner: pipeline). Private to
- * frontd.c (sockets, workers, the loop), front_admit.c (GENERATE: validation, caps,
- * template, tokenize), front_sched.c (the FIFO queue, dispatch to workers, dead and
- * stalled workers) and front_req.c (a running request: tokens -> text, stop strings,
- * the end).
+ * front.h - tokenizerd's daemon mode, the front door (owner: pipeline). Private to the
+ * front door's files, in layers: a file calls only functions of the files below it (or
+ * its own), so the front door has no call cycle (`make check-layers` checks it on the
+ * objects). Bottom to top:
+ *
+ *   front_out.c    the outbox: handlers append messages (to a client by routing id, to
+ *                  a worker by index); they never touch a socket
+ *   front_req.c    request records: tokens -> text, stop strings, the end, holding chats
+ *                  between turns, the record a worker keeps (fb); PT_TOKEN, a worker's
+ *                  PT_ERROR, a client's PING/CANCEL
+ *   front_sched.c  the FIFO queue, dispatch to workers, dead and stalled workers
+ *   front_adopt.c  surviving a restart: REPORTs adopted, resumes, parked resumes
+ *   front_admit.c  GENERATE: validation, caps, template, tokenize, queue; re-admission
+ *                  of parked resumes
+ *   frontd.c       sockets, the worker registry, status, the message switch and the
+ *                  event loop, which sends the outbox after each handler
+ *
+ * So the state machine runs without sockets: tests/check_front.c drives it and reads
+ * the outbox (front_out_pop).
  *
  * The front door is the one place that holds each request's truth: prompt tokens,
  * sampler parameters (seed resolved once), every token generated so far, the carried
@@ -145,6 +159,16 @@ typedef struct {
     size_t    rid_len;
 } front_parked;
 
+/* A message waiting in the outbox. */
+typedef enum { FRONT_TO_CLIENT, FRONT_TO_WORKER } front_dest;
+typedef struct {
+    front_dest to;
+    uint8_t    rid[NET_RID_MAX]; /* the client's, or the worker's when it was appended */
+    size_t     rid_len;
+    char      *data;             /* one encoded message (owned: whoever pops it frees it) */
+    size_t     len;
+} front_out;
+
 typedef struct zap zap;
 
 typedef struct {
@@ -161,9 +185,12 @@ typedef struct {
     int64_t      no_worker_ms; /* since when no worker is up (0: some is) */
     front_parked *parked;      /* (FRONT_MAX_PARKED) */
     int          n_parked;
-    int          fault_at;     /* test hook (front_fault_arm): die at this many tokens... */
+    int          fault_at;     /* test hook (frontd.c, fault_arm): die at this many tokens... */
     int          fault_kind;   /* ...0 at once, 1 with text held for a stop string, 2 with
                                 * part of a character held back */
+    bool         fault_exit;   /* the hook fired: the loop exits once the outbox is sent */
+    front_out   *out;          /* (cap_out) the outbox: out[out_head..n_out) wait, oldest first */
+    int          n_out, cap_out, out_head;
     int32_t      eog[PROTO_MAX_EOG];
     int          n_eog;
     uint64_t     served, failed;
@@ -174,43 +201,72 @@ typedef struct {
     int          tomb_next;    /* the ring's oldest entry, overwritten next */
 } front;
 
-/* frontd.c */
-void front_send(front *f, const uint8_t *rid, size_t rl, proto_writer *w); /* frees w */
+/* front_out.c: the outbox (the bottom layer). */
+/* Appends w's message to the client at rid. Frees w. */
+void front_send(front *f, const uint8_t *rid, size_t rl, proto_writer *w);
 /* An ERROR with msg and code (ERR_NONE: none) to a client. */
 void front_send_error(front *f, const uint8_t *rid, size_t rl, uint64_t id, errcode code, const char *msg);
-/* Sends to worker wi; -1 (nothing sent) when the message is over PROTO_MAX_MSG. */
-int front_send_worker(front *f, int wi, proto_writer *w);                  /* frees w */
+/* Appends w's message to worker wi; -1 (nothing appended) when it is over PROTO_MAX_MSG.
+ * Frees w. */
+int front_send_worker(front *f, int wi, proto_writer *w);
+/* A PT_STOP of session sess to worker wi, when wi is a live worker. */
+void front_send_stop(front *f, int wi, uint64_t sess);
+/* Takes the oldest message out of the outbox into *o (the caller frees o->data); 0 when
+ * the outbox is empty. */
+int front_out_pop(front *f, front_out *o);
+/* Frees every message still in the outbox, and the outbox. */
+void front_out_free_all(front *f);
 
-/* front_admit.c */
-/* Admits a PT_GENERATE (validate, caps, template, tokenize, queue); errors go to the
- * client. */
-void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
-
-/* front_adopt.c: surviving a restart of the front door */
+/* front_req.c: request records. */
+/* A PT_TOKEN from worker wi. */
+void front_token(front *f, int wi, const proto_msg *m);
+/* A PT_ERROR about a session from worker wi. */
+void front_worker_error(front *f, int wi, const proto_msg *m);
+/* The client at rid cannot be reached any more: its requests expire on the next tick. */
+void front_client_gone(front *f, const uint8_t *rid, size_t rl);
+/* Re-sends r's text from its first generated token (tokens -> text, stop strings,
+ * end conditions), skipping r->skip bytes the client already has; the request may
+ * finish on the way (then it is freed or held). 1 when it finished. */
+int front_replay(front *f, front_req *r);
+/* 1 when m carries the session key of r (compared in constant time). */
+int front_key_ok(const front_req *r, const proto_msg *m);
+/* PT_CANCEL / PT_PING from a client: by its own request id, or by session id + key. */
+void front_client_msg(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
+/* Ends the current generation with reason (length, eog, stop, context): text, DONE,
+ * then frees the request or holds a chat session. */
+void front_finish(front *f, front_req *r, const char *reason);
+/* Fails a request: ERROR with code and msg to its client, then frees it. */
+void front_fail(front *f, front_req *r, errcode code, const char *msg);
+/* Detaches r from its worker, telling the worker to drop the session when tell is set. */
+void front_detach(front *f, front_req *r, int tell);
+/* The request of a session id, or NULL. */
+front_req *front_find_sess(front *f, uint64_t sess);
+/* Appends r at the end of the list (admission order: the queue is FIFO). */
+void front_req_append(front *f, front_req *r);
+/* Unlinks and frees a request (detaching it first). */
+void front_req_free(front *f, front_req *r);
+/* Requests in state st. */
+int front_count(const front *f, rq_state st);
+/* Requests running or queued (*all) and chats held (*held), in all and of connection rid
+ * (*mine, *mine_held); any pointer may be NULL. */
+void front_load(const front *f, const uint8_t *rid, size_t rl, int *all, int *mine, int *held, int *mine_held);
+/* Holds chat r between turns on its worker; frees the chats idle the longest beyond
+ * --max-held-per-client (its connection's) and --max-held. */
+void front_hold(front *f, front_req *r);
+/* Frees r's worker slot for a queued request: the chat stays held, its next turn is
+ * prefilled again wherever it runs. */
+void front_evict(front *f, front_req *r);
+/* 1 when an ended session sess is remembered with another key than m's "key": a resume
+ * of it by someone else must be refused. */
+int front_tomb_refuses(const front *f, uint64_t sess, const proto_msg *m, int64_t now);
+void front_req_free_all(front *f);
 /* Packs r's record for its worker to keep (PT_RUN "fb"): what only the front door knows. */
 void front_fb_pack(const front_req *r, msgpack_packer *pk);
-/* A PT_REPORT from worker wi: adopts the session (unattached until its client resumes). */
-void front_adopt(front *f, int wi, const proto_msg *m);
-/* A GENERATE with "resume": re-attaches the client to its session (adopted or still
- * here) and replays its text past the bytes it has; returns 1 when handled, 0 when the
- * session is unknown (the caller admits the request anew under the same id and key, its
- * text skipped up to rbytes), -1 when it was parked or refused (answered). */
-int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
-/* In the first FRONT_ADOPT_GRACE_MS after a start, keeps a copy of m (a resume or a
- * chat's next turn of a session not reported yet) to be handled again by front_unpark:
- * -1 (parked, or refused with an error when too many are); 0 when the grace is over. */
-int front_park(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
-/* Handles parked resumes and chat turns whose session is known now or whose grace
- * period ended. */
-void front_unpark(front *f, int64_t now);
+/* Reads a worker's copy of the record (a REPORT's "fb") into r, for a session of n_toks
+ * tokens; -1 when it is not one of ours (stop strings read so far stay in r). */
+int front_fb_unpack(front_req *r, const msgpack_object *fb, int n_toks);
 
-/* Test hook: if RUN_DIR/fault-front-exit exists ("N [any|held|partial]"), it is read
- * and removed, and this front door will _exit(137), as kill -9 would, once a session has
- * generated N tokens (and, with held/partial, holds text back for a stop string or a
- * partial character at that moment), logging what it held. */
-void front_fault_arm(front *f, const char *run_dir);
-
-/* front_sched.c */
+/* front_sched.c: the queue and the workers. */
 /* Dispatches queued requests in admission order, expires silent clients and idle chats.
  * While no worker is registered, queued requests wait (f->lim.worker_wait_ms at most);
  * a session that already generated until the context was full (its worker died or the
@@ -236,46 +292,30 @@ int front_ctx_max(const front *f);
 /* Position (1-based) of a queued request in the queue, 0 when it is not queued. */
 int front_queue_pos(const front *f, const front_req *r);
 
-/* front_req.c */
-/* A PT_TOKEN from worker wi. */
-void front_token(front *f, int wi, const proto_msg *m);
-/* A PT_ERROR about a session from worker wi. */
-void front_worker_error(front *f, int wi, const proto_msg *m);
-/* The client at rid cannot be reached any more: its requests expire on the next tick. */
-void front_client_gone(front *f, const uint8_t *rid, size_t rl);
-/* Re-sends r's text from its first generated token (tokens -> text, stop strings,
- * end conditions), skipping r->skip bytes the client already has; the request may
- * finish on the way (then it is freed or held). 1 when it finished. */
-int front_replay(front *f, front_req *r);
-/* 1 when m carries the session key of r (compared in constant time). */
-int front_key_ok(const front_req *r, const proto_msg *m);
-/* PT_CANCEL / PT_PING from a client: by its own request id, or by session id + key. */
-void front_client_msg(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
-/* Ends the current generation with reason (length, eog, stop, context): text, DONE,
- * then frees the request or holds a chat session. */
-void front_finish(front *f, front_req *r, const char *reason);
-/* Fails a request: ERROR with code and msg to its client, then frees it. */
-void front_fail(front *f, front_req *r, errcode code, const char *msg);
-/* Detaches r from its worker, telling the worker to drop the session when tell is set. */
-void front_detach(front *f, front_req *r, int tell);
-/* The request of a session id, or NULL. */
-front_req *front_find_sess(front *f, uint64_t sess);
-/* Unlinks and frees a request (detaching it first). */
-void front_req_free(front *f, front_req *r);
-/* Requests in state st. */
-int front_count(const front *f, rq_state st);
-/* Requests running or queued (*all) and chats held (*held), in all and of connection rid
- * (*mine, *mine_held); any pointer may be NULL. */
-void front_load(const front *f, const uint8_t *rid, size_t rl, int *all, int *mine, int *held, int *mine_held);
-/* Holds chat r between turns on its worker; frees the chats idle the longest beyond
- * --max-held-per-client (its connection's) and --max-held. */
-void front_hold(front *f, front_req *r);
-/* Frees r's worker slot for a queued request: the chat stays held, its next turn is
- * prefilled again wherever it runs. */
-void front_evict(front *f, front_req *r);
-/* 1 when an ended session sess is remembered with another key than m's "key": a resume
- * of it by someone else must be refused. */
-int front_tomb_refuses(const front *f, uint64_t sess, const proto_msg *m, int64_t now);
-void front_req_free_all(front *f);
+/* front_adopt.c: surviving a restart of the front door. */
+/* A PT_REPORT from worker wi: adopts the session (unattached until its client resumes). */
+void front_adopt(front *f, int wi, const proto_msg *m);
+/* A GENERATE with "resume": re-attaches the client to its session (adopted or still
+ * here) and replays its text past the bytes it has; returns 1 when handled, 0 when the
+ * session is unknown (the caller admits the request anew under the same id and key, its
+ * text skipped up to rbytes), -1 when it was parked or refused (answered). */
+int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
+/* In the first FRONT_ADOPT_GRACE_MS after a start, keeps a copy of m (a resume or a
+ * chat's next turn of a session not reported yet) to be admitted again later (see
+ * front_unpark): -1 (parked, or refused with an error when too many are); 0 when the
+ * grace is over. */
+int front_park(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
+/* Takes out of the parked messages, from index *i on, the next one whose session is
+ * known now or whose grace period ended, into *out (the caller admits it again and
+ * frees out->m); 0 when there is none left. Start with *i = 0. */
+int front_unpark(front *f, int64_t now, int *i, front_parked *out);
+
+/* front_admit.c: admission. */
+/* Admits a PT_GENERATE (validate, caps, template, tokenize, queue); errors go to the
+ * client. */
+void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m);
+/* Admits again the parked resumes and chat turns whose session is known now or whose
+ * grace period ended. */
+void front_readmit(front *f, int64_t now);
 
 #endif

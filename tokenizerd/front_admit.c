@@ -3,7 +3,9 @@
  * connection), sampler parameters validated and resolved once (seed included) into
  * their wire form, stop strings, the chat template, tokenization, the context check,
  * then the FIFO queue. Every refusal is one ERROR naming what was wrong, with a code
- * (front.h) the HTTP gateway maps to a status. See front.h.
+ * (front.h) the HTTP gateway maps to a status. Parked resumes are admitted again here
+ * (front_readmit). The layer above adoption (front_adopt.c: resumes and parking) and
+ * the queue; below the message switch (frontd.c). See front.h.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -139,15 +141,6 @@ static int set_grammar(front_req *r, const proto_msg *m, char *err, size_t errca
     return 0;
 }
 
-/* Appends r at the end of the list (admission order). */
-static void enqueue(front *f, front_req *r)
-{
-    front_req **p = &f->reqs;
-    while (*p) p = &(*p)->next;
-    r->next = NULL;
-    *p = r;
-}
-
 static void unlink_req(front *f, front_req *r)
 {
     for (front_req **p = &f->reqs; *p; p = &(*p)->next)
@@ -237,13 +230,13 @@ static front_req *take_request(front *f, front_req *r, const uint8_t *rid, size_
             r->skip = proto_u64(m, MF_RBYTES, 0);
         }
         r->worker = -1;
-        enqueue(f, r);
+        front_req_append(f, r);
         r->det = tok_stream_new(f->vocab, TOK_STREAM_KEEP_SPACE);
     } else {
         for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
         r->n_stops = 0;
         unlink_req(f, r);
-        enqueue(f, r);
+        front_req_append(f, r);
     }
     r->chat = proto_bool(m, MF_CHAT, 0);
     r->attached = true;
@@ -351,4 +344,13 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     int rc = set_prompt(f, r, ids, n_ids, n_predict);
     free(ids);
     if (rc == 0) start(f, r, rid, rl);
+}
+
+void front_readmit(front *f, int64_t now)
+{
+    front_parked p;
+    for (int i = 0; front_unpark(f, now, &i, &p);) {
+        front_generate(f, p.rid, p.rid_len, &p.m);
+        proto_msg_free(&p.m);
+    }
 }

@@ -4,7 +4,7 @@
  *
  *   - A request running on a worker: the worker holds its tokens (prompt + generated),
  *     step, budget and sampler state (parameters in wire form, mirostat mu), and the
- *     front door's own record ("fb", packed here and sent with each PT_RUN: the session
+ *     front door's own record ("fb", front_req.c, sent with each PT_RUN: the session
  *     key, prompt length, token limit, stop strings, flags). On a new epoch the worker
  *     reports each session (PT_REPORT) and keeps running it; the new instance adopts it,
  *     unattached until its client comes back.
@@ -19,78 +19,16 @@
  *     the first generated token and the client's rbytes are skipped.
  *
  * Resumes that arrive before the workers had time to report (FRONT_ADOPT_GRACE_MS after
- * a start) are parked until their session is adopted or the grace period ends.
+ * a start) are parked until their session is adopted or the grace period ends; then
+ * front_admit.c admits them again (front_readmit). This layer is below admission: it
+ * calls the queue (front_sched.c), the request records and the outbox only.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "front.h"
 #include "log.h"
-
-void front_fb_pack(const front_req *r, msgpack_packer *pk)
-{
-    msgpack_pack_map(pk, 7);
-    proto_pack_key(pk, MF_KEY); proto_pack_str(pk, r->key);
-    proto_pack_key(pk, MF_NP); msgpack_pack_int32(pk, r->n_prompt);
-    proto_pack_key(pk, MF_N); msgpack_pack_int32(pk, r->n_predict);
-    proto_pack_key(pk, MF_CHAT); if (r->chat) msgpack_pack_true(pk); else msgpack_pack_false(pk);
-    proto_pack_key(pk, MF_IE); if (r->ignore_eos) msgpack_pack_true(pk); else msgpack_pack_false(pk);
-    proto_pack_key(pk, MF_SEED); msgpack_pack_uint32(pk, r->seed);
-    proto_pack_key(pk, MF_STOP); msgpack_pack_array(pk, (size_t)r->n_stops);
-    for (int i = 0; i < r->n_stops; i++) proto_pack_str(pk, r->stops[i]);
-}
-
-/* Reads a worker's copy of the record into r; -1 when it is not one of ours. */
-static int fb_unpack(front_req *r, const msgpack_object *fb, int n_toks)
-{
-    msgpack_unpacked up;
-    msgpack_unpacked_init(&up);
-    size_t off = 0;
-    int rc = -1;
-    if (!fb || proto_wellformed(fb->via.bin.ptr, fb->via.bin.size, 4) != 0 ||
-        msgpack_unpack_next(&up, fb->via.bin.ptr, fb->via.bin.size, &off) != MSGPACK_UNPACK_SUCCESS ||
-        up.data.type != MSGPACK_OBJECT_MAP) {
-        msgpack_unpacked_destroy(&up);
-        return -1;
-    }
-    proto_msg v = { .map = &up.data.via.map };
-    size_t kl;
-    const char *key = proto_str(&v, MF_KEY, &kl);
-    int64_t np = proto_i64(&v, MF_NP, -1), n = proto_i64(&v, MF_N, -1);
-    const msgpack_object *stop = proto_field(&v, MF_STOP);
-    if (key && kl == FRONT_KEY_HEX && np >= 1 && np <= n_toks && n >= 0 && stop && stop->type == MSGPACK_OBJECT_ARRAY &&
-        stop->via.array.size <= FRONT_MAX_STOPS) {
-        memcpy(r->key, key, kl);
-        r->key[kl] = 0;
-        r->n_prompt = (int)np;
-        r->n_predict = (int)n;
-        r->chat = proto_bool(&v, MF_CHAT, 0);
-        r->ignore_eos = proto_bool(&v, MF_IE, 0);
-        r->seed = (uint32_t)proto_u64(&v, MF_SEED, 0);
-        rc = 0;
-        for (uint32_t i = 0; i < stop->via.array.size; i++) {
-            const msgpack_object *e = &stop->via.array.ptr[i];
-            if (e->type != MSGPACK_OBJECT_STR || !e->via.str.size || e->via.str.size > 256 ||
-                !(r->stops[r->n_stops] = strndup(e->via.str.ptr, e->via.str.size))) {
-                rc = -1;
-                break;
-            }
-            r->n_stops++;
-        }
-    }
-    msgpack_unpacked_destroy(&up);
-    return rc;
-}
-
-static void stop_on(front *f, int wi, uint64_t sess)
-{
-    proto_writer w;
-    proto_begin(&w, PT_STOP, sess);
-    proto_put_u64(&w, MF_SESS, sess);
-    front_send_worker(f, wi, &w);
-}
 
 /* Why worker wi may not hand this front door a session it does not hold (a REPORT of n
  * tokens), or NULL. A worker's report is a claim: whoever can reach workers.sock can
@@ -116,7 +54,7 @@ static void refuse_report(front *f, int wi, uint64_t sess, const char *why)
     static log_limit lim = LOG_LIMIT("a worker's report refused");
     log_warn_limited(&lim, "worker pid %d reported session %016llx, not adopted: %s", f->w[wi].pid,
                      (unsigned long long)sess, why);
-    stop_on(f, wi, sess);
+    front_send_stop(f, wi, sess);
 }
 
 void front_adopt(front *f, int wi, const proto_msg *m)
@@ -137,7 +75,7 @@ void front_adopt(front *f, int wi, const proto_msg *m)
     }
     r = calloc(1, sizeof *r);
     if (r) r->toks = malloc(((size_t)n + 1024) * sizeof *r->toks);
-    if (!r || !r->toks || n == 0 || rec.sp_len > sizeof r->sp || fb_unpack(r, proto_field(m, MF_FB), (int)n) != 0 ||
+    if (!r || !r->toks || n == 0 || rec.sp_len > sizeof r->sp || front_fb_unpack(r, proto_field(m, MF_FB), (int)n) != 0 ||
         rec.step != (uint64_t)(n - (uint32_t)r->n_prompt) || rec.grammar_len > PROTO_MAX_GRAMMAR ||
         (rec.grammar && !(r->grammar = strndup(rec.grammar, rec.grammar_len))) ||
         !(r->det = tok_stream_new(f->vocab, TOK_STREAM_KEEP_SPACE))) {
@@ -168,16 +106,14 @@ void front_adopt(front *f, int wi, const proto_msg *m)
          * the queue ends it (a full context) or runs it on (an error) */
         r->state = RQ_QUEUED;
         r->worker = -1;
-        stop_on(f, wi, sess);
+        front_send_stop(f, wi, sess);
     } else { /* a chat whose turn ended waits for its next turn; anything else runs on */
         r->worker = wi;
         r->worker_wid = f->w[wi].wid;
         f->w[wi].assigned++;
         r->state = rec.idle ? RQ_HELD : RQ_RUNNING;
     }
-    front_req **p = &f->reqs;
-    while (*p) p = &(*p)->next;
-    *p = r;
+    front_req_append(f, r);
     log_info("session %016llx adopted from worker pid %d: %d tokens, step %d%s", (unsigned long long)sess,
              f->w[wi].pid, r->n_toks, r->n_gen,
              r->state == RQ_HELD ? " (chat between turns)" : r->state == RQ_QUEUED ? " (stopped: queued)" : "");
@@ -230,44 +166,24 @@ int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     return 1;
 }
 
-void front_unpark(front *f, int64_t now)
+int front_unpark(front *f, int64_t now, int *i, front_parked *out)
 {
     int grace_over = now - f->start_ms >= FRONT_ADOPT_GRACE_MS;
-    for (int i = 0; i < f->n_parked;) {
-        front_parked *p = &f->parked[i];
+    for (; *i < f->n_parked; ++*i) {
+        front_parked *p = &f->parked[*i];
         uint64_t sess = proto_u64(&p->m, MF_RESUME, 0); /* a resume, or a chat's next turn */
         if (!sess) sess = proto_u64(&p->m, MF_SESS, 0);
-        if (!grace_over && !front_find_sess(f, sess)) {
-            i++;
-            continue;
-        }
-        front_parked cur;
-        proto_msg_move(&cur.m, &p->m);
-        memcpy(cur.rid, p->rid, p->rid_len);
-        cur.rid_len = p->rid_len;
-        front_parked *last = &f->parked[--f->n_parked];
+        if (!grace_over && !front_find_sess(f, sess)) continue;
+        proto_msg_move(&out->m, &p->m);
+        memcpy(out->rid, p->rid, p->rid_len);
+        out->rid_len = p->rid_len;
+        front_parked *last = &f->parked[--f->n_parked]; /* its place: *i is looked at again */
         if (last != p) {
             proto_msg_move(&p->m, &last->m);
             memcpy(p->rid, last->rid, last->rid_len);
             p->rid_len = last->rid_len;
         }
-        front_generate(f, cur.rid, cur.rid_len, &cur.m);
-        proto_msg_free(&cur.m);
+        return 1;
     }
-}
-
-void front_fault_arm(front *f, const char *run_dir)
-{
-    char path[512], kind[16] = "any";
-    snprintf(path, sizeof path, "%s/fault-front-exit", run_dir);
-    FILE *fp = fopen(path, "r");
-    if (!fp) return;
-    int n = 0;
-    if (fscanf(fp, "%d %15s", &n, kind) >= 1 && n > 0) {
-        f->fault_at = n;
-        f->fault_kind = !strcmp(kind, "held") ? 1 : !strcmp(kind, "partial") ? 2 : 0;
-        log_warn("test hook armed: exiting at token %d (%s)", n, kind);
-    }
-    fclose(fp);
-    unlink(path);
+    return 0;
 }

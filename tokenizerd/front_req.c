@@ -1,12 +1,13 @@
 /*
  * front_req.c - a request at the front door once admitted: tokens -> UTF-8 pieces with
- * stop strings held back, log-probs, completion, failure, and its client's PING/CANCEL.
- * Admission is front_admit.c, the queue and the workers front_sched.c. See front.h.
+ * stop strings held back, log-probs, completion, failure, chats held between turns, the
+ * record its worker keeps (fb), and its client's PING/CANCEL. The layer above the
+ * outbox (front_out.c): it calls nothing of the queue (front_sched.c), adoption or
+ * admission. See front.h.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "front.h"
 #include "log.h"
@@ -18,6 +19,14 @@ front_req *front_find_sess(front *f, uint64_t sess)
     for (front_req *r = f->reqs; r; r = r->next)
         if (r->sess == sess) return r;
     return NULL;
+}
+
+void front_req_append(front *f, front_req *r)
+{
+    front_req **p = &f->reqs;
+    while (*p) p = &(*p)->next;
+    r->next = NULL;
+    *p = r;
 }
 
 static front_req *find_client(front *f, const uint8_t *rid, size_t rl, uint64_t id)
@@ -106,19 +115,10 @@ int front_tomb_refuses(const front *f, uint64_t sess, const proto_msg *m, int64_
     return 0;
 }
 
-static void send_stop(front *f, int wi, uint64_t sess)
-{
-    if (wi < 0 || !f->w[wi].live) return;
-    proto_writer w;
-    proto_begin(&w, PT_STOP, sess);
-    proto_put_u64(&w, MF_SESS, sess);
-    front_send_worker(f, wi, &w);
-}
-
 void front_detach(front *f, front_req *r, int tell)
 {
     if (r->worker < 0) return;
-    if (tell) send_stop(f, r->worker, r->sess);
+    if (tell) front_send_stop(f, r->worker, r->sess);
     if (f->w[r->worker].assigned > 0) f->w[r->worker].assigned--;
     r->worker = -1;
 }
@@ -353,12 +353,7 @@ void front_token(front *f, int wi, const proto_msg *m)
                                                         * the worker's report carries it */
     front_req *r = front_find_sess(f, sess);
     if (!r || r->state == RQ_QUEUED || (r->state == RQ_RUNNING && r->worker != wi)) {
-        if (!r || r->worker != wi) {
-            proto_writer w;
-            proto_begin(&w, PT_STOP, sess);
-            proto_put_u64(&w, MF_SESS, sess);
-            front_send_worker(f, wi, &w); /* a session this worker should not run */
-        }
+        if (!r || r->worker != wi) front_send_stop(f, wi, sess); /* a session this worker should not run */
         return;
     }
     if (r->state != RQ_RUNNING || step != (uint64_t)r->n_gen) return; /* stale or repeated */
@@ -388,7 +383,7 @@ void front_token(front *f, int wi, const proto_msg *m)
          (f->fault_kind == 2 && tok_stream_pending(r->det)))) {
         log_warn("test hook: exiting at token %d of session %016llx, %zu bytes held for a stop string, %zu bytes of "
                  "a partial character", r->n_gen, (unsigned long long)sess_id, r->held_len, tok_stream_pending(r->det));
-        _exit(137);
+        f->fault_exit = true; /* the loop exits, as kill -9 would, once this message's output is sent */
     }
 }
 
@@ -470,4 +465,60 @@ void front_client_msg(front *f, const uint8_t *rid, size_t rl, const proto_msg *
     proto_writer w;
     proto_begin(&w, PT_PONG, m->id);
     front_send(f, rid, rl, &w);
+}
+
+/* The record of a request its worker keeps (PT_RUN "fb", back in a PT_REPORT). */
+
+void front_fb_pack(const front_req *r, msgpack_packer *pk)
+{
+    msgpack_pack_map(pk, 7);
+    proto_pack_key(pk, MF_KEY); proto_pack_str(pk, r->key);
+    proto_pack_key(pk, MF_NP); msgpack_pack_int32(pk, r->n_prompt);
+    proto_pack_key(pk, MF_N); msgpack_pack_int32(pk, r->n_predict);
+    proto_pack_key(pk, MF_CHAT); if (r->chat) msgpack_pack_true(pk); else msgpack_pack_false(pk);
+    proto_pack_key(pk, MF_IE); if (r->ignore_eos) msgpack_pack_true(pk); else msgpack_pack_false(pk);
+    proto_pack_key(pk, MF_SEED); msgpack_pack_uint32(pk, r->seed);
+    proto_pack_key(pk, MF_STOP); msgpack_pack_array(pk, (size_t)r->n_stops);
+    for (int i = 0; i < r->n_stops; i++) proto_pack_str(pk, r->stops[i]);
+}
+
+int front_fb_unpack(front_req *r, const msgpack_object *fb, int n_toks)
+{
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    size_t off = 0;
+    int rc = -1;
+    if (!fb || proto_wellformed(fb->via.bin.ptr, fb->via.bin.size, 4) != 0 ||
+        msgpack_unpack_next(&up, fb->via.bin.ptr, fb->via.bin.size, &off) != MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(&up);
+        return -1;
+    }
+    proto_msg v = { .map = &up.data.via.map };
+    size_t kl;
+    const char *key = proto_str(&v, MF_KEY, &kl);
+    int64_t np = proto_i64(&v, MF_NP, -1), n = proto_i64(&v, MF_N, -1);
+    const msgpack_object *stop = proto_field(&v, MF_STOP);
+    if (key && kl == FRONT_KEY_HEX && np >= 1 && np <= n_toks && n >= 0 && stop && stop->type == MSGPACK_OBJECT_ARRAY &&
+        stop->via.array.size <= FRONT_MAX_STOPS) {
+        memcpy(r->key, key, kl);
+        r->key[kl] = 0;
+        r->n_prompt = (int)np;
+        r->n_predict = (int)n;
+        r->chat = proto_bool(&v, MF_CHAT, 0);
+        r->ignore_eos = proto_bool(&v, MF_IE, 0);
+        r->seed = (uint32_t)proto_u64(&v, MF_SEED, 0);
+        rc = 0;
+        for (uint32_t i = 0; i < stop->via.array.size; i++) {
+            const msgpack_object *e = &stop->via.array.ptr[i];
+            if (e->type != MSGPACK_OBJECT_STR || !e->via.str.size || e->via.str.size > 256 ||
+                !(r->stops[r->n_stops] = strndup(e->via.str.ptr, e->via.str.size))) {
+                rc = -1;
+                break;
+            }
+            r->n_stops++;
+        }
+    }
+    msgpack_unpacked_destroy(&up);
+    return rc;
 }

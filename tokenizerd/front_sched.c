@@ -2,7 +2,9 @@
  * front_sched.c - the front door's queue and workers: requests wait in admission order
  * (FIFO) until a live worker has room and a context large enough; dead workers (no
  * heartbeat) and stalled ones (busy, progress counter standing still) lose their
- * requests to the queue, where they keep their place. See front.h.
+ * requests to the queue, where they keep their place. The layer above the request
+ * records (front_req.c) and the outbox: it decides, and never calls admission or
+ * adoption. See front.h.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,9 @@
 /*
  * frontd.c - tokenizerd's daemon mode (tokd_serve): the front door's sockets, the
- * worker registry with heartbeats, status, and the main loop. Requests are in
- * front_req.c; the design is in front.h and docs/ARCHITECTURE.md.
+ * worker registry with heartbeats, status, the message switch and the main loop, which
+ * sends the outbox (front_out.c) after each handler: the top layer of the front door
+ * (front.h). Requests are in front_req.c; the design is in front.h and
+ * docs/ARCHITECTURE.md.
  *
  *   tokenizerd --model stories.gguf [--run-dir DIR]
  *   tokenizerd --segment /llm-1000-0123456789abcdef       # vocabulary from the engine segment
@@ -21,31 +23,40 @@
 #include "zap.h"
 #include "errcode.h"
 
-void front_send(front *f, const uint8_t *rid, size_t rl, proto_writer *w)
+/* Test hook: if RUN_DIR/fault-front-exit exists ("N [any|held|partial]"), it is read
+ * and removed, and this front door will _exit(137), as kill -9 would, once a session has
+ * generated N tokens (and, with held/partial, holds text back for a stop string or a
+ * partial character at that moment), logging what it held (front_token sets
+ * f->fault_exit; flush exits once that token's output is sent). */
+static void fault_arm(front *f, const char *run_dir)
 {
-    /* ZMQ_ROUTER_MANDATORY: a client whose connection closed is unreachable at once;
-     * its requests are expired on the next tick (not here: callers hold them) */
-    if (net_send(f->clients, rid, rl, proto_data(w), proto_size(w)) != 0 && zmq_errno() == EHOSTUNREACH)
-        front_client_gone(f, rid, rl);
-    proto_writer_free(w);
+    char path[512], kind[16] = "any";
+    snprintf(path, sizeof path, "%s/fault-front-exit", run_dir);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return;
+    int n = 0;
+    if (fscanf(fp, "%d %15s", &n, kind) >= 1 && n > 0) {
+        f->fault_at = n;
+        f->fault_kind = !strcmp(kind, "held") ? 1 : !strcmp(kind, "partial") ? 2 : 0;
+        log_warn("test hook armed: exiting at token %d (%s)", n, kind);
+    }
+    fclose(fp);
+    unlink(path);
 }
 
-void front_send_error(front *f, const uint8_t *rid, size_t rl, uint64_t id, errcode code, const char *msg)
+/* Sends what the handlers appended to the outbox, in order. ZMQ_ROUTER_MANDATORY: a
+ * client whose connection closed is unreachable at once; its requests are expired on
+ * the next tick. */
+static void flush(front *f)
 {
-    proto_writer w;
-    proto_begin(&w, PT_ERROR, id);
-    proto_put_str(&w, MF_MSG, msg);
-    if (code != ERR_NONE) proto_put_str(&w, MF_CODE, errcode_name(code));
-    front_send(f, rid, rl, &w);
-}
-
-int front_send_worker(front *f, int wi, proto_writer *w)
-{
-    /* a message over the limit would make the worker drop the connection for good */
-    int rc = proto_size(w) > PROTO_MAX_MSG ? -1 : 0;
-    if (rc == 0) net_send(f->workers, f->w[wi].rid, f->w[wi].rid_len, proto_data(w), proto_size(w));
-    proto_writer_free(w);
-    return rc;
+    front_out o;
+    while (front_out_pop(f, &o)) {
+        if (o.to == FRONT_TO_WORKER) net_send(f->workers, o.rid, o.rid_len, o.data, o.len);
+        else if (net_send(f->clients, o.rid, o.rid_len, o.data, o.len) != 0 && zmq_errno() == EHOSTUNREACH)
+            front_client_gone(f, o.rid, o.rid_len);
+        free(o.data);
+    }
+    if (f->fault_exit) _exit(137);
 }
 
 #define POLL_MS       50  /* the loop's poll timeout */
@@ -439,6 +450,7 @@ static void read_sockets(front *f, const zmq_pollitem_t *it)
         zmq_getsockopt(f->workers, ZMQ_EVENTS, &ev, &sz);
         if (!(ev & ZMQ_POLLIN)) break;
         on_worker(f);
+        flush(f);
     }
     for (int k = 0; k < 256 && (it[0].revents & ZMQ_POLLIN); k++) {
         int ev = 0;
@@ -446,6 +458,7 @@ static void read_sockets(front *f, const zmq_pollitem_t *it)
         zmq_getsockopt(f->clients, ZMQ_EVENTS, &ev, &sz);
         if (!(ev & ZMQ_POLLIN)) break;
         on_client(f);
+        flush(f);
     }
 }
 
@@ -474,8 +487,9 @@ static void serve(front *f)
         turn = now;
         heartbeat(f, now);
         log_limit_tick();
-        if (f->n_parked) front_unpark(f, now);
+        if (f->n_parked) front_readmit(f, now);
         front_tick(f, now);
+        flush(f);
     }
 }
 
@@ -500,7 +514,7 @@ int tokd_serve(int argc, char **argv)
     f.lim = o.lim;
     f.no_worker_ms = f.start_ms;
     f.parked = calloc(FRONT_MAX_PARKED, sizeof *f.parked);
-    front_fault_arm(&f, dir);
+    fault_arm(&f, dir);
     f.vocab = load_vocab(&f, o.model, o.segment, o.tmpl);
     f.ctx = zmq_ctx_new();
     int rc = 1;
@@ -510,9 +524,12 @@ int tokd_serve(int argc, char **argv)
                  chat_template_name(f.tmpl));
         serve(&f);
         log_info("shutting down: %d requests in flight are cut", front_count(&f, RQ_RUNNING));
+        front_req_free_all(&f);
+        flush(&f); /* the workers drop the sessions (PT_STOP) */
         rc = 0;
     }
     front_req_free_all(&f);
+    front_out_free_all(&f);
     for (int i = 0; i < f.n_parked; i++) proto_msg_free(&f.parked[i].m);
     free(f.parked);
     net_close(&f.clients);
