@@ -71,6 +71,8 @@
     O(PID, pid) O(HOST, host) O(SEG, seg) O(SESSIONS, sessions) O(BUSY, busy) O(CAP, cap) \
     O(CTX, ctx) O(STALLED, stalled) O(UP, up) O(SWAIT, swait) O(BPW, bpw)
 #define PM_STATUS_QUEUED(R, O, K) O(POS, pos) O(NTOK, ntok) O(WAIT, wait)
+/* an entry of a PIECE's probs: a token, its text, its log-prob, the most probable ones */
+#define PM_PROB(R, O, K) R(ID, id) R(TEXT, text) R(LOGPROB, logprob) O(TOP, top)
 
 /* Every message type (proto_type PT_<T>) with its struct's name; RUN and REPORT have
  * proto_sessrec instead of a struct of their own. */
@@ -82,6 +84,6 @@
 /* The rows of a batch: maps inside a message, with structs, readers and packers too. */
 #define PROTO_ROWS(X)                                                                    \
     X(SAMPLE_ROW, sample_row) X(SAMPLED_ROW, sampled_row) X(STATUS_WORKER, status_worker)  \
-    X(STATUS_QUEUED, status_queued)
+    X(STATUS_QUEUED, status_queued) X(PROB, prob)
 
 #endif

@@ -286,11 +286,14 @@ void front_check_workers(front *f, int64_t now);
  * as much, so that its own absence never counts as its peers' silence. */
 void front_pause_clocks(front *f, int64_t ms);
 /* A worker's heartbeat counts (progress, busy sessions) arrived. */
-void front_worker_beat(front *f, int wi, const proto_msg *m, int64_t now);
+void front_worker_beat(front *f, int wi, const pm_worker_hb *hb, int64_t now);
 /* The largest context of a live worker, 0 when none is up. */
 int front_ctx_max(const front *f);
 /* Position (1-based) of a queued request in the queue, 0 when it is not queued. */
 int front_queue_pos(const front *f, const front_req *r);
+/* Sends the client the ACCEPTED of r (request id id): prompt tokens, session, key, seed
+ * and its place in the queue. */
+void front_send_accepted(front *f, const uint8_t *rid, size_t rl, uint64_t id, const front_req *r);
 
 /* front_adopt.c: surviving a restart of the front door. */
 /* A PT_REPORT from worker wi: adopts the session (unattached until its client resumes). */

@@ -204,11 +204,11 @@ static int over_limits(front *f, const uint8_t *rid, size_t rl, const proto_msg 
          ? "the front door is full: %d requests running or queued (tokenizerd --max-requests); try again later"
          : "this connection has %d requests running or queued (tokenizerd --max-per-client); try again later",
          all >= f->lim.max_requests ? all : mine);
+    pm_error e = {.msg = proto_sv_of(err), .code = proto_sv_of(errcode_name(ERR_FULL)), .has_code = 1,
+                  .retry_ms = 1000, .has_retry_ms = 1};
     proto_writer w;
     proto_begin(&w, PT_ERROR, m->id);
-    proto_put_str(&w, MF_MSG, err);
-    proto_put_str(&w, MF_CODE, errcode_name(ERR_FULL));
-    proto_put_u64(&w, MF_RETRY_MS, 1000);
+    pm_error_put(&w, &e);
     front_send(f, rid, rl, &w);
     return 1;
 }
@@ -315,14 +315,7 @@ static void start(front *f, front_req *r, const uint8_t *rid, size_t rl)
         if (wi >= 0) front_dispatch(f, r, wi);
         else front_tick(f, net_now_ms());
     }
-    proto_writer w;
-    proto_begin(&w, PT_ACCEPTED, r->client_id);
-    proto_put_u64(&w, MF_NTOK, (uint64_t)r->n_prompt);
-    proto_put_u64(&w, MF_SESS, r->sess);
-    proto_put_str(&w, MF_KEY, r->key);
-    proto_put_u64(&w, MF_SEED, r->seed);
-    proto_put_u64(&w, MF_POS, (uint64_t)front_queue_pos(f, r));
-    front_send(f, rid, rl, &w);
+    front_send_accepted(f, rid, rl, r->client_id, r);
     if (r->n_predict == 0) front_finish(f, r, "length");
 }
 

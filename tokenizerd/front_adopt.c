@@ -154,14 +154,7 @@ int front_resume(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     r->skip = proto_u64(m, MF_RBYTES, 0);
     log_info("session %016llx resumed by its client (%llu bytes of text received, %d tokens generated)",
              (unsigned long long)r->sess, (unsigned long long)r->skip, r->n_gen);
-    proto_writer w;
-    proto_begin(&w, PT_ACCEPTED, m->id);
-    proto_put_u64(&w, MF_NTOK, (uint64_t)r->n_prompt);
-    proto_put_u64(&w, MF_SESS, r->sess);
-    proto_put_str(&w, MF_KEY, r->key);
-    proto_put_u64(&w, MF_SEED, r->seed);
-    proto_put_u64(&w, MF_POS, (uint64_t)front_queue_pos(f, r));
-    front_send(f, rid, rl, &w);
+    front_send_accepted(f, rid, rl, m->id, r);
     front_replay(f, r); /* queued too: what it generated before its worker died */
     return 1;
 }

@@ -43,10 +43,10 @@ void front_send(front *f, const uint8_t *rid, size_t rl, proto_writer *w)
 
 void front_send_error(front *f, const uint8_t *rid, size_t rl, uint64_t id, errcode code, const char *msg)
 {
+    pm_error e = {.msg = proto_sv_of(msg), .code = proto_sv_of(errcode_name(code)), .has_code = code != ERR_NONE};
     proto_writer w;
     proto_begin(&w, PT_ERROR, id);
-    proto_put_str(&w, MF_MSG, msg);
-    if (code != ERR_NONE) proto_put_str(&w, MF_CODE, errcode_name(code));
+    pm_error_put(&w, &e);
     front_send(f, rid, rl, &w);
 }
 
@@ -64,9 +64,10 @@ int front_send_worker(front *f, int wi, proto_writer *w)
 void front_send_stop(front *f, int wi, uint64_t sess)
 {
     if (wi < 0 || !f->w[wi].live) return;
+    pm_stop st = {.sess = sess};
     proto_writer w;
     proto_begin(&w, PT_STOP, sess);
-    proto_put_u64(&w, MF_SESS, sess);
+    pm_stop_put(&w, &st);
     front_send_worker(f, wi, &w);
 }
 

@@ -164,10 +164,10 @@ static void send_piece_ex(front *f, front_req *r, const char *p, size_t n, int a
     int k = 0;
     while (k < r->n_pend && (all || r->pend[k].end <= r->out_bytes)) k++;
     if (!n && !k) return;
+    pm_piece pc = {.text = {n ? p : "", n}, .ntok = (uint64_t)r->n_gen};
     proto_writer w;
     proto_begin(&w, PT_PIECE, r->client_id);
-    proto_put_strn(&w, MF_TEXT, n ? p : "", n);
-    proto_put_u64(&w, MF_NTOK, (uint64_t)r->n_gen);
+    pm_piece_put(&w, &pc); /* and the probs, packed below */
     if (k) {
         size_t bytes = r->pend[k - 1].off;
         proto_put_array_begin(&w, MF_PROBS, (uint32_t)k);
@@ -189,9 +189,9 @@ static void send_piece(front *f, front_req *r, const char *p, size_t n)
 /* Queues the log-prob entry of token t from a PT_TOKEN (its "logprob" and "top", kinds
  * checked by proto_decode) until the text up to byte end has been sent. The token's
  * text is made valid UTF-8 (a partial character becomes U+FFFD). */
-static void add_probs(front *f, front_req *r, int32_t t, const proto_msg *m, uint64_t end)
+static void add_probs(front *f, front_req *r, int32_t t, const pm_token *tk, uint64_t end)
 {
-    const msgpack_object *top = proto_field(m, MF_TOP);
+    const msgpack_object *top = tk->has_top ? tk->top : NULL;
     if (r->n_pend >= r->cap_pend) {
         int cap = r->cap_pend ? r->cap_pend * 2 : 16;
         front_prob_ref *x = realloc(r->pend, (size_t)cap * sizeof *x);
@@ -206,12 +206,8 @@ static void add_probs(front *f, front_req *r, int32_t t, const proto_msg *m, uin
     size_t before = r->probs.size;
     msgpack_packer pk;
     msgpack_packer_init(&pk, &r->probs, msgpack_sbuffer_write);
-    int bad = msgpack_pack_map(&pk, top ? 4 : 3);
-    bad |= proto_pack_key(&pk, MF_ID) | msgpack_pack_int32(&pk, t);
-    bad |= proto_pack_key(&pk, MF_TEXT) | msgpack_pack_str(&pk, tl) |
-           msgpack_pack_str_body(&pk, text, tl);
-    bad |= proto_pack_key(&pk, MF_LOGPROB) |
-           msgpack_pack_double(&pk, proto_f64(m, MF_LOGPROB, 0));
+    pm_prob e = {.id = (uint64_t)t, .text = {text, tl}, .logprob = tk->logprob};
+    int bad = pm_prob_pack(&pk, &e, top ? 1 : 0); /* and the top list, at most the sampler's maximum */
     if (top) {
         uint32_t k = top->via.array.size < SMP_MAX_PROBS ? top->via.array.size : SMP_MAX_PROBS;
         bad |= proto_pack_key(&pk, MF_TOP) | msgpack_pack_array(&pk, k);
@@ -243,13 +239,11 @@ void front_finish(front *f, front_req *r, const char *reason)
         if (buf) log_info("session %llu tokens:%s", (unsigned long long)r->sess, buf);
         free(buf);
     }
+    pm_done d = {.reason = proto_sv_of(reason), .ntok_prompt = (uint64_t)r->n_prompt, .ntok = (uint64_t)r->n_gen,
+                 .sess = r->sess, .has_sess = 1, .moves = (uint64_t)r->moves, .has_moves = 1};
     proto_writer w;
     proto_begin(&w, PT_DONE, r->client_id);
-    proto_put_str(&w, MF_REASON, reason);
-    proto_put_u64(&w, MF_NTOK_PROMPT, (uint64_t)r->n_prompt);
-    proto_put_u64(&w, MF_NTOK, (uint64_t)r->n_gen);
-    proto_put_u64(&w, MF_SESS, r->sess);
-    proto_put_u64(&w, MF_MOVES, (uint64_t)r->moves);
+    pm_done_put(&w, &d);
     front_send(f, r->rid, r->rid_len, &w);
     f->served++;
     if (r->chat && r->worker >= 0) {
@@ -302,12 +296,12 @@ static int emit_text(front *f, front_req *r, const char *p, size_t n)
 
 /* The text and end conditions of generated token t, already appended (r->n_gen counts
  * it); m: its TOKEN with log-probs, or NULL in a replay. 1 when the request finished. */
-static int emit_token(front *f, front_req *r, int32_t t, const proto_msg *m)
+static int emit_token(front *f, front_req *r, int32_t t, const pm_token *m)
 {
     /* samplerd's log-probs (params n_probs > 0): sent with the piece that carries the
      * token's text; a token without text (end of generation, a partial character)
      * goes with the next byte sent or the last piece */
-    int probs = m && proto_field(m, MF_LOGPROB) != NULL;
+    int probs = m && m->has_logprob;
     if (!r->ignore_eos && tok_is_eog(f->vocab, t)) {
         if (probs) add_probs(f, r, t, m, r->in_bytes + 1);
         front_finish(f, r, "eog");
@@ -348,17 +342,17 @@ int front_replay(front *f, front_req *r)
 
 void front_token(front *f, int wi, const proto_msg *m)
 {
-    uint64_t sess = proto_u64(m, MF_SESS, 0), step = proto_u64(m, MF_STEP, 0);
-    if (proto_u64(m, MF_EPOCH, 0) != f->epoch) return; /* sent to the instance before a restart:
-                                                        * the worker's report carries it */
+    pm_token tk;
+    pm_token_get(m, &tk);
+    uint64_t sess = tk.sess, step = tk.step;
+    if (tk.epoch != f->epoch) return; /* sent to the instance before a restart: the worker's report carries it */
     front_req *r = front_find_sess(f, sess);
     if (!r || r->state == RQ_QUEUED || (r->state == RQ_RUNNING && r->worker != wi)) {
         if (!r || r->worker != wi) front_send_stop(f, wi, sess); /* a session this worker should not run */
         return;
     }
     if (r->state != RQ_RUNNING || step != (uint64_t)r->n_gen) return; /* stale or repeated */
-    int32_t t = (int32_t)proto_i64(m, MF_TOK, -1);
-    if (t < 0 || t >= tok_n_vocab(f->vocab)) {
+    if (tk.tok < 0 || tk.tok >= tok_n_vocab(f->vocab)) {
         front_fail(f, r, ERR_INTERNAL, "engine worker sent a token out of range");
         return;
     }
@@ -371,13 +365,14 @@ void front_token(front *f, int wi, const proto_msg *m)
         r->toks = x;
         r->cap *= 2;
     }
+    int32_t t = (int32_t)tk.tok;
     r->toks[r->n_toks++] = t;
     r->n_gen++;
-    r->mu_set = proto_field(m, MF_MU) != NULL;
-    r->mu = proto_f64(m, MF_MU, 0);
+    r->mu_set = tk.has_mu;
+    r->mu = tk.mu;
     if (!r->attached) return; /* the text waits for its client's resume (a replay) */
     uint64_t sess_id = r->sess;
-    int finished = emit_token(f, r, t, m);
+    int finished = emit_token(f, r, t, &tk);
     if (f->fault_at && !finished && r->n_gen >= f->fault_at &&
         (f->fault_kind == 0 || (f->fault_kind == 1 && r->held_len) ||
          (f->fault_kind == 2 && tok_stream_pending(r->det)))) {
@@ -389,10 +384,12 @@ void front_token(front *f, int wi, const proto_msg *m)
 
 void front_worker_error(front *f, int wi, const proto_msg *m)
 {
-    if (proto_u64(m, MF_EPOCH, 0) != f->epoch) return; /* about a session of the instance before */
-    front_req *r = front_find_sess(f, proto_u64(m, MF_SESS, 0));
+    pm_error e;
+    pm_error_get(m, &e);
+    if (e.epoch != f->epoch) return; /* about a session of the instance before */
+    front_req *r = front_find_sess(f, e.sess);
     if (!r || r->worker != wi) return;
-    if (!r->attached && proto_bool(m, MF_FULL, 0) && r->state == RQ_RUNNING) {
+    if (!r->attached && e.full && r->state == RQ_RUNNING) {
         /* adopted, its client not back, and its context is full: its resume replays the
          * text and the queue ends it */
         front_detach(f, r, 1);
@@ -403,17 +400,16 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
         front_req_free(f, r);
         return;
     }
-    char msg[256], name[32] = "";
-    proto_strcpy(m, MF_MSG, msg, sizeof msg);
-    proto_strcpy(m, MF_CODE, name, sizeof name);
-    errcode code = errcode_from_name(name);
+    char msg[256], name[32];
+    proto_sv_copy(e.msg, msg, sizeof msg);
+    errcode code = errcode_from_name(proto_sv_copy(e.code, name, sizeof name));
     if (code == ERR_WORKER_FULL) {
         f->w[wi].cap = f->w[wi].assigned; /* no more until its heartbeat says otherwise */
         front_detach(f, r, 0);
         r->state = RQ_QUEUED;
         return;
     }
-    if (proto_bool(m, MF_FULL, 0) && r->state == RQ_RUNNING) {
+    if (e.full && r->state == RQ_RUNNING) {
         front_finish(f, r, "context");
         return;
     }

@@ -89,6 +89,16 @@ int front_ctx_max(const front *f)
     return m;
 }
 
+void front_send_accepted(front *f, const uint8_t *rid, size_t rl, uint64_t id, const front_req *r)
+{
+    pm_accepted a = {.ntok = (uint64_t)r->n_prompt, .sess = r->sess, .key = proto_sv_of(r->key), .has_key = 1,
+                     .seed = r->seed, .has_seed = 1, .pos = (uint64_t)front_queue_pos(f, r), .has_pos = 1};
+    proto_writer w;
+    proto_begin(&w, PT_ACCEPTED, id);
+    pm_accepted_put(&w, &a);
+    front_send(f, rid, rl, &w);
+}
+
 int front_queue_pos(const front *f, const front_req *r)
 {
     if (r->state != RQ_QUEUED) return 0;
@@ -115,15 +125,15 @@ void front_requeue_worker(front *f, int wi, int tell)
     }
 }
 
-void front_worker_beat(front *f, int wi, const proto_msg *m, int64_t now)
+void front_worker_beat(front *f, int wi, const pm_worker_hb *hb, int64_t now)
 {
     front_worker *w = &f->w[wi];
-    int busy = (int)proto_u64(m, MF_BUSY, 0);
-    uint64_t prog = proto_u64(m, MF_PROG, 0);
-    w->reported = (int)proto_u64(m, MF_ACTIVE, 0);
-    w->cap = (int)proto_u64(m, MF_CAP, 16);
-    w->ctx = (int)proto_u64(m, MF_CTX, 0);
-    w->swait = (int)proto_u64(m, MF_SWAIT, 0);
+    int busy = (int)hb->busy;
+    uint64_t prog = hb->prog;
+    w->reported = (int)hb->active;
+    w->cap = hb->has_cap ? (int)hb->cap : 16;
+    w->ctx = (int)hb->ctx;
+    w->swait = (int)hb->swait;
     if (prog != w->prog || (busy && !w->busy)) {
         if (w->stalled && prog != w->prog)
             log_info("worker pid %d makes progress again: it takes sessions again", w->pid);

@@ -89,60 +89,56 @@ static void usage(FILE *o)
 static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
 {
     int64_t now = net_now_ms();
-    int n = 0;
-    for (int i = 0; i < FRONT_MAX_WORKERS; i++) n += f->w[i].live;
-    proto_writer w;
-    proto_begin(&w, PT_STATUS_REPLY, id);
-    proto_put_array_begin(&w, MF_WORKERS, (uint32_t)n);
+    int n = 0, nq = front_count(f, RQ_QUEUED), shown = nq < 100 ? nq : 100;
     const char *seg = "";
     double bpw = 0; /* of that segment */
     int swait = 0;  /* the longest any worker waits for samplerd: its health */
     for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
         const front_worker *x = &f->w[i];
         if (!x->live) continue;
+        n++;
         seg = x->seg;
         bpw = x->bpw;
-        msgpack_pack_map(&w.pk, 11);
-        proto_pack_key(&w.pk, MF_PID); msgpack_pack_int64(&w.pk, x->pid);
-        proto_pack_key(&w.pk, MF_HOST); proto_pack_str(&w.pk, x->host);
-        proto_pack_key(&w.pk, MF_SEG); proto_pack_str(&w.pk, x->seg);
-        proto_pack_key(&w.pk, MF_SESSIONS); msgpack_pack_int64(&w.pk, x->reported);
-        proto_pack_key(&w.pk, MF_BUSY); msgpack_pack_int64(&w.pk, x->busy);
-        proto_pack_key(&w.pk, MF_CAP); msgpack_pack_int64(&w.pk, x->cap);
-        proto_pack_key(&w.pk, MF_CTX); msgpack_pack_int64(&w.pk, x->ctx);
-        proto_pack_key(&w.pk, MF_STALLED); if (x->stalled) msgpack_pack_true(&w.pk); else msgpack_pack_false(&w.pk);
-        proto_pack_key(&w.pk, MF_UP); msgpack_pack_double(&w.pk, (double)(now - x->since_ms) / 1000.0);
-        proto_pack_key(&w.pk, MF_SWAIT); msgpack_pack_int64(&w.pk, x->swait);
-        proto_pack_key(&w.pk, MF_BPW); msgpack_pack_double(&w.pk, x->bpw);
         if (x->swait > swait) swait = x->swait;
+    }
+    pm_status_reply st = {
+        .uptime = (double)(now - f->start_ms) / 1000.0, .active = (uint64_t)front_count(f, RQ_RUNNING),
+        .max_requests = (uint64_t)f->lim.max_requests, .has_max_requests = 1,
+        .max_per_client = (uint64_t)f->lim.max_per_client, .has_max_per_client = 1,
+        .segment = proto_sv_of(seg), .has_segment = 1,
+        .bpw = bpw, .has_bpw = bpw > 0, /* absent: no worker, or one too old to say */
+        .model = proto_sv_of(f->model), .has_model = 1, .queued = (uint64_t)nq, .has_queued = 1,
+        .held = (uint64_t)front_count(f, RQ_HELD), .has_held = 1, .served = f->served, .has_served = 1,
+        .failed = f->failed, .has_failed = 1, .pid = (uint64_t)getpid(), .has_pid = 1,
+        .template_name = proto_sv_of(chat_template_name(f->tmpl)), .has_template_name = 1,
+        .nv = f->n_vocab, .has_nv = 1, .vid = f->vocab_id, .has_vid = 1,
+        .swait = (uint64_t)swait, .has_swait = n > 0}; /* absent: no worker to ask */
+    proto_writer w;
+    proto_begin(&w, PT_STATUS_REPLY, id);
+    pm_status_reply_put(&w, &st); /* and the lists: */
+    proto_put_array_begin(&w, MF_WORKERS, (uint32_t)n);
+    for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
+        const front_worker *x = &f->w[i];
+        if (!x->live) continue;
+        pm_status_worker r = {
+            .pid = (uint64_t)x->pid, .has_pid = 1, .host = proto_sv_of(x->host), .has_host = 1,
+            .seg = proto_sv_of(x->seg), .has_seg = 1, .sessions = (uint64_t)x->reported, .has_sessions = 1,
+            .busy = (uint64_t)x->busy, .has_busy = 1, .cap = (uint64_t)x->cap, .has_cap = 1,
+            .ctx = (uint64_t)x->ctx, .has_ctx = 1, .stalled = x->stalled != 0, .has_stalled = 1,
+            .up = (double)(now - x->since_ms) / 1000.0, .has_up = 1, .swait = (uint64_t)x->swait, .has_swait = 1,
+            .bpw = x->bpw, .has_bpw = 1};
+        pm_status_worker_pack(&w.pk, &r, 0);
     }
     /* the queue, first come first served: position, prompt tokens, wait (no session ids:
      * any client may ask, and an id is half of what acting on a session takes) */
-    int nq = front_count(f, RQ_QUEUED), shown = nq < 100 ? nq : 100, pos = 0;
     proto_put_array_begin(&w, MF_QUEUE, (uint32_t)shown);
+    int pos = 0;
     for (const front_req *r = f->reqs; r && pos < shown; r = r->next) {
         if (r->state != RQ_QUEUED) continue;
-        msgpack_pack_map(&w.pk, 3);
-        proto_pack_key(&w.pk, MF_POS); msgpack_pack_int64(&w.pk, ++pos);
-        proto_pack_key(&w.pk, MF_NTOK); msgpack_pack_int64(&w.pk, r->n_toks);
-        proto_pack_key(&w.pk, MF_WAIT); msgpack_pack_double(&w.pk, (double)(now - r->queued_ms) / 1000.0);
+        pm_status_queued q = {.pos = (uint64_t)++pos, .has_pos = 1, .ntok = (uint64_t)r->n_toks, .has_ntok = 1,
+                              .wait = (double)(now - r->queued_ms) / 1000.0, .has_wait = 1};
+        pm_status_queued_pack(&w.pk, &q, 0);
     }
-    proto_put_u64(&w, MF_MAX_REQUESTS, (uint64_t)f->lim.max_requests);
-    proto_put_u64(&w, MF_MAX_PER_CLIENT, (uint64_t)f->lim.max_per_client);
-    proto_put_str(&w, MF_SEGMENT, seg);
-    if (bpw > 0) proto_put_f64(&w, MF_BPW, bpw); /* absent: no worker, or one too old to say */
-    proto_put_str(&w, MF_MODEL, f->model);
-    proto_put_f64(&w, MF_UPTIME, (double)(now - f->start_ms) / 1000.0);
-    proto_put_u64(&w, MF_ACTIVE, (uint64_t)front_count(f, RQ_RUNNING));
-    proto_put_u64(&w, MF_QUEUED, (uint64_t)front_count(f, RQ_QUEUED));
-    proto_put_u64(&w, MF_HELD, (uint64_t)front_count(f, RQ_HELD));
-    proto_put_u64(&w, MF_SERVED, f->served);
-    proto_put_u64(&w, MF_FAILED, f->failed);
-    proto_put_u64(&w, MF_PID, (uint64_t)getpid());
-    proto_put_str(&w, MF_TEMPLATE, chat_template_name(f->tmpl));
-    proto_put_u64(&w, MF_NV, f->n_vocab);
-    proto_put_u64(&w, MF_VID, f->vocab_id);
-    if (n) proto_put_u64(&w, MF_SWAIT, (uint64_t)swait); /* absent: no worker to ask */
     front_send(f, rid, rl, &w);
 }
 
@@ -200,15 +196,15 @@ static int refused_quiet(front *f, uint64_t wid, int64_t now)
 /* Whether worker m may register: the same vocabulary as ours (a worker on another
  * model's segment would get token ids that mean other texts), one worker per connection,
  * and at most max_per_host from one origin. 0, or -1 with the reason logged. */
-static int worker_admissible(front *f, const uint8_t *rid, size_t rl, const proto_msg *m, const char *origin)
+static int worker_admissible(front *f, const uint8_t *rid, size_t rl, const pm_worker_hb *hb, const char *origin)
 {
-    uint64_t wid = proto_u64(m, MF_WID, 0), vid = proto_u64(m, MF_VID, 0);
-    uint32_t nv = (uint32_t)proto_u64(m, MF_NV, 0);
+    uint64_t wid = hb->wid, vid = hb->vid;
+    uint32_t nv = (uint32_t)hb->nv;
     int64_t now = net_now_ms();
-    char seg[64] = "", host[64] = "";
-    proto_strcpy(m, MF_SEG, seg, sizeof seg);
-    proto_strcpy(m, MF_HOST, host, sizeof host);
-    unsigned long long pid = (unsigned long long)proto_u64(m, MF_PID, 0);
+    char seg[64], host[64];
+    proto_sv_copy(hb->seg, seg, sizeof seg);
+    proto_sv_copy(hb->host, host, sizeof host);
+    unsigned long long pid = (unsigned long long)hb->pid;
     if (vid != f->vocab_id || nv != f->n_vocab) {
         if (!refused_quiet(f, wid, now))
             log_warn("refusing worker pid %llu on %s: its model (segment %s, vocabulary of %u tokens, id %016llx) "
@@ -237,21 +233,21 @@ static int worker_admissible(front *f, const uint8_t *rid, size_t rl, const prot
     return 0;
 }
 
-static int worker_register(front *f, const uint8_t *rid, size_t rl, const proto_msg *m, const char *peer)
+static int worker_register(front *f, const uint8_t *rid, size_t rl, const pm_worker_hb *hb, const char *peer)
 {
     int wi = -1;
-    uint64_t wid = proto_u64(m, MF_WID, 0);
+    uint64_t wid = hb->wid;
     char origin[64];
     if (peer[0]) snprintf(origin, sizeof origin, "%s", peer);
-    else if (proto_strcpy(m, MF_HOST, origin, sizeof origin) != 0) origin[0] = 0;
+    else proto_sv_copy(hb->host, origin, sizeof origin);
     for (int i = 0; i < FRONT_MAX_WORKERS && wi < 0; i++)
         if (f->w[i].live && f->w[i].wid == wid) wi = i; /* reconnected: new routing id */
-    if (wi < 0 && worker_admissible(f, rid, rl, m, origin) != 0) return -1;
+    if (wi < 0 && worker_admissible(f, rid, rl, hb, origin) != 0) return -1;
     for (int i = 0; i < FRONT_MAX_WORKERS && wi < 0; i++)
         if (!f->w[i].live) wi = i;
     if (wi < 0) {
         if (!refused_quiet(f, wid, net_now_ms()))
-            log_warn("worker pid %llu refused: %d workers already", (unsigned long long)proto_u64(m, MF_PID, 0),
+            log_warn("worker pid %llu refused: %d workers already", (unsigned long long)hb->pid,
                      FRONT_MAX_WORKERS);
         return -1;
     }
@@ -267,10 +263,10 @@ static int worker_register(front *f, const uint8_t *rid, size_t rl, const proto_
         w->busy = 0;
         w->prog = 0;
         w->since_ms = w->prog_ms = net_now_ms();
-        w->pid = (int)proto_u64(m, MF_PID, 0);
-        proto_strcpy(m, MF_HOST, w->host, sizeof w->host);
-        proto_strcpy(m, MF_SEG, w->seg, sizeof w->seg);
-        w->bpw = proto_f64(m, MF_BPW, 0);
+        w->pid = (int)hb->pid;
+        proto_sv_copy(hb->host, w->host, sizeof w->host);
+        proto_sv_copy(hb->seg, w->seg, sizeof w->seg);
+        w->bpw = hb->bpw;
         if (!(w->bpw > 0 && w->bpw < 1000)) w->bpw = 0; /* NaN or nonsense: unknown */
         snprintf(w->origin, sizeof w->origin, "%s", origin);
         log_info("worker pid %d on %s registered (segment %s, %.2f bits/weight)", w->pid, w->host, w->seg, w->bpw);
@@ -293,7 +289,9 @@ static void on_worker(front *f)
         return;
     }
     int wi = worker_by_rid(f, rid, rl);
-    if (m.type == PT_WORKER_HB && proto_bool(&m, MF_BYE, 0)) {
+    pm_worker_hb hb;
+    if (m.type == PT_WORKER_HB) pm_worker_hb_get(&m, &hb);
+    if (m.type == PT_WORKER_HB && hb.bye) {
         if (wi >= 0) {
             log_info("worker pid %d is shutting down: purged, its sessions go to other workers", f->w[wi].pid);
             front_requeue_worker(f, wi, 0);
@@ -301,8 +299,8 @@ static void on_worker(front *f)
         }
         wi = -1;
     } else if (m.type == PT_WORKER_HB) {
-        wi = worker_register(f, rid, rl, &m, peer);
-        if (wi >= 0) front_worker_beat(f, wi, &m, net_now_ms());
+        wi = worker_register(f, rid, rl, &hb, peer);
+        if (wi >= 0) front_worker_beat(f, wi, &hb, net_now_ms());
     }
     if (wi >= 0) {
         f->w[wi].last_ms = net_now_ms();
@@ -319,9 +317,10 @@ static void heartbeat(front *f, int64_t now)
         f->last_hb_ms = now;
         for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
             if (!f->w[i].live) continue;
+            pm_front_hb hb = {.epoch = f->epoch};
             proto_writer w;
             proto_begin(&w, PT_FRONT_HB, 0);
-            proto_put_u64(&w, MF_EPOCH, f->epoch);
+            pm_front_hb_put(&w, &hb);
             front_send_worker(f, i, &w);
         }
     }

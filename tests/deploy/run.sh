@@ -104,10 +104,10 @@ for u in samplerd tokenizerd engined gateway; do
     inside "systemd-analyze security --no-pager llm-$u.service" | tail -n 1 | sed 's/^→ /  /'
 done
 # the model, the gateway on every address (the port is published), and each step of the
-# engine slowed by 40 ms (a test hook) so that the streams (the model's 128 positions)
-# last seconds and outlast the kills
+# engine slowed by 100 ms (a test hook) so that the streams (the model's 128 positions, about
+# 13 s) outlast the kills and the restarts, even on a loaded machine
 inside "sed -i -e 's|^LLM_MODEL=.*|LLM_MODEL=/models/$MODEL_NAME|' -e 's|^LLM_HTTP_HOST=.*|LLM_HTTP_HOST=0.0.0.0|' \
-        /etc/llm/llm.env && echo LLM_FAULT_STEP_DELAY_MS=40 >>/etc/llm/llm.env" || fail "editing llm.env"
+        /etc/llm/llm.env && echo LLM_FAULT_STEP_DELAY_MS=100 >>/etc/llm/llm.env" || fail "editing llm.env"
 inside 'systemctl enable --now llm-samplerd.service llm-tokenizerd.service llm-engined.service llm-gateway.service' \
     >/dev/null 2>&1 || fail "systemctl enable --now failed"
 LLMC='runuser -u llm -- env LLM_RUN_DIR=/run/llm llmc'
