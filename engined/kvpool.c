@@ -309,9 +309,14 @@ static void rebuild(kvp *p)
                                         p->slots[k->writer].state != KVP_SLOT_LIVE))
             k->state = KVP_FREE;
         k->nref = 0;
-        if (k->state != KVP_PUBLISHED)
-            for (uint32_t s = 0; s < g->n_slots; s++) bit_clear(p, (int)s, (int)b);
         if (k->state != KVP_WRITING) k->writer = -1;
+    }
+    /* only a PUBLISHED block may be referenced: mask every bitmap, a word at a time */
+    for (uint32_t i = 0; i < g->bitmap_words; i++) {
+        uint64_t published = 0;
+        for (uint32_t j = 0; j < 64 && i * 64 + j < g->n_blocks; j++)
+            published |= (uint64_t)(p->blk[i * 64 + j].state == KVP_PUBLISHED) << j;
+        for (uint32_t s = 0; s < g->n_slots; s++) slot_bits(p, (int)s)[i] &= published;
     }
     for (uint32_t s = 0; s < g->n_slots; s++) {
         const uint64_t *w = slot_bits(p, (int)s);
@@ -598,7 +603,10 @@ int kvp_remove(const char *name, char *err, size_t errlen)
 {
     if (strncmp(name, "/llm-kv-", 8) != 0 || strchr(name + 1, '/'))
         return errf(err, errlen, "'%s' is not a KV pool name (expected /llm-kv-...)", name);
-    if (shm_unlink(name) != 0) return errf(err, errlen, "remove %s: %s", name, strerror(errno));
+    if (shm_unlink(name) != 0) {
+        if (errno == ENOENT) return 1;
+        return errf(err, errlen, "remove %s: %s", name, strerror(errno));
+    }
     return 0;
 }
 

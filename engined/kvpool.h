@@ -236,7 +236,8 @@ int kvp_attach(const char *name, const kvp_ident *expect, kvp **out, char *err, 
 /* Releases this process's slot (references and WRITING blocks) and unmaps; *pp = NULL.
  * Accepts NULL and *pp == NULL. In a forked child of the handle's owner it only unmaps. */
 void kvp_close(kvp **pp);
-/* Removes a pool by name; 0 or -1 with err. Mappings stay valid until closed. */
+/* Removes a pool by name: 0, 1 when there is none, -1 with err. Mappings stay valid
+ * until closed; engined --remove-segment removes a weight segment's pool with it. */
 int kvp_remove(const char *name, char *err, size_t errlen);
 
 /* The PUBLISHED block of this hash, parent and block_tokens tokens (tokens NULL: hash and

@@ -129,6 +129,7 @@ START_TEST(test_name_and_sizing)
     kvp_close(&pool);
     ck_assert_ptr_null(pool);
     ck_assert_int_eq(kvp_remove(name, err, sizeof err), 0);
+    ck_assert_int_eq(kvp_remove(name, err, sizeof err), 1); /* gone already */
 
     /* by bytes: the whole segment fits, metadata included */
     kvp_params pb = { .id = ID, .bytes = 1 << 20, .n_slots = 4 };
