@@ -147,6 +147,8 @@ typedef struct {
 } kvp_header;
 _Static_assert(sizeof(pthread_mutex_t) <= 128, "the mutex must fit its room in kvp_header");
 _Static_assert(sizeof(kvp_header) == KVP_HEADER_BYTES, "kvp_header is part of the pool layout");
+_Static_assert(offsetof(kvp_header, free_head) == 256 && offsetof(kvp_header, mutex) == 1024,
+               "kvp_header's immutable, mutable and mutex parts start at fixed offsets");
 
 /* One block's metadata. */
 typedef struct {
@@ -229,9 +231,10 @@ uint64_t kvp_hash(uint64_t parent, const int32_t *tokens, int n, const kvp_ident
  * remove it), -1 with err. */
 int kvp_create(const char *name, const kvp_params *p, kvp **out, char *err, size_t errlen);
 /* Worker: maps an existing pool read-write after the owner, layout and checksum checks,
- * refuses one of another identity, reaps dead attachers and takes a slot. 0, 1 while it
- * is still being created, -2 when it does not exist, SEG_FOREIGN (another uid's or open
- * to others: never to be used or removed silently) or -1, with err. */
+ * refuses one of another identity (expect NULL: any), reaps dead attachers and takes a
+ * slot. 0, 1 while it is still being created, -2 when it does not exist, SEG_FOREIGN
+ * (another uid's or open to others: never to be used or removed silently) or -1, with
+ * err. */
 int kvp_attach(const char *name, const kvp_ident *expect, kvp **out, char *err, size_t errlen);
 /* Releases this process's slot (references and WRITING blocks) and unmaps; *pp = NULL.
  * Accepts NULL and *pp == NULL. In a forked child of the handle's owner it only unmaps. */
