@@ -742,6 +742,83 @@ START_TEST(test_corrupt_header_refused)
 }
 END_TEST
 
+typedef struct {
+    const char *name;
+    unsigned    seed;
+    int         ops;
+} churn_job;
+
+/* Random lookups, publishes and releases of 16 prefixes, holding up to 3 blocks, with
+ * the data of every block held checked against its prefix (a published block's bytes
+ * never change while referenced). */
+static int churn(void *arg)
+{
+    churn_job *j = arg;
+    char err[512];
+    kvp *p = NULL;
+    if (kvp_attach(j->name, &ID, &p, err, sizeof err) != 0) return 2;
+    int held[3] = { -1, -1, -1 }, what[3] = { 0 };
+    unsigned r = j->seed;
+    for (int k = 0; k < j->ops; k++) {
+        r = r * 1103515245u + 12345u;
+        int slot = (int)(r >> 16) % 3, i = (int)(r >> 20) % 16;
+        if (held[slot] >= 0) {
+            const unsigned char *d = kvp_block_data(p, held[slot]);
+            if (d[0] != what[slot] || d[kvp_geometry_of(p)->block_bytes - 1] != what[slot]) return 3;
+            kvp_release(p, held[slot]);
+            held[slot] = -1;
+            continue;
+        }
+        int b = lookup_one(p, i);
+        if (b < 0) b = publish_one(p, i, NULL);
+        if (b >= 0) {
+            held[slot] = b;
+            what[slot] = i;
+        }
+    }
+    if (kvp_check(p, err, sizeof err) != 0) {
+        fprintf(stderr, "churn: %s\n", err);
+        return 4;
+    }
+    kvp_close(&p);
+    return 0;
+}
+
+/* Three processes churn at once (a fourth is killed in the middle of its churn): the
+ * pool stays consistent and everything is released at the end. */
+START_TEST(test_concurrent_churn)
+{
+    char name[SEG_NAME_MAX];
+    pool_name(name, "churn");
+    kvp *m = make_pool(name, NB, 8);
+    pid_t pids[4];
+    for (int k = 0; k < 4; k++) {
+        churn_job j = { name, 17u * (unsigned)k + 1, k == 3 ? 1000000 : 3000 };
+        pids[k] = fork();
+        ck_assert_int_ge(pids[k], 0);
+        if (pids[k] == 0) _exit(churn(&j));
+    }
+    usleep(20000);
+    kill(pids[3], SIGKILL);
+    for (int k = 0; k < 4; k++) {
+        int st;
+        ck_assert_int_eq(waitpid(pids[k], &st, 0), pids[k]);
+        if (k < 3) ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "churn %d: status %d", k, st);
+    }
+    kvp_reap(m);
+    assert_consistent(m);
+    kvp_stats_t s;
+    kvp_stats(m, &s);
+    ck_assert_uint_eq(s.live_slots, 0);
+    ck_assert_uint_eq(s.referenced, 0);
+    ck_assert_uint_eq(s.writing, 0);
+    ck_assert_uint_eq(s.free + s.cached, NB);
+    ck_assert_uint_gt(s.c.hits, 0);
+    kvp_close(&m);
+    shm_unlink(name);
+}
+END_TEST
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -810,6 +887,7 @@ Suite *kvpool_suite(void)
     tcase_add_test(tc, test_pid_reuse_guard);
     tcase_add_test(tc, test_owner_and_mode_refused);
     tcase_add_test(tc, test_corrupt_header_refused);
+    tcase_add_test(tc, test_concurrent_churn);
     tcase_add_test(tc, test_hash_chain);
     suite_add_tcase(s, tc);
     return s;
