@@ -680,6 +680,7 @@ int kvp_alloc(kvp *p)
 int kvp_publish(kvp *p, int b, uint64_t hash, uint64_t parent, const int32_t *tokens)
 {
     check_block(p, b);
+    LLM_ASSERT(tokens != NULL);
     uint32_t n = p->h->g.id.block_tokens;
     lock(p);
     FAULT(KVP_FAULT_PUBLISH_LOCKED);
