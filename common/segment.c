@@ -74,16 +74,47 @@ static int check_layout(const void *base, size_t len, const char *name, char *er
 
 /* Only a segment of our own that nobody else can write is trusted: another local user
  * can create any name in /dev/shm before we do. */
-static int check_owner(const char *name, const struct stat *st, char *err, size_t errlen)
+int seg_check_owner(const char *name, const struct stat *st, char *err, size_t errlen)
 {
     if (st->st_uid == geteuid() && (st->st_mode & 077) == 0)
         return 0;
     bool other = st->st_uid != geteuid();
-    return errf(err, errlen, "segment %s is owned by uid %u with mode %04o, expected uid %u and "
-                "mode 0600: %s; not using it. Remove it (engined --remove-segment %s%s) and start "
-                "again", name, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777), (unsigned)geteuid(),
-                other ? "another user created it" : "others may read or write it", name,
-                other ? ", as root or that user" : "");
+    errf(err, errlen, "segment %s is owned by uid %u with mode %04o, expected uid %u and "
+         "mode 0600: %s; not using it. Remove it (engined --remove-segment %s%s) and start "
+         "again", name, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777), (unsigned)geteuid(),
+         other ? "another user created it" : "others may read or write it", name,
+         other ? ", as root or that user" : "");
+    return SEG_FOREIGN;
+}
+
+int seg_open_owned(const char *name, int oflag, struct stat *st, char *err, size_t errlen)
+{
+    int fd = shm_open(name, oflag | O_CLOEXEC, 0);
+    if (fd < 0) {
+        int e = errno;
+        char path[SEG_NAME_MAX + 16];
+        snprintf(path, sizeof path, "/dev/shm%s", name);
+        /* a name we may not open: someone else's squat, never ours to remove or rebuild */
+        if ((e == EACCES || e == EPERM) && stat(path, st) == 0 && seg_check_owner(name, st, err, errlen) != 0)
+            return SEG_FOREIGN;
+        if (e == EACCES || e == EPERM) {
+            errf(err, errlen, "segment %s: %s (it is not ours to use; remove it as root)", name, strerror(e));
+            return SEG_FOREIGN;
+        }
+        errf(err, errlen, "segment %s: %s", name, strerror(e));
+        return e == ENOENT ? -2 : -1;
+    }
+    if (fstat(fd, st) != 0) {
+        errf(err, errlen, "segment %s: %s", name, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    int rc = seg_check_owner(name, st, err, errlen);
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
 }
 
 int seg_verify_tensors(const seg_map *m, char *err, size_t errlen)
@@ -104,31 +135,9 @@ int seg_verify_tensors(const seg_map *m, char *err, size_t errlen)
 int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
-    int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
     struct stat st;
-    if (fd < 0) {
-        int e = errno;
-        char path[SEG_NAME_MAX + 16];
-        snprintf(path, sizeof path, "/dev/shm%s", name);
-        /* a name we may not read: someone else's squat, never ours to remove or rebuild */
-        if ((e == EACCES || e == EPERM) && stat(path, &st) == 0 && check_owner(name, &st, err, errlen) != 0)
-            return SEG_FOREIGN;
-        if (e == EACCES || e == EPERM) {
-            errf(err, errlen, "segment %s: %s (it is not ours to use; remove it as root)", name, strerror(e));
-            return SEG_FOREIGN;
-        }
-        errf(err, errlen, "segment %s: %s", name, strerror(e));
-        return e == ENOENT ? -2 : -1;
-    }
-    if (fstat(fd, &st) != 0) {
-        errf(err, errlen, "segment %s: %s", name, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (check_owner(name, &st, err, errlen) != 0) {
-        close(fd);
-        return SEG_FOREIGN;
-    }
+    int fd = seg_open_owned(name, O_RDONLY, &st, err, errlen);
+    if (fd < 0) return fd;
     if (st.st_size == 0) { /* a loader between shm_open and ftruncate */
         if (loader_pid) *loader_pid = 0;
         close(fd);
@@ -238,6 +247,7 @@ int seg_list(seg_info *infos, int max, char *err, size_t errlen)
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (strncmp(e->d_name, "llm-", 4) != 0 || strncmp(e->d_name, "llm-logits-", 11) == 0 ||
+            strncmp(e->d_name, "llm-kv-", 7) == 0 ||
             strlen(e->d_name) >= SEG_NAME_MAX - 1) continue;
         if (n < max) info_of(e->d_name, &infos[n]);
         n++;

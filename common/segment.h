@@ -131,6 +131,16 @@ uint64_t seg_header_checksum(const void *base);
  * or 0 when the segment is still being created (empty, or no header written yet). */
 int seg_attach(const char *name, seg_map *m, int32_t *loader_pid, char *err, size_t errlen);
 
+struct stat;
+/* The trust rule above for any of our shared-memory objects (the weight segment, the KV
+ * pool of engined/kvpool.h): 0 when st is owned by the effective uid with no group or
+ * other access, else SEG_FOREIGN with err naming owner, mode and the way out. */
+int seg_check_owner(const char *name, const struct stat *st, char *err, size_t errlen);
+/* shm_open(name, oflag) of an existing object that passes seg_check_owner; fills *st.
+ * Returns the descriptor (O_CLOEXEC; the caller closes it), -2 when it does not exist,
+ * SEG_FOREIGN (also for a name we may not open) or -1, with err. */
+int seg_open_owned(const char *name, int oflag, struct stat *st, char *err, size_t errlen);
+
 /* Checks every tensor of an attached segment against its directory checksum.
  * 0, or -1 with err naming the first bad tensor and how many are bad. */
 int seg_verify_tensors(const seg_map *m, char *err, size_t errlen);
@@ -141,7 +151,8 @@ void seg_unmap(seg_map *m);
 /* Removes a segment by name (with or without the leading '/'). 0 or -1 with err. */
 int seg_remove(const char *name, char *err, size_t errlen);
 
-/* What seg_list knows of one "/llm-*" segment under /dev/shm (logits rings excluded). */
+/* What seg_list knows of one "/llm-*" segment under /dev/shm (logits rings and KV pools
+ * excluded). */
 typedef struct {
     char     name[SEG_NAME_MAX];
     char     src_path[1024];

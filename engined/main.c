@@ -18,6 +18,7 @@
 
 #include "engd.h"
 #include "engine.h"
+#include "kvpool.h"
 #include "log.h"
 #include "segment.h"
 #include "errcode.h"
@@ -212,6 +213,17 @@ static int list_segments(void)
     return 0;
 }
 
+/* A weight segment's KV pool (kvpool.h) goes with it, when there is one. */
+static void remove_pool_of(const char *wname)
+{
+    char pool[SEG_NAME_MAX], full[SEG_NAME_MAX + 1], err[256];
+    snprintf(full, sizeof full, "%s%s", wname[0] == '/' ? "" : "/", wname);
+    if (kvp_name_for(full, pool) != 0) return;
+    int rc = kvp_remove(pool, err, sizeof err);
+    if (rc == 0) printf("removed %s\n", pool);
+    else if (rc < 0) fprintf(stderr, "error: %s\n", err);
+}
+
 static int remove_segments(const char *what)
 {
     char err[256];
@@ -221,6 +233,7 @@ static int remove_segments(const char *what)
             return 1;
         }
         printf("removed %s\n", what);
+        remove_pool_of(what);
         return 0;
     }
     seg_info infos[256];
@@ -238,7 +251,10 @@ static int remove_segments(const char *what)
         if (seg_remove(infos[i].name, err, sizeof err) != 0) {
             fprintf(stderr, "error: %s\n", err);
             rc = 1;
-        } else printf("removed %s\n", infos[i].name);
+        } else {
+            printf("removed %s\n", infos[i].name);
+            remove_pool_of(infos[i].name);
+        }
     }
     return rc;
 }

@@ -81,9 +81,9 @@ int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], 
     return 0;
 }
 
-int seg_create(const char *name, uint64_t total, seg_map *m, char *err, size_t errlen)
+int seg_shm_create(const char *name, uint64_t total, void **base, char *err, size_t errlen)
 {
-    memset(m, 0, sizeof *m);
+    *base = NULL;
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         if (errno == EEXIST) return 1;
@@ -107,6 +107,16 @@ int seg_create(const char *name, uint64_t total, seg_map *m, char *err, size_t e
         shm_unlink(name);
         return -1;
     }
+    *base = p;
+    return 0;
+}
+
+int seg_create(const char *name, uint64_t total, seg_map *m, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    void *p;
+    int rc = seg_shm_create(name, total, &p, err, errlen);
+    if (rc != 0) return rc;
     m->base = p;
     m->len = total;
     m->writable = true;

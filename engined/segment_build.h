@@ -38,6 +38,12 @@ typedef struct {
 int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], seg_ident *id,
                  char *err, size_t errlen);
 
+/* The creation step every segment of ours shares (weights, KV pool): shm_open with
+ * O_CREAT|O_EXCL and mode 0600, ftruncate and posix_fallocate to total bytes (so a full
+ * /dev/shm fails here, not with SIGBUS later), mapped read-write into *base. Returns 0,
+ * 1 when the name exists (nothing done), -1 with err (the name is unlinked again). */
+int seg_shm_create(const char *name, uint64_t total, void **base, char *err, size_t errlen);
+
 /* Creates a new segment of total bytes (O_CREAT|O_EXCL, mode 0600), reserves its memory
  * with posix_fallocate and maps it read-write. Returns 0, 1 when it already exists
  * (nothing done), -1 with err (e.g. /dev/shm too small). */
