@@ -154,31 +154,19 @@ static char *kv_rule(conv *c, const char *key, const char *value_expr, const cha
     return name ? strdup(name) : NULL;
 }
 
-static char *object_rule(conv *c, const json_t *s, const char *hint, const char *path)
+/* The key-value rules of an object's members into kv (required[i]: a required one),
+ * their names into names: the named properties in schema order, then the required
+ * names without a schema (any value). 0, or -1 (failed, or out of memory: -2). */
+static int object_members(conv *c, json_t *props, json_t *req, const char *hint, const char *path, char **kv,
+                          bool *required, trie *names, size_t *n_out)
 {
-    json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
-    json_t *add = json_object_get(s, "additionalProperties");
-    if ((props && !json_is_object(props)) || (req && !json_is_array(req)) ||
-        (add && !json_is_boolean(add) && !json_is_object(add))) {
-        jsg_fail(c, path, "properties must be an object, required an array, additionalProperties a boolean or schema");
-        return NULL;
-    }
-    size_t n_props = props ? json_object_size(props) : 0, n_req = req ? json_array_size(req) : 0;
-    size_t cap = n_props + n_req + 1;
-    char **kv = calloc(cap, sizeof *kv);
-    bool *required = calloc(cap, 1);
-    trie names = {0};
+    size_t n_req = req ? json_array_size(req) : 0, n = 0;
     char sub[600], h[200];
-    size_t n = 0;
-    char *add_kv = NULL, *result = NULL;
-    if (!kv || !required)
-        goto out;
     for (size_t i = 0; i < n_req; i++)
         if (!json_is_string(json_array_get(req, i))) {
             jsg_fail(c, path, "required must list strings");
-            goto out;
+            return -1;
         }
-    /* named properties, in schema order */
     const char *key;
     json_t *val;
     json_object_foreach(props, key, val) {
@@ -186,22 +174,21 @@ static char *object_rule(conv *c, const json_t *s, const char *hint, const char 
         snprintf(h, sizeof h, "%s-%s", hint, key);
         char *v = visit(c, val, h, sub);
         if (!v)
-            goto out;
+            return -1;
         snprintf(h, sizeof h, "%s-%s-kv", hint, key);
         kv[n] = kv_rule(c, key, v, h);
         free(v);
         if (!kv[n])
-            goto out;
+            return -1;
         for (size_t i = 0; i < n_req; i++)
             if (!strcmp(json_string_value(json_array_get(req, i)), key))
                 required[n] = true;
-        if (!trie_add(&names, key)) {
+        if (!trie_add(names, key)) {
             jsg_fail(c, path, "property name '%.40s...' over 200 bytes", key);
-            goto out;
+            return -1;
         }
-        n++;
+        *n_out = ++n;
     }
-    /* required names without a schema: any value */
     for (size_t i = 0; i < n_req; i++) {
         const char *r = json_string_value(json_array_get(req, i));
         if (props && json_object_get(props, r))
@@ -214,40 +201,105 @@ static char *object_rule(conv *c, const json_t *s, const char *hint, const char 
         snprintf(h, sizeof h, "%s-%s-kv", hint, r);
         kv[n] = kv_rule(c, r, jsg_prim(c, "value"), h);
         if (!kv[n])
-            goto out;
-        if (!trie_add(&names, r)) {
+            return -1;
+        if (!trie_add(names, r)) {
             jsg_fail(c, path, "property name '%.40s...' over 200 bytes", r);
-            goto out;
+            return -1;
         }
         required[n++] = true;
+        *n_out = n;
     }
-    /* extra properties: absent means none when properties are named */
-    bool extras = add ? !json_is_false(add) : !props;
-    if (extras) {
-        char *v;
-        if (add && json_is_object(add)) {
-            subpath(sub, sizeof sub, path, "additionalProperties", NULL);
-            snprintf(h, sizeof h, "%s-additional", hint);
-            v = visit(c, add, h, sub);
-        } else {
-            v = strdup(jsg_prim(c, "value"));
-        }
-        if (!v)
-            goto out;
-        snprintf(h, sizeof h, "%s-additional-key", hint);
-        char *k = trie_rule(c, &names, h);
-        if (k) {
-            sbuf b = {0};
-            jsg_sb_addf(&b, "\"\\\"\" %s \"\\\"\" %s \":\" %s %s", k, jsg_prim(c, "space"), jsg_prim(c, "space"), v);
-            snprintf(h, sizeof h, "%s-additional-kv", hint);
-            const char *name = jsg_add_rule(c, h, jsg_sb_take(&b));
-            add_kv = name ? strdup(name) : NULL;
-        }
-        free(k);
-        free(v);
-        if (!add_kv)
-            goto out;
+    return 0;
+}
+
+/* The rule of one extra property (additionalProperties: a name none of names, any
+ * value or the given schema's) in *add_kv; none when extras are not allowed (absent
+ * additionalProperties means none when properties are named). 0, or -1. */
+static int object_extras(conv *c, json_t *props, json_t *add, trie *names, const char *hint, const char *path,
+                         char **add_kv)
+{
+    *add_kv = NULL;
+    if (!(add ? !json_is_false(add) : !props))
+        return 0;
+    char sub[600], h[200], *v;
+    if (add && json_is_object(add)) {
+        subpath(sub, sizeof sub, path, "additionalProperties", NULL);
+        snprintf(h, sizeof h, "%s-additional", hint);
+        v = visit(c, add, h, sub);
+    } else {
+        v = strdup(jsg_prim(c, "value"));
     }
+    if (!v)
+        return -1;
+    snprintf(h, sizeof h, "%s-additional-key", hint);
+    char *k = trie_rule(c, names, h);
+    if (k) {
+        sbuf b = {0};
+        jsg_sb_addf(&b, "\"\\\"\" %s \"\\\"\" %s \":\" %s %s", k, jsg_prim(c, "space"), jsg_prim(c, "space"), v);
+        snprintf(h, sizeof h, "%s-additional-kv", hint);
+        const char *name = jsg_add_rule(c, h, jsg_sb_take(&b));
+        *add_kv = name ? strdup(name) : NULL;
+    }
+    free(k);
+    free(v);
+    return *add_kv ? 0 : -1;
+}
+
+/* Without a required member, the first present member has no comma: a choice of which
+ * comes first, each followed by the rest in order (each optional), then the extras.
+ * Appends it to b; 0, or -1 when out of memory. */
+static int object_optional_members(conv *c, sbuf *b, char **kv, size_t n_opt, const char *add_kv, const char *hint)
+{
+    char h[200];
+    char **rest = calloc(n_opt + 2, sizeof *rest);
+    if (!rest)
+        return -1;
+    /* rest[j]: members j.. each optional, then extras */
+    rest[n_opt] = add_kv ? NULL : strdup("\"\"");
+    if (add_kv) {
+        sbuf rb = {0};
+        jsg_sb_addf(&rb, "(\",\" space %s)*", add_kv);
+        snprintf(h, sizeof h, "%s-rest", hint);
+        const char *name = jsg_add_rule(c, h, jsg_sb_take(&rb));
+        rest[n_opt] = name ? strdup(name) : NULL;
+    }
+    for (size_t j = n_opt; j-- > 0 && rest[j + 1];) {
+        sbuf rb = {0};
+        jsg_sb_addf(&rb, "(\",\" space %s)? %s", kv[j], rest[j + 1]);
+        snprintf(h, sizeof h, "%s-rest", hint);
+        const char *name = jsg_add_rule(c, h, jsg_sb_take(&rb));
+        rest[j] = name ? strdup(name) : NULL;
+    }
+    jsg_sb_add(b, "(");
+    for (size_t j = 0; j < n_opt && rest[j + 1]; j++)
+        jsg_sb_addf(b, "%s%s %s", j ? " | " : "", kv[j], rest[j + 1]);
+    if (add_kv)
+        jsg_sb_addf(b, "%s%s (\",\" space %s)*", n_opt ? " | " : "", add_kv, add_kv);
+    jsg_sb_add(b, ")? ");
+    for (size_t j = 0; j <= n_opt; j++)
+        free(rest[j]);
+    free(rest);
+    return 0;
+}
+
+static char *object_rule(conv *c, const json_t *s, const char *hint, const char *path)
+{
+    json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
+    json_t *add = json_object_get(s, "additionalProperties");
+    if ((props && !json_is_object(props)) || (req && !json_is_array(req)) ||
+        (add && !json_is_boolean(add) && !json_is_object(add))) {
+        jsg_fail(c, path, "properties must be an object, required an array, additionalProperties a boolean or schema");
+        return NULL;
+    }
+    size_t n_props = props ? json_object_size(props) : 0, n_req = req ? json_array_size(req) : 0;
+    size_t cap = n_props + n_req + 1, n = 0;
+    char **kv = calloc(cap, sizeof *kv);
+    bool *required = calloc(cap, 1);
+    trie names = {0};
+    char *add_kv = NULL, *result = NULL;
+    if (!kv || !required || object_members(c, props, req, hint, path, kv, required, &names, &n) != 0 ||
+        object_extras(c, props, add, &names, hint, path, &add_kv) != 0)
+        goto out;
     /* order: required first, then the optional ones, then extras */
     sbuf b = {0};
     jsg_sb_addf(&b, "\"{\" %s ", jsg_prim(c, "space"));
@@ -262,53 +314,15 @@ static char *object_rule(conv *c, const json_t *s, const char *hint, const char 
                 jsg_sb_addf(&b, "(\",\" space %s)? ", kv[i]);
         if (add_kv)
             jsg_sb_addf(&b, "(\",\" space %s)* ", add_kv);
-    } else if (n_opt || add_kv) {
-        /* the first present member has no comma: choose it, then the rest in order */
-        const char **opt = calloc(n_opt + 1, sizeof *opt);
-        char **rest = calloc(n_opt + 2, sizeof *rest);
-        if (!opt || !rest) {
-            free(opt);
-            free(rest);
-            free(b.p);
-            goto oom;
-        }
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++)
-            opt[k++] = kv[i];
-        /* rest[j]: members j.. each optional, then extras */
-        rest[n_opt] = add_kv ? NULL : strdup("\"\"");
-        if (add_kv) {
-            sbuf rb = {0};
-            jsg_sb_addf(&rb, "(\",\" space %s)*", add_kv);
-            snprintf(h, sizeof h, "%s-rest", hint);
-            const char *name = jsg_add_rule(c, h, jsg_sb_take(&rb));
-            rest[n_opt] = name ? strdup(name) : NULL;
-        }
-        for (size_t j = n_opt; j-- > 0 && rest[j + 1];) {
-            sbuf rb = {0};
-            jsg_sb_addf(&rb, "(\",\" space %s)? %s", opt[j], rest[j + 1]);
-            snprintf(h, sizeof h, "%s-rest", hint);
-            const char *name = jsg_add_rule(c, h, jsg_sb_take(&rb));
-            rest[j] = name ? strdup(name) : NULL;
-        }
-        jsg_sb_add(&b, "(");
-        for (size_t j = 0; j < n_opt && rest[j + 1]; j++)
-            jsg_sb_addf(&b, "%s%s %s", j ? " | " : "", opt[j], rest[j + 1]);
-        if (add_kv)
-            jsg_sb_addf(&b, "%s%s (\",\" space %s)*", n_opt ? " | " : "", add_kv, add_kv);
-        jsg_sb_add(&b, ")? ");
-        for (size_t j = 0; j <= n_opt; j++)
-            free(rest[j]);
-        free(rest);
-        free(opt);
+    } else if ((n_opt || add_kv) && object_optional_members(c, &b, kv, n_opt, add_kv, hint) != 0) {
+        free(b.p);
+        jsg_fail(c, path, "out of memory");
+        goto out;
     }
     jsg_sb_addf(&b, "\"}\" %s", jsg_prim(c, "space"));
     jsg_prim(c, "space");
     const char *name = jsg_add_rule(c, hint, jsg_sb_take(&b));
     result = name ? strdup(name) : NULL;
-    goto out;
-oom:
-    jsg_fail(c, path, "out of memory");
 out:
     for (size_t i = 0; kv && i < cap; i++)
         free(kv[i]);

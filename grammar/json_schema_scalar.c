@@ -356,135 +356,152 @@ static void emit_class(rx *r, cp_range *rg, int n, bool negate)
 static void rx_alternation(rx *r);
 
 /* One atom: a literal, '.', a class, a shorthand, a group. */
+/* A group "(...)" or "(?:...)" at r->pos (its '('). */
+static bool rx_group(rx *r)
+{
+    r->pos++;
+    if (r->pos + 1 < r->n && r->s[r->pos] == '?') {
+        if (r->s[r->pos + 1] != ':') {
+            rx_fail(r, "lookaround or named group");
+            return false;
+        }
+        r->pos += 2;
+    }
+    if (++r->depth > 32) {
+        rx_fail(r, "groups nested too deep");
+        return false;
+    }
+    jsg_sb_add(&r->out, "(");
+    rx_alternation(r);
+    r->depth--;
+    if (r->c->failed)
+        return false;
+    if (r->pos >= r->n || r->s[r->pos] != ')') {
+        rx_fail(r, "'(' without ')'");
+        return false;
+    }
+    r->pos++;
+    jsg_sb_add(&r->out, ")");
+    return true;
+}
+
+/* A character class "[...]" at r->pos (its '['). */
+static bool rx_class(rx *r)
+{
+    cp_range rg[80];
+    r->pos++;
+    bool neg = false;
+    int n = 0;
+    if (r->pos < r->n && r->s[r->pos] == '^')
+        neg = true, r->pos++;
+    bool first = true;
+    while (r->pos < r->n && (r->s[r->pos] != ']' || first)) {
+        first = false;
+        if (n > 70) {
+            rx_fail(r, "a class too large");
+            return false;
+        }
+        uint32_t lo;
+        if (r->s[r->pos] == '\\' && r->pos + 1 < r->n) {
+            char e = r->s[r->pos + 1];
+            r->pos += 2;
+            int k = shorthand(e, rg + n);
+            if (k) {
+                n += k;
+                continue;
+            }
+            if (e == 'n') lo = '\n';
+            else if (e == 't') lo = '\t';
+            else if (e == 'r') lo = '\r';
+            else if (strchr("\\]-^[.$*+?(){}|/\"", e)) lo = (uint32_t)e;
+            else {
+                rx_fail(r, "an escape the converter does not know");
+                return false;
+            }
+        } else {
+            lo = rx_utf8(r);
+        }
+        uint32_t hi = lo;
+        if (r->pos + 1 < r->n && r->s[r->pos] == '-' && r->s[r->pos + 1] != ']') {
+            r->pos++;
+            if (r->s[r->pos] == '\\') {
+                rx_fail(r, "an escape as a range end");
+                return false;
+            }
+            hi = rx_utf8(r);
+            if (hi < lo) {
+                rx_fail(r, "a range out of order");
+                return false;
+            }
+        }
+        if (r->c->failed)
+            return false;
+        rg[n++] = (cp_range){lo, hi};
+    }
+    if (r->pos >= r->n) {
+        rx_fail(r, "'[' without ']'");
+        return false;
+    }
+    r->pos++;
+    emit_class(r, rg, n, neg);
+    return !r->c->failed;
+}
+
+/* An escape at r->pos (its backslash): a class shorthand or a literal. */
+static bool rx_escape(rx *r)
+{
+    cp_range rg[80];
+    if (r->pos + 1 >= r->n) {
+        rx_fail(r, "a trailing backslash");
+        return false;
+    }
+    char e = r->s[r->pos + 1];
+    r->pos += 2;
+    int k = shorthand((char)(e | 0x20), rg);
+    if (k && (e == 'd' || e == 'w' || e == 's' || e == 'D' || e == 'W' || e == 'S')) {
+        emit_class(r, rg, k, e < 'a');
+        return !r->c->failed;
+    }
+    uint32_t lit;
+    if (e == 'n') lit = '\n';
+    else if (e == 't') lit = '\t';
+    else if (e == 'r') lit = '\r';
+    else if (strchr("\\.-^$*+?()[]{}|/\"", e)) lit = (uint32_t)e;
+    else {
+        rx_fail(r, "an escape the converter does not know (\\b, backreferences, \\p{...} are not supported)");
+        return false;
+    }
+    char tmp[2] = {(char)lit, 0};
+    /* written as JSON writes it */
+    if (lit == '"' || lit == '\\') {
+        char esc[3] = {'\\', (char)lit, 0};
+        jsg_gbnf_literal(&r->out, esc, 2);
+    } else if (lit < 0x20) {
+        char esc[8];
+        snprintf(esc, sizeof esc, "\\u%04x", lit);
+        jsg_gbnf_literal(&r->out, esc, 6);
+    } else {
+        jsg_gbnf_literal(&r->out, tmp, 1);
+    }
+    return true;
+}
+
 static bool rx_atom(rx *r)
 {
     char ch = r->s[r->pos];
     cp_range rg[80];
-    if (ch == '(') {
-        r->pos++;
-        if (r->pos + 1 < r->n && r->s[r->pos] == '?') {
-            if (r->s[r->pos + 1] != ':') {
-                rx_fail(r, "lookaround or named group");
-                return false;
-            }
-            r->pos += 2;
-        }
-        if (++r->depth > 32) {
-            rx_fail(r, "groups nested too deep");
-            return false;
-        }
-        jsg_sb_add(&r->out, "(");
-        rx_alternation(r);
-        r->depth--;
-        if (r->c->failed)
-            return false;
-        if (r->pos >= r->n || r->s[r->pos] != ')') {
-            rx_fail(r, "'(' without ')'");
-            return false;
-        }
-        r->pos++;
-        jsg_sb_add(&r->out, ")");
-        return true;
-    }
+    if (ch == '(')
+        return rx_group(r);
     if (ch == '.') {
         r->pos++;
         rg[0] = (cp_range){0, 0x10FFFF};
         emit_class(r, rg, 1, false);
         return !r->c->failed;
     }
-    if (ch == '[') {
-        r->pos++;
-        bool neg = false;
-        int n = 0;
-        if (r->pos < r->n && r->s[r->pos] == '^')
-            neg = true, r->pos++;
-        bool first = true;
-        while (r->pos < r->n && (r->s[r->pos] != ']' || first)) {
-            first = false;
-            if (n > 70) {
-                rx_fail(r, "a class too large");
-                return false;
-            }
-            uint32_t lo;
-            if (r->s[r->pos] == '\\' && r->pos + 1 < r->n) {
-                char e = r->s[r->pos + 1];
-                r->pos += 2;
-                int k = shorthand(e, rg + n);
-                if (k) {
-                    n += k;
-                    continue;
-                }
-                if (e == 'n') lo = '\n';
-                else if (e == 't') lo = '\t';
-                else if (e == 'r') lo = '\r';
-                else if (strchr("\\]-^[.$*+?(){}|/\"", e)) lo = (uint32_t)e;
-                else {
-                    rx_fail(r, "an escape the converter does not know");
-                    return false;
-                }
-            } else {
-                lo = rx_utf8(r);
-            }
-            uint32_t hi = lo;
-            if (r->pos + 1 < r->n && r->s[r->pos] == '-' && r->s[r->pos + 1] != ']') {
-                r->pos++;
-                if (r->s[r->pos] == '\\') {
-                    rx_fail(r, "an escape as a range end");
-                    return false;
-                }
-                hi = rx_utf8(r);
-                if (hi < lo) {
-                    rx_fail(r, "a range out of order");
-                    return false;
-                }
-            }
-            if (r->c->failed)
-                return false;
-            rg[n++] = (cp_range){lo, hi};
-        }
-        if (r->pos >= r->n) {
-            rx_fail(r, "'[' without ']'");
-            return false;
-        }
-        r->pos++;
-        emit_class(r, rg, n, neg);
-        return !r->c->failed;
-    }
-    if (ch == '\\') {
-        if (r->pos + 1 >= r->n) {
-            rx_fail(r, "a trailing backslash");
-            return false;
-        }
-        char e = r->s[r->pos + 1];
-        r->pos += 2;
-        int k = shorthand((char)(e | 0x20), rg);
-        if (k && (e == 'd' || e == 'w' || e == 's' || e == 'D' || e == 'W' || e == 'S')) {
-            emit_class(r, rg, k, e < 'a');
-            return !r->c->failed;
-        }
-        uint32_t lit;
-        if (e == 'n') lit = '\n';
-        else if (e == 't') lit = '\t';
-        else if (e == 'r') lit = '\r';
-        else if (strchr("\\.-^$*+?()[]{}|/\"", e)) lit = (uint32_t)e;
-        else {
-            rx_fail(r, "an escape the converter does not know (\\b, backreferences, \\p{...} are not supported)");
-            return false;
-        }
-        char tmp[2] = {(char)lit, 0};
-        /* written as JSON writes it */
-        if (lit == '"' || lit == '\\') {
-            char esc[3] = {'\\', (char)lit, 0};
-            jsg_gbnf_literal(&r->out, esc, 2);
-        } else if (lit < 0x20) {
-            char esc[8];
-            snprintf(esc, sizeof esc, "\\u%04x", lit);
-            jsg_gbnf_literal(&r->out, esc, 6);
-        } else {
-            jsg_gbnf_literal(&r->out, tmp, 1);
-        }
-        return true;
-    }
+    if (ch == '[')
+        return rx_class(r);
+    if (ch == '\\')
+        return rx_escape(r);
     if (strchr("*+?{", ch)) {
         rx_fail(r, "a quantifier without an atom");
         return false;
