@@ -260,7 +260,7 @@ static void on_sampled_row(worker *w, uint64_t id, const pm_sampled_row *row)
         return; /* a stale or duplicate answer */
     if (row->has_err || !row->has_tok) {
         char msg[200];
-        snprintf(msg, sizeof msg, "%.*s", (int)(row->err.n < 199 ? row->err.n : 199), row->err.p);
+        proto_sv_copy(row->err, msg, sizeof msg);
         send_sess_error(w, s->sess, s->epoch, row->err.n ? msg : "samplerd sent no token");
         s->state = WS_IDLE;
         return;
@@ -317,7 +317,7 @@ static void on_sampler(worker *w, const proto_msg *pm)
         pm_error e;
         pm_error_get(pm, &e);
         char msg[200];
-        snprintf(msg, sizeof msg, "%.*s", (int)(e.msg.n < 199 ? e.msg.n : 199), e.msg.p);
+        proto_sv_copy(e.msg, msg, sizeof msg);
         for (int i = 0; i < w->n_s; i++) {
             wsess *s = &w->s[i];
             if (s->state != WS_WAIT || s->req != pm->id) continue;

@@ -199,7 +199,7 @@ static void load_pieces(sampler_daemon *d, const pm_sample *m)
 {
     char seg[64], err[256] = "";
     if (!m->has_seg) return;
-    snprintf(seg, sizeof seg, "%.*s", (int)(m->seg.n < sizeof seg ? m->seg.n : sizeof seg - 1), m->seg.p);
+    proto_sv_copy(m->seg, seg, sizeof seg);
     if (strcmp(seg, d->pieces_seg) == 0) return;
     snprintf(d->pieces_seg, sizeof d->pieces_seg, "%s", seg); /* tried once per segment */
     gram_cache_clear(d);
@@ -419,7 +419,7 @@ static void on_sample(sampler_daemon *d, const uint8_t *rid, size_t rl, const pr
     char err[256], shm[80];
     pm_sample sm;
     pm_sample_get(m, &sm);
-    snprintf(shm, sizeof shm, "%.*s", (int)(sm.shm.n < sizeof shm ? sm.shm.n : sizeof shm - 1), sm.shm.p);
+    proto_sv_copy(sm.shm, shm, sizeof shm);
     const lshm *r = ring_get(d, shm, err, sizeof err);
     if (!r) {
         static log_limit lim = LOG_LIMIT("unreadable logits ring");
