@@ -81,7 +81,8 @@ class Stream:
 # ---- ours: the pipeline and llmc ---------------------------------------------------------
 
 class Pipeline:
-    def __init__(self, args):
+    def __init__(self, args, extra=()):
+        """extra: more pipeline.sh start options (bench_prefix.py's setups)."""
         self.bin = os.path.join(ROOT, args.build, "bin")
         self.run = tempfile.mkdtemp(prefix="llm-bench-serve.")
         os.chmod(self.run, 0o700)
@@ -96,6 +97,7 @@ class Pipeline:
         self.port = free_port() if getattr(args, "gateway", False) else 0
         if self.port:
             cmd += ["--http", str(self.port)]
+        cmd += list(extra)
         subprocess.run(cmd, env=self.env, check=True, stdout=subprocess.DEVNULL)
 
     def stop(self):
@@ -184,10 +186,11 @@ def free_port():
 
 
 class LlamaServer:
-    def __init__(self, path, args, n_par):
+    def __init__(self, path, args, n_par, ctx_per_slot=1024, cache_prompt=False):
         self.port = free_port()
+        self.cache_prompt = cache_prompt
         self.log = open(os.path.join(tempfile.gettempdir(), "llama-server-bench.log"), "w")
-        self.p = subprocess.Popen([path, "-m", args.model, "-np", str(n_par), "-c", str(n_par * 1024),
+        self.p = subprocess.Popen([path, "-m", args.model, "-np", str(n_par), "-c", str(n_par * ctx_per_slot),
                                    "-t", str(args.threads), "--port", str(self.port), "--host", "127.0.0.1"],
                                   stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(1200):
@@ -212,7 +215,7 @@ class LlamaServer:
         self.log.close()
 
     def request(self, text, n, st):
-        body = json.dumps({"prompt": text, "n_predict": n, "ignore_eos": True, "cache_prompt": False,
+        body = json.dumps({"prompt": text, "n_predict": n, "ignore_eos": True, "cache_prompt": self.cache_prompt,
                            "temperature": 0, "stream": True})
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
         st.t_send = time.monotonic()
