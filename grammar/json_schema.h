@@ -15,8 +15,10 @@
  * validates), items, prefixItems, minItems, maxItems, minLength, maxLength, format
  * (date, time, date-time, uuid), pattern (anchored ^...$: literals, escapes, . [...]
  * [^...] \d \w \s \D \W \S, groups, |, * + ? {m} {m,} {m,n}), minimum, maximum,
- * exclusiveMinimum, exclusiveMaximum (integers only), anyOf, oneOf (as anyOf: the
- * alternatives are not checked for overlap), allOf (merged when the members do not
+ * exclusiveMinimum, exclusiveMaximum (integers only), anyOf, oneOf (when its
+ * alternatives are provably disjoint: types that cannot meet, enum/const lists or integer
+ * ranges that do not meet, or objects with a required discriminating property; otherwise
+ * refused, naming the two alternatives), allOf (merged when the members do not
  * conflict), $ref to "#" JSON pointers in the same document (so $defs and definitions,
  * recursion included), and the annotations title, description, default, examples,
  * $schema, $id, $comment, deprecated, readOnly, writeOnly, which constrain nothing.
