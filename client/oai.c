@@ -613,7 +613,10 @@ char *oai_response(oai_out *o, const char *reason, uint64_t n_prompt, uint64_t n
 
 const char *oai_finish_reason(const char *reason)
 {
-    return reason && (strcmp(reason, "length") == 0 || strcmp(reason, "context") == 0) ? "length" : "stop";
+    if (reason && (strcmp(reason, "length") == 0 || strcmp(reason, "context") == 0)) return "length";
+    /* the grammar could not be completed with the model's vocabulary: the text is cut */
+    if (reason && strcmp(reason, "grammar_dead_end") == 0) return "grammar_dead_end";
+    return "stop"; /* EOS, a stop string, a complete grammar ("grammar") */
 }
 
 int oai_error_status(const char *code, int accepted)

@@ -95,6 +95,8 @@
     X(GRAMMAR, "grammar", STR)       /* GBNF text constraining the generated text */    \
     X(GST, "gst", BIN)               /* the grammar matcher's state (gram.h wire form) */ \
     X(GTOKS, "gtoks", INTS)          /* tokens generated so far: rebuild the state */   \
+    X(GHASH, "ghash", U64)           /* gram_text_hash of the grammar (text sent once) */ \
+    X(END, "end", STR)               /* the generation ends here: DONE's reason */      \
     /* the front door's record inside fb (front_req.c)   */                             \
     X(NP, "np", I64)                 /* prompt tokens */                                \
     X(IE, "ie", BOOL)                /* ignore_eos */

@@ -37,8 +37,10 @@
     O(FAILED, failed) O(PID, pid) O(TEMPLATE, template_name) O(NV, nv) O(VID, vid)       \
     O(SWAIT, swait)
 #define PM_PONG(R, O, K)
-/* any -> whoever asked; a worker's about one session carries sess, epoch and full */
-#define PM_ERROR(R, O, K) R(MSG, msg) O(CODE, code) O(RETRY_MS, retry_ms) O(FULL, full) O(SESS, sess) O(EPOCH, epoch)
+/* any -> whoever asked; a worker's about one session carries sess, epoch, and full (its
+ * context is full) or end (the generation ends: DONE's reason, e.g. "grammar") */
+#define PM_ERROR(R, O, K) R(MSG, msg) O(CODE, code) O(RETRY_MS, retry_ms) O(FULL, full) O(SESS, sess) O(EPOCH, epoch) \
+    O(END, end)
 /* worker <-> front door */
 #define PM_WORKER_HB(R, O, K)                                                            \
     R(PID, pid) R(HOST, host) R(SEG, seg) R(ACTIVE, active) R(WID, wid) O(BYE, bye)      \
@@ -56,14 +58,18 @@
 /* worker <-> samplerd: a batch of rows */
 #define PM_SAMPLE(R, O, K) R(SHM, shm) R(NV, nv) K(ROWS, rows, SAMPLE_ROWS) O(EOS, eos) O(SEG, seg)
 #define PM_SAMPLED(R, O, K) K(ROWS, rows, SAMPLED_ROWS)
-/* A row with a grammar carries its matcher's state gst, or (none kept: a new worker, a
- * RUN) gtoks, the tokens generated so far, which samplerd replays from the start. */
+/* A row with a grammar carries its hash ghash, its text only on the session's first row
+ * (or when samplerd answered code grammar_unknown: a restarted or evicted cache), and the
+ * matcher's state gst, or (none kept: a new worker, a RUN) gtoks, the tokens generated so
+ * far, which samplerd replays from the start. A SAMPLED row's end (no token: the grammar
+ * allows none) ends the generation with that reason; the worker passes it on in an ERROR
+ * about the session. */
 #define PM_SAMPLE_ROW(R, O, K)                                                           \
     R(SESS, sess) R(STEP, step) R(SLOT, slot) R(SP, sp) R(HIST, hist) O(MU, mu)          \
-    O(GRAMMAR, grammar) O(GST, gst) O(GTOKS, gtoks)
+    O(GRAMMAR, grammar) O(GST, gst) O(GTOKS, gtoks) O(GHASH, ghash)
 #define PM_SAMPLED_ROW(R, O, K)                                                          \
     R(SESS, sess) R(STEP, step) O(TOK, tok) O(ERR, err) O(MU, mu) O(LOGPROB, logprob) O(TOP, top) \
-    O(GST, gst)
+    O(GST, gst) O(CODE, code) O(END, end)
 
 /* The rows of a STATUS_REPLY's workers and queue lists (not checked by proto_decode:
  * a reader takes what is there, with has_<member>) */

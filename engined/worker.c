@@ -36,6 +36,7 @@
 #include "daemon.h"
 #include "engine.h"
 #include "errcode.h"
+#include "hash.h"
 #include "log.h"
 #include "logits_shm.h"
 #include "net.h"
@@ -77,6 +78,9 @@ typedef struct {
     uint8_t     *gst;      /* (gst_len) the grammar matcher's state after the tokens so far
                             * (samplerd's last answer); gst_len 0: none, samplerd replays */
     size_t       gst_len;
+    uint64_t     ghash;    /* gram_text_hash of grammar: rows carry it; the text goes... */
+    int64_t      gtext_step; /* ...only in the row of this step (-1: not yet sent; samplerd
+                            * caches it by hash and asks again with grammar_unknown) */
     int32_t      eog[PROTO_MAX_EOG];
     int          n_eog;
     int          n_hist;   /* history tokens samplerd needs (penalties, DRY) */
@@ -230,8 +234,11 @@ static void sbatch_add(worker *w, sbatch *b, wsess *s)
                        .sp = {(const char *)s->sp, s->sp_len}, .hist = {s->toks + s->n_toks - nh, (uint32_t)nh, NULL},
                        .mu = s->mu, .has_mu = s->mu_set};
     if (s->grammar) { /* its state, or the tokens generated so far for samplerd to replay */
+        r.ghash = s->ghash;
+        r.has_ghash = 1;
         r.grammar = (proto_sv){s->grammar, s->grammar_len};
-        r.has_grammar = 1;
+        r.has_grammar = s->gtext_step < 0 || s->gtext_step == (int64_t)s->step; /* first, or asked */
+        if (r.has_grammar) s->gtext_step = s->step;
         r.gst = (proto_sv){(const char *)s->gst, s->gst_len};
         r.has_gst = s->gst_len > 0;
         r.gtoks = (proto_iv){s->toks + s->n_toks - s->step, s->step, NULL};
@@ -258,6 +265,33 @@ static void on_sampled_row(worker *w, uint64_t id, const pm_sampled_row *row)
     wsess *s = sess_find(w, row->sess);
     if (!s || s->state != WS_WAIT || s->req != id || row->step != s->step)
         return; /* a stale or duplicate answer */
+    char code[32];
+    if (!row->has_tok && row->has_code && s->grammar &&
+        errcode_from_name(proto_sv_copy(row->code, code, sizeof code)) == ERR_GRAMMAR_UNKNOWN) {
+        if (s->gtext_step == (int64_t)s->step) { /* the text went with this very row */
+            send_sess_error(w, s->sess, s->epoch, "samplerd asked for a grammar it was sent");
+            s->state = WS_IDLE;
+            return;
+        }
+        s->gtext_step = -1; /* a restarted samplerd, or its cache evicted it: the row again, with the text */
+        sbatch b;
+        sbatch_begin(w, &b);
+        sbatch_add(w, &b, s);
+        sbatch_flush(w, &b);
+        return;
+    }
+    if (!row->has_tok && row->has_end) { /* the grammar allows no token: the generation ends */
+        char end[32];
+        proto_sv_copy(row->end, end, sizeof end);
+        pm_error e = {.msg = proto_sv_of("the grammar allows no further token"), .sess = s->sess, .has_sess = 1,
+                      .epoch = s->epoch, .has_epoch = 1, .end = proto_sv_of(end), .has_end = 1};
+        proto_writer pw;
+        proto_begin(&pw, PT_ERROR, 0);
+        pm_error_put(&pw, &e);
+        send_front(w, &pw);
+        s->state = WS_IDLE;
+        return;
+    }
     if (row->has_err || !row->has_tok) {
         char msg[200];
         proto_sv_copy(row->err, msg, sizeof msg);
@@ -449,9 +483,11 @@ static void on_run(worker *w, const proto_msg *pm)
     s->grammar = NULL;
     s->grammar_len = 0;
     s->gst_len = 0;
+    s->gtext_step = -1;
     if (rec.grammar && (s->grammar = malloc(rec.grammar_len + 1))) {
         memcpy(s->grammar, rec.grammar, rec.grammar_len);
         s->grammar_len = rec.grammar_len;
+        s->ghash = hash_fnv1a(HASH_FNV_SEED, rec.grammar, rec.grammar_len); /* = gram_text_hash */
     } else if (rec.grammar) {
         send_sess_error(w, sess, epoch, "worker out of memory");
         s->state = WS_IDLE;

@@ -389,9 +389,13 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
     if (e.epoch != f->epoch) return; /* about a session of the instance before */
     front_req *r = front_find_sess(f, e.sess);
     if (!r || r->worker != wi) return;
-    if (!r->attached && e.full && r->state == RQ_RUNNING) {
-        /* adopted, its client not back, and its context is full: its resume replays the
-         * text and the queue ends it */
+    char end[32];
+    proto_sv_copy(e.end, end, sizeof end);
+    int ends = e.has_end && (!strcmp(end, "grammar") || !strcmp(end, "grammar_dead_end"));
+    if (!r->attached && (e.full || ends) && r->state == RQ_RUNNING) {
+        /* adopted, its client not back, and its context is full (or its grammar allows no
+         * token): its resume replays the text, and the queue ends it (or runs it again,
+         * which ends it again at the same token) */
         front_detach(f, r, 1);
         r->state = RQ_QUEUED;
         return;
@@ -411,6 +415,10 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
     }
     if (e.full && r->state == RQ_RUNNING) {
         front_finish(f, r, "context");
+        return;
+    }
+    if (ends && r->state == RQ_RUNNING) { /* the grammar allows no further token */
+        front_finish(f, r, end);
         return;
     }
     char out[300];

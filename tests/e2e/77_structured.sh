@@ -64,6 +64,15 @@ out=$(llmc -n 40 --temp 1.0 --seed 3 --grammar-file "$RUN/g.gbnf" "Once upon a t
 python3 -c 'import re, sys; assert re.fullmatch(r"Once( upon)?[ a-z]{3,20}\.", sys.argv[1]), sys.argv[1]' "$out" \
     || fail "--grammar-file output '$out' does not match"
 echo "(b) --grammar yes|no: one of the two for 6 seeds; --grammar-file: '$out'"
+# a complete grammar with end-of-generation banned: it ends there, finish reason "grammar"
+llmc --json -n 20 --temp 1.0 --seed 5 --ignore-eos --grammar 'root ::= "yes" | "no"' "Once" >"$RUN/b.jsonl" \
+    || fail "--ignore-eos with a complete grammar failed"
+tail -n 1 "$RUN/b.jsonl" | grep -q '"reason":"grammar"' || fail "--ignore-eos, complete grammar: $(tail -n 1 "$RUN/b.jsonl")"
+fin=$(curl -s -H 'Content-Type: application/json' "$BASE/v1/completions" \
+      -d '{"prompt":"Once","max_tokens":20,"ignore_eos":true,"grammar":"root ::= \"yes\" | \"no\""}' |
+      json_get '["choices"][0]["finish_reason"]')
+[ "$fin" = stop ] || fail "gateway finish_reason for a complete grammar: '$fin'"
+echo "    a complete grammar with ignore_eos ends with reason 'grammar' (llmc), finish_reason 'stop' (HTTP)"
 
 # (c) bad grammar, bad schema: one line, exit 1, before anything is sent; 400 via HTTP
 one_line_error() { # WHAT WANT ARGS...: llmc fails with exit 1 and one line naming WANT
@@ -93,6 +102,7 @@ G='root ::= ("[" [a-z ]{1,12} "] "){300}'
 args=(-n 600 --temp 0.9 --seed 77 --grammar "$G" "Once upon a time")
 llmc "${args[@]}" >"$RUN/ref.txt" || fail "reference constrained run failed"
 [ "$(wc -c <"$RUN/ref.txt")" -gt 600 ] || fail "reference run too short"
+: >"$RUN/out.txt"
 llmc "${args[@]}" >"$RUN/out.txt" 2>"$RUN/err.txt" & E2E_PIDS+=($!)
 wait_until 30 '[ "$(wc -c <"$RUN/out.txt")" -gt 50 ]' || fail "stream did not start"
 old=$(cat "$RUN/samplerd.pid")
@@ -108,6 +118,7 @@ echo "(d) kill -9 of samplerd (pid $old -> $new) after $bytes of $(wc -c <"$RUN/
 
 # and kill -9 of the worker: the session moves, its new worker has no state and samplerd
 # rebuilds it by replaying the generated tokens
+: >"$RUN/outw.txt"
 llmc "${args[@]}" >"$RUN/outw.txt" 2>"$RUN/errw.txt" & E2E_PIDS+=($!)
 wait_until 30 '[ "$(wc -c <"$RUN/outw.txt")" -gt 50 ]' || fail "stream did not start"
 wpid=$(status_field pids | tr ' ' '\n' | grep . | head -n 1)
