@@ -28,7 +28,8 @@
  * The output is restricted where the schema is wide, as llama.cpp's converter does:
  * whitespace is `space ::= | " " | "\n"{1,2} [ \t]{0,20}` after each value and
  * punctuation, none before the root; integers and number parts have at most 16
- * digits; objects write their required properties first, then the optional ones in
+ * digits and exponents at most 2 (so every number is finite as a double: a JSON parser
+ * reads 1e400 as infinity, which validators refuse); objects write their required properties first, then the optional ones in
  * schema order; prefixItems arrays are written whole; pattern characters are never
  * escapes (a class loses '"', '\' and control characters); extra property names are
  * written without escapes and differ from every named property.

@@ -58,7 +58,8 @@ START_TEST(test_types)
 {
     check("{\"type\": \"string\"}", L("\"\"", "\"a b\\n\\u00e9\\\"\"", "\"\xc3\xa9\""), L("a", "\"a", "\"\x01\"", " \"a\""));
     check("{\"type\": \"integer\"}", L("0", "-12", "1234567890123456"), L("01", "1.5", "-", "+1", "12345678901234567"));
-    check("{\"type\": \"number\"}", L("0", "-1.25", "3e10", "2.5E-3"), L(".5", "1.", "e5", "NaN"));
+    check("{\"type\": \"number\"}", L("0", "-1.25", "3e10", "2.5E-3", "-9.5e+99"),
+          L(".5", "1.", "e5", "NaN", "1e400", "-2.1e11110")); /* exponents of 1-2 digits: finite */
     check("{\"type\": \"boolean\"}", L("true", "false"), L("True", "1"));
     check("{\"type\": \"null\"}", L("null"), L("nul", "None"));
     check("{\"type\": \"object\"}", L("{}", "{\"a\": [1, {\"b\": null}]}"), L("[]", "{\"a\"}"));
