@@ -8,6 +8,8 @@
 
 #include "gw_job.h"
 #include "gw_metrics.h"
+#include "gw_tok.h"
+#include "tok_source.h"
 #include "oai.h"
 #include "proto.h"
 
@@ -127,7 +129,8 @@ START_TEST(test_refusals)
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"top_k\":\"many\"}", "top_k", "not an integer"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":\"ten\"}", "max_tokens", "integer"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"seed\":-5}", "seed", "seed"},
-        {OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":3}", "n", "only 1"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":9}", "n", "[1, 8]"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":0}", "n", "[1, 8]"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"best_of\":2}", "best_of", "only 1"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"suffix\":\"end\"}", "suffix", "not supported"},
         {OAI_COMPLETION, "{\"prompt\":[1,2,3]}", "prompt", "token-id"},
@@ -382,6 +385,115 @@ START_TEST(test_job_generate)
 }
 END_TEST
 
+/* n = 3: three choices, each its own session; seed + i; one response id; chunks and the
+ * whole response carry the choice index; usage sums the generated tokens. */
+START_TEST(test_n_choices)
+{
+    oai_req r;
+    oai_err e;
+    ck_assert_int_eq(parse(&r, OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3,\"seed\":7}", &e), 0);
+    ck_assert_int_eq(r.n_choices, 3);
+    gwm m;
+    gwm_init(&m);
+    gwj *j = gwj_new(&r, GWM_EP_CHAT, 42, "m", NULL, NULL, &m, 0);
+    ck_assert_int_eq(j->n_ch, 3);
+    for (int i = 0; i < 3; i++) {
+        lc_gen g;
+        gwj_gen_choice(j, i, &g);
+        const char *seed = NULL;
+        for (int k = 0; k < g.n_params; k++)
+            if (strcmp(g.pk[k], "seed") == 0) seed = g.pv[k];
+        char want[8];
+        snprintf(want, sizeof want, "%d", 7 + i);
+        ck_assert_str_eq(seed, want);
+        ck_assert_int_eq(j->ch[i].out.index, i);
+        ck_assert_str_eq(j->ch[i].out.id, j->ch[0].out.id);
+    }
+    size_t n;
+    char *s = oai_chunk(&j->ch[2].out, "hi", 2, NULL, 0, &n);
+    ck_assert(strstr(s, "\"index\":2") != NULL);
+    free(s);
+    s = oai_chunk_finish(&j->ch[1].out, "eog", &n);
+    ck_assert(strstr(s, "\"index\":1") && strstr(s, "\"finish_reason\":\"stop\"") && !strstr(s, "[DONE]"));
+    free(s);
+    s = oai_chunk_tail(&j->ch[0].out, 3, 9, &n);
+    ck_assert(n == 14 && memcmp(s, "data: [DONE]\n\n", 14) == 0);
+    free(s);
+    oai_out outs[3] = {j->ch[0].out, j->ch[1].out, j->ch[2].out};
+    for (int i = 0; i < 3; i++) oai_add(&outs[i], i == 1 ? "b" : "a", 1, NULL, 0);
+    const char *reasons[3] = {"eog", "length", "stop"};
+    s = oai_response_n(outs, 3, reasons, 4, 12, &n);
+    json_t *x = json_loadb(s, n, 0, NULL);
+    json_t *ch = json_object_get(x, "choices");
+    ck_assert_int_eq(json_array_size(ch), 3);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(ch, 2), "index")), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(json_array_get(ch, 1), "message"), "content")), "b");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ch, 1), "finish_reason")), "length");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(x, "usage"), "completion_tokens")), 12);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(x, "usage"), "prompt_tokens")), 4);
+    json_decref(x);
+    free(s);
+    for (int i = 0; i < 3; i++) j->ch[i].out = outs[i]; /* freed with the job */
+    gwj_unref(j);
+    gwm_free(&m);
+}
+END_TEST
+
+/* /tokenize and /detokenize on stories260K's vocabulary: ids, pieces, specials, round
+ * trip, and refusals naming what was wrong. */
+START_TEST(test_tokenize)
+{
+    const char *shared = getenv("LLM_SHARED") ? getenv("LLM_SHARED") : "../shared";
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/models/stories260K-f32.gguf", shared);
+    tok_source src;
+    ck_assert_msg(tok_source_open(&src, path, NULL, err, sizeof err) == 0, "%s", err);
+    tok_vocab *v = tok_vocab_load(src.g, err, sizeof err);
+    ck_assert_ptr_nonnull(v);
+    int st;
+    const char *body = "{\"content\":\"Once upon a time\"}";
+    char *out = gwt_tokenize(v, body, strlen(body), &st);
+    ck_assert_int_eq(st, 200);
+    json_t *j = json_loads(out, 0, NULL), *toks = json_object_get(j, "tokens");
+    ck_assert(json_array_size(toks) > 1 && json_is_integer(json_array_get(toks, 0)));
+    ck_assert_int_ne(json_integer_value(json_array_get(toks, 0)), tok_bos(v)); /* add_special defaults to false */
+    char *ids = json_dumps(json_pack("{s:O}", "tokens", toks), JSON_COMPACT);
+    free(out);
+    out = gwt_detokenize(v, ids, strlen(ids), &st);
+    ck_assert_int_eq(st, 200);
+    ck_assert_str_eq(out, "{\"content\":\"Once upon a time\"}");
+    free(out);
+    free(ids);
+    json_decref(j);
+    body = "{\"content\":\"Once\",\"add_special\":true,\"with_pieces\":true}";
+    out = gwt_tokenize(v, body, strlen(body), &st);
+    j = json_loads(out, 0, NULL);
+    toks = json_object_get(j, "tokens");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(toks, 0), "id")), tok_bos(v));
+    ck_assert(json_is_string(json_object_get(json_array_get(toks, 1), "piece")));
+    json_decref(j);
+    free(out);
+    static const struct { int tok; const char *body, *has; } bad[] = {
+        {0, "{\"tokens\":[1,99999]}", "99999"},
+        {0, "{\"tokens\":[1,-2]}", "-2"},
+        {0, "{\"tokens\":[\"a\"]}", "tokens[0]"},
+        {0, "{\"tokens\":5}", "array"},
+        {1, "{\"content\":5}", "content"},
+        {1, "{\"content\":\"x\",\"with_pieces\":1}", "with_pieces"},
+        {1, "[1]", "JSON object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        out = bad[i].tok ? gwt_tokenize(v, bad[i].body, strlen(bad[i].body), &st)
+                         : gwt_detokenize(v, bad[i].body, strlen(bad[i].body), &st);
+        ck_assert_int_eq(st, 400);
+        ck_assert_msg(strstr(out, bad[i].has) != NULL, "%s: %s", bad[i].body, out);
+        free(out);
+    }
+    tok_vocab_free(v);
+    tok_source_close(&src);
+}
+END_TEST
+
 Suite *oai_suite(void)
 {
     Suite *s = suite_create("oai");
@@ -395,6 +507,8 @@ Suite *oai_suite(void)
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_metrics_text);
     tcase_add_test(tc, test_job_generate);
+    tcase_add_test(tc, test_n_choices);
+    tcase_add_test(tc, test_tokenize);
     suite_add_tcase(s, tc);
     return s;
 }
