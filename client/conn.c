@@ -174,6 +174,7 @@ void lc_generate_msg(proto_writer *w, uint64_t id, const lc_gen *g, const lc_res
         for (int i = 0; i < g->n_stops; i++) proto_pack_str(&w->pk, g->stops[i]);
     }
     if (g->grammar) proto_put_str(w, MF_GRAMMAR, g->grammar);
+    if (g->embed) proto_put_u64(w, MF_EMBED, (uint64_t)g->embed);
 }
 
 errcode lc_param_check(smp_params *chk, const char *name, const char *value, char *err, size_t errlen)

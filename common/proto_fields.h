@@ -97,7 +97,10 @@
     X(GTOKS, "gtoks", INTS)          /* tokens generated so far: rebuild the state */   \
     /* the front door's record inside fb (front_req.c)   */                             \
     X(NP, "np", I64)                 /* prompt tokens */                                \
-    X(IE, "ie", BOOL)                /* ignore_eos */
+    X(IE, "ie", BOOL)                /* ignore_eos */                                   \
+    /* embeddings */                                                                    \
+    X(EMBED, "embed", U64)           /* GENERATE, RUN: an embedding, pooled so (proto.h) */ \
+    X(VEC, "vec", BIN)               /* EMBEDDING: the vector, little-endian f32 */
 
 typedef enum {
 #define PROTO_FIELD_ENUM(id, name, kind) MF_##id,

@@ -381,6 +381,37 @@ static void send_report(worker *w, const wsess *s)
 }
 
 /* PT_RUN: (re)start a session from the front door's tokens. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "EMBEDDING vec is little-endian f32 as in memory");
+
+/* An embedding request: evaluated at once into a scratch session sized to it (no KV is
+ * kept, no slot taken), the vector sent to the front door. */
+static void run_embed(worker *w, const proto_sessrec *rec, const msgpack_object *toks)
+{
+    char err[256] = "";
+    int n = (int)rec->n_toks, E = eng_config_of(w->m)->n_embd;
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    float *vec = malloc((size_t)E * sizeof *vec);
+    eng_session *es = ids && vec ? eng_session_new(w->m, n, w->o->kv_f16 ? ENG_KV_F16 : ENG_KV_F32, err, sizeof err)
+                                 : NULL;
+    for (int i = 0; ids && i < n; i++) ids[i] = (int32_t)toks->via.array.ptr[i].via.u64;
+    int64_t t0 = net_now_ms();
+    if (!es || eng_embed(w->m, es, ids, n, rec->embed, vec, err, sizeof err) != 0) {
+        send_sess_error(w, rec->sess, rec->epoch, err[0] ? err : "worker out of memory");
+    } else { /* the floats as they lie in memory: little-endian on every host we build for */
+        pm_embedding e = {.vec = {(const char *)vec, (size_t)E * sizeof *vec}, .sess = rec->sess, .has_sess = 1,
+                          .epoch = rec->epoch, .has_epoch = 1};
+        proto_writer pw;
+        proto_begin(&pw, PT_EMBEDDING, 0);
+        pm_embedding_put(&pw, &e);
+        send_front(w, &pw);
+        log_debug("session %llu: embedding of %d tokens in %lld ms", (unsigned long long)rec->sess, n,
+                  (long long)(net_now_ms() - t0));
+    }
+    eng_session_free(es);
+    free(ids);
+    free(vec);
+}
+
 static void on_run(worker *w, const proto_msg *pm)
 {
     proto_sessrec rec;
@@ -406,6 +437,10 @@ static void on_run(worker *w, const proto_msg *pm)
             send_sess_error(w, sess, epoch, err);
             return;
         }
+    }
+    if (rec.embed) {
+        run_embed(w, &rec, toks);
+        return;
     }
     wsess *s = sess_find(w, sess);
     for (int i = 0; i < w->n_s && !s; i++)

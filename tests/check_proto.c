@@ -956,7 +956,7 @@ START_TEST(test_grammar_fields)
     proto_writer_free(&w);
     ck_assert(proto_type_has(PT_GENERATE, MF_GRAMMAR) && proto_type_has(PT_RUN, MF_GRAMMAR));
     ck_assert(proto_type_has(PT_REPORT, MF_GRAMMAR) && !proto_type_has(PT_TOKEN, MF_GRAMMAR));
-    ck_assert_int_eq(PROTO_VERSION, 4);
+    ck_assert_int_eq(PROTO_VERSION, 5);
 }
 END_TEST
 

@@ -325,6 +325,13 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     front_req *r = route(f, rid, rl, m, &admit);
     if (!admit || over_limits(f, rid, rl, m) || !(r = take_request(f, r, rid, rl, m))) return;
     char err[300] = "";
+    uint64_t embed = proto_u64(m, MF_EMBED, 0);
+    if (embed >= PROTO_POOL_COUNT || (embed && (r->chat || r->n_toks))) {
+        front_fail(f, r, ERR_INVALID, embed >= PROTO_POOL_COUNT ? "embed: unknown pooling (1: mean, 2: last)"
+                                                                : "embed: not for a chat session");
+        return;
+    }
+    r->embed = (int)embed;
     size_t n_ids;
     int32_t *ids = tokenize_request(f, r, m, &n_ids, err, sizeof err);
     if (!ids) {
@@ -334,6 +341,7 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     }
     int64_t n_predict = proto_i64(m, MF_N, -1);
     if (n_predict < 0 || n_predict > (1 << 20)) n_predict = 1 << 20; /* until EOG or the context is full */
+    if (r->embed) n_predict = 1; /* dispatched as one; its worker answers with the vector */
     int rc = set_prompt(f, r, ids, n_ids, n_predict);
     free(ids);
     if (rc == 0) start(f, r, rid, rl);
