@@ -9,7 +9,8 @@
  *        -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":32,"stream":true}'
  *
  * Endpoints: POST /v1/chat/completions, POST /v1/completions (also without /v1),
- * POST /tokenize and /detokenize (llama-server's, client/gw_tok.h), GET /v1/models,
+ * POST /v1/embeddings (and llama-server's /embedding, client/oai_embed.h), POST
+ * /tokenize and /detokenize (llama-server's, client/gw_tok.h), GET /v1/models,
  * GET /health, GET /metrics, OPTIONS (CORS preflight). With API keys,
  * every endpoint but /health needs "Authorization: Bearer KEY".
  *
@@ -54,6 +55,7 @@ typedef struct {
     size_t      max_body;
     gwk_set     keys;
     int         n_argv_keys;     /* of them given with --api-key, visible in ps */
+    int         pooling;         /* --pooling: embeddings' default (PROTO_POOL_*) */
     unsigned    max_conns;       /* open HTTP connections, all clients together */
     unsigned    max_conns_per_ip;
     int         request_timeout; /* seconds for a client to send a whole request */
@@ -81,6 +83,7 @@ typedef struct {
     size_t len, cap;
     gwj   *job;
     int64_t t0_us;
+    bool   llama_emb;      /* /embedding (llama-server's shape), not /v1/embeddings */
 } http_req;
 
 static volatile sig_atomic_t stop_flag = 0;
@@ -239,6 +242,27 @@ static enum MHD_Result tokenize(struct MHD_Connection *c, http_req *x)
     return queue(c, x, status, "application/json", body, strlen(body), 0);
 }
 
+/* /v1/embeddings (and llama-server's /embedding): one front door request per input. */
+static enum MHD_Result start_embeddings(struct MHD_Connection *c, http_req *x)
+{
+    oai_emb_req er;
+    oai_err e;
+    if (oai_emb_parse(&er, x->llama_emb ? OAI_EMB_LLAMA : OAI_EMB_OPENAI, x->body, x->len, G.o.pooling, &e) != 0)
+        return error_reply(c, x, 400, e.msg, e.param, errcode_name(ERR_INVALID));
+    gwb_status s;
+    gwb_status_get(G.bridge, &s);
+    char id[256];
+    model_id(id, sizeof id, &s);
+    x->job = gwj_new_embed(&er, gwb_new_id(G.bridge), id, &G.metrics, x->t0_us);
+    if (!x->job) {
+        oai_emb_free(&er);
+        return error_reply(c, x, 500, "gateway out of memory", NULL, errcode_name(ERR_INTERNAL));
+    }
+    gwj_attach(x->job, c);
+    gwj_submit(x->job, G.bridge);
+    return MHD_YES;
+}
+
 /* Parses the body and hands the request to the bridge; the answer comes later. */
 static enum MHD_Result start_generation(struct MHD_Connection *c, http_req *x)
 {
@@ -303,6 +327,8 @@ static gwm_ep route(const char *url)
     if (!strcmp(url, "/health") || !strcmp(url, "/v1/health")) return GWM_EP_HEALTH;
     if (!strcmp(url, "/metrics")) return GWM_EP_METRICS;
     if (!strcmp(url, "/tokenize")) return GWM_EP_TOKENIZE;
+    if (!strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings") || !strcmp(url, "/embedding"))
+        return GWM_EP_EMBEDDINGS;
     if (!strcmp(url, "/detokenize")) return GWM_EP_DETOKENIZE;
     return GWM_EP_OTHER;
 }
@@ -359,6 +385,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, const char *url, con
     *con_cls = x;
     x->t0_us = gwj_now_us();
     x->ep = route(url);
+    x->llama_emb = strcmp(url, "/embedding") == 0;
     if (strcmp(method, "OPTIONS") == 0) return MHD_YES;
     check_headers(c, x, url, method);
     if (!x->err_status) return MHD_YES;
@@ -421,7 +448,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case GWM_EP_DETOKENIZE: return tokenize(c, x);
     default: break;
     }
-    enum MHD_Result r = start_generation(c, x);
+    enum MHD_Result r = x->ep == GWM_EP_EMBEDDINGS ? start_embeddings(c, x) : start_generation(c, x);
     if (r != MHD_YES || !x->job) return r;
     return gwj_wait(x->job) ? MHD_YES : answer_job(c, x);
 }
@@ -489,6 +516,8 @@ static void usage(FILE *f)
             "  --max-connections-per-ip N\n"
             "                        open HTTP connections from one client address (default 64; 0: no limit)\n"
             "  --request-timeout S   seconds a client has to send a whole request, headers and body (default 60)\n"
+            "  --pooling mean|last   embeddings: how the final hidden states of an input are pooled, unless a\n"
+            "                        request says (\"pooling\"); L2-normalized either way (default mean)\n"
             "  --alias NAME          model id in responses and /v1/models (default: the model file's name)\n"
             "  --model FILE          vocabulary for top_logprobs token texts (default: what the front door serves) [LLM_MODEL]\n"
             "  -e, --endpoint EP     front door endpoint (default ipc://RUN_DIR/front.sock) [LLM_FRONT]\n"
@@ -528,6 +557,12 @@ static int parse_valued(serve_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--max-connections-per-ip")) { if (parse_num(a, v, 0, 65536, &n)) return -1; o->max_conns_per_ip = (unsigned)n; }
     else if (!strcmp(a, "--request-timeout")) { if (parse_num(a, v, 1, 3600, &n)) return -1; o->request_timeout = (int)n; }
     else if (!strcmp(a, "--alias")) o->alias = v;
+    else if (!strcmp(a, "--pooling")) {
+        if (!(o->pooling = oai_emb_pooling(v))) {
+            fprintf(stderr, "error: bad parameter --pooling %s: expected mean or last\n", v);
+            return -1;
+        }
+    }
     else if (!strcmp(a, "--model")) o->model_file = v;
     else if (!strcmp(a, "-e") || !strcmp(a, "--endpoint")) o->endpoint = v;
     else if (!strcmp(a, "--run-dir")) o->run_dir = v;
@@ -550,6 +585,7 @@ static int parse(int argc, char **argv, serve_opts *o)
     o->max_conns = 512;
     o->max_conns_per_ip = 64;
     o->request_timeout = 60;
+    o->pooling = PROTO_POOL_MEAN;
     o->model_file = getenv("LLM_MODEL");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

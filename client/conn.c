@@ -146,6 +146,8 @@ void lc_generate_msg(proto_writer *w, uint64_t id, const lc_gen *g, const lc_res
         proto_put_bool(w, MF_CHAT, 1);
         proto_put_array_begin(w, MF_MSGS, (uint32_t)g->n_msgs);
         for (int i = 0; i < g->n_msgs; i++) proto_pack_str(&w->pk, g->msgs[i]);
+    } else if (g->toks) {
+        proto_put_ints(w, MF_TOKS, g->toks, (size_t)g->n_toks);
     } else {
         proto_put_str(w, MF_PROMPT, g->prompt);
     }

@@ -20,10 +20,24 @@ int64_t gwj_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* A job with n choices (zeroed), or NULL. */
+static gwj *job_alloc(int n)
+{
+    gwj *j = calloc(1, sizeof *j);
+    gwj_choice *ch = j ? calloc((size_t)n, sizeof *ch) : NULL;
+    if (!ch) {
+        free(j);
+        return NULL;
+    }
+    j->ch = ch;
+    j->n_ch = n;
+    return j;
+}
+
 gwj *gwj_new(oai_req *req, gwm_ep ep, uint64_t id, const char *model, oai_text_fn text_fn, void *text_cls,
              gwm *metrics, int64_t t0_us)
 {
-    gwj *j = calloc(1, sizeof *j);
+    gwj *j = job_alloc(req->n_choices > 1 ? req->n_choices : 1);
     if (!j) return NULL;
     pthread_mutex_init(&j->mu, NULL);
     j->refs = 1;
@@ -34,7 +48,6 @@ gwj *gwj_new(oai_req *req, gwm_ep ep, uint64_t id, const char *model, oai_text_f
     j->metrics = metrics;
     j->fd = -1;
     j->t0_us = t0_us;
-    j->n_ch = j->req.n_choices > 1 ? j->req.n_choices : 1;
     long long now = (long long)time(NULL);
     for (int i = 0; i < j->n_ch; i++) {
         gwj_choice *c = &j->ch[i];
@@ -59,6 +72,35 @@ gwj *gwj_new(oai_req *req, gwm_ep ep, uint64_t id, const char *model, oai_text_f
     return j;
 }
 
+gwj *gwj_new_embed(oai_emb_req *er, uint64_t id, const char *model, gwm *metrics, int64_t t0_us)
+{
+    gwj *j = job_alloc(er->n_inputs);
+    oai_emb_req *e = j ? malloc(sizeof *e) : NULL;
+    if (!e) {
+        if (j) free(j->ch);
+        free(j);
+        return NULL;
+    }
+    *e = *er;
+    memset(er, 0, sizeof *er);
+    pthread_mutex_init(&j->mu, NULL);
+    j->refs = 1;
+    j->id = id;
+    j->ep = GWM_EP_EMBEDDINGS;
+    j->emb = e;
+    j->metrics = metrics;
+    j->fd = -1;
+    j->t0_us = t0_us;
+    snprintf(j->model, sizeof j->model, "%s", model ? model : "");
+    oai_req none = {.kind = OAI_COMPLETION};
+    for (int i = 0; i < j->n_ch; i++) {
+        j->ch[i] = (gwj_choice){.j = j, .idx = i, .id = id};
+        oai_out_init(&j->ch[i].out, &none, model, 0, id);
+    }
+    gwm_streams(metrics, 1);
+    return j;
+}
+
 void gwj_ref(gwj *j)
 {
     __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
@@ -69,7 +111,13 @@ void gwj_unref(gwj *j)
     if (!j || __atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     if (!j->finished) gwm_streams(j->metrics, -1);
     oai_req_free(&j->req);
-    for (int i = 0; i < j->n_ch; i++) oai_out_free(&j->ch[i].out);
+    for (int i = 0; i < j->n_ch; i++) {
+        oai_out_free(&j->ch[i].out);
+        free(j->ch[i].vec);
+    }
+    free(j->ch);
+    if (j->emb) oai_emb_free(j->emb);
+    free(j->emb);
     free(j->body);
     free(j->sse);
     pthread_mutex_destroy(&j->mu);
@@ -105,6 +153,13 @@ void gwj_gen_choice(const gwj *j, int i, lc_gen *g)
         .n_stops = r->n_stops,
         .grammar = r->grammar,
     };
+    if (j->emb) { /* input i, embedded */
+        g->n_predict = 1;
+        g->prompt = j->emb->inputs[i];
+        g->toks = j->emb->ids[i];
+        g->n_toks = j->emb->n_ids[i];
+        g->embed = j->emb->pooling;
+    }
 }
 
 void gwj_generate(const gwj *j, uint64_t id, const lc_resume *rs, proto_writer *w)
@@ -265,9 +320,56 @@ static void on_piece(gwj_choice *c, const proto_msg *m)
     free(alts);
 }
 
+/* An embeddings job whose inputs all came back: the response, or a 400 when the vectors
+ * do not have the dimensions asked for (the model's n_embd is known only now). */
+static void finish_embed(gwj *j)
+{
+    uint64_t np = 0;
+    float *vecs[OAI_EMB_MAX_INPUTS];
+    for (int i = 0; i < j->n_ch; i++) {
+        np += j->ch[i].n_prompt;
+        vecs[i] = j->ch[i].vec;
+        if (!vecs[i] || j->ch[i].dim != j->ch[0].dim) {
+            fail_job(j, 500, errcode_name(ERR_INTERNAL), "an input's embedding did not come back", 0);
+            return;
+        }
+    }
+    if (j->emb->dimensions && j->emb->dimensions != j->ch[0].dim) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "dimensions: this model's embeddings have %d (shortened ones are not supported)",
+                 j->ch[0].dim);
+        j->phase = GWJ_DONE;
+        j->status = 400;
+        j->body = oai_error_body(400, msg, "dimensions", errcode_name(ERR_INVALID));
+    } else {
+        j->phase = GWJ_DONE;
+        j->status = 200;
+        j->body = oai_emb_response(j->emb, j->model, vecs, j->ch[0].dim, np, &j->body_len);
+        if (!j->body) j->status = 500;
+    }
+    j->body_len = j->body ? strlen(j->body) : 0;
+    set_finished(j);
+}
+
+static void on_embedding(gwj_choice *c, const proto_msg *m)
+{
+    pm_embedding e;
+    pm_embedding_get(m, &e);
+    free(c->vec);
+    c->dim = (int)(e.vec.n / sizeof(float));
+    c->vec = c->dim ? malloc((size_t)c->dim * sizeof *c->vec) : NULL;
+    if (c->vec) memcpy(c->vec, e.vec.p, (size_t)c->dim * sizeof *c->vec); /* little-endian f32, as ours */
+    else c->dim = 0;
+    c->n_prompt = e.ntok;
+}
+
 /* Every choice ended: the usage and [DONE], or the whole response. */
 static void finish_all(gwj *j)
 {
+    if (j->emb) {
+        finish_embed(j);
+        return;
+    }
     uint64_t np = j->ch[0].n_prompt, ng = 0;
     const char *reasons[OAI_MAX_N];
     oai_out outs[OAI_MAX_N];
@@ -301,8 +403,8 @@ static void on_done(gwj_choice *c, const proto_msg *m)
     c->done = true;
     proto_sv_copy(d.reason, c->reason, sizeof c->reason);
     c->n_prompt = d.ntok_prompt;
-    c->n_gen = d.ntok;
-    gwm_tokens(j->metrics, c->idx == 0 ? d.ntok_prompt : 0, d.ntok);
+    c->n_gen = j->emb ? 0 : d.ntok; /* an embedding generates nothing */
+    gwm_tokens(j->metrics, c->idx == 0 || j->emb ? d.ntok_prompt : 0, c->n_gen);
     if (j->req.stream) {
         start_stream(j);
         size_t len;
@@ -322,6 +424,8 @@ static void on_msg(void *job, const proto_msg *m)
             j->accepted = true;
         } else if (m->type == PT_PIECE) {
             on_piece(c, m);
+        } else if (m->type == PT_EMBEDDING) {
+            on_embedding(c, m);
         } else if (m->type == PT_DONE) {
             on_done(c, m);
         } else if (m->type == PT_ERROR) {

@@ -32,6 +32,7 @@
 #include "gw_bridge.h"
 #include "gw_metrics.h"
 #include "oai.h"
+#include "oai_embed.h"
 
 struct MHD_Connection;
 
@@ -52,6 +53,8 @@ typedef struct {
     char        reason[32];
     const char *pv[OAI_MAX_PARAMS]; /* the job's parameter values, with this choice's seed */
     char        seed[24];
+    float      *vec;       /* an embedding request's vector (dim floats), once it came */
+    int         dim;
 } gwj_choice;
 
 typedef struct gwj {
@@ -75,12 +78,16 @@ typedef struct gwj {
     int64_t        t0_us, t_last_us;
     bool           got_first;
     int            n_ch, n_done; /* choices, and those that ended */
-    gwj_choice     ch[OAI_MAX_N];
+    gwj_choice    *ch;         /* (n_ch) */
+    oai_emb_req   *emb;        /* an embeddings request (one choice per input), or NULL */
+    char           model[128]; /* embeddings: the model id answered */
 } gwj;
 
 /* A job for req (taken: the caller's copy is zeroed), one reference held by the caller. */
 gwj *gwj_new(oai_req *req, gwm_ep ep, uint64_t id, const char *model, oai_text_fn text_fn, void *text_cls,
              gwm *metrics, int64_t t0_us);
+/* A job for an embeddings request (er taken): one front door request per input. */
+gwj *gwj_new_embed(oai_emb_req *er, uint64_t id, const char *model, gwm *metrics, int64_t t0_us);
 void gwj_ref(gwj *j);
 /* Drops a reference; the last one frees the job. Accepts NULL. */
 void gwj_unref(gwj *j);
