@@ -457,7 +457,9 @@ START_TEST(test_tokenize)
     json_t *j = json_loads(out, 0, NULL), *toks = json_object_get(j, "tokens");
     ck_assert(json_array_size(toks) > 1 && json_is_integer(json_array_get(toks, 0)));
     ck_assert_int_ne(json_integer_value(json_array_get(toks, 0)), tok_bos(v)); /* add_special defaults to false */
-    char *ids = json_dumps(json_pack("{s:O}", "tokens", toks), JSON_COMPACT);
+    json_t *req = json_pack("{s:O}", "tokens", toks);
+    char *ids = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
     free(out);
     out = gwt_detokenize(v, ids, strlen(ids), &st);
     ck_assert_int_eq(st, 200);
