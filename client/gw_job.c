@@ -269,7 +269,8 @@ static int piece_tokens(const msgpack_object *probs, int max_top, oai_token **to
             const char *ks = key->via.str.ptr;
             size_t kl = key->via.str.size;
             double num = v->type == MSGPACK_OBJECT_FLOAT32 || v->type == MSGPACK_OBJECT_FLOAT64 ? v->via.f64
-                         : v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (double)v->via.i64 : (double)v->via.u64;
+                         : v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (double)v->via.i64
+                         : v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v->via.u64 : 0; /* not the union's other bytes */
             if (kl == 4 && !memcmp(ks, "text", 4)) { t->text = v->via.str.ptr; t->len = v->via.str.size; }
             else if (kl == 7 && !memcmp(ks, "logprob", 7)) t->logprob = num;
             else if (kl == 3 && !memcmp(ks, "top", 3) && max_top) {
