@@ -439,6 +439,102 @@ START_TEST(test_n_choices)
 }
 END_TEST
 
+/* Feeds choice i of job j a message as the bridge would (the job's callbacks). */
+static void feed(gwj *j, int i, proto_writer *w)
+{
+    proto_msg m;
+    char err[200];
+    ck_assert_msg(proto_decode(&m, proto_data(w), proto_size(w), err, sizeof err) == 0, "%s", err);
+    gwj_ops.on_msg(&j->ch[i], &m);
+    proto_msg_free(&m);
+    proto_writer_free(w);
+}
+
+static void feed_piece(gwj *j, int i, const char *text, uint64_t ntok)
+{
+    proto_writer w;
+    proto_begin(&w, PT_PIECE, j->ch[i].id);
+    pm_piece p = {.text = proto_sv_of(text), .ntok = ntok};
+    pm_piece_put(&w, &p);
+    feed(j, i, &w);
+}
+
+static void feed_done(gwj *j, int i, const char *reason, uint64_t np, uint64_t ng)
+{
+    proto_writer w;
+    proto_begin(&w, PT_DONE, j->ch[i].id);
+    pm_done d = {.reason = proto_sv_of(reason), .ntok_prompt = np, .ntok = ng};
+    pm_done_put(&w, &d);
+    feed(j, i, &w);
+}
+
+/* A job of n = 2 fed as the bridge feeds it: the answer waits for both choices, then has
+ * both in index order with usage summed; when one choice fails, the job fails and the
+ * other choice is gone (the bridge cancels it). An embeddings job: one vector per input. */
+START_TEST(test_job_choices)
+{
+    gwm m;
+    gwm_init(&m);
+    for (int fail = 0; fail < 2; fail++) {
+        oai_req r;
+        oai_err e;
+        ck_assert_int_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2}", &e), 0);
+        gwj *j = gwj_new(&r, GWM_EP_COMPLETIONS, 42, "m", NULL, NULL, &m, 0);
+        j->ch[1].id = 43;
+        feed_piece(j, 1, " b", 1);
+        feed_piece(j, 0, " a", 1);
+        feed_done(j, 1, "eog", 4, 1);
+        ck_assert(j->phase == GWJ_WAIT && !j->finished);
+        if (fail) {
+            proto_writer w;
+            proto_begin(&w, PT_ERROR, 42);
+            pm_error er = {.msg = proto_sv_of("worker died"), .code = proto_sv_of("internal"), .has_code = 1};
+            pm_error_put(&w, &er);
+            feed(j, 0, &w);
+            ck_assert(j->finished && j->status == 500);
+            ck_assert_int_eq(gwj_ops.gone(&j->ch[0]), 1); /* not done: the bridge drops it */
+        } else {
+            feed_done(j, 0, "length", 4, 3);
+            ck_assert(j->finished && j->status == 200);
+            json_t *x = json_loadb(j->body, j->body_len, 0, NULL);
+            json_t *ch = json_object_get(x, "choices");
+            ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ch, 0), "text")), " a");
+            ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ch, 1), "text")), " b");
+            ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ch, 0), "finish_reason")), "length");
+            ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(x, "usage"), "completion_tokens")), 4);
+            ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(x, "usage"), "prompt_tokens")), 4);
+            json_decref(x);
+        }
+        gwj_unref(j);
+    }
+    oai_emb_req er;
+    const char *eb = "{\"input\":[\"a\",[5,6]]}";
+    ck_assert_int_eq(oai_emb_parse(&er, OAI_EMB_OPENAI, eb, strlen(eb), PROTO_POOL_MEAN, &(oai_err){0}), 0);
+    gwj *j = gwj_new_embed(&er, 50, "m", &m, 0);
+    ck_assert_int_eq(j->n_ch, 2);
+    lc_gen g;
+    gwj_gen_choice(j, 1, &g);
+    ck_assert(g.embed == PROTO_POOL_MEAN && g.n_toks == 2 && g.toks[1] == 6 && !g.prompt);
+    const float v[2][2] = {{0.6f, 0.8f}, {1, 0}};
+    for (int i = 0; i < 2; i++) {
+        proto_writer w;
+        proto_begin(&w, PT_EMBEDDING, 50);
+        pm_embedding pe = {.vec = {(const char *)v[i], sizeof v[i]}, .ntok = 2, .has_ntok = 1};
+        pm_embedding_put(&w, &pe);
+        feed(j, i, &w);
+        feed_done(j, i, "embed", 2, 0);
+    }
+    ck_assert(j->finished && j->status == 200);
+    json_t *x = json_loadb(j->body, j->body_len, 0, NULL);
+    json_t *d1 = json_array_get(json_object_get(x, "data"), 1);
+    ck_assert((float)json_real_value(json_array_get(json_object_get(d1, "embedding"), 0)) == 1.0f);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(x, "usage"), "prompt_tokens")), 4);
+    json_decref(x);
+    gwj_unref(j);
+    gwm_free(&m);
+}
+END_TEST
+
 /* /tokenize and /detokenize on stories260K's vocabulary: ids, pieces, specials, round
  * trip, and refusals naming what was wrong. */
 START_TEST(test_tokenize)
@@ -511,6 +607,7 @@ Suite *oai_suite(void)
     tcase_add_test(tc, test_job_generate);
     tcase_add_test(tc, test_n_choices);
     tcase_add_test(tc, test_tokenize);
+    tcase_add_test(tc, test_job_choices);
     suite_add_tcase(s, tc);
     return s;
 }
