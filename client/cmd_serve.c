@@ -519,7 +519,7 @@ static void usage(FILE *f)
             "  --pooling mean|last   embeddings: how the final hidden states of an input are pooled, unless a\n"
             "                        request says (\"pooling\"); L2-normalized either way (default mean)\n"
             "  --alias NAME          model id in responses and /v1/models (default: the model file's name)\n"
-            "  --model FILE          vocabulary for top_logprobs token texts (default: what the front door serves) [LLM_MODEL]\n"
+            "  --model FILE          vocabulary for top_logprobs texts and /tokenize (default: what the front door serves) [LLM_MODEL]\n"
             "  -e, --endpoint EP     front door endpoint (default ipc://RUN_DIR/front.sock) [LLM_FRONT]\n"
             "  --run-dir DIR         the pipeline's run directory [LLM_RUN_DIR]\n");
 }
