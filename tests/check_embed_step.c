@@ -1,11 +1,11 @@
 /*
  * Suite "embed_step": embeddings computed inside the engine's mixed steps, as a worker
  * runs them (suite "embed" has the pooling and eng_embed): eng_step_hidden's hidden
- * rows, pooled the way a worker pools them (an embedding session's tokens in random chunks, sharing steps with
- * another session that wants logits), equal eng_embed's one-pass vector bit for bit;
- * the other session's logits are unchanged by it; identical inputs give identical
- * vectors, different inputs different ones; a hidden row wanted without a buffer is
- * refused and no session moves.
+ * rows, pooled the way a worker pools them (an embedding session's tokens in random
+ * chunks, sharing steps with another session that wants logits), equal eng_embed's
+ * one-pass vector bit for bit; the other session's logits are unchanged by it;
+ * identical inputs give identical vectors, different inputs different ones; a hidden
+ * row wanted without a buffer is refused and no session moves.
  */
 #include <check.h>
 #include <math.h>
@@ -53,7 +53,8 @@ static void embed_steps(eng_model *m, const int32_t *toks, int n, int p, const i
 {
     int E = eng_config_of(m)->n_embd, V = eng_config_of(m)->n_vocab;
     char err[256];
-    eng_session *e = eng_session_new(m, 128, ENG_KV_F16, err, sizeof err), *g = eng_session_new(m, 128, ENG_KV_F16, err, sizeof err);
+    eng_session *e = eng_session_new(m, 128, ENG_KV_F16, err, sizeof err);
+    eng_session *g = eng_session_new(m, 128, ENG_KV_F16, err, sizeof err);
     float *hid = malloc((size_t)20 * E * sizeof *hid), *lg = malloc((size_t)20 * V * sizeof *lg);
     double *acc = calloc((size_t)E, sizeof *acc);
     int done = 0, gdone = 0;
@@ -95,7 +96,8 @@ static void check_hidden(eng_precision prec)
     eng_session *g = eng_session_new(m, 128, ENG_KV_F16, err, sizeof err);
     ck_assert_msg(g && eng_prefill(m, g, gt, 40, lg_ref, true, err, sizeof err) == 0, "%s", err);
     eng_session_free(g);
-    float *ref = malloc((size_t)E * sizeof *ref), *v = malloc((size_t)E * sizeof *v), *w = malloc((size_t)E * sizeof *w);
+    size_t vb = (size_t)E * sizeof(float);
+    float *ref = malloc(vb), *v = malloc(vb), *w = malloc(vb);
     for (int p = ENG_POOL_MEAN; p <= ENG_POOL_LAST; p++) {
         embed_ref(m, a, 50, p, ref);
         double nn = 0;
@@ -103,11 +105,11 @@ static void check_hidden(eng_precision prec)
         ck_assert_float_eq_tol(nn, 1.0, 1e-5);
         for (unsigned seed = 1; seed <= 3; seed++) {
             embed_steps(m, a, 50, p, gt, lg_ref, seed, v);
-            ck_assert_msg(memcmp(v, ref, (size_t)E * sizeof *v) == 0, "pooling %d, split %u: the stepped vector differs "
-                          "from eng_embed's", p, seed);
+            ck_assert_msg(memcmp(v, ref, vb) == 0, "pooling %d, split %u: the stepped vector differs from eng_embed's",
+                          p, seed);
         }
         embed_ref(m, a, 50, p, w); /* identical input: identical vector */
-        ck_assert_mem_eq(w, ref, (size_t)E * sizeof *w);
+        ck_assert_mem_eq(w, ref, vb);
         embed_ref(m, b, 50, p, w); /* one token differs: so does the vector */
         double d = 0;
         for (int i = 0; i < E; i++) d += fabs((double)w[i] - ref[i]);
