@@ -556,12 +556,29 @@ typedef struct {
 
 int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *err, size_t errlen)
 {
+    return eng_step_hidden(m, items, n, logits, NULL, err, errlen);
+}
+
+/* The final states of the items that want them, through the output norm, into hidden. */
+static void hidden_rows(eng_model *m, const eng_item *items, int n, float *hidden)
+{
+    const mdl_config *c = &m->cfg;
+    int E = c->n_embd, k = 0;
+    for (int i = 0; i < n; i++)
+        if (items[i].hidden)
+            rms_norm(m->x + (size_t)i * E, m->w.output_norm, hidden + (size_t)k++ * E, 1, E, c->rms_eps);
+}
+
+int eng_step_hidden(eng_model *m, const eng_item *items, int n, float *logits, float *hidden, char *err,
+                    size_t errlen)
+{
     if (n <= 0 || n > ENG_MAX_STEP || !items) {
         return errf(err, errlen, "step: invalid batch of %d items (1..%d)", n, ENG_MAX_STEP);
     }
-    eng_session **sess = malloc((size_t)n * sizeof *sess);
-    int *pos = malloc((size_t)n * sizeof *pos), *lrows = malloc((size_t)n * sizeof *lrows);
-    int32_t *tok = malloc((size_t)n * sizeof *tok);
+    /* calloc: gcc cannot tell that the loop below fills them before forward reads them */
+    eng_session **sess = calloc((size_t)n, sizeof *sess);
+    int *pos = calloc((size_t)n, sizeof *pos), *lrows = calloc((size_t)n, sizeof *lrows);
+    int32_t *tok = calloc((size_t)n, sizeof *tok);
     step_sess *ss = malloc((size_t)n * sizeof *ss);
     int rc = -1, nss = 0, nl = 0;
     if (!sess || !pos || !lrows || !tok || !ss) {
@@ -583,6 +600,10 @@ int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *er
                  s->kv.n_ctx);
             goto out;
         }
+        if (items[i].hidden && !hidden) {
+            errf(err, errlen, "step: hidden states are wanted but no buffer was given");
+            goto out;
+        }
         sess[i] = s;
         tok[i] = items[i].tok;
         if (items[i].logits) lrows[nl++] = i;
@@ -592,6 +613,7 @@ int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *er
         goto out;
     }
     rc = forward(m, sess, pos, tok, n, logits, lrows, nl, err, errlen);
+    if (rc == 0 && hidden) hidden_rows(m, items, n, hidden);
     if (rc == 0)
         for (int k = 0; k < nss; k++) ss[k].s->pos += ss[k].count;
 out:
