@@ -99,7 +99,10 @@
     X(END, "end", STR)               /* the generation ends here: DONE's reason */      \
     /* the front door's record inside fb (front_req.c)   */                             \
     X(NP, "np", I64)                 /* prompt tokens */                                \
-    X(IE, "ie", BOOL)                /* ignore_eos */
+    X(IE, "ie", BOOL)                /* ignore_eos */                                   \
+    /* embeddings */                                                                    \
+    X(EMBED, "embed", U64)           /* GENERATE, RUN: an embedding, pooled so (proto.h) */ \
+    X(VEC, "vec", BIN)               /* EMBEDDING: the vector, little-endian f32 */
 
 typedef enum {
 #define PROTO_FIELD_ENUM(id, name, kind) MF_##id,

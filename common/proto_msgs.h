@@ -22,7 +22,7 @@
 #define PM_GENERATE(R, O, K)                                                             \
     R(N, n) O(PROMPT, prompt) O(MSGS, msgs) O(CHAT, chat) O(SESS, sess) O(KEY, key)      \
     O(PARAMS, params) O(STOP, stop) O(IGNORE_EOS, ignore_eos) O(RESUME, resume)          \
-    O(RBYTES, rbytes) O(GRAMMAR, grammar)
+    O(RBYTES, rbytes) O(GRAMMAR, grammar) O(EMBED, embed) O(TOKS, toks) /* toks: the prompt as token ids */
 #define PM_CANCEL(R, O, K) O(SESS, sess) O(KEY, key) /* sess + key: a chat between turns */
 #define PM_PING(R, O, K) O(SESS, sess) O(KEY, key)
 #define PM_STATUS(R, O, K)
@@ -52,7 +52,7 @@
 /* RUN and REPORT: one session record (proto_sessrec in proto.h reads and writes it) */
 #define PM_SESSREC(R, O, K)                                                              \
     R(SESS, sess) R(TOKS, toks) R(STEP, step) R(BUDGET, budget) R(SP, sp) R(EPOCH, epoch) \
-    O(EOG, eog) O(MU, mu) O(FB, fb) O(IDLE, idle) O(GRAMMAR, grammar)
+    O(EOG, eog) O(MU, mu) O(FB, fb) O(IDLE, idle) O(GRAMMAR, grammar) O(EMBED, embed)
 #define PM_RUN PM_SESSREC
 #define PM_REPORT PM_SESSREC
 /* worker <-> samplerd: a batch of rows */
@@ -71,6 +71,10 @@
     R(SESS, sess) R(STEP, step) O(TOK, tok) O(ERR, err) O(MU, mu) O(LOGPROB, logprob) O(TOP, top) \
     O(GST, gst) O(CODE, code) O(END, end)
 
+/* An embedding: worker -> front door (sess, epoch), front door -> client (ntok: the
+ * input's tokens); then the front door sends DONE. */
+#define PM_EMBEDDING(R, O, K) R(VEC, vec) O(SESS, sess) O(EPOCH, epoch) O(NTOK, ntok)
+
 /* The rows of a STATUS_REPLY's workers and queue lists (not checked by proto_decode:
  * a reader takes what is there, with has_<member>) */
 #define PM_STATUS_WORKER(R, O, K)                                                        \
@@ -86,7 +90,8 @@
     X(GENERATE, generate) X(CANCEL, cancel) X(PING, ping) X(STATUS, status)              \
     X(ACCEPTED, accepted) X(PIECE, piece) X(DONE, done) X(ERROR, error)                  \
     X(STATUS_REPLY, status_reply) X(WORKER_HB, worker_hb) X(FRONT_HB, front_hb)          \
-    X(STOP, stop) X(TOKEN, token) X(SAMPLE, sample) X(SAMPLED, sampled) X(PONG, pong)
+    X(STOP, stop) X(TOKEN, token) X(SAMPLE, sample) X(SAMPLED, sampled) X(PONG, pong)    \
+    X(EMBEDDING, embedding)
 /* The rows of a batch: maps inside a message, with structs, readers and packers too. */
 #define PROTO_ROWS(X)                                                                    \
     X(SAMPLE_ROW, sample_row) X(SAMPLED_ROW, sampled_row) X(STATUS_WORKER, status_worker)  \

@@ -340,6 +340,25 @@ int front_replay(front *f, front_req *r)
     return 0;
 }
 
+void front_embedding(front *f, int wi, const proto_msg *m)
+{
+    pm_embedding e;
+    pm_embedding_get(m, &e);
+    if (!e.has_sess || e.epoch != f->epoch) return; /* for an instance before a restart: the client resumes */
+    front_req *r = front_find_sess(f, e.sess);
+    if (!r || r->state != RQ_RUNNING || r->worker != wi || !r->embed) return; /* stale or not ours */
+    if (e.vec.n == 0 || e.vec.n % sizeof(float) != 0) {
+        front_fail(f, r, ERR_INTERNAL, "engine worker sent a malformed embedding");
+        return;
+    }
+    pm_embedding out = {.vec = e.vec, .ntok = (uint64_t)r->n_prompt, .has_ntok = 1};
+    proto_writer w;
+    proto_begin(&w, PT_EMBEDDING, r->client_id);
+    pm_embedding_put(&w, &out);
+    front_send(f, r->rid, r->rid_len, &w);
+    front_finish(f, r, "embed");
+}
+
 void front_token(front *f, int wi, const proto_msg *m)
 {
     pm_token tk;
