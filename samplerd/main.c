@@ -49,6 +49,7 @@
 #define RING_CACHE 32
 #define HIST_MAX 8192
 #define GRAM_CACHE 16 /* compiled grammars (with their maskers) kept */
+#define PREFETCH_MAX 64 /* next masks computed after a batch's reply */
 
 /* A compiled grammar and its masker over the vocabulary of pieces_seg. */
 typedef struct {
@@ -59,6 +60,12 @@ typedef struct {
     gram_masker *mk;
     int64_t      used_ms;
 } gram_ent;
+
+/* A state a row advanced to, with its grammar: its next mask is computed after the reply. */
+typedef struct {
+    gram_ent   *ge;
+    gram_state *gs;
+} gram_pre;
 
 typedef struct {
     lshm   *ring;
@@ -79,6 +86,11 @@ typedef struct {
     size_t    n_glogits;
     uint8_t  *gst;        /* (gst_cap) the advanced state's wire form */
     size_t    gst_cap;
+    /* The states this batch's rows advanced to: once the reply is sent, their next masks
+     * are computed into the maskers' caches while the workers run their next forward
+     * pass, so the next rows find them ready (the mask leaves the critical path). */
+    gram_pre  pre[PREFETCH_MAX];
+    int       n_pre;
     uint64_t  served, errors;
 } sampler_daemon;
 
@@ -144,8 +156,30 @@ static int write_piece(void *ctx, int32_t id, char *buf, size_t cap)
     return tok_piece((const tok_vocab *)ctx, id, false, buf, cap);
 }
 
+/* Forgets the stashed states of ge's grammar (all when ge is NULL): before ge goes. */
+static void prefetch_drop(sampler_daemon *d, const gram_ent *ge)
+{
+    int k = 0;
+    for (int i = 0; i < d->n_pre; i++) {
+        if (!ge || d->pre[i].ge == ge) gram_state_free(d->pre[i].gs);
+        else d->pre[k++] = d->pre[i];
+    }
+    d->n_pre = k;
+}
+
+/* Computes the stashed states' masks into their maskers' caches (after the reply). */
+static void prefetch_run(sampler_daemon *d)
+{
+    for (int i = 0; i < d->n_pre; i++) {
+        gram_mask(d->pre[i].ge->mk, d->pre[i].gs, d->gmask);
+        gram_state_free(d->pre[i].gs);
+    }
+    d->n_pre = 0;
+}
+
 static void gram_cache_clear(sampler_daemon *d)
 {
+    prefetch_drop(d, NULL);
     for (int i = 0; i < GRAM_CACHE; i++) {
         gram_ent *e = &d->gcache[i];
         gram_masker_free(e->mk);
@@ -266,6 +300,7 @@ static gram_ent *grammar_get(sampler_daemon *d, const pm_sample_row *row, int *u
         return NULL;
     }
     memcpy(copy, text, len);
+    prefetch_drop(d, lru);
     gram_masker_free(lru->mk);
     gram_free(lru->g);
     free(lru->text);
@@ -407,7 +442,10 @@ static void sample_row(sampler_daemon *d, const lshm *r, const pm_sample *m, con
         else if (gs && !(gst_n = grammar_advance(d, gs, tok, err, sizeof err))) tok = -1;
     }
 out:
-    gram_state_free(gs);
+    if (tok >= 0 && gs && !gram_pending_bytes(gs) && d->n_pre < PREFETCH_MAX) /* a whole character: cacheable */
+        d->pre[d->n_pre++] = (gram_pre){ge, gs};
+    else
+        gram_state_free(gs);
     int k = tok < 0 ? 0 : res.n_probs < 0 ? 0 : res.n_probs > SMP_MAX_PROBS ? SMP_MAX_PROBS : res.n_probs;
     int probs = tok >= 0 && p.n_probs > 0, miro = tok >= 0 && p.mirostat;
     pm_sampled_row out = {.sess = sess, .step = step};
@@ -475,6 +513,7 @@ static void on_sample(sampler_daemon *d, const uint8_t *rid, size_t rl, const pr
     }
     net_send(d->sock, rid, rl, proto_data(&w), proto_size(&w));
     proto_writer_free(&w);
+    prefetch_run(d);
 }
 
 static void serve_one(sampler_daemon *d)
