@@ -65,6 +65,11 @@ typedef struct {
     const char *const *stops;
     int                n_stops;
     const char        *grammar;         /* GBNF text constraining the output, or NULL */
+    const char *const *tools;           /* a chat's tool objects, JSON text each (n_tools) */
+    int                n_tools;
+    const char *const *tcalls;          /* message index, id, name, arguments: 4 strings per
+                                         * call or tool result (proto_fields.h) (n_tcalls) */
+    int                n_tcalls;
 } lc_gen;
 
 /* Begins w as the GENERATE of g under request id id: a fresh one (rs NULL) or a resume

@@ -95,6 +95,9 @@
     X(GRAMMAR, "grammar", STR)       /* GBNF text constraining the generated text */    \
     X(GST, "gst", BIN)               /* the grammar matcher's state (gram.h wire form) */ \
     X(GTOKS, "gtoks", INTS)          /* tokens generated so far: rebuild the state */   \
+    /* tools (function calling, tokenizerd/chat.h) */                                   \
+    X(TOOLS, "tools", STRS)          /* OpenAI tool objects, one JSON text each */      \
+    X(TCALLS, "tcalls", STRS)        /* message index, id, name, arguments: 4 each */   \
     /* the front door's record inside fb (front_req.c)   */                             \
     X(NP, "np", I64)                 /* prompt tokens */                                \
     X(IE, "ie", BOOL)                /* ignore_eos */

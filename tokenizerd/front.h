@@ -43,6 +43,8 @@
 
 #define FRONT_MAX_WORKERS 64
 #define FRONT_MAX_STOPS   8
+#define FRONT_MAX_MSGS    256  /* chat messages of a GENERATE */
+#define FRONT_MAX_TOOLS   128  /* tool definitions of a GENERATE */
 #define FRONT_CLIENT_TIMEOUT_MS 6000  /* a streaming client that stops pinging is gone */
 #define FRONT_HELD_SILENT_MS    20000 /* a chat held between turns whose client stopped
                                        * pinging this long is freed (llmc chat pings) */
