@@ -84,10 +84,10 @@ static void indent_to(sbuf *b, int indent, int depth)
 
 /* The JSON value s (checked) as Python's json.dumps writes it: ", " and ": ", or with
  * indent a newline and indent spaces per level; strings as they are. */
-static void put_json(sbuf *b, const char *s, int indent)
+static void put_json_n(sbuf *b, const char *s, const char *end, int indent)
 {
     int depth = 0;
-    for (const char *p = skip_ws(s); *p; p++) {
+    for (const char *p = skip_ws(s); p < end; p++) {
         const char *q;
         switch (*p) {
         case '"':
@@ -126,6 +126,8 @@ static void put_json(sbuf *b, const char *s, int indent)
         }
     }
 }
+
+static void put_json(sbuf *b, const char *s, int indent) { put_json_n(b, s, s + strlen(s), indent); }
 
 static void put_json_content(sbuf *b, const char *s, int indent)
 {
@@ -330,7 +332,7 @@ static void mistral_tools(const chat_tools *tl, const char *sp, sbuf *b)
                 if (*v == '"')
                     put(b, "\""), put_unescaped(b, v), put(b, "\"");
                 else
-                    put_json(b, v, 0);
+                    put_json_n(b, v, ve, 0);
                 first = false;
             }
             p = skip_ws(ve);
