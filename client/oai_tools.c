@@ -355,16 +355,26 @@ static void new_id(oait_family f, char *id)
     o[n] = 0;
 }
 
-/* A call object ({"name", "arguments" or "parameters"}) to the sink; -1 if it is not one. */
-static int emit_call(oait_parser *p, const json_t *c, const oait_sink *s)
+/* The arguments of a call object ({"name", "arguments" or "parameters"}: an object or
+ * a JSON object's text), a reference for the caller; NULL if c is not a call. */
+static json_t *call_args(const json_t *c)
 {
     const json_t *name = json_object_get(c, "name"), *args = json_object_get(c, "arguments");
     if (!args) args = json_object_get(c, "parameters");
     json_t *a = json_is_string(args) ? json_loads(json_string_value(args), 0, NULL) : json_incref((json_t *)args);
     if (!json_is_object(c) || !json_is_string(name) || !json_is_object(a)) {
         json_decref(a);
-        return -1;
+        return NULL;
     }
+    return a;
+}
+
+/* A call object to the sink; -1 if it is not one. */
+static int emit_call(oait_parser *p, const json_t *c, const oait_sink *s)
+{
+    const json_t *name = json_object_get(c, "name");
+    json_t *a = call_args(c);
+    if (!a) return -1;
     char *text = json_dumps(a, JSON_COMPACT), id[40];
     json_decref(a);
     if (!text) return -1;
@@ -413,6 +423,12 @@ static long next_calls(oait_parser *p, const char *b, size_t n, const oait_sink 
     } else if (!json_is_array(v) || json_array_size(v) == 0) {
         rc = -1;
     } else {
+        rc = 0;
+        for (size_t k = 0; rc == 0 && k < json_array_size(v); k++) { /* all good, or none is sent */
+            json_t *a = call_args(json_array_get(v, k));
+            rc = a ? 0 : -1;
+            json_decref(a);
+        }
         for (size_t k = 0; rc == 0 && k < json_array_size(v); k++) rc = emit_call(p, json_array_get(v, k), s);
     }
     json_decref(v);
@@ -439,6 +455,7 @@ static void content(oait_parser *p, size_t upto, const oait_sink *s)
 static int find_call(oait_parser *p, const oait_sink *s, int final)
 {
     if (p->fam == OAIT_LLAMA3) { /* a call is the whole answer: it starts with '{' */
+        if (p->never) content(p, p->len, s);
         if (p->never || p->n_calls) return p->n_calls > 0 && !p->never;
         size_t i = skip_ws(p->buf, p->sent, p->len);
         if (i == p->len) {
