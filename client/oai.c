@@ -606,6 +606,27 @@ static void stream_call(void *cls, int index, const oait_call *c)
     sse_append(&o->ev, &o->ev_len, call_chunk(o, call_json(index, c, 0)));
 }
 
+static void stream_head(void *cls, int index, const char *id, const char *name)
+{
+    oai_out *o = cls;
+    oait_call c = {id, name, ""};
+    sse_append(&o->ev, &o->ev_len, call_chunk(o, call_json(index, &c, 1)));
+}
+
+static void stream_args(void *cls, int index, const char *text, size_t n)
+{
+    oai_out *o = cls;
+    json_t *a = json_pack("{s:i,s:{s:o}}", "index", index, "function", "arguments", jstr(text, n));
+    sse_append(&o->ev, &o->ev_len, call_chunk(o, a));
+}
+
+static const oait_sink *stream_sink(oai_out *o, oait_sink *s)
+{
+    *s = (oait_sink){.content = stream_content, .call = stream_call, .head = stream_head, .args = stream_args,
+                     .cls = o};
+    return s;
+}
+
 static char *take_events(oai_out *o, size_t *len)
 {
     char *s = o->ev;
@@ -620,8 +641,8 @@ char *oai_chunk(oai_out *o, const char *text, size_t n, const oai_token *toks, i
     char *s = NULL;
     *len = 0;
     if (o->tools) { /* held back while it may be a call; log-probs are not reported */
-        oait_sink sink = {stream_content, stream_call, o};
-        oait_feed(&o->tp, text, n, &sink);
+        oait_sink sink;
+        oait_feed(&o->tp, text, n, stream_sink(o, &sink));
         return take_events(o, len);
     }
     sse_append(&s, len, chunk_obj(o, text, n, toks, n_toks, NULL, 0));
@@ -649,8 +670,8 @@ char *oai_chunk_end(oai_out *o, const char *reason, uint64_t n_prompt, uint64_t 
     *len = 0;
     const char *fin = oai_finish_reason(reason);
     if (o->tools) {
-        oait_sink sink = {stream_content, stream_call, o};
-        oait_finish(&o->tp, &sink);
+        oait_sink sink;
+        oait_finish(&o->tp, stream_sink(o, &sink));
         s = take_events(o, len);
         if (o->tp.n_calls > 0) fin = "tool_calls";
     }
@@ -730,7 +751,7 @@ static json_t *message(oai_out *o, const char **fin)
     whole w = {NULL, 0, json_array()};
     oait_parser p;
     oait_parser_init(&p, o->family);
-    oait_sink sink = {whole_content, whole_call, &w};
+    oait_sink sink = {.content = whole_content, .call = whole_call, .cls = &w};
     oait_feed(&p, o->text ? o->text : "", o->len, &sink);
     oait_finish(&p, &sink);
     oait_parser_free(&p);

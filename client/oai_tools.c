@@ -369,13 +369,80 @@ static json_t *call_args(const json_t *c)
     return a;
 }
 
-/* A call object to the sink; -1 if it is not one. */
-static int emit_call(oait_parser *p, const json_t *c, const oait_sink *s)
+/* Bytes past the end of the JSON object b[0..] ('{' first), scanning b[sc->pos..n) on
+ * from where the last call stopped; 0 while it goes on past n. */
+static size_t object_end(oait_scan *sc, const char *b, size_t n)
+{
+    for (; sc->pos < n; sc->pos++) {
+        char c = b[sc->pos];
+        if (sc->esc) sc->esc = 0;
+        else if (sc->in_str) sc->esc = c == '\\', sc->in_str = c != '"';
+        else if (c == '"') sc->in_str = 1;
+        else if (c == '{' || c == '[') sc->depth++;
+        else if ((c == '}' || c == ']') && --sc->depth == 0) return ++sc->pos;
+    }
+    return 0;
+}
+
+/* Literal lit after whitespace at b[*i..n): 1 (and *i past it), 0 if b ends inside it, -1. */
+static int lit(const char *b, size_t n, size_t *i, const char *lit)
+{
+    size_t j = skip_ws(b, *i, n), l = strlen(lit), m = n - j < l ? n - j : l;
+    if (strncmp(b + j, lit, m) != 0) return -1;
+    if (m < l) return 0;
+    *i = j + l;
+    return 1;
+}
+
+/* The head of a call object, {"name": "NAME", "arguments" (or "parameters"): {, at
+ * b[0..n): 1 with name (65 bytes) and *args the offset of the arguments' '{'; 0 while b
+ * may still become one; -1 when it is not one. */
+static int call_head(const char *b, size_t n, char *name, size_t *args)
+{
+    size_t i = 0, k = 0, i0, i1;
+    int r;
+    if ((r = lit(b, n, &i, "{")) <= 0 || (r = lit(b, n, &i, "\"name\"")) <= 0 || (r = lit(b, n, &i, ":")) <= 0 ||
+        (r = lit(b, n, &i, "\"")) <= 0)
+        return r;
+    for (; i < n && b[i] != '"'; i++) {
+        if (k == 64 || !strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.", b[i])) return -1;
+        name[k++] = b[i];
+    }
+    if (i == n) return 0;
+    name[k] = 0;
+    i++;
+    if (k == 0 || (r = lit(b, n, &i, ",")) <= 0) return k ? r : -1;
+    i0 = i1 = i;
+    int r0 = lit(b, n, &i0, "\"arguments\""), r1 = lit(b, n, &i1, "\"parameters\"");
+    if (r0 < 1 && r1 < 1) return r0 == 0 || r1 == 0 ? 0 : -1;
+    i = r0 == 1 ? i0 : i1;
+    if ((r = lit(b, n, &i, ":")) <= 0 || (r = lit(b, n, &i, "{")) <= 0) return r;
+    *args = i - 1;
+    return 1;
+}
+
+/* The arguments' text as generated in the call object obj[0..n), malloc'd; NULL when the
+ * call is not written {"name", "arguments": {...}}. */
+static char *raw_args(const char *obj, size_t n)
+{
+    char name[65];
+    size_t at, end;
+    oait_scan sc = {0};
+    if (call_head(obj, n, name, &at) != 1 || !(end = object_end(&sc, obj + at, n - at))) return NULL;
+    return strndup(obj + at, end);
+}
+
+/* A call object to the sink (its arguments: raw, their text as generated, or NULL);
+ * -1 if it is not one. */
+static int emit_call(oait_parser *p, const json_t *c, char *raw, const oait_sink *s)
 {
     const json_t *name = json_object_get(c, "name");
     json_t *a = call_args(c);
-    if (!a) return -1;
-    char *text = json_dumps(a, JSON_COMPACT), id[40];
+    if (!a) {
+        free(raw);
+        return -1;
+    }
+    char *text = raw ? raw : json_dumps(a, JSON_COMPACT), id[40];
     json_decref(a);
     if (!text) return -1;
     new_id(p->fam, id);
@@ -397,6 +464,66 @@ static int json_at(const char *b, size_t n, json_t **v, size_t *used)
     return json_error_code(&je) == json_error_premature_end_of_input ? 0 : -1;
 }
 
+#define WHOLE (-2L) /* stream_next: this call is not streamed, parse it whole */
+
+/* The end of a streamed call: after its arguments, '}' and (hermes) </tool_call>. The
+ * bytes of the region it used; 0 for more text. A call whose end is not so (or that is
+ * cut short) stands as sent, and what follows is looked at afresh. */
+static long stream_tail(oait_parser *p, const char *a, size_t an, int final)
+{
+    size_t end = p->args_end, t = skip_ws(a, end, an);
+    int ok = t < an && a[t] == '}', more = t == an && !final;
+    if (ok) {
+        t = skip_ws(a, t + 1, an);
+        if (p->fam == OAIT_HERMES) {
+            size_t m = an - t < 12 ? an - t : 12;
+            ok = strncmp(a + t, "</tool_call>", m) == 0;
+            more = ok && m < 12 && !final;
+            ok = ok && m == 12;
+            t += ok ? 12 : 0;
+        }
+    }
+    if (more) return 0;
+    p->streaming = 0;
+    if (ok) return (long)(p->args_at + t - p->sent);
+    return (long)(final ? p->len - p->sent : p->args_at + end - p->sent); /* cut short: the rest is markup */
+}
+
+/* Streaming (s->head): a hermes or llama3 call sent as it comes; WHOLE when the call at
+ * b[0..n) is not written {"name": ..., "arguments": {, or is cut before it is known. */
+static long stream_next(oait_parser *p, const char *b, size_t n, const oait_sink *s, int final)
+{
+    if (!p->streaming) {
+        size_t i = skip_ws(b, 0, n), ml = strlen(MARK[p->fam]), at;
+        char name[65], id[40];
+        if (p->fam == OAIT_HERMES) {
+            if (n - i < ml || strncmp(b + i, MARK[p->fam], ml) != 0) return WHOLE;
+            i += ml;
+        }
+        int r = call_head(b + i, n - i, name, &at);
+        if (r < 0 || (r == 0 && final)) return WHOLE;
+        if (r == 0) return 0;
+        new_id(p->fam, id);
+        s->head(s->cls, p->n_calls++, id, name);
+        p->streaming = 1;
+        p->args_at = p->sent + i + at;
+        p->args_sent = p->args_end = 0;
+        memset(&p->scan, 0, sizeof p->scan);
+    }
+    const char *a = p->buf + p->args_at;
+    size_t an = p->len - p->args_at, end = p->args_end ? p->args_end : object_end(&p->scan, a, an);
+    size_t upto = end ? end : an;
+    if (upto > p->args_sent) s->args(s->cls, p->n_calls - 1, a + p->args_sent, upto - p->args_sent);
+    p->args_sent = upto;
+    if (!end) {
+        if (!final) return 0;
+        p->streaming = 0;
+        return (long)(p->len - p->sent);
+    }
+    p->args_end = end;
+    return stream_tail(p, a, an, final);
+}
+
 /* The next call(s) of the region at b[0..n): consumed bytes > 0, 0 for more text, -1 if
  * malformed. */
 static long next_calls(oait_parser *p, const char *b, size_t n, const oait_sink *s, int final)
@@ -404,14 +531,17 @@ static long next_calls(oait_parser *p, const char *b, size_t n, const oait_sink 
     const char *mark = MARK[p->fam];
     size_t i = skip_ws(b, 0, n), ml = strlen(mark), used;
     if (i == n) return 0;
+    long st = s->head && p->fam != OAIT_MISTRAL ? stream_next(p, b, n, s, final) : WHOLE;
+    if (st != WHOLE) return st;
     if (n - i < ml) return strncmp(b + i, mark, n - i) == 0 && !final ? 0 : -1;
     if (strncmp(b + i, mark, ml) != 0) return -1;
     json_t *v = NULL;
     if (p->fam == OAIT_HERMES) {
         const char *end = memmem(b + i + ml, n - i - ml, "</tool_call>", 12);
         if (!end) return final ? -1 : 0;
-        v = json_loadb(b + i + ml, (size_t)(end - b - i - ml), 0, NULL);
-        int rc = v ? emit_call(p, v, s) : -1;
+        size_t on = (size_t)(end - b - i - ml);
+        v = json_loadb(b + i + ml, on, 0, NULL);
+        int rc = v ? emit_call(p, v, raw_args(b + i + ml, on), s) : -1;
         json_decref(v);
         return rc == 0 ? (long)(end + 12 - b) : -1;
     }
@@ -419,7 +549,7 @@ static long next_calls(oait_parser *p, const char *b, size_t n, const oait_sink 
     int rc = json_at(b + from, n - from, &v, &used);
     if (rc <= 0) return rc == 0 && !final ? 0 : -1;
     if (p->fam == OAIT_LLAMA3) {
-        rc = emit_call(p, v, s);
+        rc = emit_call(p, v, raw_args(b + from, used), s);
     } else if (!json_is_array(v) || json_array_size(v) == 0) {
         rc = -1;
     } else {
@@ -429,7 +559,7 @@ static long next_calls(oait_parser *p, const char *b, size_t n, const oait_sink 
             rc = a ? 0 : -1;
             json_decref(a);
         }
-        for (size_t k = 0; rc == 0 && k < json_array_size(v); k++) rc = emit_call(p, json_array_get(v, k), s);
+        for (size_t k = 0; rc == 0 && k < json_array_size(v); k++) rc = emit_call(p, json_array_get(v, k), NULL, s);
     }
     json_decref(v);
     return rc == 0 ? (long)(from + used) : -1;

@@ -86,12 +86,26 @@ typedef struct {
     const char *args;  /* the arguments object, compact JSON */
 } oait_call;
 
-/* Where parsed output goes. */
+/* Where parsed output goes. With head and args (streaming), a hermes or llama3 call
+ * whose object begins {"name": ..., "arguments": { is sent as it comes: head once, then
+ * args with each new piece of the arguments' text (a call cut short stays cut short: a
+ * stream cannot take back what it sent); without them, or for a call written another
+ * way, call gives each whole call once it parses (one that does not is content). Either
+ * way a call's arguments are its text as generated when it is an object (so a stream and
+ * a whole answer agree), compact JSON when it came as a string. */
 typedef struct {
     void (*content)(void *cls, const char *text, size_t n);
     void (*call)(void *cls, int index, const oait_call *c);
+    void (*head)(void *cls, int index, const char *id, const char *name);
+    void (*args)(void *cls, int index, const char *text, size_t n);
     void *cls;
 } oait_sink;
+
+/* Where a JSON object ends, scanned piece by piece (strings skipped). */
+typedef struct {
+    size_t pos;
+    int    depth, in_str, esc;
+} oait_scan;
 
 typedef struct {
     oait_family fam;
@@ -102,6 +116,9 @@ typedef struct {
     int         never;    /* llama3: the answer did not start as a call */
     int         n_calls;
     int         oom;
+    int         streaming;  /* a call's head went out; its arguments go on at args_at */
+    size_t      args_at, args_sent, args_end;
+    oait_scan   scan;
 } oait_parser;
 
 void oait_parser_init(oait_parser *p, oait_family fam);

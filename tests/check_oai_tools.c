@@ -36,14 +36,33 @@ static void on_call(void *cls, int index, const oait_call *c)
     g->n_calls++;
 }
 
-/* text through the parser in pieces of step bytes (0: whole). While streaming, no
- * content may hold the marker's start: checked by *leak. */
-static void run(oait_family f, const char *text, size_t step, got *g)
+static void on_head(void *cls, int index, const char *id, const char *name)
+{
+    got *g = cls;
+    ck_assert_int_eq(index, g->n_calls);
+    g->idx[index] = index;
+    strcpy(g->names[index], name);
+    strcpy(g->ids[index], id);
+    g->args[index][0] = 0;
+    g->n_calls++;
+}
+
+static void on_args(void *cls, int index, const char *text, size_t n)
+{
+    got *g = cls;
+    ck_assert_int_eq(index, g->n_calls - 1);
+    strncat(g->args[index], text, n);
+}
+
+/* text through the parser in pieces of step bytes (0: whole); streaming: calls as they
+ * come (head, then argument pieces). */
+static void run_as(oait_family f, const char *text, size_t step, got *g, int streaming)
 {
     memset(g, 0, sizeof *g);
     oait_parser p;
     oait_parser_init(&p, f);
-    oait_sink s = {on_content, on_call, g};
+    oait_sink s = {.content = on_content, .call = on_call, .cls = g};
+    if (streaming) s.head = on_head, s.args = on_args;
     size_t n = strlen(text);
     if (!step) step = n ? n : 1;
     for (size_t i = 0; i < n; i += step) oait_feed(&p, text + i, i + step <= n ? step : n - i, &s);
@@ -51,14 +70,15 @@ static void run(oait_family f, const char *text, size_t step, got *g)
     oait_parser_free(&p);
 }
 
-/* The same result whole and streamed byte by byte, in pieces of 3 and of 7. */
+/* The same result whole and streamed byte by byte, in pieces of 3 and of 7, with whole
+ * calls and with calls sent as they come. */
 static void check(oait_family f, const char *text, const char *content, int n_calls, const char *const *names,
                   const char *const *args)
 {
     static const size_t steps[] = {0, 1, 3, 7};
-    for (size_t k = 0; k < 4; k++) {
+    for (size_t k = 0; k < 8; k++) {
         got g;
-        run(f, text, steps[k], &g);
+        run_as(f, text, steps[k % 4], &g, k >= 4);
         ck_assert_msg(strcmp(g.content, content) == 0, "%s (step %zu): content '%s'", text, steps[k], g.content);
         ck_assert_int_eq(g.n_calls, n_calls);
         for (int i = 0; i < n_calls; i++) {
@@ -76,14 +96,14 @@ static void check(oait_family f, const char *text, const char *content, int n_ca
 START_TEST(test_parse_hermes)
 {
     const char *w[] = {"get_weather", "get_time"};
-    const char *a[] = {"{\"city\":\"Paris\"}", "{}"};
+    const char *a[] = {"{\"city\": \"Paris\"}", "{}"}, *compact[] = {"{\"city\":\"Paris\"}"};
     check(OAIT_HERMES, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
           "", 1, w, a);
     check(OAIT_HERMES, "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
           "</tool_call>\n<tool_call>\n{\"name\":\"get_time\",\"arguments\":{}}\n</tool_call>\n", "Sure.\n", 2, w, a);
     /* arguments as a string holding JSON (as some models write them) */
     check(OAIT_HERMES, "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}"
-          "</tool_call>", "", 1, w, a);
+          "</tool_call>", "", 1, w, compact);
     /* not calls: plain text with '<', a truncated call, malformed JSON, a call of no name */
     check(OAIT_HERMES, "a < b <tool", "a < b <tool", 0, NULL, NULL);
     check(OAIT_HERMES, "x<tool_call>\n{\"name\": \"f\"", "x<tool_call>\n{\"name\": \"f\"", 0, NULL, NULL);
@@ -99,7 +119,7 @@ END_TEST
 START_TEST(test_parse_llama3)
 {
     const char *w[] = {"get_weather"};
-    const char *a[] = {"{\"city\":\"Paris\"}"};
+    const char *a[] = {"{\"city\": \"Paris\"}"};
     check(OAIT_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", 1, w, a);
     check(OAIT_LLAMA3, "\n { \"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"} } ", "", 1, w, a);
     check(OAIT_LLAMA3, "Hello {\"name\": \"x\"}", "Hello {\"name\": \"x\"}", 0, NULL, NULL);
@@ -129,16 +149,37 @@ START_TEST(test_stream_holds_markers)
     memset(&g, 0, sizeof g);
     oait_parser p;
     oait_parser_init(&p, OAIT_HERMES);
-    oait_sink s = {on_content, on_call, &g};
-    oait_feed(&p, "Hi <tool", 8, &s);
+    oait_sink s = {.content = on_content, .call = on_call, .cls = &g};
+    oait_feed(&p, "Hi <tool", strlen("Hi <tool"), &s);
     ck_assert_str_eq(g.content, "Hi ");
-    oait_feed(&p, "_call>\n{\"name\": \"f\", ", 21, &s);
+    oait_feed(&p, "_call>\n{\"name\": \"f\", ", strlen("_call>\n{\"name\": \"f\", "), &s);
     ck_assert_str_eq(g.content, "Hi ");
-    oait_feed(&p, "\"arguments\": {}}\n</tool_call>", 29, &s);
+    oait_feed(&p, "\"arguments\": {}}\n</tool_call>", strlen("\"arguments\": {}}\n</tool_call>"), &s);
     ck_assert_int_eq(g.n_calls, 1);
     oait_finish(&p, &s);
     ck_assert_str_eq(g.content, "Hi ");
     oait_parser_free(&p);
+    /* sent as they come: the head once the name is known, the arguments piece by piece;
+     * a call cut short stays as sent (a whole answer gives it back as content) */
+    memset(&g, 0, sizeof g);
+    oait_parser_init(&p, OAIT_HERMES);
+    s.head = on_head, s.args = on_args;
+    oait_feed(&p, "<tool_call>\n{\"name\": \"f\", \"argu", strlen("<tool_call>\n{\"name\": \"f\", \"argu"), &s);
+    ck_assert_int_eq(g.n_calls, 0);
+    oait_feed(&p, "ments\": {\"a\": \"}", strlen("ments\": {\"a\": \"}"), &s);
+    ck_assert_int_eq(g.n_calls, 1);
+    ck_assert_str_eq(g.names[0], "f");
+    ck_assert_str_eq(g.args[0], "{\"a\": \"}");
+    oait_feed(&p, "{\"}", strlen("{\"}"), &s); /* braces inside a string do not end it */
+    ck_assert_str_eq(g.args[0], "{\"a\": \"}{\"}");
+    oait_finish(&p, &s);
+    ck_assert_str_eq(g.content, "");
+    ck_assert_int_eq(g.n_calls, 1);
+    oait_parser_free(&p);
+    got w;
+    run_as(OAIT_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"}{\"}", 0, &w, 0);
+    ck_assert_int_eq(w.n_calls, 0);
+    ck_assert_str_eq(w.content, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"}{\"}");
 }
 END_TEST
 
@@ -302,7 +343,7 @@ START_TEST(test_answers)
     ck_assert_str_eq(json_string_value(json_object_get(call, "type")), "function");
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(call, "function"), "name")), "get_weather");
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(call, "function"), "arguments")),
-                     "{\"city\":\"Oslo\"}");
+                     "{\"city\": \"Oslo\"}");
     json_decref(j);
     free(body);
     oai_out_free(&o);
@@ -323,11 +364,36 @@ START_TEST(test_answers)
     memcpy(all + n_all, end, len + 1);
     free(end);
     ck_assert_ptr_null(strstr(all, "\"content\""));
-    char *h = strstr(all, "\"tool_calls\":[{\"index\":0,\"id\":\"call_");
-    ck_assert_ptr_nonnull(h);
-    ck_assert_ptr_nonnull(strstr(h, "\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}"));
-    ck_assert_ptr_nonnull(strstr(h, "\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":"
-                                    "\"{\\\"city\\\":\\\"Oslo\\\"}\"}}]"));
+    /* the events: a head (index, id, type, name, arguments ""), then argument pieces */
+    char args[256] = "";
+    int heads = 0, pieces = 0;
+    for (char *l = strstr(all, "data: {"); l; l = strstr(l + 1, "data: {")) {
+        json_t *ev = json_loadb(l + 6, strcspn(l + 6, "\n"), 0, NULL);
+        json_t *d = json_array_get(json_object_get(json_array_get(json_object_get(ev, "choices"), 0), "delta"),
+                                   0);
+        json_t *tc = json_array_get(json_object_get(json_object_get(json_array_get(json_object_get(ev, "choices"),
+                                                                                   0), "delta"), "tool_calls"), 0);
+        (void)d;
+        if (tc) {
+            json_t *f = json_object_get(tc, "function");
+            ck_assert_int_eq(json_integer_value(json_object_get(tc, "index")), 0);
+            if (json_object_get(tc, "id")) {
+                ck_assert_int_eq(pieces, 0);
+                ck_assert(strncmp(json_string_value(json_object_get(tc, "id")), "call_", 5) == 0);
+                ck_assert_str_eq(json_string_value(json_object_get(tc, "type")), "function");
+                ck_assert_str_eq(json_string_value(json_object_get(f, "name")), "get_weather");
+                ck_assert_str_eq(json_string_value(json_object_get(f, "arguments")), "");
+                heads++;
+            } else {
+                strcat(args, json_string_value(json_object_get(f, "arguments")));
+                pieces++;
+            }
+        }
+        json_decref(ev);
+    }
+    ck_assert_int_eq(heads, 1);
+    ck_assert_int_gt(pieces, 1);
+    ck_assert_str_eq(args, "{\"city\": \"Oslo\"}");
     ck_assert_ptr_nonnull(strstr(all, "\"finish_reason\":\"tool_calls\""));
     free(all);
     oai_out_free(&o);

@@ -61,7 +61,7 @@ async function required() {
   const r = await ask({ tool_choice: { type: 'function', function: { name: 'get_time' } }, seed: 4 });
   const calls = r.choices[0].message.tool_calls;
   must(calls.length === 1 && calls[0].function.name === 'get_time', `named: ${JSON.stringify(calls)}`);
-  say(`ok named get_time: ${calls[0].function.arguments}`);
+  say(`ok named get_time: ${JSON.stringify(JSON.parse(calls[0].function.arguments))}`);
 }
 
 async function parallel() {
