@@ -608,6 +608,7 @@ static int find_call(oait_parser *p, const oait_sink *s, int final)
 
 static void step(oait_parser *p, const oait_sink *s, int final)
 {
+    if (!p->buf) return; /* no text at all */
     while (p->sent < p->len || final) {
         if (!p->in_call && !(p->in_call = find_call(p, s, final))) return;
         long used = next_calls(p, p->buf + p->sent, p->len - p->sent, s, final);
