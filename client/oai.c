@@ -756,7 +756,7 @@ static json_t *message(oai_out *o, const char **fin)
     oait_finish(&p, &sink);
     oait_parser_free(&p);
     size_t ws = 0;
-    while (ws < w.len && strchr(" \t\r\n", w.text[ws])) ws++;
+    while (ws < w.len && w.text[ws] && strchr(" \t\r\n", w.text[ws])) ws++;
     json_t *content = json_array_size(w.calls) && ws == w.len ? json_null() : jstr(w.text, w.len);
     json_t *m = json_pack("{s:s,s:o}", "role", "assistant", "content", content);
     if (json_array_size(w.calls)) {

@@ -336,7 +336,7 @@ void oait_parser_free(oait_parser *p)
 
 static size_t skip_ws(const char *s, size_t i, size_t n)
 {
-    while (i < n && strchr(" \t\r\n", s[i])) i++;
+    while (i < n && s[i] && strchr(" \t\r\n", s[i])) i++;
     return i;
 }
 
@@ -362,7 +362,7 @@ static json_t *call_args(const json_t *c)
     const json_t *name = json_object_get(c, "name"), *args = json_object_get(c, "arguments");
     if (!args) args = json_object_get(c, "parameters");
     json_t *a = json_is_string(args) ? json_loads(json_string_value(args), 0, NULL) : json_incref((json_t *)args);
-    if (!json_is_object(c) || !json_is_string(name) || !json_is_object(a)) {
+    if (!json_is_object(c) || !json_is_string(name) || !name_ok(json_string_value(name)) || !json_is_object(a)) {
         json_decref(a);
         return NULL;
     }
@@ -394,7 +394,7 @@ static int lit(const char *b, size_t n, size_t *i, const char *lit)
     return 1;
 }
 
-/* The head of a call object, {"name": "NAME", "arguments" (or "parameters"): {, at
+/* The head of a call object, {"name": "NAME" (as name_ok), "arguments" (or "parameters"): {, at
  * b[0..n): 1 with name (65 bytes) and *args the offset of the arguments' '{'; 0 while b
  * may still become one; -1 when it is not one. */
 static int call_head(const char *b, size_t n, char *name, size_t *args)
@@ -405,7 +405,8 @@ static int call_head(const char *b, size_t n, char *name, size_t *args)
         (r = lit(b, n, &i, "\"")) <= 0)
         return r;
     for (; i < n && b[i] != '"'; i++) {
-        if (k == 64 || !strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.", b[i])) return -1;
+        if (k == 64 || !b[i] || !strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", b[i]))
+            return -1;
         name[k++] = b[i];
     }
     if (i == n) return 0;

@@ -22,12 +22,46 @@ static const char *skip_ws(const char *p)
     return p;
 }
 
-/* After the string that starts at p (a '"'); NULL if it does not end. */
+/* The code point of the 4 hex digits at p, or -1. */
+static long hex4(const char *p)
+{
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* After the string that starts at p (a '"'); NULL if it does not end or holds a bad
+ * escape: one JSON does not allow, \u0000, or a surrogate that is not in a pair (what
+ * jansson refuses too, so the gateway never sends them). */
 static const char *str_end(const char *p)
 {
-    for (p++; *p && *p != '"'; p++)
-        if (*p == '\\' && !*++p)
+    for (p++; *p && *p != '"'; p++) {
+        if ((unsigned char)*p < 0x20)
             return NULL;
+        if (*p != '\\')
+            continue;
+        p++;
+        if (!*p || !strchr("\"\\/bfnrtu", *p))
+            return NULL;
+        if (*p != 'u')
+            continue;
+        long cp = hex4(p + 1);
+        p += 4;
+        if (cp <= 0 || (cp >= 0xDC00 && cp < 0xE000))
+            return NULL;
+        if (cp >= 0xD800 && cp < 0xDC00) {
+            long lo = p[1] == '\\' && p[2] == 'u' ? hex4(p + 3) : -1;
+            if (lo < 0xDC00 || lo >= 0xE000)
+                return NULL;
+            p += 6;
+        }
+    }
     return *p ? p + 1 : NULL;
 }
 
@@ -158,15 +192,14 @@ static void put_unescaped(sbuf *b, const char *p)
         }
         char c = *++p;
         const char *map = strchr("b\bf\fn\nr\rt\t", c);
-        if (c == 'u' && e - p > 4) {
-            unsigned cp = (unsigned)strtoul((char[]){p[1], p[2], p[3], p[4], 0}, NULL, 16);
+        if (c == 'u') { /* checked by str_end: not 0, surrogates in pairs */
+            long cp = hex4(p + 1);
             p += 4;
-            if (cp >= 0xD800 && cp < 0xDC00 && e - p > 6 && p[1] == '\\' && p[2] == 'u') {
-                unsigned lo = (unsigned)strtoul((char[]){p[3], p[4], p[5], p[6], 0}, NULL, 16);
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            if (cp >= 0xD800 && cp < 0xDC00) {
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (hex4(p + 3) - 0xDC00);
                 p += 6;
             }
-            put_utf8(b, cp);
+            put_utf8(b, (unsigned)cp);
         } else {
             put_n(b, map && c ? map + 1 : p, 1);
         }
