@@ -180,8 +180,8 @@ static void tools_seeds(void)
         "\x01\x05{\"name\": \"get_time\", \"parameters\": {\"tz\": \"UTC\"}}",
         "\x81\x02 {\"name\": \"f\", \"parameters\": {}}",
         "\x02\x07[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}, {\"name\": \"g\", \"arguments\": \"{}\"}]",
-        "\x00\x04{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d \\\"q\\\" \\u00e9\","
-        "\"parameters\":{\"type\":\"object\",\"properties\":{}}}}",
+        ("\x00\x04{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d \\\"q\\\" \\u00e9\","
+         "\"parameters\":{\"type\":\"object\",\"properties\":{}}}}"),
     };
     for (size_t i = 0; i < sizeof s / sizeof *s; i++)
         put("tools", s[i], strlen(s[i] + 2) + 2);
