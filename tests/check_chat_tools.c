@@ -1,7 +1,8 @@
 /* Tests for tokenizerd/chat_tools.c: tools, tool calls and tool results rendered as
  * each family's Jinja template writes them. The expected texts are written out by hand
  * from the templates (Qwen3's in ../shared/reference/tokenizer/ggml-vocab-qwen2.gguf,
- * Meta's Llama 3.1, Mistral's Nemo and v0.3). Suite "chat_tools". */
+ * Meta's Llama 3.1, Mistral's Nemo and v0.3), and checked once against Python's jinja2
+ * rendering those templates (tojson as transformers defines it). Suite "chat_tools". */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,29 @@ START_TEST(test_mistral)
     ck_assert_str_eq(out, "[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": "
                           "\"Say \"hi\" \xc3\xa9\", \"parameters\": {}}}][/AVAILABLE_TOOLS][INST]Be brief.\n\n"
                           "Weather in Paris?[/INST]");
+    free(out);
+    /* v0.3 puts the system message with the last user message, Nemo only with a user
+     * message that ends the conversation; parallel calls and their results */
+    static const chat_msg m2[] = {{"system", "Be brief."}, {"user", "Weather?"}, {"assistant", ""}, {"tool", "sunny"},
+                                  {"tool", "1"}, {"assistant", " Sunny. "}, {"user", "Thanks"}};
+    static const chat_call c2[] = {{.msg = 2, .id = "abc123XYZ", .name = "get_weather", .args = "{\"city\":\"Paris\"}"},
+                                   {.msg = 2, .id = "abc123XYW", .name = "t", .args = "{}"},
+                                   {.msg = 3, .id = "abc123XYZ"}, {.msg = 4, .id = "abc123XYW"}};
+    chat_tools x2 = {tools, 1, c2, 4};
+    out = render(CHAT_TMPL_MISTRAL_V3, m2, 7, &x2, true);
+    ck_assert_str_eq(out,
+        "[INST] Weather?[/INST][TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, "
+        "\"id\": \"abc123XYZ\"}, {\"name\": \"t\", \"arguments\": {}, \"id\": \"abc123XYW\"}]</s>[TOOL_RESULTS] "
+        "{\"content\": sunny, \"call_id\": \"abc123XYZ\"}[/TOOL_RESULTS][TOOL_RESULTS] {\"content\": 1, \"call_id\": "
+        "\"abc123XYW\"}[/TOOL_RESULTS] Sunny.</s>[AVAILABLE_TOOLS] [" TOOL_PY "][/AVAILABLE_TOOLS][INST] Be brief.\n\n"
+        "Thanks[/INST]");
+    free(out);
+    out = render(CHAT_TMPL_MISTRAL_V3_TEKKEN, m2, 6, &x2, true);
+    ck_assert_str_eq(out,
+        "[AVAILABLE_TOOLS][" TOOL_PY "][/AVAILABLE_TOOLS][INST]Weather?[/INST][TOOL_CALLS][{\"name\": \"get_weather\", "
+        "\"arguments\": {\"city\": \"Paris\"}, \"id\": \"abc123XYZ\"}, {\"name\": \"t\", \"arguments\": {}, \"id\": "
+        "\"abc123XYW\"}]</s>[TOOL_RESULTS]{\"content\": sunny, \"call_id\": \"abc123XYZ\"}[/TOOL_RESULTS][TOOL_RESULTS]"
+        "{\"content\": 1, \"call_id\": \"abc123XYW\"}[/TOOL_RESULTS] Sunny. </s>");
     free(out);
     /* ids are 9 characters */
     static const chat_call bad[] = {{.msg = 2, .id = "call_1", .name = "f", .args = "{}"}};

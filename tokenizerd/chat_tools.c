@@ -412,8 +412,9 @@ static bool has_calls(const chat_tools *tl, size_t i)
     return false;
 }
 
-/* Mistral v0.3 (sp " ") and Nemo / tekken (sp ""): tools before the last user message,
- * the system message only with a last user message, as their templates do. */
+/* Mistral v0.3 (sp " ") and Nemo / tekken (sp ""): tools before the last user message;
+ * the system message goes with the last user message (v0.3) or only with a user message
+ * that is the last message (Nemo), as their templates do. */
 static int render_mistral_tools(chat_tmpl t, const chat_msg *m, size_t n, const chat_tools *tl, sbuf *b,
                                 char *err, size_t errlen)
 {
@@ -427,7 +428,7 @@ static int render_mistral_tools(chat_tmpl t, const chat_msg *m, size_t n, const 
             if (tl->n_tools && i == last_user)
                 mistral_tools(tl, sp, b);
             put(b, "[INST]"), put(b, sp);
-            if (i + 1 == n && i0)
+            if (i0 && (*sp ? i == last_user : i + 1 == n)) /* v0.3: the last user message; Nemo: the last message */
                 put_content(b, m[0].content), put(b, "\n\n");
             put_content(b, m[i].content), put(b, "[/INST]");
         } else if (has_calls(tl, i)) {
