@@ -106,7 +106,7 @@ START_TEST(test_mistral)
     free(out);
     out = render(CHAT_TMPL_MISTRAL_V3, conv, 4, &tl, true);
     ck_assert_str_eq(out,
-        "[AVAILABLE_TOOLS] [" TOOL_PY "][/AVAILABLE_TOOLS][INST] Weather in Paris?[/INST]"
+        "[AVAILABLE_TOOLS] [" TOOL_PY "][/AVAILABLE_TOOLS][INST] Be brief.\n\nWeather in Paris?[/INST]"
         "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abc123XYZ\"}]</s>"
         "[TOOL_RESULTS] {\"content\": {\"temp\":20}, \"call_id\": \"abc123XYZ\"}[/TOOL_RESULTS]");
     free(out);
