@@ -158,12 +158,16 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS) $(GW_LDLIBS)
 
-# The HTTP gateway's end-to-end test drives it with the official openai npm package,
-# installed from the npm registry into the build directory (never committed).
+# The HTTP gateway's end-to-end test drives it with the official openai npm package and
+# validates structured output with ajv (a JSON Schema validator), both installed from the
+# npm registry into the build directory (never committed).
 OPENAI_NPM := openai@6.49.0
+AJV_NPM := ajv@8.20.0 ajv-formats@3.0.1
 $(BUILD)/node/node_modules/openai/package.json:
 	@mkdir -p $(BUILD)/node
-	cd $(BUILD)/node && npm install --no-audit --no-fund --loglevel=error --prefix . $(OPENAI_NPM)
+	cd $(BUILD)/node && npm install --no-audit --no-fund --loglevel=error --prefix . $(OPENAI_NPM) $(AJV_NPM)
+$(BUILD)/node/node_modules/ajv/package.json: $(BUILD)/node/node_modules/openai/package.json
+	@[ -f $@ ] && [ -f $(BUILD)/node/node_modules/ajv-formats/package.json ] || (cd $(BUILD)/node && npm install --no-audit --no-fund --loglevel=error --prefix . $(OPENAI_NPM) $(AJV_NPM))
 
 # Tests find the binaries and the shared data through the environment.
 TEST_ENV = CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} LLM_BIN=$(abspath $(BUILD)/bin) LLM_SHARED=$(abspath $(SHARED)) LLM_BUILD=$(abspath $(BUILD))
@@ -226,7 +230,7 @@ check-layers: $(FRONT_OBJ)
 	done; \
 	[ $$bad = 0 ] && echo "check-layers: the front door calls only down its layers ($(FRONT_LAYERS))" || { echo "check-layers: FAILED (tokenizerd/front.h, the layers)"; exit 1; }
 
-e2e: $(BUILD)/node/node_modules/openai/package.json
+e2e: $(BUILD)/node/node_modules/openai/package.json $(BUILD)/node/node_modules/ajv/package.json
 	@set -e; for t in $(sort $(wildcard tests/e2e/*.sh)); do \
 	  echo "== $$t"; $(TEST_ENV) bash $$t; done
 

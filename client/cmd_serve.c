@@ -9,7 +9,9 @@
  *        -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":32,"stream":true}'
  *
  * Endpoints: POST /v1/chat/completions, POST /v1/completions (also without /v1),
- * GET /v1/models, GET /health, GET /metrics, OPTIONS (CORS preflight). With API keys,
+ * POST /v1/embeddings (and llama-server's /embedding, client/oai_embed.h), POST
+ * /tokenize and /detokenize (llama-server's, client/gw_tok.h), GET /v1/models,
+ * GET /health, GET /metrics, OPTIONS (CORS preflight). With API keys,
  * every endpoint but /health needs "Authorization: Bearer KEY".
  *
  * HTTP is libmicrohttpd with an internal thread pool (--threads) on epoll; a request
@@ -40,6 +42,7 @@
 #include "gw_job.h"
 #include "gw_keys.h"
 #include "gw_metrics.h"
+#include "gw_tok.h"
 #include "log.h"
 #include "net.h"
 #include "oai.h"
@@ -52,6 +55,7 @@ typedef struct {
     size_t      max_body;
     gwk_set     keys;
     int         n_argv_keys;     /* of them given with --api-key, visible in ps */
+    int         pooling;         /* --pooling: embeddings' default (PROTO_POOL_*) */
     unsigned    max_conns;       /* open HTTP connections, all clients together */
     unsigned    max_conns_per_ip;
     int         request_timeout; /* seconds for a client to send a whole request */
@@ -79,6 +83,7 @@ typedef struct {
     size_t len, cap;
     gwj   *job;
     int64_t t0_us;
+    bool   llama_emb;      /* /embedding (llama-server's shape), not /v1/embeddings */
 } http_req;
 
 static volatile sig_atomic_t stop_flag = 0;
@@ -131,24 +136,32 @@ static void model_id(char *out, size_t cap, const gwb_status *s)
     snprintf(out, cap, "%s", basename(tmp));
 }
 
-/* Token texts for top_logprobs alternatives (the front door sends only ids for those):
- * the vocabulary of --model, else of the file or segment the front door reports. */
-static int vocab_text(void *cls, int32_t id, char *buf, size_t cap)
+/* The vocabulary of --model, else of the file or segment the front door reports: for
+ * top_logprobs texts (the front door sends only ids for those), /tokenize and
+ * /detokenize. Called with vocab_mu held; NULL when there is none. */
+static tok_vocab *vocab_locked(void)
 {
-    (void)cls;
-    pthread_mutex_lock(&G.vocab_mu);
-    if (!G.vocab && !G.vocab_tried) {
+    gwb_status s;
+    gwb_status_get(G.bridge, &s);
+    const char *file = G.o.model_file ? G.o.model_file : s.model[0] == '/' ? s.model : NULL;
+    if (!G.vocab && !G.vocab_tried && (file || s.segment[0])) { /* else: the front door has not answered yet */
         G.vocab_tried = 1;
-        gwb_status s;
-        gwb_status_get(G.bridge, &s);
         char err[256] = "";
         tok_source src;
-        const char *file = G.o.model_file ? G.o.model_file : s.model[0] == '/' ? s.model : NULL;
         tok_source_open(&src, file, s.segment[0] ? s.segment : NULL, err, sizeof err);
         G.vocab = src.g ? tok_vocab_load(src.g, err, sizeof err) : NULL;
         if (!G.vocab) log_warn("no vocabulary for top_logprobs token texts (%s); they show as <id N>", err);
         tok_source_close(&src);
     }
+    return G.vocab;
+}
+
+/* Token texts for top_logprobs alternatives. */
+static int vocab_text(void *cls, int32_t id, char *buf, size_t cap)
+{
+    (void)cls;
+    pthread_mutex_lock(&G.vocab_mu);
+    vocab_locked();
     int n = G.vocab ? tok_piece(G.vocab, id, true, buf, cap) : -1;
     pthread_mutex_unlock(&G.vocab_mu);
     return n;
@@ -214,6 +227,42 @@ static enum MHD_Result get_metrics(struct MHD_Connection *c, http_req *x)
     return queue(c, x, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, 0);
 }
 
+/* /tokenize and /detokenize, on the gateway's copy of the vocabulary. */
+static enum MHD_Result tokenize(struct MHD_Connection *c, http_req *x)
+{
+    pthread_mutex_lock(&G.vocab_mu);
+    tok_vocab *v = vocab_locked();
+    int status = 503;
+    char *body = !v ? NULL : x->ep == GWM_EP_TOKENIZE ? gwt_tokenize(v, x->body, x->len, &status)
+                                                     : gwt_detokenize(v, x->body, x->len, &status);
+    pthread_mutex_unlock(&G.vocab_mu);
+    if (!v) return error_reply(c, x, 503, "the gateway has no vocabulary (give llmc serve --model FILE)", NULL,
+                               errcode_name(ERR_UNAVAILABLE));
+    if (!body) return error_reply(c, x, 500, "gateway out of memory", NULL, errcode_name(ERR_INTERNAL));
+    return queue(c, x, status, "application/json", body, strlen(body), 0);
+}
+
+/* /v1/embeddings (and llama-server's /embedding): one front door request per input. */
+static enum MHD_Result start_embeddings(struct MHD_Connection *c, http_req *x)
+{
+    oai_emb_req er;
+    oai_err e;
+    if (oai_emb_parse(&er, x->llama_emb ? OAI_EMB_LLAMA : OAI_EMB_OPENAI, x->body, x->len, G.o.pooling, &e) != 0)
+        return error_reply(c, x, 400, e.msg, e.param, errcode_name(ERR_INVALID));
+    gwb_status s;
+    gwb_status_get(G.bridge, &s);
+    char id[256];
+    model_id(id, sizeof id, &s);
+    x->job = gwj_new_embed(&er, gwb_new_id(G.bridge), id, &G.metrics, x->t0_us);
+    if (!x->job) {
+        oai_emb_free(&er);
+        return error_reply(c, x, 500, "gateway out of memory", NULL, errcode_name(ERR_INTERNAL));
+    }
+    gwj_attach(x->job, c);
+    gwj_submit(x->job, G.bridge);
+    return MHD_YES;
+}
+
 /* Parses the body and hands the request to the bridge; the answer comes later. */
 static enum MHD_Result start_generation(struct MHD_Connection *c, http_req *x)
 {
@@ -242,10 +291,7 @@ static enum MHD_Result start_generation(struct MHD_Connection *c, http_req *x)
         return error_reply(c, x, 413, "the request is too large for the front door", NULL, errcode_name(ERR_INVALID));
     }
     proto_writer_free(&w);
-    lc_gen g;
-    gwj_gen(x->job, &g);
-    gwj_ref(x->job); /* the bridge's */
-    gwb_submit(G.bridge, x->job, x->job->id, x->job->req.kind == OAI_CHAT, &g);
+    gwj_submit(x->job, G.bridge);
     return MHD_YES;
 }
 
@@ -284,6 +330,10 @@ static gwm_ep route(const char *url)
     if (!strcmp(url, "/v1/models") || !strcmp(url, "/models")) return GWM_EP_MODELS;
     if (!strcmp(url, "/health") || !strcmp(url, "/v1/health")) return GWM_EP_HEALTH;
     if (!strcmp(url, "/metrics")) return GWM_EP_METRICS;
+    if (!strcmp(url, "/tokenize")) return GWM_EP_TOKENIZE;
+    if (!strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings") || !strcmp(url, "/embedding"))
+        return GWM_EP_EMBEDDINGS;
+    if (!strcmp(url, "/detokenize")) return GWM_EP_DETOKENIZE;
     return GWM_EP_OTHER;
 }
 
@@ -296,7 +346,8 @@ static void too_big(http_req *x)
 /* Decides from the request line and headers alone: route, method, key, declared size. */
 static void check_headers(struct MHD_Connection *c, http_req *x, const char *url, const char *method)
 {
-    int post = x->ep == GWM_EP_CHAT || x->ep == GWM_EP_COMPLETIONS;
+    int post = x->ep == GWM_EP_CHAT || x->ep == GWM_EP_COMPLETIONS || x->ep == GWM_EP_TOKENIZE ||
+               x->ep == GWM_EP_DETOKENIZE || x->ep == GWM_EP_EMBEDDINGS;
     const char *want = post ? "POST" : "GET";
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
@@ -338,6 +389,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, const char *url, con
     *con_cls = x;
     x->t0_us = gwj_now_us();
     x->ep = route(url);
+    x->llama_emb = strcmp(url, "/embedding") == 0;
     if (strcmp(method, "OPTIONS") == 0) return MHD_YES;
     check_headers(c, x, url, method);
     if (!x->err_status) return MHD_YES;
@@ -396,9 +448,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case GWM_EP_HEALTH: return get_health(c, x);
     case GWM_EP_MODELS: return get_models(c, x);
     case GWM_EP_METRICS: return get_metrics(c, x);
+    case GWM_EP_TOKENIZE:
+    case GWM_EP_DETOKENIZE: return tokenize(c, x);
     default: break;
     }
-    enum MHD_Result r = start_generation(c, x);
+    enum MHD_Result r = x->ep == GWM_EP_EMBEDDINGS ? start_embeddings(c, x) : start_generation(c, x);
     if (r != MHD_YES || !x->job) return r;
     return gwj_wait(x->job) ? MHD_YES : answer_job(c, x);
 }
@@ -410,7 +464,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     gwc_idle(G.conns, conn_slot(c)); /* the next request on this connection, if any */
     http_req *x = *con_cls;
     if (!x) return;
-    if (x->job && gwj_detach(x->job)) gwb_cancel(G.bridge, x->job->id); /* the client left mid-request */
+    if (x->job && gwj_detach(x->job)) gwj_cancel(x->job, G.bridge); /* the client left mid-request */
     gwj_unref(x->job);
     free(x->body);
     free(x);
@@ -466,8 +520,10 @@ static void usage(FILE *f)
             "  --max-connections-per-ip N\n"
             "                        open HTTP connections from one client address (default 64; 0: no limit)\n"
             "  --request-timeout S   seconds a client has to send a whole request, headers and body (default 60)\n"
+            "  --pooling mean|last   embeddings: how the final hidden states of an input are pooled, unless a\n"
+            "                        request says (\"pooling\"); L2-normalized either way (default mean)\n"
             "  --alias NAME          model id in responses and /v1/models (default: the model file's name)\n"
-            "  --model FILE          vocabulary for top_logprobs token texts (default: what the front door serves) [LLM_MODEL]\n"
+            "  --model FILE          vocabulary for top_logprobs texts and /tokenize (default: what the front door serves) [LLM_MODEL]\n"
             "  -e, --endpoint EP     front door endpoint (default ipc://RUN_DIR/front.sock) [LLM_FRONT]\n"
             "  --run-dir DIR         the pipeline's run directory [LLM_RUN_DIR]\n");
 }
@@ -505,6 +561,12 @@ static int parse_valued(serve_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--max-connections-per-ip")) { if (parse_num(a, v, 0, 65536, &n)) return -1; o->max_conns_per_ip = (unsigned)n; }
     else if (!strcmp(a, "--request-timeout")) { if (parse_num(a, v, 1, 3600, &n)) return -1; o->request_timeout = (int)n; }
     else if (!strcmp(a, "--alias")) o->alias = v;
+    else if (!strcmp(a, "--pooling")) {
+        if (!(o->pooling = oai_emb_pooling(v))) {
+            fprintf(stderr, "error: bad parameter --pooling %s: expected mean or last\n", v);
+            return -1;
+        }
+    }
     else if (!strcmp(a, "--model")) o->model_file = v;
     else if (!strcmp(a, "-e") || !strcmp(a, "--endpoint")) o->endpoint = v;
     else if (!strcmp(a, "--run-dir")) o->run_dir = v;
@@ -527,6 +589,7 @@ static int parse(int argc, char **argv, serve_opts *o)
     o->max_conns = 512;
     o->max_conns_per_ip = 64;
     o->request_timeout = 60;
+    o->pooling = PROTO_POOL_MEAN;
     o->model_file = getenv("LLM_MODEL");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -146,6 +146,8 @@ void lc_generate_msg(proto_writer *w, uint64_t id, const lc_gen *g, const lc_res
         proto_put_bool(w, MF_CHAT, 1);
         proto_put_array_begin(w, MF_MSGS, (uint32_t)g->n_msgs);
         for (int i = 0; i < g->n_msgs; i++) proto_pack_str(&w->pk, g->msgs[i]);
+    } else if (g->toks) {
+        proto_put_ints(w, MF_TOKS, g->toks, (size_t)g->n_toks);
     } else {
         proto_put_str(w, MF_PROMPT, g->prompt);
     }
@@ -174,6 +176,7 @@ void lc_generate_msg(proto_writer *w, uint64_t id, const lc_gen *g, const lc_res
         for (int i = 0; i < g->n_stops; i++) proto_pack_str(&w->pk, g->stops[i]);
     }
     if (g->grammar) proto_put_str(w, MF_GRAMMAR, g->grammar);
+    if (g->embed) proto_put_u64(w, MF_EMBED, (uint64_t)g->embed);
     if (g->n_tools) {
         proto_put_array_begin(w, MF_TOOLS, (uint32_t)g->n_tools);
         for (int i = 0; i < g->n_tools; i++) proto_pack_str(&w->pk, g->tools[i]);

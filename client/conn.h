@@ -65,6 +65,9 @@ typedef struct {
     const char *const *stops;
     int                n_stops;
     const char        *grammar;         /* GBNF text constraining the output, or NULL */
+    int                embed;           /* an embedding of prompt (PROTO_POOL_*), 0: none */
+    const int32_t     *toks;            /* a prompt of token ids instead of text (n_toks) */
+    int                n_toks;
     const char *const *tools;           /* a chat's tool objects, JSON text each (n_tools) */
     int                n_tools;
     const char *const *tcalls;          /* message index, id, name, arguments: 4 strings per

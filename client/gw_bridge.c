@@ -271,7 +271,8 @@ static void on_reply(gwb *b, int i, const proto_msg *m)
     int sent = e->st.resumes + e->st.resends;
     lc_event ev = lc_stream_on_msg(&e->st, m, net_now_ms());
     flush(b, i, sent);
-    if (ev == LC_EV_ACCEPTED || ev == LC_EV_PIECE || ev == LC_EV_DONE || ev == LC_EV_ERROR) b->ops.on_msg(e->job, m);
+    if (ev == LC_EV_ACCEPTED || ev == LC_EV_PIECE || ev == LC_EV_DONE || ev == LC_EV_ERROR || ev == LC_EV_EMBEDDING)
+        b->ops.on_msg(e->job, m);
     if (ev == LC_EV_DONE && sent)
         log_info("request %llu: done after %d resumes", (unsigned long long)e->id, sent);
     if (lc_stream_over(&e->st)) close_entry(b, i, 0);

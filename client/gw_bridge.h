@@ -39,7 +39,7 @@
 typedef struct gwb gwb;
 
 typedef struct {
-    /* ACCEPTED, PIECE, DONE or ERROR about job (PONGs are absorbed). After DONE or
+    /* ACCEPTED, PIECE, EMBEDDING, DONE or ERROR about job (PONGs are absorbed). After DONE or
      * ERROR the bridge forgets the job and calls release. */
     void (*on_msg)(void *job, const proto_msg *m);
     /* The bridge gave up on job: HTTP status, error code ("unavailable", ...), message. */

@@ -20,10 +20,24 @@ int64_t gwj_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* A job with n choices (zeroed), or NULL. */
+static gwj *job_alloc(int n)
+{
+    gwj *j = calloc(1, sizeof *j);
+    gwj_choice *ch = j ? calloc((size_t)n, sizeof *ch) : NULL;
+    if (!ch) {
+        free(j);
+        return NULL;
+    }
+    j->ch = ch;
+    j->n_ch = n;
+    return j;
+}
+
 gwj *gwj_new(oai_req *req, gwm_ep ep, uint64_t id, const char *model, oai_text_fn text_fn, void *text_cls,
              gwm *metrics, int64_t t0_us)
 {
-    gwj *j = calloc(1, sizeof *j);
+    gwj *j = job_alloc(req->n_choices > 1 ? req->n_choices : 1);
     if (!j) return NULL;
     pthread_mutex_init(&j->mu, NULL);
     j->refs = 1;
@@ -34,10 +48,55 @@ gwj *gwj_new(oai_req *req, gwm_ep ep, uint64_t id, const char *model, oai_text_f
     j->metrics = metrics;
     j->fd = -1;
     j->t0_us = t0_us;
-    oai_out_init(&j->out, &j->req, model, (long long)time(NULL), id);
-    j->out.text_fn = text_fn;
-    j->out.text_cls = text_cls;
-    if (j->req.echo && !j->req.stream && j->req.prompt) oai_add(&j->out, j->req.prompt, strlen(j->req.prompt), NULL, 0);
+    long long now = (long long)time(NULL);
+    for (int i = 0; i < j->n_ch; i++) {
+        gwj_choice *c = &j->ch[i];
+        c->j = j;
+        c->idx = i;
+        c->id = id;
+        oai_out_init(&c->out, &j->req, model, now, id);
+        c->out.text_fn = text_fn;
+        c->out.text_cls = text_cls;
+        c->out.index = i;
+        if (i) memcpy(c->out.id, j->ch[0].out.id, sizeof c->out.id); /* one response id */
+        if (j->req.echo && !j->req.stream && j->req.prompt) oai_add(&c->out, j->req.prompt, strlen(j->req.prompt), NULL, 0);
+        for (int k = 0; k < j->req.n_params; k++) { /* seed + i: each choice samples its own text */
+            c->pv[k] = j->req.pv[k];
+            if (i && strcmp(j->req.pk[k], "seed") == 0 && strtoll(j->req.pv[k], NULL, 10) >= 0) {
+                snprintf(c->seed, sizeof c->seed, "%u", (uint32_t)(strtoull(j->req.pv[k], NULL, 10) + (unsigned)i));
+                c->pv[k] = c->seed;
+            }
+        }
+    }
+    gwm_streams(metrics, 1);
+    return j;
+}
+
+gwj *gwj_new_embed(oai_emb_req *er, uint64_t id, const char *model, gwm *metrics, int64_t t0_us)
+{
+    gwj *j = job_alloc(er->n_inputs);
+    oai_emb_req *e = j ? malloc(sizeof *e) : NULL;
+    if (!e) {
+        if (j) free(j->ch);
+        free(j);
+        return NULL;
+    }
+    *e = *er;
+    memset(er, 0, sizeof *er);
+    pthread_mutex_init(&j->mu, NULL);
+    j->refs = 1;
+    j->id = id;
+    j->ep = GWM_EP_EMBEDDINGS;
+    j->emb = e;
+    j->metrics = metrics;
+    j->fd = -1;
+    j->t0_us = t0_us;
+    snprintf(j->model, sizeof j->model, "%s", model ? model : "");
+    oai_req none = {.kind = OAI_COMPLETION};
+    for (int i = 0; i < j->n_ch; i++) {
+        j->ch[i] = (gwj_choice){.j = j, .idx = i, .id = id};
+        oai_out_init(&j->ch[i].out, &none, model, 0, id);
+    }
     gwm_streams(metrics, 1);
     return j;
 }
@@ -52,7 +111,13 @@ void gwj_unref(gwj *j)
     if (!j || __atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     if (!j->finished) gwm_streams(j->metrics, -1);
     oai_req_free(&j->req);
-    oai_out_free(&j->out);
+    for (int i = 0; i < j->n_ch; i++) {
+        oai_out_free(&j->ch[i].out);
+        free(j->ch[i].vec);
+    }
+    free(j->ch);
+    if (j->emb) oai_emb_free(j->emb);
+    free(j->emb);
     free(j->body);
     free(j->sse);
     pthread_mutex_destroy(&j->mu);
@@ -70,6 +135,11 @@ void gwj_attach(gwj *j, struct MHD_Connection *c)
 
 void gwj_gen(const gwj *j, lc_gen *g)
 {
+    gwj_gen_choice(j, 0, g);
+}
+
+void gwj_gen_choice(const gwj *j, int i, lc_gen *g)
+{
     const oai_req *r = &j->req;
     *g = (lc_gen){
         .n_predict = r->n_predict,
@@ -77,7 +147,7 @@ void gwj_gen(const gwj *j, lc_gen *g)
         .msgs = r->kind == OAI_CHAT ? (const char *const *)r->msgs : NULL,
         .n_msgs = r->n_msgs,
         .pk = (const char *const *)r->pk,
-        .pv = (const char *const *)r->pv,
+        .pv = i > 0 ? j->ch[i].pv : (const char *const *)r->pv,
         .n_params = r->n_params,
         .stops = (const char *const *)r->stops,
         .n_stops = r->n_stops,
@@ -87,6 +157,13 @@ void gwj_gen(const gwj *j, lc_gen *g)
         .tcalls = (const char *const *)r->tl.tcalls,
         .n_tcalls = r->tl.n_tcalls,
     };
+    if (j->emb) { /* input i, embedded */
+        g->n_predict = 1;
+        g->prompt = j->emb->inputs[i];
+        g->toks = j->emb->ids[i];
+        g->n_toks = j->emb->n_ids[i];
+        g->embed = j->emb->pooling;
+    }
 }
 
 void gwj_generate(const gwj *j, uint64_t id, const lc_resume *rs, proto_writer *w)
@@ -94,6 +171,22 @@ void gwj_generate(const gwj *j, uint64_t id, const lc_resume *rs, proto_writer *
     lc_gen g;
     gwj_gen(j, &g);
     lc_generate_msg(w, id, &g, rs);
+}
+
+void gwj_submit(gwj *j, gwb *b)
+{
+    for (int i = 0; i < j->n_ch; i++) {
+        if (i) j->ch[i].id = gwb_new_id(b);
+        lc_gen g;
+        gwj_gen_choice(j, i, &g);
+        gwj_ref(j); /* the bridge's, released with this choice */
+        gwb_submit(b, &j->ch[i], j->ch[i].id, j->req.kind == OAI_CHAT, &g);
+    }
+}
+
+void gwj_cancel(gwj *j, gwb *b)
+{
+    for (int i = 0; i < j->n_ch; i++) gwb_cancel(b, j->ch[i].id);
 }
 
 /* ---- the bridge side (bridge thread, job locked) ---- */
@@ -134,12 +227,14 @@ static void start_stream(gwj *j)
 {
     if (j->phase != GWJ_WAIT) return;
     j->phase = GWJ_STREAM;
-    size_t n;
-    char *s = oai_chunk_role(&j->out, &n);
-    sse_put(j, s, n);
-    if (j->req.echo && j->req.prompt) {
-        s = oai_chunk(&j->out, j->req.prompt, strlen(j->req.prompt), NULL, 0, &n);
+    for (int i = 0; i < j->n_ch; i++) {
+        size_t n;
+        char *s = oai_chunk_role(&j->ch[i].out, &n);
         sse_put(j, s, n);
+        if (j->req.echo && j->req.prompt) {
+            s = oai_chunk(&j->ch[i].out, j->req.prompt, strlen(j->req.prompt), NULL, 0, &n);
+            sse_put(j, s, n);
+        }
     }
 }
 
@@ -178,7 +273,8 @@ static int piece_tokens(const msgpack_object *probs, int max_top, oai_token **to
             const char *ks = key->via.str.ptr;
             size_t kl = key->via.str.size;
             double num = v->type == MSGPACK_OBJECT_FLOAT32 || v->type == MSGPACK_OBJECT_FLOAT64 ? v->via.f64
-                         : v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (double)v->via.i64 : (double)v->via.u64;
+                         : v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (double)v->via.i64
+                         : v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v->via.u64 : 0; /* not the union's other bytes */
             if (kl == 4 && !memcmp(ks, "text", 4)) { t->text = v->via.str.ptr; t->len = v->via.str.size; }
             else if (kl == 7 && !memcmp(ks, "logprob", 7)) t->logprob = num;
             else if (kl == 3 && !memcmp(ks, "top", 3) && max_top) {
@@ -197,21 +293,22 @@ static int piece_tokens(const msgpack_object *probs, int max_top, oai_token **to
     return (int)n;
 }
 
-static void on_piece(gwj *j, const proto_msg *m)
+static void on_piece(gwj_choice *c, const proto_msg *m)
 {
+    gwj *j = c->j;
     pm_piece pc;
     pm_piece_get(m, &pc);
     const char *text = pc.text.p;
     size_t n = pc.text.n;
     uint64_t ntok = pc.ntok;
     int64_t now = gwj_now_us();
-    if (ntok > j->n_seen) {
+    if (ntok > c->n_seen) {
         if (!j->got_first) gwm_ttft(j->metrics, (double)(now - j->t0_us) / 1e6);
-        else gwm_itl(j->metrics, (double)(now - j->t_last_us) / 1e6 / (double)(ntok - j->n_seen),
-                     (int)(ntok - j->n_seen));
+        else gwm_itl(j->metrics, (double)(now - j->t_last_us) / 1e6 / (double)(ntok - c->n_seen),
+                     (int)(ntok - c->n_seen));
         j->got_first = true;
         j->t_last_us = now;
-        j->n_seen = ntok;
+        c->n_seen = ntok;
     }
     oai_token *toks = NULL;
     oai_alt *alts = NULL;
@@ -219,51 +316,123 @@ static void on_piece(gwj *j, const proto_msg *m)
     if (j->req.stream) {
         start_stream(j);
         size_t len;
-        char *s = oai_chunk(&j->out, text, n, toks, nt, &len);
+        char *s = oai_chunk(&c->out, text, n, toks, nt, &len);
         sse_put(j, s, len);
-    } else if (oai_add(&j->out, text, n, toks, nt) != 0) {
+    } else if (oai_add(&c->out, text, n, toks, nt) != 0) {
         fail_job(j, 500, errcode_name(ERR_INTERNAL), "gateway out of memory", 0);
     }
     free(toks);
     free(alts);
 }
 
-static void on_done(gwj *j, const proto_msg *m)
+/* An embeddings job whose inputs all came back: the response, or a 400 when the vectors
+ * do not have the dimensions asked for (the model's n_embd is known only now). */
+static void finish_embed(gwj *j)
 {
-    pm_done d;
-    pm_done_get(m, &d);
-    char reason[32];
-    proto_sv_copy(d.reason, reason, sizeof reason);
-    uint64_t np = d.ntok_prompt, ng = d.ntok;
-    gwm_tokens(j->metrics, np, ng);
+    uint64_t np = 0;
+    float *vecs[OAI_EMB_MAX_INPUTS];
+    for (int i = 0; i < j->n_ch; i++) {
+        np += j->ch[i].n_prompt;
+        vecs[i] = j->ch[i].vec;
+        if (!vecs[i] || j->ch[i].dim != j->ch[0].dim) {
+            fail_job(j, 500, errcode_name(ERR_INTERNAL), "an input's embedding did not come back", 0);
+            return;
+        }
+    }
+    if (j->emb->dimensions && j->emb->dimensions != j->ch[0].dim) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "dimensions: this model's embeddings have %d (shortened ones are not supported)",
+                 j->ch[0].dim);
+        j->phase = GWJ_DONE;
+        j->status = 400;
+        j->body = oai_error_body(400, msg, "dimensions", errcode_name(ERR_INVALID));
+    } else {
+        j->phase = GWJ_DONE;
+        j->status = 200;
+        j->body = oai_emb_response(j->emb, j->model, vecs, j->ch[0].dim, np, &j->body_len);
+        if (!j->body) j->status = 500;
+    }
+    j->body_len = j->body ? strlen(j->body) : 0;
+    set_finished(j);
+}
+
+static void on_embedding(gwj_choice *c, const proto_msg *m)
+{
+    pm_embedding e;
+    pm_embedding_get(m, &e);
+    free(c->vec);
+    c->dim = (int)(e.vec.n / sizeof(float));
+    c->vec = c->dim ? malloc((size_t)c->dim * sizeof *c->vec) : NULL;
+    if (c->vec) memcpy(c->vec, e.vec.p, (size_t)c->dim * sizeof *c->vec); /* little-endian f32, as ours */
+    else c->dim = 0;
+    c->n_prompt = e.ntok;
+}
+
+/* Every choice ended: the usage and [DONE], or the whole response. */
+static void finish_all(gwj *j)
+{
+    if (j->emb) {
+        finish_embed(j);
+        return;
+    }
+    uint64_t np = j->ch[0].n_prompt, ng = 0;
+    const char *reasons[OAI_MAX_N];
+    oai_out outs[OAI_MAX_N];
+    for (int i = 0; i < j->n_ch; i++) {
+        ng += j->ch[i].n_gen;
+        reasons[i] = j->ch[i].reason;
+        outs[i] = j->ch[i].out;
+    }
     size_t len;
     if (j->req.stream) {
-        start_stream(j);
-        char *s = oai_chunk_end(&j->out, reason, np, ng, &len);
+        char *s = oai_chunk_tail(&j->ch[0].out, np, ng, &len);
         sse_put(j, s, len);
     } else {
         j->phase = GWJ_DONE;
         j->status = 200;
-        j->body = oai_response(&j->out, reason, np, ng, &len);
+        j->body = oai_response_n(outs, j->n_ch, reasons, np, ng, &len);
         j->body_len = len;
         if (!j->body) j->status = 500;
     }
-    log_debug("request %llu: done (%s), %llu prompt + %llu generated tokens", (unsigned long long)j->id, reason,
-              (unsigned long long)np, (unsigned long long)ng);
+    log_debug("request %llu: done (%s), %llu prompt + %llu generated tokens in %d choice(s)", (unsigned long long)j->id,
+              reasons[0], (unsigned long long)np, (unsigned long long)ng, j->n_ch);
     set_finished(j);
+}
+
+static void on_done(gwj_choice *c, const proto_msg *m)
+{
+    gwj *j = c->j;
+    pm_done d;
+    pm_done_get(m, &d);
+    if (c->done) return;
+    c->done = true;
+    proto_sv_copy(d.reason, c->reason, sizeof c->reason);
+    c->n_prompt = d.ntok_prompt;
+    c->n_gen = j->emb ? 0 : d.ntok; /* an embedding generates nothing */
+    gwm_tokens(j->metrics, c->idx == 0 || j->emb ? d.ntok_prompt : 0, c->n_gen);
+    if (j->req.stream) {
+        start_stream(j);
+        size_t len;
+        char *s = oai_chunk_finish(&c->out, c->reason, &len);
+        sse_put(j, s, len);
+    }
+    if (++j->n_done == j->n_ch) finish_all(j);
 }
 
 static void on_msg(void *job, const proto_msg *m)
 {
-    gwj *j = job;
+    gwj_choice *c = job;
+    gwj *j = c->j;
     pthread_mutex_lock(&j->mu);
     if (!j->finished) {
         if (m->type == PT_ACCEPTED) {
             j->accepted = true;
         } else if (m->type == PT_PIECE) {
-            on_piece(j, m);
+            on_piece(c, m);
+        } else if (m->type == PT_EMBEDDING) {
+            on_embedding(c, m);
         } else if (m->type == PT_DONE) {
-            on_done(j, m);
+            on_done(c, m);
         } else if (m->type == PT_ERROR) {
             pm_error e;
             pm_error_get(m, &e);
@@ -280,18 +449,24 @@ static void on_msg(void *job, const proto_msg *m)
 
 static void on_fail(void *job, int status, const char *code, const char *msg)
 {
-    gwj *j = job;
+    gwj *j = ((gwj_choice *)job)->j;
     pthread_mutex_lock(&j->mu);
     fail_job(j, status, code, msg, 0);
     wake_http(j);
     pthread_mutex_unlock(&j->mu);
 }
 
-/* A suspended connection is not watched by libmicrohttpd: peek at its socket. */
+/* A suspended connection is not watched by libmicrohttpd: peek at its socket. A choice
+ * of a job that ended without it (another choice failed) is gone too. */
 static int gone(void *job)
 {
-    gwj *j = job;
+    gwj_choice *ch = job;
+    gwj *j = ch->j;
     pthread_mutex_lock(&j->mu);
+    if (j->finished && !ch->done) {
+        pthread_mutex_unlock(&j->mu);
+        return 1;
+    }
     if (!j->cancelled && j->suspended && j->fd >= 0) {
         char c;
         ssize_t r = recv(j->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -308,7 +483,7 @@ static int gone(void *job)
 
 static void release(void *job)
 {
-    gwj_unref(job);
+    gwj_unref(((gwj_choice *)job)->j);
 }
 
 const gwb_ops gwj_ops = {on_msg, on_fail, gone, release};

@@ -12,7 +12,8 @@ static const double ITL_LE[GWM_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.0
 static const char *const EP_NAMES[GWM_EP_COUNT] = {
     [GWM_EP_CHAT] = "/v1/chat/completions", [GWM_EP_COMPLETIONS] = "/v1/completions",
     [GWM_EP_MODELS] = "/v1/models", [GWM_EP_HEALTH] = "/health", [GWM_EP_METRICS] = "/metrics",
-    [GWM_EP_OTHER] = "other"};
+    [GWM_EP_OTHER] = "other", [GWM_EP_TOKENIZE] = "/tokenize", [GWM_EP_DETOKENIZE] = "/detokenize",
+    [GWM_EP_EMBEDDINGS] = "/v1/embeddings"};
 
 const char *gwm_ep_name(gwm_ep ep)
 {

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 typedef enum { GWM_EP_CHAT, GWM_EP_COMPLETIONS, GWM_EP_MODELS, GWM_EP_HEALTH, GWM_EP_METRICS, GWM_EP_OTHER,
-               GWM_EP_COUNT } gwm_ep;
+               GWM_EP_TOKENIZE, GWM_EP_DETOKENIZE, GWM_EP_EMBEDDINGS, GWM_EP_COUNT } gwm_ep;
 
 #define GWM_BUCKETS  14  /* finite bucket bounds per histogram (+Inf is implied) */
 #define GWM_MAX_ROWS 64  /* distinct (endpoint, status) pairs counted */

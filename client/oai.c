@@ -322,7 +322,11 @@ static int parse_key(oai_req *r, smp_params *chk, const char *key, json_t *v, oa
         r->top_logprobs = (int)x;
         return 0;
     }
-    if (strcmp(key, "n") == 0) return parse_int(v, key, 1, 1, &x, e) ? bad(e, key, "n: only 1 choice per request is supported") : 0;
+    if (strcmp(key, "n") == 0) {
+        if (parse_int(v, key, 1, OAI_MAX_N, &x, e) != 0) return -1;
+        r->n_choices = (int)x;
+        return 0;
+    }
     if (strcmp(key, "best_of") == 0) return parse_int(v, key, 1, 1, &x, e) ? bad(e, key, "best_of: only 1 is supported") : 0;
     if (strcmp(key, "suffix") == 0)
         return json_is_string(v) && json_string_length(v) == 0 ? 0 : bad(e, key, "suffix is not supported");
@@ -537,9 +541,9 @@ static json_t *chunk_obj(oai_out *o, const char *text, size_t n, const oai_token
     if (o->kind == OAI_CHAT) {
         json_t *delta = role ? json_pack("{s:s,s:s}", "role", "assistant", "content", "")
                         : finish && !n ? json_object() : json_pack("{s:o}", "content", jstr(text, n));
-        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "delta", delta, "logprobs", lp, "finish_reason", fin);
+        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", o->index, "delta", delta, "logprobs", lp, "finish_reason", fin);
     } else {
-        choice = json_pack("{s:o,s:i,s:o,s:o}", "text", jstr(text, n), "index", 0, "logprobs", lp, "finish_reason", fin);
+        choice = json_pack("{s:o,s:i,s:o,s:o}", "text", jstr(text, n), "index", o->index, "logprobs", lp, "finish_reason", fin);
     }
     json_t *c = head(o, o->kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion", choice);
     if (o->include_usage) json_object_set_new(c, "usage", json_null());
@@ -584,7 +588,7 @@ static json_t *call_json(int index, const oait_call *c, int head_part)
 
 static json_t *call_chunk(oai_out *o, json_t *call)
 {
-    json_t *choice = json_pack("{s:i,s:{s:[o]},s:n,s:n}", "index", 0, "delta", "tool_calls", call, "logprobs",
+    json_t *choice = json_pack("{s:i,s:{s:[o]},s:n,s:n}", "index", o->index, "delta", "tool_calls", call, "logprobs",
                                "finish_reason");
     json_t *c = head(o, "chat.completion.chunk", choice);
     if (o->include_usage) json_object_set_new(c, "usage", json_null());
@@ -666,6 +670,18 @@ static char *append_done(char *s, size_t *len)
 
 char *oai_chunk_end(oai_out *o, const char *reason, uint64_t n_prompt, uint64_t n_gen, size_t *len)
 {
+    size_t a, b;
+    char *s = oai_chunk_finish(o, reason, &a), *t = oai_chunk_tail(o, n_prompt, n_gen, &b);
+    char *x = s && t ? realloc(s, a + b + 1) : NULL;
+    if (x) memcpy(x + a, t, b + 1);
+    else free(s);
+    free(t);
+    *len = x ? a + b : 0;
+    return x;
+}
+
+char *oai_chunk_finish(oai_out *o, const char *reason, size_t *len)
+{
     char *s = NULL;
     *len = 0;
     const char *fin = oai_finish_reason(reason);
@@ -676,6 +692,13 @@ char *oai_chunk_end(oai_out *o, const char *reason, uint64_t n_prompt, uint64_t 
         if (o->tp.n_calls > 0) fin = "tool_calls";
     }
     sse_append(&s, len, chunk_obj(o, "", 0, NULL, 0, fin, 0));
+    return s;
+}
+
+char *oai_chunk_tail(oai_out *o, uint64_t n_prompt, uint64_t n_gen, size_t *len)
+{
+    char *s = NULL;
+    *len = 0;
     if (o->include_usage) {
         json_t *u = json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", o->id, "object",
                               o->kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion", "created",
@@ -769,19 +792,28 @@ static json_t *message(oai_out *o, const char **fin)
     return m;
 }
 
-char *oai_response(oai_out *o, const char *reason, uint64_t n_prompt, uint64_t n_gen, size_t *len)
+/* One choice of a whole response (a chat's message with its tool calls, if any). */
+static json_t *choice_json(oai_out *o, const char *reason)
 {
     json_t *lp = !o->logprobs ? json_null() : o->lp ? json_incref((json_t *)o->lp) : new_logprobs(o->kind);
     const char *finish = oai_finish_reason(reason);
-    json_t *choice;
     if (o->kind == OAI_CHAT) {
         json_t *m = message(o, &finish);
-        choice = json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "message", m, "logprobs", lp, "finish_reason", finish);
-    } else {
-        json_t *text = jstr(o->text, o->len), *fin = json_string(finish);
-        choice = json_pack("{s:o,s:i,s:o,s:o}", "text", text, "index", 0, "logprobs", lp, "finish_reason", fin);
+        return json_pack("{s:i,s:o,s:o,s:s}", "index", o->index, "message", m, "logprobs", lp, "finish_reason", finish);
     }
-    json_t *r = head(o, o->kind == OAI_CHAT ? "chat.completion" : "text_completion", choice);
+    return json_pack("{s:o,s:i,s:o,s:s}", "text", jstr(o->text, o->len), "index", o->index, "logprobs", lp,
+                     "finish_reason", finish);
+}
+
+char *oai_response(oai_out *o, const char *reason, uint64_t n_prompt, uint64_t n_gen, size_t *len)
+{
+    return oai_response_n(o, 1, &reason, n_prompt, n_gen, len);
+}
+
+char *oai_response_n(oai_out *outs, int n, const char *const *reasons, uint64_t n_prompt, uint64_t n_gen, size_t *len)
+{
+    json_t *r = head(&outs[0], outs[0].kind == OAI_CHAT ? "chat.completion" : "text_completion", choice_json(&outs[0], reasons[0]));
+    for (int i = 1; i < n; i++) json_array_append_new(json_object_get(r, "choices"), choice_json(&outs[i], reasons[i]));
     json_object_set_new(r, "usage", usage(n_prompt, n_gen));
     char *s = json_dumps(r, JSON_COMPACT);
     json_decref(r);
@@ -791,7 +823,10 @@ char *oai_response(oai_out *o, const char *reason, uint64_t n_prompt, uint64_t n
 
 const char *oai_finish_reason(const char *reason)
 {
-    return reason && (strcmp(reason, "length") == 0 || strcmp(reason, "context") == 0) ? "length" : "stop";
+    if (reason && (strcmp(reason, "length") == 0 || strcmp(reason, "context") == 0)) return "length";
+    /* the grammar could not be completed with the model's vocabulary: the text is cut */
+    if (reason && strcmp(reason, "grammar_dead_end") == 0) return "grammar_dead_end";
+    return "stop"; /* EOS, a stop string, a complete grammar ("grammar") */
 }
 
 int oai_error_status(const char *code, int accepted)

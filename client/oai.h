@@ -35,7 +35,8 @@
  * the grammar. The answer is then parsed for calls: message.tool_calls and
  * finish_reason "tool_calls", streamed as OpenAI streams them (a call's index, id, type
  * and name first, then its arguments).
- * n != 1, best_of > 1, functions, another response_format type and suffix are
+ * n (1 to OAI_MAX_N choices) is n_choices: the gateway runs one session per choice.
+ * best_of > 1, functions, another response_format type and suffix are
  * refused as unsupported; other keys (user, metadata, ...) are ignored as llama-server
  * does.
  *
@@ -54,6 +55,7 @@
 #define OAI_MAX_PARAMS 48
 #define OAI_MAX_MSGS   256  /* chat messages (the front door's limit) */
 #define OAI_MAX_TOP    20   /* top_logprobs per token (OpenAI's limit) */
+#define OAI_MAX_N      8    /* choices per request (n), each a session of its own */
 
 typedef enum { OAI_COMPLETION, OAI_CHAT, OAI_KIND_COUNT } oai_kind;
 
@@ -73,6 +75,7 @@ typedef struct {
     int      top_logprobs;            /* alternatives per token, [0, OAI_MAX_TOP] */
     int      greedy;                  /* temperature <= 0 (for the logs) */
     char    *grammar;                 /* GBNF constraining the output (compiled), or NULL */
+    int      n_choices;               /* n: choices, [1, OAI_MAX_N]; 0 when not given (1) */
     oait_req tl;                      /* tools, tool_choice and the history's calls */
     oait_family family;               /* the call syntax (oai_tools_prepare) */
 } oai_req;
@@ -124,6 +127,7 @@ typedef struct {
     void       *lp;         /* non-streaming: log-probs so far (a json_t *) */
     oai_text_fn text_fn;
     void       *text_cls;
+    int         index;      /* the choice's index (n > 1), 0 by default */
     int         tools;      /* the answer is parsed for tool calls (family) */
     oait_family family;
     oait_parser tp;         /* streaming: the parser over the text so far */
@@ -142,6 +146,10 @@ char *oai_chunk(oai_out *o, const char *text, size_t n, const oai_token *toks, i
 /* Streaming: the chunk with finish_reason (from the front door's DONE reason), the usage
  * chunk when asked for, and "data: [DONE]\n\n". */
 char *oai_chunk_end(oai_out *o, const char *reason, uint64_t n_prompt, uint64_t n_gen, size_t *len);
+/* oai_chunk_end in two parts, for n > 1: the finish chunk of one choice, then (after
+ * every choice finished) the usage chunk when asked for and "data: [DONE]\n\n". */
+char *oai_chunk_finish(oai_out *o, const char *reason, size_t *len);
+char *oai_chunk_tail(oai_out *o, uint64_t n_prompt, uint64_t n_gen, size_t *len);
 /* Streaming: an error after the 200 headers went out: an error event and "data: [DONE]". */
 char *oai_chunk_error(int status, const char *msg, const char *code, size_t *len);
 
@@ -149,6 +157,8 @@ char *oai_chunk_error(int status, const char *msg, const char *code, size_t *len
 int oai_add(oai_out *o, const char *text, size_t n, const oai_token *toks, int n_toks);
 /* Non-streaming: the whole response body. */
 char *oai_response(oai_out *o, const char *reason, uint64_t n_prompt, uint64_t n_gen, size_t *len);
+/* The same with n choices (outs[i].index == i; reasons[i] theirs); n_gen is their sum. */
+char *oai_response_n(oai_out *outs, int n, const char *const *reasons, uint64_t n_prompt, uint64_t n_gen, size_t *len);
 
 /* OpenAI's finish_reason for a front door DONE reason: "length" for length and
  * context, "stop" for eog, stop and anything else. */

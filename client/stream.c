@@ -96,6 +96,8 @@ lc_event lc_stream_on_msg(lc_stream *s, const proto_msg *m, int64_t now_ms)
     }
     case PT_ERROR:
         return on_error(s, m, now_ms);
+    case PT_EMBEDDING:
+        return LC_EV_EMBEDDING;
     default:
         return LC_EV_NONE; /* PONG */
     }

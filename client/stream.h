@@ -55,6 +55,7 @@ typedef enum {
     LC_EV_ERROR,       /* the front door failed the request (the message: msg, code); over */
     LC_EV_NEW_SESSION, /* the chat's session was gone: a new one is asked for (forget the old) */
     LC_EV_TIMEOUT,     /* from a tick: the front door said nothing for too long; over */
+    LC_EV_EMBEDDING,   /* the message: an embedding request's vector (DONE follows) */
     LC_EV_COUNT
 } lc_event;
 

@@ -22,7 +22,8 @@
     X(ERR_UNKNOWN_REQUEST, "unknown_request", 0)    /* PING/CANCEL of a request not held */ \
     X(ERR_UNKNOWN_SESSION, "unknown_session", 0)    /* a session not held, or not yours */  \
     X(ERR_WORKER_FULL, "worker_full", 0)            /* worker -> front door: no free slot */ \
-    X(ERR_INVALID_API_KEY, "invalid_api_key", 401)  /* the gateway's API keys */
+    X(ERR_INVALID_API_KEY, "invalid_api_key", 401)  /* the gateway's API keys */        \
+    X(ERR_GRAMMAR_UNKNOWN, "grammar_unknown", 0)    /* samplerd -> worker: send the text */
 
 typedef enum {
     ERR_NONE = 0, /* no code (a message without one, or one this build does not know) */

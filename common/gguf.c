@@ -27,6 +27,7 @@
 
 #include "log.h"
 #include "errcode.h"
+#include "hash.h"
 
 #define GGUF_MAX_NEST 16        /* arrays of arrays deeper than this are refused */
 #define GGUF_MAX_NAME 4096      /* longest key or tensor name accepted */
@@ -263,12 +264,7 @@ static bool rd_value(rd *r, gguf_vtype type, gguf_value *v, int depth)
     return ok;
 }
 
-static uint64_t hash_name(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
+static uint64_t hash_name(const char *s) { return hash_fnv1a(HASH_FNV_SEED, s, strlen(s)); }
 
 static bool map_init(gguf_map *m, int64_t n)
 {

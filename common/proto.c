@@ -598,6 +598,7 @@ void proto_put_sessrec(proto_writer *w, const proto_sessrec *s)
     if (s->mu_set) proto_put_f64(w, MF_MU, s->mu);
     if (s->idle) proto_put_bool(w, MF_IDLE, 1);
     if (s->grammar) proto_put_strn(w, MF_GRAMMAR, s->grammar, s->grammar_len);
+    if (s->embed) proto_put_u64(w, MF_EMBED, (uint64_t)s->embed);
 }
 
 void proto_get_sessrec(const proto_msg *m, proto_sessrec *s)
@@ -623,6 +624,7 @@ void proto_get_sessrec(const proto_msg *m, proto_sessrec *s)
     s->mu = proto_f64(m, MF_MU, 0);
     s->idle = proto_bool(m, MF_IDLE, 0);
     s->grammar = proto_str(m, MF_GRAMMAR, &s->grammar_len);
+    s->embed = (int)proto_u64(m, MF_EMBED, 0);
 }
 
 /* ---- typed messages ---- */

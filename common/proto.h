@@ -45,8 +45,8 @@
 #include "proto_fields.h"
 #include "proto_msgs.h"
 
-#define PROTO_VERSION 5
-#define PROTO_VERSION_STR "5"
+#define PROTO_VERSION 6
+#define PROTO_VERSION_STR "6"
 #define PROTO_MAX_MSG (4u << 20) /* bytes; ZMQ_MAXMSGSIZE on every socket (net.c) */
 #define PROTO_MAX_GRAMMAR (256u << 10) /* bytes of a GENERATE's grammar: it rides in RUN,
                                         * REPORT and every SAMPLE row of its session */
@@ -72,6 +72,7 @@ typedef enum {
     PT_SAMPLED,      /* S->W  the token (and carried sampler state) */
     PT_PONG,         /* F->C  reply to PT_PING */
     PT_REPORT,       /* W->F  a session the worker holds, for a new front door to adopt */
+    PT_EMBEDDING,    /* W->F, F->C  the pooled, normalized vector of an embedding request */
     PT_TYPE_COUNT
 } proto_type;
 
@@ -258,7 +259,12 @@ typedef struct {
     int            idle;    /* REPORT: the generation stopped on the worker */
     const char    *grammar; /* GBNF text constraining the output (grammar_len bytes), or NULL */
     size_t         grammar_len;
+    int            embed;   /* an embedding (PROTO_POOL_*), 0: a generation */
 } proto_sessrec;
+
+/* GENERATE and RUN "embed": how an embedding request pools the final hidden states
+ * (each normalized by the model's output norm); the vector is L2-normalized. */
+enum { PROTO_POOL_NONE = 0, PROTO_POOL_MEAN = 1, PROTO_POOL_LAST = 2, PROTO_POOL_COUNT };
 
 /* Writes the record's fields into w (begun as PT_RUN or PT_REPORT); the toks of the
  * record are written from s->toks. */

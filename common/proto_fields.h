@@ -95,12 +95,17 @@
     X(GRAMMAR, "grammar", STR)       /* GBNF text constraining the generated text */    \
     X(GST, "gst", BIN)               /* the grammar matcher's state (gram.h wire form) */ \
     X(GTOKS, "gtoks", INTS)          /* tokens generated so far: rebuild the state */   \
-    /* tools (function calling, tokenizerd/chat.h) */                                   \
-    X(TOOLS, "tools", STRS)          /* OpenAI tool objects, one JSON text each */      \
-    X(TCALLS, "tcalls", STRS)        /* message index, id, name, arguments: 4 each */   \
+    X(GHASH, "ghash", U64)           /* gram_text_hash of the grammar (text sent once) */ \
+    X(END, "end", STR)               /* the generation ends here: DONE's reason */      \
     /* the front door's record inside fb (front_req.c)   */                             \
     X(NP, "np", I64)                 /* prompt tokens */                                \
-    X(IE, "ie", BOOL)                /* ignore_eos */
+    X(IE, "ie", BOOL)                /* ignore_eos */                                   \
+    /* embeddings */                                                                    \
+    X(EMBED, "embed", U64)           /* GENERATE, RUN: an embedding, pooled so (proto.h) */ \
+    X(VEC, "vec", BIN)               /* EMBEDDING: the vector, little-endian f32 */     \
+    /* tools (function calling, tokenizerd/chat.h) */                                   \
+    X(TOOLS, "tools", STRS)          /* OpenAI tool objects, one JSON text each */      \
+    X(TCALLS, "tcalls", STRS)        /* message index, id, name, arguments: 4 each */
 
 typedef enum {
 #define PROTO_FIELD_ENUM(id, name, kind) MF_##id,

@@ -22,7 +22,8 @@
 #define PM_GENERATE(R, O, K)                                                             \
     R(N, n) O(PROMPT, prompt) O(MSGS, msgs) O(CHAT, chat) O(SESS, sess) O(KEY, key)      \
     O(PARAMS, params) O(STOP, stop) O(IGNORE_EOS, ignore_eos) O(RESUME, resume)          \
-    O(RBYTES, rbytes) O(GRAMMAR, grammar) O(TOOLS, tools) O(TCALLS, tcalls)
+    O(RBYTES, rbytes) O(GRAMMAR, grammar) O(EMBED, embed) O(TOKS, toks) /* toks: the prompt as token ids */ \
+    O(TOOLS, tools) O(TCALLS, tcalls)
 #define PM_CANCEL(R, O, K) O(SESS, sess) O(KEY, key) /* sess + key: a chat between turns */
 #define PM_PING(R, O, K) O(SESS, sess) O(KEY, key)
 #define PM_STATUS(R, O, K)
@@ -37,8 +38,10 @@
     O(FAILED, failed) O(PID, pid) O(TEMPLATE, template_name) O(NV, nv) O(VID, vid)       \
     O(SWAIT, swait)
 #define PM_PONG(R, O, K)
-/* any -> whoever asked; a worker's about one session carries sess, epoch and full */
-#define PM_ERROR(R, O, K) R(MSG, msg) O(CODE, code) O(RETRY_MS, retry_ms) O(FULL, full) O(SESS, sess) O(EPOCH, epoch)
+/* any -> whoever asked; a worker's about one session carries sess, epoch, and full (its
+ * context is full) or end (the generation ends: DONE's reason, e.g. "grammar") */
+#define PM_ERROR(R, O, K) R(MSG, msg) O(CODE, code) O(RETRY_MS, retry_ms) O(FULL, full) O(SESS, sess) O(EPOCH, epoch) \
+    O(END, end)
 /* worker <-> front door */
 #define PM_WORKER_HB(R, O, K)                                                            \
     R(PID, pid) R(HOST, host) R(SEG, seg) R(ACTIVE, active) R(WID, wid) O(BYE, bye)      \
@@ -50,20 +53,28 @@
 /* RUN and REPORT: one session record (proto_sessrec in proto.h reads and writes it) */
 #define PM_SESSREC(R, O, K)                                                              \
     R(SESS, sess) R(TOKS, toks) R(STEP, step) R(BUDGET, budget) R(SP, sp) R(EPOCH, epoch) \
-    O(EOG, eog) O(MU, mu) O(FB, fb) O(IDLE, idle) O(GRAMMAR, grammar)
+    O(EOG, eog) O(MU, mu) O(FB, fb) O(IDLE, idle) O(GRAMMAR, grammar) O(EMBED, embed)
 #define PM_RUN PM_SESSREC
 #define PM_REPORT PM_SESSREC
 /* worker <-> samplerd: a batch of rows */
 #define PM_SAMPLE(R, O, K) R(SHM, shm) R(NV, nv) K(ROWS, rows, SAMPLE_ROWS) O(EOS, eos) O(SEG, seg)
 #define PM_SAMPLED(R, O, K) K(ROWS, rows, SAMPLED_ROWS)
-/* A row with a grammar carries its matcher's state gst, or (none kept: a new worker, a
- * RUN) gtoks, the tokens generated so far, which samplerd replays from the start. */
+/* A row with a grammar carries its hash ghash, its text only on the session's first row
+ * (or when samplerd answered code grammar_unknown: a restarted or evicted cache), and the
+ * matcher's state gst, or (none kept: a new worker, a RUN) gtoks, the tokens generated so
+ * far, which samplerd replays from the start. A SAMPLED row's end (no token: the grammar
+ * allows none) ends the generation with that reason; the worker passes it on in an ERROR
+ * about the session. */
 #define PM_SAMPLE_ROW(R, O, K)                                                           \
     R(SESS, sess) R(STEP, step) R(SLOT, slot) R(SP, sp) R(HIST, hist) O(MU, mu)          \
-    O(GRAMMAR, grammar) O(GST, gst) O(GTOKS, gtoks)
+    O(GRAMMAR, grammar) O(GST, gst) O(GTOKS, gtoks) O(GHASH, ghash)
 #define PM_SAMPLED_ROW(R, O, K)                                                          \
     R(SESS, sess) R(STEP, step) O(TOK, tok) O(ERR, err) O(MU, mu) O(LOGPROB, logprob) O(TOP, top) \
-    O(GST, gst)
+    O(GST, gst) O(CODE, code) O(END, end)
+
+/* An embedding: worker -> front door (sess, epoch), front door -> client (ntok: the
+ * input's tokens); then the front door sends DONE. */
+#define PM_EMBEDDING(R, O, K) R(VEC, vec) O(SESS, sess) O(EPOCH, epoch) O(NTOK, ntok)
 
 /* The rows of a STATUS_REPLY's workers and queue lists (not checked by proto_decode:
  * a reader takes what is there, with has_<member>) */
@@ -80,7 +91,8 @@
     X(GENERATE, generate) X(CANCEL, cancel) X(PING, ping) X(STATUS, status)              \
     X(ACCEPTED, accepted) X(PIECE, piece) X(DONE, done) X(ERROR, error)                  \
     X(STATUS_REPLY, status_reply) X(WORKER_HB, worker_hb) X(FRONT_HB, front_hb)          \
-    X(STOP, stop) X(TOKEN, token) X(SAMPLE, sample) X(SAMPLED, sampled) X(PONG, pong)
+    X(STOP, stop) X(TOKEN, token) X(SAMPLE, sample) X(SAMPLED, sampled) X(PONG, pong)    \
+    X(EMBEDDING, embedding)
 /* The rows of a batch: maps inside a message, with structs, readers and packers too. */
 #define PROTO_ROWS(X)                                                                    \
     X(SAMPLE_ROW, sample_row) X(SAMPLED_ROW, sampled_row) X(STATUS_WORKER, status_worker)  \

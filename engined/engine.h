@@ -121,6 +121,7 @@ typedef struct {
     eng_session *s;
     int32_t      tok;
     bool         logits;  /* true: this item's logits row is wanted */
+    bool         hidden;  /* true: its final hidden state is wanted (eng_step_hidden) */
 } eng_item;
 
 /* Evaluates n items in one pass over the weights: any mix of several sessions' prefill
@@ -133,6 +134,25 @@ typedef struct {
  * ENG_MAX_STEP items); on error no session moves. */
 #define ENG_MAX_STEP 4096
 int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *err, size_t errlen);
+/* eng_step, and hidden gets one n_embd row per item whose hidden flag is set, in item
+ * order: its final state through the output norm (the vector its logits come from; the
+ * rows eng_embed pools). Batch invariant like the logits. hidden may be NULL when no
+ * item wants one. */
+int eng_step_hidden(eng_model *m, const eng_item *items, int n, float *logits, float *hidden, char *err,
+                    size_t errlen);
+
+/* Embeddings. eng_embed evaluates n tokens into session s (a fresh one: its cache is
+ * scratch, the caller frees it) and writes n_embd floats to out: the final hidden
+ * states, each normalized by the model's output norm, pooled (ENG_POOL_MEAN: their
+ * mean; ENG_POOL_LAST: the last token's) and L2-normalized. 0, or -1 with err.
+ * eng_pool_add and eng_pool_finish are its pure pooling: rows accumulate into acc (E
+ * doubles, zeroed first) n at a time, then out = the pooled vector over n_total rows,
+ * L2-normalized (a zero vector stays zero). */
+enum { ENG_POOL_MEAN = 1, ENG_POOL_LAST = 2 }; /* the wire's PROTO_POOL_* values */
+int eng_embed(eng_model *m, eng_session *s, const int32_t *tokens, int n, int pooling, float *out,
+              char *err, size_t errlen);
+void eng_pool_add(double *acc, const float *rows, int n, int E, int pooling);
+void eng_pool_finish(const double *acc, int n_total, int E, int pooling, float *out);
 
 /* A counter of the forward work done by this handle (one unit per layer of a pass),
  * readable from any thread while another computes: a worker's liveness reports it, so

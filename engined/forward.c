@@ -556,12 +556,29 @@ typedef struct {
 
 int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *err, size_t errlen)
 {
+    return eng_step_hidden(m, items, n, logits, NULL, err, errlen);
+}
+
+/* The final states of the items that want them, through the output norm, into hidden. */
+static void hidden_rows(eng_model *m, const eng_item *items, int n, float *hidden)
+{
+    const mdl_config *c = &m->cfg;
+    int E = c->n_embd, k = 0;
+    for (int i = 0; i < n; i++)
+        if (items[i].hidden)
+            rms_norm(m->x + (size_t)i * E, m->w.output_norm, hidden + (size_t)k++ * E, 1, E, c->rms_eps);
+}
+
+int eng_step_hidden(eng_model *m, const eng_item *items, int n, float *logits, float *hidden, char *err,
+                    size_t errlen)
+{
     if (n <= 0 || n > ENG_MAX_STEP || !items) {
         return errf(err, errlen, "step: invalid batch of %d items (1..%d)", n, ENG_MAX_STEP);
     }
-    eng_session **sess = malloc((size_t)n * sizeof *sess);
-    int *pos = malloc((size_t)n * sizeof *pos), *lrows = malloc((size_t)n * sizeof *lrows);
-    int32_t *tok = malloc((size_t)n * sizeof *tok);
+    /* calloc: gcc cannot tell that the loop below fills them before forward reads them */
+    eng_session **sess = calloc((size_t)n, sizeof *sess);
+    int *pos = calloc((size_t)n, sizeof *pos), *lrows = calloc((size_t)n, sizeof *lrows);
+    int32_t *tok = calloc((size_t)n, sizeof *tok);
     step_sess *ss = malloc((size_t)n * sizeof *ss);
     int rc = -1, nss = 0, nl = 0;
     if (!sess || !pos || !lrows || !tok || !ss) {
@@ -583,6 +600,10 @@ int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *er
                  s->kv.n_ctx);
             goto out;
         }
+        if (items[i].hidden && !hidden) {
+            errf(err, errlen, "step: hidden states are wanted but no buffer was given");
+            goto out;
+        }
         sess[i] = s;
         tok[i] = items[i].tok;
         if (items[i].logits) lrows[nl++] = i;
@@ -592,6 +613,7 @@ int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *er
         goto out;
     }
     rc = forward(m, sess, pos, tok, n, logits, lrows, nl, err, errlen);
+    if (rc == 0 && hidden) hidden_rows(m, items, n, hidden);
     if (rc == 0)
         for (int k = 0; k < nss; k++) ss[k].s->pos += ss[k].count;
 out:
@@ -600,6 +622,62 @@ out:
     free(lrows);
     free(tok);
     free(ss);
+    return rc;
+}
+
+void eng_pool_add(double *acc, const float *rows, int n, int E, int pooling)
+{
+    if (n <= 0) return;
+    if (pooling == ENG_POOL_LAST) {
+        for (int i = 0; i < E; i++) acc[i] = rows[(size_t)(n - 1) * E + i];
+        return;
+    }
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < E; i++) acc[i] += rows[(size_t)r * E + i];
+}
+
+void eng_pool_finish(const double *acc, int n_total, int E, int pooling, float *out)
+{
+    double div = pooling == ENG_POOL_MEAN && n_total > 0 ? n_total : 1, ss = 0;
+    for (int i = 0; i < E; i++) ss += (acc[i] / div) * (acc[i] / div);
+    double scale = ss > 0 ? 1.0 / sqrt(ss) : 0;
+    for (int i = 0; i < E; i++) out[i] = (float)(acc[i] / div * scale);
+}
+
+int eng_embed(eng_model *m, eng_session *s, const int32_t *tokens, int n, int pooling, float *out,
+              char *err, size_t errlen)
+{
+    if (!s || s->model != m || n <= 0 || !tokens || !out)
+        return errf(err, errlen, "embed: invalid session or %d tokens", n);
+    if (pooling != ENG_POOL_MEAN && pooling != ENG_POOL_LAST)
+        return errf(err, errlen, "embed: unknown pooling %d (1: mean, 2: last)", pooling);
+    if (n > s->kv.n_ctx - s->pos)
+        return errf(err, errlen, "embed: %d tokens at position %d exceed the context of %d", n, s->pos, s->kv.n_ctx);
+    const mdl_config *c = &m->cfg;
+    int E = c->n_embd, chunk = n < ENG_MAX_BATCH ? n : ENG_MAX_BATCH, rc = 0;
+    eng_session **sess = malloc((size_t)chunk * sizeof *sess);
+    int *pos = malloc((size_t)chunk * sizeof *pos);
+    double *acc = calloc((size_t)E, sizeof *acc);
+    if (!sess || !pos || !acc) rc = errf(err, errlen, "out of memory");
+    for (int done = 0; done < n && rc == 0; done += chunk) {
+        int k = n - done < chunk ? n - done : chunk;
+        for (int i = 0; i < k; i++) {
+            sess[i] = s;
+            pos[i] = s->pos + i;
+        }
+        rc = forward(m, sess, pos, tokens + done, k, NULL, NULL, 0, err, errlen);
+        if (rc != 0) break;
+        s->pos += k;
+        /* the final states, through the output norm as the logits see them */
+        const float *x = pooling == ENG_POOL_LAST ? m->x + (size_t)(k - 1) * E : m->x;
+        int rows = pooling == ENG_POOL_LAST ? 1 : k;
+        rms_norm(x, m->w.output_norm, m->xn, rows, E, c->rms_eps);
+        eng_pool_add(acc, m->xn, rows, E, pooling);
+    }
+    if (rc == 0) eng_pool_finish(acc, n, E, pooling, out);
+    free(sess);
+    free(pos);
+    free(acc);
     return rc;
 }
 

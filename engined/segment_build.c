@@ -20,16 +20,8 @@
 #include "engine.h"
 #include "log.h"
 #include "errcode.h"
+#include "hash.h"
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
 
 static int64_t now_ns(void)
 {
@@ -68,14 +60,14 @@ int seg_name_for(const char *path, uint32_t precision, char name[SEG_NAME_MAX], 
     snprintf(id->real_path, sizeof id->real_path, "%s", rp);
     id->size = (uint64_t)st.st_size;
     id->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    id->head_hash = fnv1a(0xcbf29ce484222325ull, head, (size_t)got);
+    id->head_hash = hash_fnv1a(HASH_FNV_SEED, head, (size_t)got);
     free(head);
-    uint64_t h = fnv1a(0xcbf29ce484222325ull, rp, strlen(rp));
-    h = fnv1a(h, &id->size, sizeof id->size);
-    h = fnv1a(h, &id->mtime_ns, sizeof id->mtime_ns);
-    h = fnv1a(h, &id->head_hash, sizeof id->head_hash);
+    uint64_t h = hash_fnv1a(HASH_FNV_SEED, rp, strlen(rp));
+    h = hash_fnv1a(h, &id->size, sizeof id->size);
+    h = hash_fnv1a(h, &id->mtime_ns, sizeof id->mtime_ns);
+    h = hash_fnv1a(h, &id->head_hash, sizeof id->head_hash);
     uint32_t lv = SEG_LAYOUT_VERSION;
-    h = fnv1a(h, &lv, sizeof lv);
+    h = hash_fnv1a(h, &lv, sizeof lv);
     snprintf(name, SEG_NAME_MAX, "/llm-%u-%016llx%s", (unsigned)geteuid(), (unsigned long long)h,
              precision == ENG_FLOAT ? "-f32" : precision == ENG_INT8 ? "-q8" : "");
     return 0;

@@ -36,6 +36,7 @@
 #include "daemon.h"
 #include "engine.h"
 #include "errcode.h"
+#include "hash.h"
 #include "log.h"
 #include "logits_shm.h"
 #include "net.h"
@@ -77,12 +78,18 @@ typedef struct {
     uint8_t     *gst;      /* (gst_len) the grammar matcher's state after the tokens so far
                             * (samplerd's last answer); gst_len 0: none, samplerd replays */
     size_t       gst_len;
+    uint64_t     ghash;    /* gram_text_hash of grammar: rows carry it; the text goes... */
+    int64_t      gtext_step; /* ...only in the row of this step (-1: not yet sent; samplerd
+                            * caches it by hash and asks again with grammar_unknown) */
     int32_t      eog[PROTO_MAX_EOG];
     int          n_eog;
     int          n_hist;   /* history tokens samplerd needs (penalties, DRY) */
     uint64_t     req;      /* id of the sample batch this session's row went in */
     int64_t      sent_ms;
     int64_t      wait_since; /* when its current step's row was first sent to samplerd */
+    int          embed;    /* an embedding session (its pooling, ENG_POOL_*): prefill only,
+                            * then PT_EMBEDDING and the session is dropped; 0: generation */
+    double      *eacc;     /* (n_embd) its hidden states pooled so far */
 } wsess;
 
 typedef struct {
@@ -107,6 +114,9 @@ typedef struct {
     int64_t     sampler_timeout_ms; /* a sample row unanswered this long fails its session
                                      * (LLM_SAMPLER_TIMEOUT_MS, default 20 s) */
     int64_t     retry_log_ms;
+    int         n_items_cap; /* items' capacity */
+    float      *hidden;    /* (n_items_cap, n_embd) a step's hidden rows, and */
+    wsess     **hrow;      /* (n_items_cap) their sessions; made by the first embedding */
 } worker;
 
 void engd_opts_default(engd_opts *o)
@@ -173,6 +183,7 @@ static void sess_drop(wsess *s)
     free(s->gst);
     s->gst = NULL;
     s->gst_len = 0;
+    s->embed = 0;
     if (s->es) eng_session_reset(s->es);
 }
 
@@ -230,8 +241,11 @@ static void sbatch_add(worker *w, sbatch *b, wsess *s)
                        .sp = {(const char *)s->sp, s->sp_len}, .hist = {s->toks + s->n_toks - nh, (uint32_t)nh, NULL},
                        .mu = s->mu, .has_mu = s->mu_set};
     if (s->grammar) { /* its state, or the tokens generated so far for samplerd to replay */
+        r.ghash = s->ghash;
+        r.has_ghash = 1;
         r.grammar = (proto_sv){s->grammar, s->grammar_len};
-        r.has_grammar = 1;
+        r.has_grammar = s->gtext_step < 0 || s->gtext_step == (int64_t)s->step; /* first, or asked */
+        if (r.has_grammar) s->gtext_step = s->step;
         r.gst = (proto_sv){(const char *)s->gst, s->gst_len};
         r.has_gst = s->gst_len > 0;
         r.gtoks = (proto_iv){s->toks + s->n_toks - s->step, s->step, NULL};
@@ -258,6 +272,33 @@ static void on_sampled_row(worker *w, uint64_t id, const pm_sampled_row *row)
     wsess *s = sess_find(w, row->sess);
     if (!s || s->state != WS_WAIT || s->req != id || row->step != s->step)
         return; /* a stale or duplicate answer */
+    char code[32];
+    if (!row->has_tok && row->has_code && s->grammar &&
+        errcode_from_name(proto_sv_copy(row->code, code, sizeof code)) == ERR_GRAMMAR_UNKNOWN) {
+        if (s->gtext_step == (int64_t)s->step) { /* the text went with this very row */
+            send_sess_error(w, s->sess, s->epoch, "samplerd asked for a grammar it was sent");
+            s->state = WS_IDLE;
+            return;
+        }
+        s->gtext_step = -1; /* a restarted samplerd, or its cache evicted it: the row again, with the text */
+        sbatch b;
+        sbatch_begin(w, &b);
+        sbatch_add(w, &b, s);
+        sbatch_flush(w, &b);
+        return;
+    }
+    if (!row->has_tok && row->has_end) { /* the grammar allows no token: the generation ends */
+        char end[32];
+        proto_sv_copy(row->end, end, sizeof end);
+        pm_error e = {.msg = proto_sv_of("the grammar allows no further token"), .sess = s->sess, .has_sess = 1,
+                      .epoch = s->epoch, .has_epoch = 1, .end = proto_sv_of(end), .has_end = 1};
+        proto_writer pw;
+        proto_begin(&pw, PT_ERROR, 0);
+        pm_error_put(&pw, &e);
+        send_front(w, &pw);
+        s->state = WS_IDLE;
+        return;
+    }
     if (row->has_err || !row->has_tok) {
         char msg[200];
         proto_sv_copy(row->err, msg, sizeof msg);
@@ -380,6 +421,49 @@ static void send_report(worker *w, const wsess *s)
     send_front(w, &pw);
 }
 
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "EMBEDDING vec is little-endian f32 as in memory");
+
+/* ---- embeddings: prefill-only sessions pooled step by step ----------------------- */
+
+/* Checks an embedding session's pooling and makes the step's hidden-row buffers (once). */
+static int embed_ready(worker *w, int pool, char *err, size_t cap)
+{
+    if (pool != ENG_POOL_MEAN && pool != ENG_POOL_LAST) return errf(err, cap, "embed: unknown pooling %d", pool);
+    if (w->hidden) return 0;
+    w->hidden = malloc((size_t)w->n_items_cap * (size_t)eng_config_of(w->m)->n_embd * sizeof *w->hidden);
+    w->hrow = malloc((size_t)w->n_items_cap * sizeof *w->hrow);
+    if (w->hidden && w->hrow) return 0;
+    free(w->hidden);
+    free(w->hrow);
+    w->hidden = NULL;
+    w->hrow = NULL;
+    return errf(err, cap, "worker out of memory for hidden states");
+}
+
+/* Pools a step's nh hidden rows (w->hrow: whose, in item order) into their sessions; a
+ * session whose input is all in sends its vector (little-endian f32, as in memory) and is
+ * dropped: no KV is kept. */
+static void embed_rows(worker *w, int nh)
+{
+    int E = eng_config_of(w->m)->n_embd;
+    for (int k0 = 0, k = 0; k0 < nh; k0 = k) {
+        wsess *s = w->hrow[k0];
+        while (k < nh && w->hrow[k] == s) k++; /* a session's rows are contiguous in a step */
+        eng_pool_add(s->eacc, w->hidden + (size_t)k0 * E, k - k0, E, s->embed);
+        if (eng_session_pos(s->es) < s->n_toks) continue;
+        float *v = w->hidden + (size_t)k0 * E; /* pooled already: the row is free */
+        eng_pool_finish(s->eacc, s->n_toks, E, s->embed, v);
+        pm_embedding e = {.vec = {(const char *)v, (size_t)E * sizeof *v}, .sess = s->sess, .has_sess = 1,
+                          .epoch = s->epoch, .has_epoch = 1};
+        proto_writer pw;
+        proto_begin(&pw, PT_EMBEDDING, 0);
+        pm_embedding_put(&pw, &e);
+        send_front(w, &pw);
+        log_debug("session %llu: embedding of %d tokens", (unsigned long long)s->sess, s->n_toks);
+        sess_drop(s);
+    }
+}
+
 /* PT_RUN: (re)start a session from the front door's tokens. */
 static void on_run(worker *w, const proto_msg *pm)
 {
@@ -407,6 +491,10 @@ static void on_run(worker *w, const proto_msg *pm)
             return;
         }
     }
+    if (rec.embed && embed_ready(w, rec.embed, err, sizeof err) != 0) {
+        send_sess_error(w, sess, epoch, err);
+        return;
+    }
     wsess *s = sess_find(w, sess);
     for (int i = 0; i < w->n_s && !s; i++)
         if (w->s[i].state == WS_FREE) s = &w->s[i];
@@ -425,9 +513,9 @@ static void on_run(worker *w, const proto_msg *pm)
         s->cap_toks = w->n_ctx + 1;
     }
     /* keep the cached prefix that matches; at least one token must be evaluated */
-    int pos = s->state == WS_FREE ? 0 : eng_session_pos(s->es), keep = 0;
+    int pos = s->state == WS_FREE || rec.embed ? 0 : eng_session_pos(s->es), keep = 0; /* embed: every row */
     while (keep < pos && keep < (int)n && s->toks[keep] == (int32_t)toks->via.array.ptr[keep].via.u64) keep++;
-    if (keep >= (int)n) keep = (int)n - 1;
+    if (keep >= (int)n) keep = rec.embed ? 0 : (int)n - 1;
     eng_session_truncate(s->es, keep);
     for (uint32_t i = 0; i < n; i++) s->toks[i] = (int32_t)toks->via.array.ptr[i].via.u64;
     s->n_toks = (int)n;
@@ -449,9 +537,11 @@ static void on_run(worker *w, const proto_msg *pm)
     s->grammar = NULL;
     s->grammar_len = 0;
     s->gst_len = 0;
+    s->gtext_step = -1;
     if (rec.grammar && (s->grammar = malloc(rec.grammar_len + 1))) {
         memcpy(s->grammar, rec.grammar, rec.grammar_len);
         s->grammar_len = rec.grammar_len;
+        s->ghash = hash_fnv1a(HASH_FNV_SEED, rec.grammar, rec.grammar_len); /* = gram_text_hash */
     } else if (rec.grammar) {
         send_sess_error(w, sess, epoch, "worker out of memory");
         s->state = WS_IDLE;
@@ -463,7 +553,15 @@ static void on_run(worker *w, const proto_msg *pm)
     s->mu = rec.mu;
     memcpy(s->eog, rec.eog, sizeof s->eog);
     s->n_eog = rec.n_eog;
-    s->state = s->budget ? WS_READY : WS_IDLE;
+    s->embed = rec.embed;
+    size_t E = (size_t)eng_config_of(w->m)->n_embd;
+    if (s->embed && !s->eacc && !(s->eacc = malloc(E * sizeof *s->eacc))) {
+        send_sess_error(w, sess, epoch, "worker out of memory");
+        sess_drop(s);
+        return;
+    }
+    if (s->embed) memset(s->eacc, 0, E * sizeof *s->eacc);
+    s->state = s->budget || s->embed ? WS_READY : WS_IDLE;
     log_debug("session %llu: run %u tokens (cached %d), step %u, budget %llu", (unsigned long long)sess, n, keep,
               s->step, (unsigned long long)s->budget);
 }
@@ -482,6 +580,10 @@ static void on_front(worker *w, const proto_msg *pm)
             for (int i = 0; i < w->n_s; i++) {
                 wsess *s = &w->s[i];
                 if (s->state == WS_FREE) continue;
+                if (s->embed) { /* nothing to adopt: its client asks the new front door again */
+                    sess_drop(s);
+                    continue;
+                }
                 s->epoch = e;
                 send_report(w, s);
                 n++;
@@ -535,14 +637,14 @@ static int step(worker *w)
         if (now - x->sent_ms < SAMPLE_WAIT_MS) return 0;
         generating = 1;
     }
-    int n = 0, nl = 0, no = 0, *order = w->order;
+    int n = 0, nl = 0, nh = 0, no = 0, *order = w->order;
     wsess **lrow = w->lrow;
     for (int i = 0; i < w->n_s; i++) {
         wsess *s = &w->s[i];
         if (s->state != WS_READY) continue;
         int left = s->n_toks - eng_session_pos(s->es);
-        if (left == 1) {
-            w->items[n++] = (eng_item){ s->es, s->toks[s->n_toks - 1], true };
+        if (left == 1 && !s->embed) {
+            w->items[n++] = (eng_item){ s->es, s->toks[s->n_toks - 1], true, false };
             lrow[nl++] = s;
         } else {
             order[no++] = i;
@@ -564,8 +666,11 @@ static int step(worker *w)
         int pos = eng_session_pos(s->es), take = s->n_toks - pos;
         if (take > room) take = room;
         room -= take;
-        for (int j = 0; j < take; j++) w->items[n++] = (eng_item){ s->es, s->toks[pos + j], false };
-        if (pos + take == s->n_toks) {
+        for (int j = 0; j < take; j++) {
+            if (s->embed) w->hrow[nh++] = s;
+            w->items[n++] = (eng_item){ s->es, s->toks[pos + j], false, s->embed != 0 };
+        }
+        if (pos + take == s->n_toks && !s->embed) {
             w->items[n - 1].logits = true;
             lrow[nl++] = s;
         }
@@ -579,7 +684,7 @@ static int step(worker *w)
     if (w->step_delay_ms > 0) step_delay(w);
     char err[256];
     int64_t t0 = net_now_ms();
-    int rc = eng_step(w->m, w->items, n, w->logits, err, sizeof err);
+    int rc = eng_step_hidden(w->m, w->items, n, w->logits, w->hidden, err, sizeof err);
     log_debug("step: %d items (%d rows of logits, %d sessions prefilling) in %lld ms", n, nl, no,
               (long long)(net_now_ms() - t0));
     if (rc != 0) {
@@ -593,6 +698,7 @@ static int step(worker *w)
         }
         return 1;
     }
+    if (nh) embed_rows(w, nh);
     if (!nl) return 1;
     sbatch b;
     sbatch_begin(w, &b);
@@ -655,7 +761,10 @@ static void worker_free(worker *w)
         sess_drop(&w->s[i]);
         eng_session_free(w->s[i].es);
         free(w->s[i].toks);
+        free(w->s[i].eacc);
     }
+    free(w->hidden);
+    free(w->hrow);
     free(w->s);
     free(w->logits);
     free(w->items);
@@ -729,8 +838,8 @@ int engd_worker_run(const engd_opts *o)
     w.logits = malloc((size_t)w.n_s * (size_t)w.n_vocab * sizeof(float));
     w.order = malloc((size_t)w.n_s * sizeof *w.order);
     w.lrow = malloc((size_t)w.n_s * sizeof *w.lrow);
-    w.items = malloc((size_t)((w.batch_tokens > w.idle_tokens ? w.batch_tokens : w.idle_tokens) + PREFILL_MIN + w.n_s) *
-                     sizeof *w.items);
+    w.n_items_cap = (w.batch_tokens > w.idle_tokens ? w.batch_tokens : w.idle_tokens) + PREFILL_MIN + w.n_s;
+    w.items = malloc((size_t)w.n_items_cap * sizeof *w.items);
     w.ring = lshm_create(getpid(), (uint32_t)w.n_s, (uint32_t)w.n_vocab, err, sizeof err);
     w.ctx = zmq_ctx_new();
     char host[64] = "";

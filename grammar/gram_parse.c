@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "gram_impl.h"
+#include "hash.h"
 
 #define REP_INF UINT32_MAX
 
@@ -104,16 +105,7 @@ static void push_elem(parser *p, elem_vec *e, uint32_t kind, uint32_t val)
     e->v[e->n++] = (gram_elem){kind, val};
 }
 
-static uint64_t fnv1a(const void *data, size_t len)
-{
-    const uint8_t *b = data;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
-uint64_t gram_text_hash(const void *text, size_t len) { return fnv1a(text, len); }
+uint64_t gram_text_hash(const void *text, size_t len) { return hash_fnv1a(HASH_FNV_SEED, text, len); }
 
 static uint32_t new_rule(parser *p, char *name, size_t pos)
 {
@@ -144,7 +136,7 @@ static uint32_t named_rule(parser *p, const char *s, size_t len, size_t pos)
         for (size_t i = 0; i < p->n_rules; i++) {
             if (!p->rules[i].name)
                 continue;
-            size_t h = fnv1a(p->rules[i].name, strlen(p->rules[i].name)) & (ns - 1);
+            size_t h = hash_fnv1a(HASH_FNV_SEED, p->rules[i].name, strlen(p->rules[i].name)) & (ns - 1);
             while (slots[h])
                 h = (h + 1) & (ns - 1);
             slots[h] = (uint32_t)i + 1;
@@ -153,7 +145,7 @@ static uint32_t named_rule(parser *p, const char *s, size_t len, size_t pos)
         p->slots = slots;
         p->n_slots = ns;
     }
-    size_t h = fnv1a(s, len) & (p->n_slots - 1);
+    size_t h = hash_fnv1a(HASH_FNV_SEED, s, len) & (p->n_slots - 1);
     for (; p->slots[h]; h = (h + 1) & (p->n_slots - 1)) {
         const char *nm = p->rules[p->slots[h] - 1].name;
         if (nm && strlen(nm) == len && memcmp(nm, s, len) == 0)

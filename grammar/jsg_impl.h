@@ -5,6 +5,7 @@
  *   json_schema.c          keywords, objects, arrays, $ref, anyOf/oneOf/allOf, enum
  *   json_schema_out.c      text buffers, rules and their names, primitives, literals
  *   json_schema_scalar.c   integers in a range, strings (lengths, formats, patterns)
+ *   json_schema_oneof.c    whether oneOf's alternatives are disjoint; implied types
  * Every function that fails records the first message in the conv (jsg_fail) and
  * returns NULL; the others then do nothing.
  */
@@ -43,6 +44,16 @@ typedef struct {
     bool failed;
     int depth;
 } conv;
+
+/* json_schema.c: the schema a "#..." JSON pointer names in the document (NULL, failed). */
+const json_t *jsg_resolve(conv *c, const char *ref, const char *path);
+
+/* json_schema_oneof.c */
+/* The type a schema's keywords imply when it has none ("object" for properties, ...), or
+ * NULL (annotations only: any value). */
+const char *jsg_implied_type(const json_t *s);
+/* Whether no value can be valid against both a and b (false where that is not proven). */
+bool jsg_disjoint(conv *c, const json_t *a, const json_t *b);
 
 /* json_schema_out.c */
 void jsg_sb_addn(sbuf *b, const char *s, size_t n);

@@ -435,7 +435,7 @@ static char *array_rule(conv *c, const json_t *s, const char *hint, const char *
 /* ---- references, combinations ---- */
 
 /* The schema a "#..." JSON pointer names in the document. */
-static const json_t *resolve(conv *c, const char *ref, const char *path)
+const json_t *jsg_resolve(conv *c, const char *ref, const char *path)
 {
     if (ref[0] != '#') {
         jsg_fail(c, path, "$ref '%.100s': only references inside the schema (#...) are supported", ref);
@@ -489,7 +489,7 @@ static char *ref_rule(conv *c, const json_t *s, const char *path)
     for (size_t i = 0; i < c->n_refs; i++)
         if (!strcmp(c->refs[i].ptr, ref))
             return strdup(c->refs[i].name);
-    const json_t *t = resolve(c, ref, path);
+    const json_t *t = jsg_resolve(c, ref, path);
     if (!t)
         return NULL;
     if (c->n_refs == c->cap_refs) {
@@ -557,6 +557,15 @@ static char *any_of(conv *c, const json_t *s, const char *key, const char *hint,
         free(v);
     }
     jsg_sb_add(&b, ")");
+    for (size_t i = 0; !strcmp(key, "oneOf") && i < json_array_size(alts); i++)
+        for (size_t j = i + 1; j < json_array_size(alts); j++)
+            if (!jsg_disjoint(c, json_array_get(alts, i), json_array_get(alts, j))) {
+                free(b.p);
+                jsg_fail(c, path, "oneOf alternatives %zu and %zu may both match one value (exactly one "
+                         "must: give them different types, or a required property with different "
+                         "const/enum values), or use anyOf", i, j);
+                return NULL;
+            }
     return jsg_sb_take(&b);
 }
 
@@ -585,7 +594,7 @@ static char *all_of(conv *c, const json_t *s, const char *hint, const char *path
                 jsg_fail(c, path, "allOf: a member with $ref and other keywords is not supported");
                 goto out;
             }
-            m = resolve(c, json_string_value(json_object_get(m, "$ref")) ? json_string_value(json_object_get(m, "$ref")) : "?", path);
+            m = jsg_resolve(c, json_string_value(json_object_get(m, "$ref")) ? json_string_value(json_object_get(m, "$ref")) : "?", path);
             if (!m)
                 goto out;
         }
@@ -773,16 +782,7 @@ static char *visit(conv *c, const json_t *s, const char *hint, const char *path)
     } else {
         json_t *type = json_object_get(s, "type");
         if (!type) { /* the type the keywords imply; annotations only: any value */
-            static const struct { const char *key, *type; } imply[] = {
-                {"properties", "object"}, {"required", "object"}, {"additionalProperties", "object"},
-                {"items", "array"}, {"prefixItems", "array"}, {"minItems", "array"}, {"maxItems", "array"},
-                {"minLength", "string"}, {"maxLength", "string"}, {"format", "string"}, {"pattern", "string"},
-                {"minimum", "integer"}, {"maximum", "integer"}, {"exclusiveMinimum", "integer"},
-                {"exclusiveMaximum", "integer"}};
-            const char *t = NULL;
-            for (size_t i = 0; i < sizeof imply / sizeof *imply && !t; i++)
-                if (json_object_get(s, imply[i].key))
-                    t = imply[i].type;
+            const char *t = jsg_implied_type(s);
             r = t ? typed(c, s, t, hint, path) : strdup(jsg_prim(c, "value"));
         } else if (json_is_string(type)) {
             r = typed(c, s, json_string_value(type), hint, path);

@@ -15,8 +15,10 @@
  * validates), items, prefixItems, minItems, maxItems, minLength, maxLength, format
  * (date, time, date-time, uuid), pattern (anchored ^...$: literals, escapes, . [...]
  * [^...] \d \w \s \D \W \S, groups, |, * + ? {m} {m,} {m,n}), minimum, maximum,
- * exclusiveMinimum, exclusiveMaximum (integers only), anyOf, oneOf (as anyOf: the
- * alternatives are not checked for overlap), allOf (merged when the members do not
+ * exclusiveMinimum, exclusiveMaximum (integers only), anyOf, oneOf (when its
+ * alternatives are provably disjoint: types that cannot meet, enum/const lists or integer
+ * ranges that do not meet, or objects with a required discriminating property; otherwise
+ * refused, naming the two alternatives), allOf (merged when the members do not
  * conflict), $ref to "#" JSON pointers in the same document (so $defs and definitions,
  * recursion included), and the annotations title, description, default, examples,
  * $schema, $id, $comment, deprecated, readOnly, writeOnly, which constrain nothing.
@@ -26,7 +28,8 @@
  * The output is restricted where the schema is wide, as llama.cpp's converter does:
  * whitespace is `space ::= | " " | "\n"{1,2} [ \t]{0,20}` after each value and
  * punctuation, none before the root; integers and number parts have at most 16
- * digits; objects write their required properties first, then the optional ones in
+ * digits and exponents at most 2 (so every number is finite as a double: a JSON parser
+ * reads 1e400 as infinity, which validators refuse); objects write their required properties first, then the optional ones in
  * schema order; prefixItems arrays are written whole; pattern characters are never
  * escapes (a class loses '"', '\' and control characters); extra property names are
  * written without escapes and differ from every named property.

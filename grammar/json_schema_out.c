@@ -156,7 +156,7 @@ static const struct prim {
     {"null", "\"null\" space", "space"},
     {"integral-part", "[0] | [1-9] [0-9]{0,15}", ""},
     {"decimal-part", "[0-9]{1,16}", ""},
-    {"number", "(\"-\"? integral-part) (\".\" decimal-part)? ([eE] [-+]? integral-part)? space",
+    {"number", "(\"-\"? integral-part) (\".\" decimal-part)? ([eE] [-+]? [0-9]{1,2})? space",
      "integral-part decimal-part space"},
     {"integer", "(\"-\"? integral-part) space", "integral-part space"},
     {"plain-char", "[^\"\\\\\\x7F\\x00-\\x1F]", ""},

@@ -11,9 +11,12 @@
  * chosen token advances the state and the new state goes back with the token, so the
  * state lives with the session (like mirostat's mu) and a restarted samplerd gives the
  * same tokens. Kept here only as caches: compiled grammars with their maskers, keyed by
- * the text's hash (and the text), over the token texts of the worker's segment. A
- * grammar that does not compile, a corrupt state, or a state that allows no token at
- * all is an error row: never unconstrained output.
+ * the text's hash (and the text), over the token texts of the worker's segment. Rows
+ * carry the hash (ghash) and the text only the first time: a hash not in the cache (a
+ * restart, an eviction) is answered with code grammar_unknown and the worker sends the
+ * text again. A grammar that does not compile or a corrupt state is an error row; a state
+ * that allows no token ends the generation (the row's end: "grammar" when the grammar is
+ * complete, "grammar_dead_end" when not): never unconstrained output.
  *
  *   samplerd [--run-dir DIR] [--bind EP]
  *
@@ -219,24 +222,33 @@ static void load_pieces(sampler_daemon *d, const pm_sample *m)
     tok_source_close(&src);
 }
 
-/* The compiled grammar of text[0..len) with its masker (cached); NULL with err. */
-static gram_ent *grammar_get(sampler_daemon *d, const char *text, size_t len, char *err, size_t errcap)
+/* The compiled grammar of a row (cached) with its masker: by its text, or by its hash
+ * alone when the text is not sent. NULL with err; *unknown set when only the hash came
+ * and no cached grammar has it (the worker then sends the text). */
+static gram_ent *grammar_get(sampler_daemon *d, const pm_sample_row *row, int *unknown, char *err, size_t errcap)
 {
     if (!d->gvocab) {
         errf(err, errcap, "grammar: no token texts for the worker's segment '%s'", d->pieces_seg);
         return NULL;
     }
-    uint64_t h = gram_text_hash(text, len);
+    const char *text = row->grammar.p;
+    size_t len = row->grammar.n;
+    uint64_t h = row->has_grammar ? gram_text_hash(text, len) : row->ghash;
     int64_t now = net_now_ms();
     gram_ent *lru = &d->gcache[0];
     for (int i = 0; i < GRAM_CACHE; i++) {
         gram_ent *e = &d->gcache[i];
-        if (e->g && e->hash == h && e->len == len && memcmp(e->text, text, len) == 0) {
+        if (e->g && e->hash == h && (!row->has_grammar || (e->len == len && memcmp(e->text, text, len) == 0))) {
             e->used_ms = now;
             return e;
         }
         if (!e->g || e->used_ms < lru->used_ms) lru = e;
         if (!e->g) break;
+    }
+    if (!row->has_grammar) {
+        *unknown = 1;
+        errf(err, errcap, "grammar %016llx: not in samplerd's cache; send its text", (unsigned long long)h);
+        return NULL;
     }
     char cerr[200];
     gram *g = gram_compile(text, len, cerr, sizeof cerr);
@@ -286,10 +298,14 @@ static gram_state *grammar_state(sampler_daemon *d, const gram_ent *ge, const pm
     return s;
 }
 
-/* The row's logits with every token the grammar does not allow after st at -inf; NULL
- * with err when it allows none (fail closed: the generation ends with that error). */
+/* The row's logits with every token the grammar does not allow after st at -inf. NULL
+ * when it allows none: *end then names how the generation ends (fail closed: never a
+ * token the grammar refuses): "grammar" where the grammar is complete and only
+ * end-of-generation, banned (ignore_eos), could follow; "grammar_dead_end" where it is
+ * not complete and no token of the vocabulary can continue it. */
 static const float *grammar_mask(sampler_daemon *d, const gram_ent *ge, const gram_state *st, const float *lg,
-                                 size_t nv, char *err, size_t errcap)
+                                 size_t nv, const smp_params *p, int eos, const char **end, char *err,
+                                 size_t errcap)
 {
     if (d->n_glogits < nv) {
         float *n = realloc(d->glogits, nv * sizeof *n);
@@ -304,7 +320,18 @@ static const float *grammar_mask(sampler_daemon *d, const gram_ent *ge, const gr
         d->glogits[i] = ok ? lg[i] : -INFINITY;
         allowed += ok && lg[i] > -INFINITY;
     }
+    /* the sampler's own bans (ignore_eos, logit_bias -inf) leave fewer */
+    if (allowed && p->ignore_eos && eos >= 0 && (size_t)eos < nv && d->glogits[eos] > -INFINITY) allowed--;
+    for (int i = 0; allowed && i < p->n_logit_bias && i < SMP_MAX_LOGIT_BIAS; i++) {
+        int32_t id = p->logit_bias[i].id;
+        if (id >= 0 && (size_t)id < nv && p->logit_bias[i].bias == -INFINITY && d->glogits[id] > -INFINITY &&
+            !(p->ignore_eos && id == eos)) {
+            d->glogits[id] = -INFINITY; /* counted once even if listed twice */
+            allowed--;
+        }
+    }
     if (!allowed) {
+        *end = gram_can_end(st) ? "grammar" : "grammar_dead_end";
         errf(err, errcap, "grammar: no token can continue the output here (the grammar allows none%s)",
              gram_can_end(st) ? " and end-of-generation is banned" : ", not even end-of-generation");
         return NULL;
@@ -354,12 +381,14 @@ static void sample_row(sampler_daemon *d, const lshm *r, const pm_sample *m, con
     gram_ent *ge = NULL;
     gram_state *gs = NULL;
     size_t gst_n = 0;
+    int has_grammar = row->has_grammar || row->has_ghash, unknown = 0;
+    const char *end = NULL; /* the grammar ends the generation here */
     if (lg && step > UINT32_MAX) errf(err, sizeof err, "step %llu out of range", (unsigned long long)step);
     else if (lg && smp_params_from_wire(row->sp.p, row->sp.n, (int)nv, &p, err, sizeof err) == 0) {
-        if (p.dry_multiplier > 0.0f || row->has_grammar) load_pieces(d, m);
-        if (row->has_grammar && (!(ge = grammar_get(d, row->grammar.p, row->grammar.n, err, sizeof err)) ||
-                                 !(gs = grammar_state(d, ge, row, err, sizeof err)) ||
-                                 !(lg = grammar_mask(d, ge, gs, lg, nv, err, sizeof err))))
+        if (p.dry_multiplier > 0.0f || has_grammar) load_pieces(d, m);
+        if (has_grammar && (!(ge = grammar_get(d, row, &unknown, err, sizeof err)) ||
+                            !(gs = grammar_state(d, ge, row, err, sizeof err)) ||
+                            !(lg = grammar_mask(d, ge, gs, lg, nv, &p, eos, &end, err, sizeof err))))
             goto out;
         long nh = proto_ints_copy(&row->hist, d->hist, HIST_MAX);
         if (nh > HIST_MAX) nh = HIST_MAX; /* the oldest tokens were sent first: keep what fits */
@@ -382,6 +411,14 @@ out:
     int k = tok < 0 ? 0 : res.n_probs < 0 ? 0 : res.n_probs > SMP_MAX_PROBS ? SMP_MAX_PROBS : res.n_probs;
     int probs = tok >= 0 && p.n_probs > 0, miro = tok >= 0 && p.mirostat;
     pm_sampled_row out = {.sess = sess, .step = step};
+    if (tok < 0 && (end || unknown)) { /* not errors: an end, or "send the grammar's text" */
+        out.end = proto_sv_of(end ? end : "");
+        out.has_end = end != NULL;
+        out.code = proto_sv_of(errcode_name(ERR_GRAMMAR_UNKNOWN));
+        out.has_code = unknown;
+        pm_sampled_row_pack(pk, &out, 0);
+        return;
+    }
     if (tok < 0) {
         static log_limit lim = LOG_LIMIT("bad sample row");
         log_warn_limited(&lim, "request %llu (session %llu step %llu): %s", (unsigned long long)m->id,

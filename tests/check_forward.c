@@ -398,7 +398,7 @@ static void check_invariance(const char *file, eng_precision prec)
                 for (int j = 0; j < k && done[i] < len[i]; j++, done[i]++) {
                     who[n] = i;
                     at[n] = done[i];
-                    it[n++] = (eng_item){ ss[i], toks[i][done[i]], true };
+                    it[n++] = (eng_item){ ss[i], toks[i][done[i]], true, false };
                 }
             }
             if (n) ck_assert_msg(eng_step(m, it, n, out, err, sizeof err) == 0, "%s", err);
@@ -413,11 +413,11 @@ static void check_invariance(const char *file, eng_precision prec)
     }
     /* a step with no logits wanted, and a bad item leaves every session where it was */
     eng_session *a = eng_session_new(m, 4, ENG_KV_F16, err, sizeof err);
-    eng_item bad[3] = { { a, 1, false }, { a, 2, false }, { a, V, true } };
+    eng_item bad[3] = { { a, 1, false, false }, { a, 2, false, false }, { a, V, true, false } };
     ck_assert_int_eq(eng_step(m, bad, 3, out, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "outside the vocabulary"));
     ck_assert_int_eq(eng_session_pos(a), 0);
-    eng_item five[5] = { { a, 1, false }, { a, 2, false }, { a, 3, false }, { a, 4, false }, { a, 5, false } };
+    eng_item five[5] = { { a, 1, false, false }, { a, 2, false, false }, { a, 3, false, false }, { a, 4, false, false }, { a, 5, false, false } };
     ck_assert_int_eq(eng_step(m, five, 5, NULL, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "context"));
     ck_assert_int_eq(eng_step(m, five, 4, NULL, err, sizeof err), 0);

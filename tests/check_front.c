@@ -999,7 +999,80 @@ START_TEST(test_chat_continuation)
 }
 END_TEST
 
-/* A chat GENERATE with tools and tcalls (protocol 5): msgs user, assistant, tool. */
+/* An embedding request: GENERATE embed (+ toks) -> RUN embed; the worker's EMBEDDING
+ * goes to the client with the input's token count, then DONE "embed" and the session is
+ * gone; one from another worker is ignored; bad pooling and bad token ids are refused. */
+static void embed_gen(uint64_t id, uint64_t embed, const int32_t *toks, int n)
+{
+    proto_writer w;
+    proto_begin(&w, PT_GENERATE, id);
+    proto_put_i64(&w, MF_N, 1);
+    if (toks) proto_put_ints(&w, MF_TOKS, toks, (size_t)n);
+    else proto_put_str(&w, MF_PROMPT, "Once upon a time");
+    proto_put_u64(&w, MF_EMBED, embed);
+    proto_msg m;
+    decode(&w, &m);
+    front_generate(&F, CRID, 2, &m);
+    proto_msg_free(&m);
+}
+
+static void embedding_from(int wi, uint64_t sess, const float *v, int n)
+{
+    pm_embedding e = {.vec = {(const char *)v, (size_t)n * sizeof *v}, .sess = sess, .has_sess = 1,
+                      .epoch = F.epoch, .has_epoch = 1};
+    proto_writer w;
+    proto_begin(&w, PT_EMBEDDING, 0);
+    pm_embedding_put(&w, &e);
+    proto_msg m;
+    decode(&w, &m);
+    front_embedding(&F, wi, &m);
+    proto_msg_free(&m);
+}
+
+START_TEST(test_embedding)
+{
+    worker_up(0);
+    worker_up(1);
+    const int32_t ids[3] = {1, 403, 407};
+    embed_gen(5, PROTO_POOL_LAST, ids, 3);
+    uint64_t sess = accepted(CLIENT, NULL);
+    proto_sessrec rec;
+    int32_t toks[8];
+    mailbox *wb = req_of(5)->worker == 0 ? W0 : W1;
+    int wi = wb == W0 ? 0 : 1;
+    ck_assert_int_eq(expect_run(wb, &rec, toks, 8), 3);
+    ck_assert(rec.embed == PROTO_POOL_LAST && toks[0] == 1 && toks[2] == 407);
+    const float v[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+    embedding_from(1 - wi, sess, v, 4); /* not its worker: ignored */
+    proto_msg m;
+    ck_assert_int_eq(next_msg(CLIENT, &m), -1);
+    embedding_from(wi, sess, v, 4);
+    expect(CLIENT, PT_EMBEDDING, &m);
+    pm_embedding e;
+    pm_embedding_get(&m, &e);
+    ck_assert(e.has_ntok && e.ntok == 3 && e.vec.n == 16 && !memcmp(e.vec.p, v, 16));
+    proto_msg_free(&m);
+    char reason[32] = "";
+    expect(CLIENT, PT_DONE, &m);
+    proto_strcpy(&m, MF_REASON, reason, sizeof reason);
+    proto_msg_free(&m);
+    ck_assert_str_eq(reason, "embed");
+    ck_assert_ptr_null(front_find_sess(&F, sess));
+    embed_gen(6, PROTO_POOL_MEAN, NULL, 0); /* a text prompt, tokenized with its BOS */
+    accepted(CLIENT, NULL);
+    ck_assert(req_of(6)->embed == PROTO_POOL_MEAN && req_of(6)->toks[0] == tok_bos(F.vocab));
+    char msg[300];
+    embed_gen(7, 3, ids, 3);
+    expect_error(CLIENT, ERR_INVALID, msg, sizeof msg);
+    ck_assert(strstr(msg, "pooling"));
+    const int32_t bad[2] = {1, 99999};
+    embed_gen(8, PROTO_POOL_MEAN, bad, 2);
+    expect_error(CLIENT, ERR_INVALID, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "99999"), "%s", msg);
+}
+END_TEST
+
+/* A chat GENERATE with tools and tcalls (protocol 6): msgs user, assistant, tool. */
 static void send_tools(uint64_t id, const char *const *tcalls, int n_tcalls)
 {
     static const char *const msgs[] = {"user", "Weather?", "assistant", "", "tool", "{\"t\":20}"};
@@ -1064,13 +1137,14 @@ Suite *front_suite(void)
     tcase_add_test(tc, test_resume_wrong_key_refused);
     tcase_add_test(tc, test_prompt_too_long_still_refused);
     tcase_add_test(tc, test_chat_continuation);
-    tcase_add_test(tc, test_tools_admission);
     tcase_add_test(tc, test_held_chat_leaves_slot_to_queued);
     tcase_add_test(tc, test_held_chat_caps);
     tcase_add_test(tc, test_held_chat_freed_when_client_silent);
     tcase_add_test(tc, test_report_bounds);
     tcase_add_test(tc, test_report_never_replaces);
     tcase_add_test(tc, test_ended_session_keeps_its_key);
+    tcase_add_test(tc, test_embedding);
+    tcase_add_test(tc, test_tools_admission);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -58,7 +58,8 @@ START_TEST(test_types)
 {
     check("{\"type\": \"string\"}", L("\"\"", "\"a b\\n\\u00e9\\\"\"", "\"\xc3\xa9\""), L("a", "\"a", "\"\x01\"", " \"a\""));
     check("{\"type\": \"integer\"}", L("0", "-12", "1234567890123456"), L("01", "1.5", "-", "+1", "12345678901234567"));
-    check("{\"type\": \"number\"}", L("0", "-1.25", "3e10", "2.5E-3"), L(".5", "1.", "e5", "NaN"));
+    check("{\"type\": \"number\"}", L("0", "-1.25", "3e10", "2.5E-3", "-9.5e+99"),
+          L(".5", "1.", "e5", "NaN", "1e400", "-2.1e11110")); /* exponents of 1-2 digits: finite */
     check("{\"type\": \"boolean\"}", L("true", "false"), L("True", "1"));
     check("{\"type\": \"null\"}", L("null"), L("nul", "None"));
     check("{\"type\": \"object\"}", L("{}", "{\"a\": [1, {\"b\": null}]}"), L("[]", "{\"a\"}"));
@@ -214,6 +215,35 @@ START_TEST(test_combinations)
 }
 END_TEST
 
+/* oneOf is written as anyOf only when no value can match two alternatives. */
+START_TEST(test_one_of)
+{
+    /* types that cannot meet, also through $ref */
+    check("{\"$defs\": {\"s\": {\"type\": \"string\", \"maxLength\": 2}},"
+          "\"oneOf\": [{\"$ref\": \"#/$defs/s\"}, {\"type\": \"boolean\"}, {\"type\": [\"null\", \"object\"]}]}",
+          L("\"ab\"", "true", "null", "{}"), L("1", "[]"));
+    /* integer ranges apart */
+    check("{\"oneOf\": [{\"type\": \"integer\", \"maximum\": 9}, {\"type\": \"integer\", \"minimum\": 10}]}",
+          L("3", "10", "-4"), L("\"x\""));
+    /* a discriminator: a required property with different const/enum values */
+    check("{\"oneOf\": [{\"type\": \"object\", \"properties\": {\"kind\": {\"const\": \"cat\"}, \"lives\": {\"type\": \"integer\"}},"
+          "\"required\": [\"kind\", \"lives\"]},"
+          "{\"type\": \"object\", \"properties\": {\"kind\": {\"enum\": [\"dog\", \"wolf\"]}}, \"required\": [\"kind\"]}]}",
+          L("{\"kind\": \"cat\", \"lives\": 9}", "{\"kind\": \"wolf\"}"), L("{\"kind\": \"cat\"}", "{\"kind\": \"fox\"}"));
+    /* overlaps, or not provably apart: refused, naming the alternatives */
+    refused("{\"oneOf\": [{\"type\": \"integer\"}, {\"type\": \"number\"}]}", "oneOf alternatives 0 and 1 may both match");
+    refused("{\"oneOf\": [{\"type\": \"string\"}, {\"type\": \"string\", \"maxLength\": 3}]}", "or use anyOf");
+    refused("{\"oneOf\": [{\"const\": 1}, {\"type\": \"null\"}, {\"enum\": [2, 1]}]}", "alternatives 0 and 2");
+    refused("{\"oneOf\": [{\"type\": \"integer\", \"maximum\": 10}, {\"type\": \"integer\", \"minimum\": 10}]}",
+            "may both match");
+    /* a property in both, but required by only one: {"kind": "dog"} without it matches the first too */
+    refused("{\"oneOf\": [{\"type\": \"object\", \"properties\": {\"kind\": {\"const\": \"cat\"}}},"
+            "{\"type\": \"object\", \"properties\": {\"kind\": {\"const\": \"dog\"}}, \"required\": [\"kind\"]}]}",
+            "may both match");
+    refused("{\"oneOf\": [{}, {\"type\": \"null\"}]}", "may both match");
+}
+END_TEST
+
 START_TEST(test_refs)
 {
     /* a recursive list */
@@ -305,6 +335,7 @@ Suite *jsonschema_suite(void)
     tcase_add_test(tc, test_patterns);
     tcase_add_test(tc, test_integers);
     tcase_add_test(tc, test_combinations);
+    tcase_add_test(tc, test_one_of);
     tcase_add_test(tc, test_refs);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_nested_schema_and_state);

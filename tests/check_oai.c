@@ -8,6 +8,8 @@
 
 #include "gw_job.h"
 #include "gw_metrics.h"
+#include "gw_tok.h"
+#include "tok_source.h"
 #include "oai.h"
 #include "proto.h"
 
@@ -127,7 +129,8 @@ START_TEST(test_refusals)
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"top_k\":\"many\"}", "top_k", "not an integer"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":\"ten\"}", "max_tokens", "integer"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"seed\":-5}", "seed", "seed"},
-        {OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":3}", "n", "only 1"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":9}", "n", "[1, 8]"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":0}", "n", "[1, 8]"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"best_of\":2}", "best_of", "only 1"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"suffix\":\"end\"}", "suffix", "not supported"},
         {OAI_COMPLETION, "{\"prompt\":[1,2,3]}", "prompt", "token-id"},
@@ -384,6 +387,213 @@ START_TEST(test_job_generate)
 }
 END_TEST
 
+/* n = 3: three choices, each its own session; seed + i; one response id; chunks and the
+ * whole response carry the choice index; usage sums the generated tokens. */
+START_TEST(test_n_choices)
+{
+    oai_req r;
+    oai_err e;
+    ck_assert_int_eq(parse(&r, OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3,\"seed\":7}", &e), 0);
+    ck_assert_int_eq(r.n_choices, 3);
+    gwm m;
+    gwm_init(&m);
+    gwj *j = gwj_new(&r, GWM_EP_CHAT, 42, "m", NULL, NULL, &m, 0);
+    ck_assert_int_eq(j->n_ch, 3);
+    for (int i = 0; i < 3; i++) {
+        lc_gen g;
+        gwj_gen_choice(j, i, &g);
+        const char *seed = NULL;
+        for (int k = 0; k < g.n_params; k++)
+            if (strcmp(g.pk[k], "seed") == 0) seed = g.pv[k];
+        char want[8];
+        snprintf(want, sizeof want, "%d", 7 + i);
+        ck_assert_str_eq(seed, want);
+        ck_assert_int_eq(j->ch[i].out.index, i);
+        ck_assert_str_eq(j->ch[i].out.id, j->ch[0].out.id);
+    }
+    size_t n;
+    char *s = oai_chunk(&j->ch[2].out, "hi", 2, NULL, 0, &n);
+    ck_assert(strstr(s, "\"index\":2") != NULL);
+    free(s);
+    s = oai_chunk_finish(&j->ch[1].out, "eog", &n);
+    ck_assert(strstr(s, "\"index\":1") && strstr(s, "\"finish_reason\":\"stop\"") && !strstr(s, "[DONE]"));
+    free(s);
+    s = oai_chunk_tail(&j->ch[0].out, 3, 9, &n);
+    ck_assert(n == 14 && memcmp(s, "data: [DONE]\n\n", 14) == 0);
+    free(s);
+    oai_out outs[3] = {j->ch[0].out, j->ch[1].out, j->ch[2].out};
+    for (int i = 0; i < 3; i++) oai_add(&outs[i], i == 1 ? "b" : "a", 1, NULL, 0);
+    const char *reasons[3] = {"eog", "length", "stop"};
+    s = oai_response_n(outs, 3, reasons, 4, 12, &n);
+    json_t *x = json_loadb(s, n, 0, NULL);
+    json_t *ch = json_object_get(x, "choices");
+    ck_assert_int_eq(json_array_size(ch), 3);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(ch, 2), "index")), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(json_array_get(ch, 1), "message"), "content")), "b");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ch, 1), "finish_reason")), "length");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(x, "usage"), "completion_tokens")), 12);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(x, "usage"), "prompt_tokens")), 4);
+    json_decref(x);
+    free(s);
+    for (int i = 0; i < 3; i++) j->ch[i].out = outs[i]; /* freed with the job */
+    gwj_unref(j);
+    gwm_free(&m);
+}
+END_TEST
+
+/* Feeds choice i of job j a message as the bridge would (the job's callbacks). */
+static void feed(gwj *j, int i, proto_writer *w)
+{
+    proto_msg m;
+    char err[200];
+    ck_assert_msg(proto_decode(&m, proto_data(w), proto_size(w), err, sizeof err) == 0, "%s", err);
+    gwj_ops.on_msg(&j->ch[i], &m);
+    proto_msg_free(&m);
+    proto_writer_free(w);
+}
+
+static void feed_piece(gwj *j, int i, const char *text, uint64_t ntok)
+{
+    proto_writer w;
+    proto_begin(&w, PT_PIECE, j->ch[i].id);
+    pm_piece p = {.text = proto_sv_of(text), .ntok = ntok};
+    pm_piece_put(&w, &p);
+    feed(j, i, &w);
+}
+
+static void feed_done(gwj *j, int i, const char *reason, uint64_t np, uint64_t ng)
+{
+    proto_writer w;
+    proto_begin(&w, PT_DONE, j->ch[i].id);
+    pm_done d = {.reason = proto_sv_of(reason), .ntok_prompt = np, .ntok = ng};
+    pm_done_put(&w, &d);
+    feed(j, i, &w);
+}
+
+/* A job of n = 2 fed as the bridge feeds it: the answer waits for both choices, then has
+ * both in index order with usage summed; when one choice fails, the job fails and the
+ * other choice is gone (the bridge cancels it). An embeddings job: one vector per input. */
+START_TEST(test_job_choices)
+{
+    gwm m;
+    gwm_init(&m);
+    for (int fail = 0; fail < 2; fail++) {
+        oai_req r;
+        oai_err e;
+        ck_assert_int_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2}", &e), 0);
+        gwj *j = gwj_new(&r, GWM_EP_COMPLETIONS, 42, "m", NULL, NULL, &m, 0);
+        j->ch[1].id = 43;
+        feed_piece(j, 1, " b", 1);
+        feed_piece(j, 0, " a", 1);
+        feed_done(j, 1, "eog", 4, 1);
+        ck_assert(j->phase == GWJ_WAIT && !j->finished);
+        if (fail) {
+            proto_writer w;
+            proto_begin(&w, PT_ERROR, 42);
+            pm_error er = {.msg = proto_sv_of("worker died"), .code = proto_sv_of("internal"), .has_code = 1};
+            pm_error_put(&w, &er);
+            feed(j, 0, &w);
+            ck_assert(j->finished && j->status == 500);
+            ck_assert_int_eq(gwj_ops.gone(&j->ch[0]), 1); /* not done: the bridge drops it */
+        } else {
+            feed_done(j, 0, "length", 4, 3);
+            ck_assert(j->finished && j->status == 200);
+            json_t *x = json_loadb(j->body, j->body_len, 0, NULL);
+            json_t *ch = json_object_get(x, "choices");
+            ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ch, 0), "text")), " a");
+            ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ch, 1), "text")), " b");
+            ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ch, 0), "finish_reason")), "length");
+            ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(x, "usage"), "completion_tokens")), 4);
+            ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(x, "usage"), "prompt_tokens")), 4);
+            json_decref(x);
+        }
+        gwj_unref(j);
+    }
+    oai_emb_req er;
+    const char *eb = "{\"input\":[\"a\",[5,6]]}";
+    ck_assert_int_eq(oai_emb_parse(&er, OAI_EMB_OPENAI, eb, strlen(eb), PROTO_POOL_MEAN, &(oai_err){0}), 0);
+    gwj *j = gwj_new_embed(&er, 50, "m", &m, 0);
+    ck_assert_int_eq(j->n_ch, 2);
+    lc_gen g;
+    gwj_gen_choice(j, 1, &g);
+    ck_assert(g.embed == PROTO_POOL_MEAN && g.n_toks == 2 && g.toks[1] == 6 && !g.prompt);
+    const float v[2][2] = {{0.6f, 0.8f}, {1, 0}};
+    for (int i = 0; i < 2; i++) {
+        proto_writer w;
+        proto_begin(&w, PT_EMBEDDING, 50);
+        pm_embedding pe = {.vec = {(const char *)v[i], sizeof v[i]}, .ntok = 2, .has_ntok = 1};
+        pm_embedding_put(&w, &pe);
+        feed(j, i, &w);
+        feed_done(j, i, "embed", 2, 0);
+    }
+    ck_assert(j->finished && j->status == 200);
+    json_t *x = json_loadb(j->body, j->body_len, 0, NULL);
+    json_t *d1 = json_array_get(json_object_get(x, "data"), 1);
+    ck_assert((float)json_real_value(json_array_get(json_object_get(d1, "embedding"), 0)) == 1.0f);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(x, "usage"), "prompt_tokens")), 4);
+    json_decref(x);
+    gwj_unref(j);
+    gwm_free(&m);
+}
+END_TEST
+
+/* /tokenize and /detokenize on stories260K's vocabulary: ids, pieces, specials, round
+ * trip, and refusals naming what was wrong. */
+START_TEST(test_tokenize)
+{
+    const char *shared = getenv("LLM_SHARED") ? getenv("LLM_SHARED") : "../shared";
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/models/stories260K-f32.gguf", shared);
+    tok_source src;
+    ck_assert_msg(tok_source_open(&src, path, NULL, err, sizeof err) == 0, "%s", err);
+    tok_vocab *v = tok_vocab_load(src.g, err, sizeof err);
+    ck_assert_ptr_nonnull(v);
+    int st;
+    const char *body = "{\"content\":\"Once upon a time\"}";
+    char *out = gwt_tokenize(v, body, strlen(body), &st);
+    ck_assert_int_eq(st, 200);
+    json_t *j = json_loads(out, 0, NULL), *toks = json_object_get(j, "tokens");
+    ck_assert(json_array_size(toks) > 1 && json_is_integer(json_array_get(toks, 0)));
+    ck_assert_int_ne(json_integer_value(json_array_get(toks, 0)), tok_bos(v)); /* add_special defaults to false */
+    json_t *req = json_pack("{s:O}", "tokens", toks);
+    char *ids = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    free(out);
+    out = gwt_detokenize(v, ids, strlen(ids), &st);
+    ck_assert_int_eq(st, 200);
+    ck_assert_str_eq(out, "{\"content\":\"Once upon a time\"}");
+    free(out);
+    free(ids);
+    json_decref(j);
+    body = "{\"content\":\"Once\",\"add_special\":true,\"with_pieces\":true}";
+    out = gwt_tokenize(v, body, strlen(body), &st);
+    j = json_loads(out, 0, NULL);
+    toks = json_object_get(j, "tokens");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(toks, 0), "id")), tok_bos(v));
+    ck_assert(json_is_string(json_object_get(json_array_get(toks, 1), "piece")));
+    json_decref(j);
+    free(out);
+    static const struct { int tok; const char *body, *has; } bad[] = {
+        {0, "{\"tokens\":[1,99999]}", "99999"},
+        {0, "{\"tokens\":[1,-2]}", "-2"},
+        {0, "{\"tokens\":[\"a\"]}", "tokens[0]"},
+        {0, "{\"tokens\":5}", "array"},
+        {1, "{\"content\":5}", "content"},
+        {1, "{\"content\":\"x\",\"with_pieces\":1}", "with_pieces"},
+        {1, "[1]", "JSON object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        out = bad[i].tok ? gwt_tokenize(v, bad[i].body, strlen(bad[i].body), &st)
+                         : gwt_detokenize(v, bad[i].body, strlen(bad[i].body), &st);
+        ck_assert_int_eq(st, 400);
+        ck_assert_msg(strstr(out, bad[i].has) != NULL, "%s: %s", bad[i].body, out);
+        free(out);
+    }
+    tok_vocab_free(v);
+    tok_source_close(&src);
+}
+END_TEST
+
 Suite *oai_suite(void)
 {
     Suite *s = suite_create("oai");
@@ -397,6 +607,9 @@ Suite *oai_suite(void)
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_metrics_text);
     tcase_add_test(tc, test_job_generate);
+    tcase_add_test(tc, test_n_choices);
+    tcase_add_test(tc, test_tokenize);
+    tcase_add_test(tc, test_job_choices);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -868,7 +868,7 @@ END_TEST
 
 START_TEST(test_grammar_fields)
 {
-    /* structured output (protocol 4): GENERATE's grammar, the session record's grammar,
+    /* structured output (protocols 4 and 5): GENERATE's grammar, the session record's grammar,
      * a SAMPLE row's grammar + gst or gtoks, a SAMPLED row's gst */
     char err[200];
     proto_writer w;
@@ -954,13 +954,44 @@ START_TEST(test_grammar_fields)
     ck_assert(so2.has_tok && so2.tok == 12 && so2.has_gst && so2.gst.n == 4 && !memcmp(so2.gst.p, gst, 4));
     proto_msg_free(&m);
     proto_writer_free(&w);
+    /* protocol 5: a row may carry the grammar's hash alone; samplerd answers without a token,
+     * asking for the text (code) or ending the generation (end) */
+    pm_sample_row r3 = {.sess = 3, .step = 4, .slot = 2, .sp = {"ab", 2}, .hist = {hist, 1, NULL},
+                        .ghash = 0x0123456789abcdefull, .has_ghash = 1};
+    pm_sampled_row ask = {.sess = 3, .step = 4, .code = proto_sv_of("grammar_unknown"), .has_code = 1};
+    pm_sampled_row fin = {.sess = 4, .step = 9, .end = proto_sv_of("grammar"), .has_end = 1};
+    proto_begin(&w, PT_SAMPLE, 6);
+    pm_sample_put(&w, &sm);
+    proto_put_array_begin(&w, MF_ROWS, 1);
+    ck_assert_int_eq(pm_sample_row_pack(&w.pk, &r3, 0), 0);
+    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    pm_sample_get(&m, &so);
+    pm_sample_row_get(&m, &so.rows->via.array.ptr[0], &a);
+    ck_assert(a.has_ghash && a.ghash == 0x0123456789abcdefull && !a.has_grammar);
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+    proto_begin(&w, PT_SAMPLED, 6);
+    proto_put_array_begin(&w, MF_ROWS, 2);
+    ck_assert_int_eq(pm_sampled_row_pack(&w.pk, &ask, 0), 0);
+    ck_assert_int_eq(pm_sampled_row_pack(&w.pk, &fin, 0), 0);
+    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    pm_sampled_get(&m, &sd);
+    pm_sampled_row_get(&m, &sd.rows->via.array.ptr[0], &so2);
+    char name[32];
+    ck_assert(!so2.has_tok && so2.has_code && !so2.has_end &&
+              errcode_from_name(proto_sv_copy(so2.code, name, sizeof name)) == ERR_GRAMMAR_UNKNOWN);
+    pm_sampled_row_get(&m, &sd.rows->via.array.ptr[1], &so2);
+    ck_assert(!so2.has_tok && so2.has_end && so2.end.n == 7 && !memcmp(so2.end.p, "grammar", 7));
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+    ck_assert(proto_type_has(PT_ERROR, MF_END) && !proto_type_has(PT_DONE, MF_END));
     ck_assert(proto_type_has(PT_GENERATE, MF_GRAMMAR) && proto_type_has(PT_RUN, MF_GRAMMAR));
     ck_assert(proto_type_has(PT_REPORT, MF_GRAMMAR) && !proto_type_has(PT_TOKEN, MF_GRAMMAR));
-    ck_assert_int_eq(PROTO_VERSION, 5);
+    ck_assert_int_eq(PROTO_VERSION, 6);
 }
 END_TEST
 
-/* GENERATE's tools and tcalls (protocol 5): arrays of strings, optional, GENERATE only. */
+/* GENERATE's tools and tcalls (protocol 6): arrays of strings, optional, GENERATE only. */
 START_TEST(test_tools_fields)
 {
     proto_writer w;

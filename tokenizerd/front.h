@@ -151,6 +151,8 @@ typedef struct front_req {
                                 * after a restart, until its client resumes) */
     uint64_t  skip;            /* text bytes the client already has (a resume): not sent again */
     uint32_t  seed;            /* the resolved seed (in ACCEPTED, for a resume from scratch) */
+    int       embed;           /* an embedding request (PROTO_POOL_*): its worker answers
+                                * PT_EMBEDDING instead of tokens; 0: a generation */
 } front_req;
 
 /* A resume that arrived before the workers' reports: handled when its session is
@@ -222,6 +224,8 @@ void front_out_free_all(front *f);
 /* front_req.c: request records. */
 /* A PT_TOKEN from worker wi. */
 void front_token(front *f, int wi, const proto_msg *m);
+/* A PT_EMBEDDING from worker wi: the vector goes to the client, then DONE "embed". */
+void front_embedding(front *f, int wi, const proto_msg *m);
 /* A PT_ERROR about a session from worker wi. */
 void front_worker_error(front *f, int wi, const proto_msg *m);
 /* The client at rid cannot be reached any more: its requests expire on the next tick. */

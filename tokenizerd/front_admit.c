@@ -299,6 +299,30 @@ static front_req *take_request(front *f, front_req *r, const uint8_t *rid, size_
     return r;
 }
 
+/* A prompt given as token ids ("toks"), checked against the vocabulary (caller frees);
+ * NULL with err. */
+static int32_t *given_tokens(front *f, const proto_msg *m, size_t *n_ids, char *err, size_t errcap)
+{
+    const msgpack_object *t = proto_field(m, MF_TOKS);
+    size_t n = t->via.array.size;
+    int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    if (!ids) { errf(err, errcap, "out of memory"); return NULL; }
+    long got = proto_ints(m, MF_TOKS, ids, n);
+    for (size_t i = 0; got == (long)n && i < n; i++)
+        if (ids[i] < 0 || ids[i] >= tok_n_vocab(f->vocab)) {
+            errf(err, errcap, "toks[%zu]: token id %d is not in the vocabulary (0 to %d)", i, (int)ids[i],
+                 (int)tok_n_vocab(f->vocab) - 1);
+            got = -1;
+        }
+    if (got != (long)n || n == 0) {
+        if (!err[0]) errf(err, errcap, "toks: an empty or malformed list of token ids");
+        free(ids);
+        return NULL;
+    }
+    *n_ids = n;
+    return ids;
+}
+
 /* The prompt's tokens (caller frees), with r's parameters and stop strings set; NULL
  * with err when something in the request is wrong. */
 static int32_t *tokenize_request(front *f, front_req *r, const proto_msg *m, size_t *n_ids, char *err, size_t errcap)
@@ -308,6 +332,9 @@ static int32_t *tokenize_request(front *f, front_req *r, const proto_msg *m, siz
     size_t n_spans = 0;
     int32_t *ids = NULL;
     *n_ids = 0;
+    if (proto_field(m, MF_TOKS) && !r->chat) /* token ids instead of text */
+        return !r->det || pack_params(f, r, m, err, errcap) != 0 || set_stops(r, m, err, errcap) != 0 ||
+                       set_grammar(r, m, err, errcap) != 0 ? NULL : given_tokens(f, m, n_ids, err, errcap);
     if (!r->det || pack_params(f, r, m, err, errcap) != 0 || set_stops(r, m, err, errcap) != 0 ||
         set_grammar(r, m, err, errcap) != 0 ||
         !(text = request_text(f, m, r->chat, &spans, &n_spans, err, errcap)) ||
@@ -369,6 +396,13 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     front_req *r = route(f, rid, rl, m, &admit);
     if (!admit || over_limits(f, rid, rl, m) || !(r = take_request(f, r, rid, rl, m))) return;
     char err[300] = "";
+    uint64_t embed = proto_u64(m, MF_EMBED, 0);
+    if (embed >= PROTO_POOL_COUNT || (embed && (r->chat || r->n_toks))) {
+        front_fail(f, r, ERR_INVALID, embed >= PROTO_POOL_COUNT ? "embed: unknown pooling (1: mean, 2: last)"
+                                                                : "embed: not for a chat session");
+        return;
+    }
+    r->embed = (int)embed;
     size_t n_ids;
     int32_t *ids = tokenize_request(f, r, m, &n_ids, err, sizeof err);
     if (!ids) {
@@ -378,6 +412,7 @@ void front_generate(front *f, const uint8_t *rid, size_t rl, const proto_msg *m)
     }
     int64_t n_predict = proto_i64(m, MF_N, -1);
     if (n_predict < 0 || n_predict > (1 << 20)) n_predict = 1 << 20; /* until EOG or the context is full */
+    if (r->embed) n_predict = 1; /* dispatched as one; its worker answers with the vector */
     int rc = set_prompt(f, r, ids, n_ids, n_predict);
     free(ids);
     if (rc == 0) start(f, r, rid, rl);

@@ -340,6 +340,25 @@ int front_replay(front *f, front_req *r)
     return 0;
 }
 
+void front_embedding(front *f, int wi, const proto_msg *m)
+{
+    pm_embedding e;
+    pm_embedding_get(m, &e);
+    if (!e.has_sess || e.epoch != f->epoch) return; /* for an instance before a restart: the client resumes */
+    front_req *r = front_find_sess(f, e.sess);
+    if (!r || r->state != RQ_RUNNING || r->worker != wi || !r->embed) return; /* stale or not ours */
+    if (e.vec.n == 0 || e.vec.n % sizeof(float) != 0) {
+        front_fail(f, r, ERR_INTERNAL, "engine worker sent a malformed embedding");
+        return;
+    }
+    pm_embedding out = {.vec = e.vec, .ntok = (uint64_t)r->n_prompt, .has_ntok = 1};
+    proto_writer w;
+    proto_begin(&w, PT_EMBEDDING, r->client_id);
+    pm_embedding_put(&w, &out);
+    front_send(f, r->rid, r->rid_len, &w);
+    front_finish(f, r, "embed");
+}
+
 void front_token(front *f, int wi, const proto_msg *m)
 {
     pm_token tk;
@@ -389,9 +408,13 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
     if (e.epoch != f->epoch) return; /* about a session of the instance before */
     front_req *r = front_find_sess(f, e.sess);
     if (!r || r->worker != wi) return;
-    if (!r->attached && e.full && r->state == RQ_RUNNING) {
-        /* adopted, its client not back, and its context is full: its resume replays the
-         * text and the queue ends it */
+    char end[32];
+    proto_sv_copy(e.end, end, sizeof end);
+    int ends = e.has_end && (!strcmp(end, "grammar") || !strcmp(end, "grammar_dead_end"));
+    if (!r->attached && (e.full || ends) && r->state == RQ_RUNNING) {
+        /* adopted, its client not back, and its context is full (or its grammar allows no
+         * token): its resume replays the text, and the queue ends it (or runs it again,
+         * which ends it again at the same token) */
         front_detach(f, r, 1);
         r->state = RQ_QUEUED;
         return;
@@ -411,6 +434,10 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
     }
     if (e.full && r->state == RQ_RUNNING) {
         front_finish(f, r, "context");
+        return;
+    }
+    if (ends && r->state == RQ_RUNNING) { /* the grammar allows no further token */
+        front_finish(f, r, end);
         return;
     }
     char out[300];

@@ -24,7 +24,7 @@ void front_dispatch(front *f, front_req *r, int wi)
         .sess = r->sess, .toks = r->toks, .n_toks = (uint32_t)r->n_toks, .step = (uint64_t)r->n_gen,
         .budget = (uint64_t)(r->n_predict - r->n_gen), .sp = r->sp, .sp_len = r->sp_len, .epoch = f->epoch,
         .fb = (const uint8_t *)fb.data, .fb_len = fb.size, .mu = r->mu, .mu_set = r->mu_set,
-        .grammar = r->grammar, .grammar_len = r->grammar_len,
+        .grammar = r->grammar, .grammar_len = r->grammar_len, .embed = r->embed,
     };
     if (!r->ignore_eos) {
         rec.n_eog = f->n_eog;

@@ -307,6 +307,7 @@ static void on_worker(front *f)
         if (m.type == PT_TOKEN) front_token(f, wi, &m);
         else if (m.type == PT_ERROR) front_worker_error(f, wi, &m);
         else if (m.type == PT_REPORT) front_adopt(f, wi, &m);
+        else if (m.type == PT_EMBEDDING) front_embedding(f, wi, &m);
     }
     proto_msg_free(&m);
 }

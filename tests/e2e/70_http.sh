@@ -112,7 +112,7 @@ check_err() { # STATUS PARAM PATH BODY [curl options]
 check_err 400 temperature /v1/completions '{"prompt": "x", "temperature": -1}'
 check_err 400 top_k /v1/completions '{"prompt": "x", "top_k": "many"}'
 check_err 400 max_tokens /v1/completions '{"prompt": "x", "max_tokens": "ten"}'
-check_err 400 n /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "n": 2}'
+check_err 400 n /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "n": 9}'
 check_err 400 messages /v1/chat/completions '{"messages": []}'
 check_err 400 prompt /v1/completions '{"max_tokens": 1}'
 check_err 400 "" /v1/completions '{"prompt": "x",'

@@ -6,7 +6,8 @@
 # during a constrained generation: the same text as an uninterrupted run with the same
 # seed (the matcher state travels with the session), and so does kill -9 of the worker
 # (the state is rebuilt by replaying the generated tokens); (e) the openai npm client with
-# response_format json_schema gets valid JSON.
+# response_format json_schema gets valid JSON; (f) 100 samples at temperature 1.0 against a
+# nested schema all validate with ajv.
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 300
 PORT=$(free_port)
@@ -64,6 +65,15 @@ out=$(llmc -n 40 --temp 1.0 --seed 3 --grammar-file "$RUN/g.gbnf" "Once upon a t
 python3 -c 'import re, sys; assert re.fullmatch(r"Once( upon)?[ a-z]{3,20}\.", sys.argv[1]), sys.argv[1]' "$out" \
     || fail "--grammar-file output '$out' does not match"
 echo "(b) --grammar yes|no: one of the two for 6 seeds; --grammar-file: '$out'"
+# a complete grammar with end-of-generation banned: it ends there, finish reason "grammar"
+llmc --json -n 20 --temp 1.0 --seed 5 --ignore-eos --grammar 'root ::= "yes" | "no"' "Once" >"$RUN/b.jsonl" \
+    || fail "--ignore-eos with a complete grammar failed"
+tail -n 1 "$RUN/b.jsonl" | grep -q '"reason":"grammar"' || fail "--ignore-eos, complete grammar: $(tail -n 1 "$RUN/b.jsonl")"
+fin=$(curl -s -H 'Content-Type: application/json' "$BASE/v1/completions" \
+      -d '{"prompt":"Once","max_tokens":20,"ignore_eos":true,"grammar":"root ::= \"yes\" | \"no\""}' |
+      json_get '["choices"][0]["finish_reason"]')
+[ "$fin" = stop ] || fail "gateway finish_reason for a complete grammar: '$fin'"
+echo "    a complete grammar with ignore_eos ends with reason 'grammar' (llmc), finish_reason 'stop' (HTTP)"
 
 # (c) bad grammar, bad schema: one line, exit 1, before anything is sent; 400 via HTTP
 one_line_error() { # WHAT WANT ARGS...: llmc fails with exit 1 and one line naming WANT
@@ -93,6 +103,7 @@ G='root ::= ("[" [a-z ]{1,12} "] "){300}'
 args=(-n 600 --temp 0.9 --seed 77 --grammar "$G" "Once upon a time")
 llmc "${args[@]}" >"$RUN/ref.txt" || fail "reference constrained run failed"
 [ "$(wc -c <"$RUN/ref.txt")" -gt 600 ] || fail "reference run too short"
+: >"$RUN/out.txt"
 llmc "${args[@]}" >"$RUN/out.txt" 2>"$RUN/err.txt" & E2E_PIDS+=($!)
 wait_until 30 '[ "$(wc -c <"$RUN/out.txt")" -gt 50 ]' || fail "stream did not start"
 old=$(cat "$RUN/samplerd.pid")
@@ -108,6 +119,7 @@ echo "(d) kill -9 of samplerd (pid $old -> $new) after $bytes of $(wc -c <"$RUN/
 
 # and kill -9 of the worker: the session moves, its new worker has no state and samplerd
 # rebuilds it by replaying the generated tokens
+: >"$RUN/outw.txt"
 llmc "${args[@]}" >"$RUN/outw.txt" 2>"$RUN/errw.txt" & E2E_PIDS+=($!)
 wait_until 30 '[ "$(wc -c <"$RUN/outw.txt")" -gt 50 ]' || fail "stream did not start"
 wpid=$(status_field pids | tr ' ' '\n' | grep . | head -n 1)
@@ -132,6 +144,23 @@ if command -v node >/dev/null && [ -f "${LLM_BUILD:-/nonexistent}/node/node_modu
     grep -q '"error":"BadRequestError","status":400' "$RUN/eb.line" && grep -q uniqueItems "$RUN/eb.line" \
         || fail "bad schema through the openai client: $(cat "$RUN/eb.line")"
     echo "(e) openai client: response_format json_schema gives valid JSON (3 seeds); a bad schema is BadRequestError 400"
+    # (f) 100 samples at temperature 1.0 from the random-weight model (unconstrained, it
+    # writes noise) against a nested schema with $ref, oneOf, anyOf, enum, formats and
+    # bounds: every one parses and ajv (with ajv-formats) finds it valid
+    NESTED='{"type":"object","properties":{"id":{"type":"string","format":"uuid"},
+     "when":{"type":"string","format":"date"},"owner":{"$ref":"#/$defs/person"},
+     "pets":{"type":"array","maxItems":3,"items":{"oneOf":[
+       {"type":"object","properties":{"kind":{"const":"cat"},"lives":{"type":"integer","minimum":1,"maximum":9}},"required":["kind","lives"]},
+       {"type":"object","properties":{"kind":{"const":"dog"},"good":{"type":"boolean"}},"required":["kind","good"]}]}},
+     "score":{"anyOf":[{"type":"number"},{"type":"null"}]}},
+     "required":["id","owner","pets"],
+     "$defs":{"person":{"type":"object","additionalProperties":false,"required":["name","age"],"properties":{
+       "name":{"type":"string","minLength":1,"maxLength":12},"age":{"type":"integer","minimum":0,"maximum":120},
+       "tags":{"type":"array","items":{"enum":["a","b","c"]},"minItems":1,"maxItems":2}}}}}'
+    timeout 240 node "$JS" "$BASE/v1" validity "$NESTED" 100 >"$RUN/f.line" 2>"$RUN/f.err" \
+        || fail "validity run failed: $(cat "$RUN/f.err")"
+    [ "$(json_get '["valid"]' <"$RUN/f.line")" = 100 ] || fail "not all 100 samples validate: $(cat "$RUN/f.line")"
+    echo "(f) 100 of 100 samples at temperature 1.0 parse and validate with ajv against a nested schema"
 else
     fail "the openai npm package is not installed in \$LLM_BUILD/node (make e2e installs it)"
 fi
