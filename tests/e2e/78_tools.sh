@@ -2,7 +2,7 @@
 # 78: tools (function calling, issue 20) end to end through the official openai npm
 # client (tests/e2e/http_tools.js). tiny-qwen2 with the chatml template (Hermes/Qwen
 # <tool_call> syntax): tool_choice required and a named function give calls that parse
-# and validate against the tool's schema; parallel_tool_calls gives 1 to n valid calls;
+# and validate against the tool's schema (ajv, and by hand); parallel_tool_calls gives 1 to n valid calls;
 # streamed deltas (index, id, type, name first, then the arguments) reassemble to the
 # whole answer's calls; auto and none give content; a turn with a tool result in the
 # history is accepted; a bad tool schema, an unknown tool_choice name and a bad tool
@@ -11,7 +11,8 @@
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 120
 command -v node >/dev/null && [ -f "${LLM_BUILD:-/nonexistent}/node/node_modules/openai/package.json" ] \
-    || fail "the openai npm package is not installed in \$LLM_BUILD/node (make e2e installs it)"
+    && [ -f "$LLM_BUILD/node/node_modules/ajv/package.json" ] \
+    || fail "the openai and ajv npm packages are not installed in \$LLM_BUILD/node (make e2e installs them)"
 JS="$E2E_ROOT/tests/e2e/http_tools.js"
 
 run_family() { # MODEL TEMPLATE FAMILY

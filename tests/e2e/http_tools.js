@@ -27,11 +27,19 @@ const tools = [
 ];
 const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
 
-// A call's arguments against its tool's schema, written out by hand.
+// A call's arguments against its tool's schema: ajv (a real JSON Schema validator,
+// installed beside the openai client), and the same checks written out by hand.
+const Ajv = require(path.join(process.env.LLM_BUILD, 'node', 'node_modules', 'ajv'));
+const ajv = new (Ajv.default || Ajv)({ strict: false });
+const schemaOf = Object.fromEntries(tools.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
+
 function validate(call) {
   must(call.type === 'function', 'type is not function');
   must(/^call_[A-Za-z0-9]{24}$/.test(call.id), `bad id ${call.id}`);
   const a = JSON.parse(call.function.arguments);
+  const check = schemaOf[call.function.name];
+  must(check, `no tool is named ${call.function.name}`);
+  must(check(a), `${call.function.name}(${call.function.arguments}): ${ajv.errorsText(check.errors)}`);
   must(a && typeof a === 'object' && !Array.isArray(a), 'arguments are not an object');
   if (call.function.name === 'get_weather') {
     must(['Paris', 'Oslo', 'Rome'].includes(a.city), `city ${a.city}`);
