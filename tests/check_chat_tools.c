@@ -23,7 +23,7 @@ static const chat_call calls[] = {
     {.msg = 2, .id = "abc123XYZ", .name = "get_weather", .args = "{\"city\":\"Paris\"}"},
     {.msg = 3, .id = "abc123XYZ"},
 };
-static const chat_tools tl = {tools, 1, calls, 2};
+static const chat_tools tl = {tools, 1, calls, 2, NULL};
 
 static char *render(chat_tmpl t, const chat_msg *m, size_t n, const chat_tools *x, bool gen)
 {
@@ -57,13 +57,37 @@ START_TEST(test_hermes)
     static const chat_call c[] = {{.msg = 1, .id = "x", .name = "f", .args = "{}"},
                                   {.msg = 1, .id = "y", .name = "g", .args = "{\"a\":[1,2]}"},
                                   {.msg = 2, .id = "x"}, {.msg = 3, .id = "y"}};
-    chat_tools t2 = {NULL, 0, c, 4};
+    chat_tools t2 = {NULL, 0, c, 4, NULL};
     out = render(CHAT_TMPL_CHATML, m, 4, &t2, false);
     ck_assert_str_eq(out,
         "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nLet me see.\n<tool_call>\n{\"name\": \"f\", "
         "\"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {\"a\": [1, 2]}}\n"
         "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\na\n</tool_response>\n<tool_response>\nb\n"
         "</tool_response><|im_end|>\n");
+    free(out);
+}
+END_TEST
+
+/* Qwen2.5's template writes a default system message when the chat has none. */
+START_TEST(test_qwen25_default_system)
+{
+    const char *sys = chat_tools_default_system("{%- else %}{{- 'You are Qwen, created by Alibaba Cloud. You are a "
+                                                "helpful assistant.' }}");
+    ck_assert_ptr_nonnull(sys);
+    ck_assert_ptr_null(chat_tools_default_system("{{ '<|im_start|>' }}"));
+    ck_assert_ptr_null(chat_tools_default_system(NULL));
+    chat_tools x = {tools, 1, NULL, 0, sys};
+    char *out = render(CHAT_TMPL_CHATML, conv + 1, 1, &x, true);
+    ck_assert(strncmp(out, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+                           "assistant.\n\n# Tools\n\n", 96) == 0);
+    free(out);
+    static const chat_call c[] = {{.msg = 1, .id = "x", .name = "f", .args = "{}"}, {.msg = 2, .id = "x"}};
+    chat_tools y = {NULL, 0, c, 2, sys};
+    out = render(CHAT_TMPL_CHATML, (chat_msg[]){{"user", "Hi"}, {"assistant", ""}, {"tool", "ok"}}, 3, &y, true);
+    ck_assert_str_eq(out, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+                          "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<tool_call>\n"
+                          "{\"name\": \"f\", \"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
+                          "<tool_response>\nok\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
     free(out);
 }
 END_TEST
@@ -89,7 +113,7 @@ START_TEST(test_llama31)
     /* two calls in one message: the template refuses them */
     static const chat_call two[] = {{.msg = 2, .id = "a", .name = "f", .args = "{}"},
                                     {.msg = 2, .id = "b", .name = "f", .args = "{}"}};
-    chat_tools t2 = {tools, 1, two, 2};
+    chat_tools t2 = {tools, 1, two, 2, NULL};
     char *o = NULL, err[256];
     ck_assert_int_eq(chat_render_tools(CHAT_TMPL_LLAMA3, conv, 3, &t2, true, &o, NULL, NULL, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "one tool call"));
@@ -113,7 +137,7 @@ START_TEST(test_mistral)
     /* the system message goes with a last user message; description strings are printed raw */
     static const char *const t2[] = {"{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":"
                                       "\"Say \\\"hi\\\" \\u00e9\",\"parameters\":{}}}"};
-    chat_tools x = {t2, 1, NULL, 0};
+    chat_tools x = {t2, 1, NULL, 0, NULL};
     out = render(CHAT_TMPL_MISTRAL_V3_TEKKEN, conv, 2, &x, true);
     ck_assert_str_eq(out, "[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": "
                           "\"Say \"hi\" \xc3\xa9\", \"parameters\": {}}}][/AVAILABLE_TOOLS][INST]Be brief.\n\n"
@@ -126,7 +150,7 @@ START_TEST(test_mistral)
     static const chat_call c2[] = {{.msg = 2, .id = "abc123XYZ", .name = "get_weather", .args = "{\"city\":\"Paris\"}"},
                                    {.msg = 2, .id = "abc123XYW", .name = "t", .args = "{}"},
                                    {.msg = 3, .id = "abc123XYZ"}, {.msg = 4, .id = "abc123XYW"}};
-    chat_tools x2 = {tools, 1, c2, 4};
+    chat_tools x2 = {tools, 1, c2, 4, NULL};
     out = render(CHAT_TMPL_MISTRAL_V3, m2, 7, &x2, true);
     ck_assert_str_eq(out,
         "[INST] Weather?[/INST][TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, "
@@ -144,7 +168,7 @@ START_TEST(test_mistral)
     free(out);
     /* ids are 9 characters */
     static const chat_call bad[] = {{.msg = 2, .id = "call_1", .name = "f", .args = "{}"}};
-    chat_tools y = {tools, 1, bad, 1};
+    chat_tools y = {tools, 1, bad, 1, NULL};
     char *o = NULL, err[256];
     ck_assert_int_eq(chat_render_tools(CHAT_TMPL_MISTRAL_V3, conv, 3, &y, true, &o, NULL, NULL, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "9 letters"));
@@ -155,7 +179,7 @@ START_TEST(test_errors_and_plain)
 {
     char *o = NULL, *p = NULL, err[256];
     /* without tools and tool messages: exactly chat_render */
-    static const chat_tools none = {NULL, 0, NULL, 0};
+    static const chat_tools none = {NULL, 0, NULL, 0, NULL};
     ck_assert_int_eq(chat_render_tools(CHAT_TMPL_GEMMA, conv, 2, &none, true, &o, NULL, NULL, err, sizeof err), 0);
     ck_assert_int_eq(chat_render(CHAT_TMPL_GEMMA, conv, 2, true, &p, err, sizeof err), 0);
     ck_assert_str_eq(o, p);
@@ -169,18 +193,18 @@ START_TEST(test_errors_and_plain)
     ck_assert_int_eq(chat_render_tools(CHAT_TMPL_PHI3, conv + 3, 1, NULL, true, &o, NULL, NULL, err, sizeof err), -1);
     /* malformed tool JSON, a call on a user message, arguments that are not an object */
     static const char *const badtool[] = {"{\"type\":\"function\",\"function\":{\"name\":\"f\"}"};
-    chat_tools a = {badtool, 1, NULL, 0};
+    chat_tools a = {badtool, 1, NULL, 0, NULL};
     ck_assert_int_eq(chat_render_tools(CHAT_TMPL_CHATML, conv, 2, &a, true, &o, NULL, NULL, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "tool 0"));
     static const chat_call c1[] = {{.msg = 1, .id = "x", .name = "f", .args = "{}"}};
-    chat_tools b = {NULL, 0, c1, 1};
+    chat_tools b = {NULL, 0, c1, 1, NULL};
     ck_assert_int_eq(chat_render_tools(CHAT_TMPL_CHATML, conv, 2, &b, true, &o, NULL, NULL, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "assistant"));
     static const chat_call c2[] = {{.msg = 2, .id = "x", .name = "f", .args = "[1]"}};
-    chat_tools c = {NULL, 0, c2, 1};
+    chat_tools c = {NULL, 0, c2, 1, NULL};
     ck_assert_int_eq(chat_render_tools(CHAT_TMPL_CHATML, conv, 3, &c, true, &o, NULL, NULL, err, sizeof err), -1);
     static const chat_call c3[] = {{.msg = 2, .id = "x", .name = "f", .args = "{\"a\":"}};
-    chat_tools d = {NULL, 0, c3, 1};
+    chat_tools d = {NULL, 0, c3, 1, NULL};
     ck_assert_int_eq(chat_render_tools(CHAT_TMPL_CHATML, conv, 3, &d, true, &o, NULL, NULL, err, sizeof err), -1);
     /* a role the tool templates do not know */
     static const chat_msg odd[] = {{"user", "a"}, {"critic", "b"}};
@@ -194,7 +218,7 @@ START_TEST(test_spans_cover_user_data)
 {
     static const char *const t[] = {"{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":"
                                     "\"<|im_end|>\"}}"};
-    chat_tools x = {t, 1, NULL, 0};
+    chat_tools x = {t, 1, NULL, 0, NULL};
     char *out = NULL, err[256];
     tok_span *spans = NULL;
     size_t ns = 0;
@@ -215,6 +239,7 @@ Suite *chat_tools_suite(void)
     Suite *s = suite_create("chat_tools");
     TCase *tc = tcase_create("render");
     tcase_add_test(tc, test_hermes);
+    tcase_add_test(tc, test_qwen25_default_system);
     tcase_add_test(tc, test_llama31);
     tcase_add_test(tc, test_mistral);
     tcase_add_test(tc, test_errors_and_plain);

@@ -104,7 +104,14 @@ typedef struct {
     size_t             n_tools;
     const chat_call   *calls;  /* (n_calls) in message order */
     size_t             n_calls;
+    const char        *default_system; /* chatml: the system message when the chat has
+                                        * none (chat_tools_default_system), or NULL */
 } chat_tools;
+
+/* The system message a template writes when a chat has none (Qwen2.5's "You are Qwen,
+ * created by Alibaba Cloud. ..."), found in its Jinja source; NULL for none. A static
+ * string. */
+const char *chat_tools_default_system(const char *jinja_source);
 
 /* Whether template t renders tools: chatml (the Hermes / Qwen <tool_call> style),
  * llama3 (Llama 3.1's JSON style, results in the ipython role), mistral-v3 and

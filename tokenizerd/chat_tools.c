@@ -267,21 +267,29 @@ static void hermes_calls(const chat_tools *tl, size_t i, const chat_msg *m, sbuf
     }
 }
 
+#define QWEN25_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
+const char *chat_tools_default_system(const char *src)
+{
+    return src && strstr(src, QWEN25_SYSTEM) ? QWEN25_SYSTEM : NULL;
+}
+
 /* Qwen2.5 / Qwen3 (Hermes): tools in the system turn, calls in <tool_call>, results as
- * <tool_response> in a user turn. */
+ * <tool_response> in a user turn; Qwen2.5's template has a default system message. */
 static void render_hermes(const chat_msg *m, size_t n, const chat_tools *tl, bool gen, sbuf *b)
 {
     bool sys = n && is(&m[0], "system");
+    const char *sys_text = sys ? m[0].content : tl->default_system;
     if (tl->n_tools) {
         put(b, "<|im_start|>system\n");
-        if (sys)
-            put_content(b, m[0].content), put(b, "\n\n");
+        if (sys_text)
+            put_content(b, sys_text), put(b, "\n\n");
         put(b, HERMES_HEAD);
         for (size_t k = 0; k < tl->n_tools; k++)
             put(b, "\n"), put_json_content(b, tl->tools[k], 0);
         put(b, HERMES_TAIL);
-    } else if (sys) {
-        put(b, "<|im_start|>system\n"), put_content(b, m[0].content), put(b, "<|im_end|>\n");
+    } else if (sys_text) {
+        put(b, "<|im_start|>system\n"), put_content(b, sys_text), put(b, "<|im_end|>\n");
     }
     for (size_t i = sys; i < n; i++) {
         if (is(&m[i], "tool")) {

@@ -181,6 +181,7 @@ typedef struct {
     front_limits lim;
     tok_vocab   *vocab;
     chat_tmpl    tmpl;
+    const char  *tmpl_system;  /* the template's default system message (chat_tools.h), or NULL */
     char         model[256];
     front_worker w[FRONT_MAX_WORKERS];
     front_req   *reqs;

@@ -109,7 +109,8 @@ static char *render_chat(front *f, const proto_msg *m, tok_span **spans, size_t 
         errf(err, errcap, "tools: at most %d", FRONT_MAX_TOOLS);
     } else if (tool_calls(tc, nc, n / 2, calls, err, errcap) == 0) {
         for (size_t i = 0; i < n / 2; i++) cm[i] = (chat_msg){own[2 * i], own[2 * i + 1]};
-        chat_tools tl = {(const char *const *)tools, nt, calls, nc / 4};
+        chat_tools tl = {.tools = (const char *const *)tools, .n_tools = nt, .calls = calls, .n_calls = nc / 4,
+                         .default_system = f->tmpl_system};
         if (chat_render_tools(f->tmpl, cm, n / 2, &tl, true, &out, spans, n_spans, err, errcap) != 0) out = NULL;
     }
     free_strs(own, n);

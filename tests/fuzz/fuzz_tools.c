@@ -43,7 +43,7 @@ static void render(const char *text)
     const char *tools[1] = {text};
     chat_msg m[4] = {{"system", "s"}, {"user", "u"}, {"assistant", ""}, {"tool", text}};
     chat_call calls[2] = {{.msg = 2, .id = "abcdefghi", .name = "f", .args = text}, {.msg = 3, .id = "abcdefghi"}};
-    chat_tools tl = {tools, 1, calls, 2};
+    chat_tools tl = {tools, 1, calls, 2, NULL};
     for (size_t t = 0; t < sizeof ts / sizeof *ts; t++) {
         char *out = NULL, err[256];
         tok_span *spans = NULL;
