@@ -268,7 +268,7 @@ fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-run
 fuzz-build:
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" \
-	  $(addprefix $(FUZZ_BUILD)/,libcommon.a libtok.a libgrammar.a libsampler.a libengine.a libfront.a)
+	  $(addprefix $(FUZZ_BUILD)/,libcommon.a libtok.a libgrammar.a libsampler.a libengine.a libfront.a libclient.a)
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" fuzz-bins
 fuzz-run:
 	@rm -rf $(FUZZ_BUILD)/seeds
@@ -280,9 +280,10 @@ fuzz-bins: $(addprefix $(BUILD)/fuzz/,$(FUZZERS) fuzz_seeds)
 $(BUILD)/fuzz/fuzz_seeds: tests/fuzz/fuzz_seeds.c $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(INC_ALL) $(PC_CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIBS)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIBS) $(BUILD)/libclient.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(INC_ALL) $(PC_CFLAGS) -fsanitize=fuzzer -o $@ $< $(LINK_LIBS) $(LDLIBS) $(GW_LDLIBS)
+	$(CC) $(CFLAGS) $(INC_ALL) $(PC_CFLAGS) -fsanitize=fuzzer -o $@ $< -Wl,--start-group $(LIBS) $(BUILD)/libclient.a \
+	  -Wl,--end-group $(LDLIBS) $(GW_LDLIBS)
 
 fuzz-run-%:
 	@mkdir -p $(BUILD)/corpus/$*

@@ -272,6 +272,10 @@ static enum MHD_Result start_generation(struct MHD_Connection *c, http_req *x)
         return error_reply(c, x, 400, e.msg, e.param, errcode_name(ERR_INVALID));
     gwb_status s;
     gwb_status_get(G.bridge, &s);
+    if (oai_tools_prepare(&req, s.tmpl, &e) != 0) {
+        oai_req_free(&req);
+        return error_reply(c, x, 400, e.msg, e.param, errcode_name(ERR_INVALID));
+    }
     char id[256];
     model_id(id, sizeof id, &s);
     x->job = gwj_new(&req, x->ep, gwb_new_id(G.bridge), id, vocab_text, NULL, &G.metrics, x->t0_us);

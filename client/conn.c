@@ -177,6 +177,14 @@ void lc_generate_msg(proto_writer *w, uint64_t id, const lc_gen *g, const lc_res
     }
     if (g->grammar) proto_put_str(w, MF_GRAMMAR, g->grammar);
     if (g->embed) proto_put_u64(w, MF_EMBED, (uint64_t)g->embed);
+    if (g->n_tools) {
+        proto_put_array_begin(w, MF_TOOLS, (uint32_t)g->n_tools);
+        for (int i = 0; i < g->n_tools; i++) proto_pack_str(&w->pk, g->tools[i]);
+    }
+    if (g->n_tcalls) {
+        proto_put_array_begin(w, MF_TCALLS, (uint32_t)g->n_tcalls);
+        for (int i = 0; i < g->n_tcalls; i++) proto_pack_str(&w->pk, g->tcalls[i]);
+    }
 }
 
 errcode lc_param_check(smp_params *chk, const char *name, const char *value, char *err, size_t errlen)

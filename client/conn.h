@@ -68,6 +68,11 @@ typedef struct {
     int                embed;           /* an embedding of prompt (PROTO_POOL_*), 0: none */
     const int32_t     *toks;            /* a prompt of token ids instead of text (n_toks) */
     int                n_toks;
+    const char *const *tools;           /* a chat's tool objects, JSON text each (n_tools) */
+    int                n_tools;
+    const char *const *tcalls;          /* message index, id, name, arguments: 4 strings per
+                                         * call or tool result (proto_fields.h) (n_tcalls) */
+    int                n_tcalls;
 } lc_gen;
 
 /* Begins w as the GENERATE of g under request id id: a fresh one (rs NULL) or a resume

@@ -152,6 +152,10 @@ void gwj_gen_choice(const gwj *j, int i, lc_gen *g)
         .stops = (const char *const *)r->stops,
         .n_stops = r->n_stops,
         .grammar = r->grammar,
+        .tools = oait_active(&r->tl) ? (const char *const *)r->tl.tools : NULL, /* "none": not shown */
+        .n_tools = oait_active(&r->tl) ? r->tl.n_tools : 0,
+        .tcalls = (const char *const *)r->tl.tcalls,
+        .n_tcalls = r->tl.n_tcalls,
     };
     if (j->emb) { /* input i, embedded */
         g->n_predict = 1;

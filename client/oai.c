@@ -34,7 +34,9 @@ void oai_req_free(oai_req *r)
     for (int i = 0; i < r->n_params; i++) { free(r->pk[i]); free(r->pv[i]); }
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->grammar);
+    oait_req_free(&r->tl);
     memset(r, 0, sizeof *r);
+    oait_init(&r->tl);
 }
 
 /* ---- request parsing ---- */
@@ -136,9 +138,12 @@ static int parse_messages(oai_req *r, json_t *v, oai_err *e)
         const char *rs = json_is_string(role) ? json_string_value(role) : NULL;
         if (!json_is_object(m) || !rs) return bad(e, "messages", "messages[%zu] needs a string 'role'", i);
         if (strcmp(rs, "developer") == 0) rs = "system";
-        if (strcmp(rs, "system") != 0 && strcmp(rs, "user") != 0 && strcmp(rs, "assistant") != 0)
+        if (strcmp(rs, "system") != 0 && strcmp(rs, "user") != 0 && strcmp(rs, "assistant") != 0 &&
+            strcmp(rs, "tool") != 0)
             return bad(e, "messages", "messages[%zu]: role '%.40s' is not supported (system, developer, user, "
-                                      "assistant)", i, rs);
+                                      "assistant, tool)", i, rs);
+        char terr[300];
+        if (oait_parse_message(&r->tl, m, i, terr, sizeof terr) != 0) return bad(e, "messages", "%s", terr);
         char *text = content_text(json_object_get(m, "content"), e);
         if (!text) return -1;
         r->msgs[r->n_msgs++] = strdup(rs);
@@ -269,8 +274,22 @@ static int parse_response_format(oai_req *r, json_t *v, oai_err *e)
 }
 
 /* Keys of the OpenAI API that do not change the generation here. */
-static const char *const IGNORED[] = {"model", "user", "metadata", "store", "service_tier", "parallel_tool_calls",
-                                      "tool_choice", "cache_prompt", "id_slot", "modalities", NULL};
+static const char *const IGNORED[] = {"model", "user", "metadata", "store", "service_tier", "cache_prompt", "id_slot",
+                                      "modalities", NULL};
+
+/* tools, tool_choice, parallel_tool_calls (oai_tools.h); functions (the old API) is refused. */
+static int parse_tool_key(oai_req *r, const char *key, json_t *v, oai_err *e)
+{
+    char err[300];
+    if (strcmp(key, "functions") == 0)
+        return json_is_array(v) && json_array_size(v) == 0 ? 0 : bad(e, key, "functions is not supported: use tools");
+    if (r->kind != OAI_CHAT)
+        return bad(e, key, "%s: function calling is for /v1/chat/completions", key);
+    if (strcmp(key, "parallel_tool_calls") == 0) return parse_bool(v, key, &r->tl.parallel, e);
+    int rc = strcmp(key, "tools") == 0 ? oait_parse_tools(&r->tl, v, err, sizeof err)
+                                       : oait_parse_choice(&r->tl, v, err, sizeof err);
+    return rc == 0 ? 0 : bad(e, key, "%s", err);
+}
 
 static int parse_key(oai_req *r, smp_params *chk, const char *key, json_t *v, oai_err *e)
 {
@@ -311,8 +330,9 @@ static int parse_key(oai_req *r, smp_params *chk, const char *key, json_t *v, oa
     if (strcmp(key, "best_of") == 0) return parse_int(v, key, 1, 1, &x, e) ? bad(e, key, "best_of: only 1 is supported") : 0;
     if (strcmp(key, "suffix") == 0)
         return json_is_string(v) && json_string_length(v) == 0 ? 0 : bad(e, key, "suffix is not supported");
-    if (strcmp(key, "tools") == 0 || strcmp(key, "functions") == 0)
-        return json_is_array(v) && json_array_size(v) == 0 ? 0 : bad(e, key, "%s (function calling) is not supported", key);
+    if (!strcmp(key, "tools") || !strcmp(key, "functions") || !strcmp(key, "tool_choice") ||
+        !strcmp(key, "parallel_tool_calls"))
+        return parse_tool_key(r, key, v, e);
     if (strcmp(key, "response_format") == 0) return parse_response_format(r, v, e);
     if (strcmp(key, "json_schema") == 0) return set_grammar(r, key, NULL, v, e);
     if (strcmp(key, "grammar") == 0) {
@@ -335,6 +355,7 @@ int oai_parse(oai_req *r, oai_kind kind, const char *body, size_t len, oai_err *
 {
     memset(r, 0, sizeof *r);
     memset(e, 0, sizeof *e);
+    oait_init(&r->tl);
     r->kind = kind;
     r->n_predict = -1;
     json_error_t je;
@@ -351,6 +372,8 @@ int oai_parse(oai_req *r, oai_kind kind, const char *body, size_t len, oai_err *
     }
     if (rc == 0 && kind == OAI_CHAT && !r->msgs) rc = bad(e, "messages", "messages is required");
     if (rc == 0 && kind == OAI_COMPLETION && !r->prompt) rc = bad(e, "prompt", "prompt is required");
+    char terr[300];
+    if (rc == 0 && oait_check(&r->tl, terr, sizeof terr) != 0) rc = bad(e, "tool_choice", "%s", terr);
     if (rc == 0 && kind == OAI_CHAT && r->top_logprobs > 0 && !r->logprobs)
         rc = bad(e, "top_logprobs", "top_logprobs needs logprobs: true");
     if (rc == 0 && r->logprobs) { /* samplerd reports the chosen token's log-prob when n_probs > 0 */
@@ -364,6 +387,26 @@ int oai_parse(oai_req *r, oai_kind kind, const char *body, size_t len, oai_err *
     json_decref(root);
     if (rc != 0) oai_req_free(r);
     return rc;
+}
+
+int oai_tools_prepare(oai_req *r, const char *template_name, oai_err *e)
+{
+    r->family = oait_family_of(template_name);
+    if (!oait_active(&r->tl)) return 0;
+    if (r->family == OAIT_UNSUPPORTED)
+        return bad(e, "tools", "tools: the model's chat template (%s) has no tool-call syntax this gateway knows "
+                   "(chatml, llama3, mistral-v3, mistral-v3-tekken)", template_name && *template_name ? template_name
+                   : "not known yet");
+    char err[300];
+    char *g = oait_grammar(&r->tl, r->family, err, sizeof err);
+    if (!g) return err[0] ? bad(e, "tools", "%s", err) : 0;
+    if (r->grammar) {
+        free(g);
+        return bad(e, "tool_choice", "tool_choice required or a named function constrains the output itself: "
+                   "give no grammar, json_schema or response_format with it");
+    }
+    r->grammar = g;
+    return 0;
 }
 
 /* ---- responses ---- */
@@ -405,10 +448,16 @@ void oai_out_init(oai_out *o, const oai_req *r, const char *model, long long cre
     o->logprobs = r->logprobs;
     o->top_logprobs = r->top_logprobs;
     o->include_usage = r->include_usage;
+    o->tools = r->kind == OAI_CHAT && oait_active(&r->tl) && r->family != OAIT_UNSUPPORTED;
+    o->family = r->family;
+    oait_parser_init(&o->tp, r->family);
 }
 
 void oai_out_free(oai_out *o)
 {
+    oait_parser_free(&o->tp);
+    free(o->ev);
+    o->ev = NULL;
     free(o->text);
     json_decref((json_t *)o->lp);
     o->text = NULL;
@@ -527,10 +576,79 @@ char *oai_chunk_role(oai_out *o, size_t *len)
     return s;
 }
 
+/* ---- tool calls ---- */
+
+static json_t *call_json(int index, const oait_call *c, int head_part)
+{
+    if (head_part)
+        return json_pack("{s:i,s:s,s:s,s:{s:s,s:s}}", "index", index, "id", c->id, "type", "function", "function",
+                         "name", c->name, "arguments", "");
+    return json_pack("{s:i,s:{s:s}}", "index", index, "function", "arguments", c->args);
+}
+
+static json_t *call_chunk(oai_out *o, json_t *call)
+{
+    json_t *choice = json_pack("{s:i,s:{s:[o]},s:n,s:n}", "index", o->index, "delta", "tool_calls", call, "logprobs",
+                               "finish_reason");
+    json_t *c = head(o, "chat.completion.chunk", choice);
+    if (o->include_usage) json_object_set_new(c, "usage", json_null());
+    return c;
+}
+
+/* The streaming parser's sink: content chunks, and per call a chunk with its index, id,
+ * type and name, then one with its arguments. */
+static void stream_content(void *cls, const char *text, size_t n)
+{
+    oai_out *o = cls;
+    sse_append(&o->ev, &o->ev_len, chunk_obj(o, text, n, NULL, 0, NULL, 0));
+}
+
+static void stream_call(void *cls, int index, const oait_call *c)
+{
+    oai_out *o = cls;
+    sse_append(&o->ev, &o->ev_len, call_chunk(o, call_json(index, c, 1)));
+    sse_append(&o->ev, &o->ev_len, call_chunk(o, call_json(index, c, 0)));
+}
+
+static void stream_head(void *cls, int index, const char *id, const char *name)
+{
+    oai_out *o = cls;
+    oait_call c = {id, name, ""};
+    sse_append(&o->ev, &o->ev_len, call_chunk(o, call_json(index, &c, 1)));
+}
+
+static void stream_args(void *cls, int index, const char *text, size_t n)
+{
+    oai_out *o = cls;
+    json_t *a = json_pack("{s:i,s:{s:o}}", "index", index, "function", "arguments", jstr(text, n));
+    sse_append(&o->ev, &o->ev_len, call_chunk(o, a));
+}
+
+static const oait_sink *stream_sink(oai_out *o, oait_sink *s)
+{
+    *s = (oait_sink){.content = stream_content, .call = stream_call, .head = stream_head, .args = stream_args,
+                     .cls = o};
+    return s;
+}
+
+static char *take_events(oai_out *o, size_t *len)
+{
+    char *s = o->ev;
+    *len = o->ev_len;
+    o->ev = NULL;
+    o->ev_len = 0;
+    return s;
+}
+
 char *oai_chunk(oai_out *o, const char *text, size_t n, const oai_token *toks, int n_toks, size_t *len)
 {
     char *s = NULL;
     *len = 0;
+    if (o->tools) { /* held back while it may be a call; log-probs are not reported */
+        oait_sink sink;
+        oait_feed(&o->tp, text, n, stream_sink(o, &sink));
+        return take_events(o, len);
+    }
     sse_append(&s, len, chunk_obj(o, text, n, toks, n_toks, NULL, 0));
     return s;
 }
@@ -566,7 +684,14 @@ char *oai_chunk_finish(oai_out *o, const char *reason, size_t *len)
 {
     char *s = NULL;
     *len = 0;
-    sse_append(&s, len, chunk_obj(o, "", 0, NULL, 0, oai_finish_reason(reason), 0));
+    const char *fin = oai_finish_reason(reason);
+    if (o->tools) {
+        oait_sink sink;
+        oait_finish(&o->tp, stream_sink(o, &sink));
+        s = take_events(o, len);
+        if (o->tp.n_calls > 0) fin = "tool_calls";
+    }
+    sse_append(&s, len, chunk_obj(o, "", 0, NULL, 0, fin, 0));
     return s;
 }
 
@@ -617,17 +742,67 @@ int oai_add(oai_out *o, const char *text, size_t n, const oai_token *toks, int n
     return 0;
 }
 
-/* One choice of a whole response. */
+typedef struct {
+    char   *text;   /* content (len) */
+    size_t  len;
+    json_t *calls;
+} whole;
+
+static void whole_content(void *cls, const char *text, size_t n)
+{
+    whole *w = cls;
+    char *x = realloc(w->text, w->len + n + 1);
+    if (!x) return;
+    memcpy(x + w->len, text, n);
+    w->len += n;
+    x[w->len] = 0;
+    w->text = x;
+}
+
+static void whole_call(void *cls, int index, const oait_call *c)
+{
+    whole *w = cls;
+    json_array_append_new(w->calls, json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", c->id, "type", "function", "function",
+                                              "name", c->name, "arguments", c->args));
+}
+
+/* The chat message of a whole answer: its text, or the calls parsed from it (content
+ * null unless text came before them). */
+static json_t *message(oai_out *o, const char **fin)
+{
+    if (!o->tools) return json_pack("{s:s,s:o}", "role", "assistant", "content", jstr(o->text, o->len));
+    whole w = {NULL, 0, json_array()};
+    oait_parser p;
+    oait_parser_init(&p, o->family);
+    oait_sink sink = {.content = whole_content, .call = whole_call, .cls = &w};
+    oait_feed(&p, o->text ? o->text : "", o->len, &sink);
+    oait_finish(&p, &sink);
+    oait_parser_free(&p);
+    size_t ws = 0;
+    while (ws < w.len && w.text[ws] && strchr(" \t\r\n", w.text[ws])) ws++;
+    json_t *content = json_array_size(w.calls) && ws == w.len ? json_null() : jstr(w.text, w.len);
+    json_t *m = json_pack("{s:s,s:o}", "role", "assistant", "content", content);
+    if (json_array_size(w.calls)) {
+        json_object_set_new(m, "tool_calls", w.calls);
+        *fin = "tool_calls";
+    } else {
+        json_decref(w.calls);
+    }
+    free(w.text);
+    return m;
+}
+
+/* One choice of a whole response (a chat's message with its tool calls, if any). */
 static json_t *choice_json(oai_out *o, const char *reason)
 {
     json_t *lp = !o->logprobs ? json_null() : o->lp ? json_incref((json_t *)o->lp) : new_logprobs(o->kind);
-    json_t *text = jstr(o->text, o->len), *fin = json_string(oai_finish_reason(reason)), *choice;
-    if (o->kind == OAI_CHAT)
-        choice = json_pack("{s:i,s:{s:s,s:o},s:o,s:o}", "index", o->index, "message", "role", "assistant", "content",
-                           text, "logprobs", lp, "finish_reason", fin);
-    else
-        choice = json_pack("{s:o,s:i,s:o,s:o}", "text", text, "index", o->index, "logprobs", lp, "finish_reason", fin);
-    return choice;
+    const char *finish = oai_finish_reason(reason);
+    if (o->kind == OAI_CHAT) {
+        json_t *m = message(o, &finish);
+        return json_pack("{s:i,s:o,s:o,s:s}", "index", o->index, "message", m, "logprobs", lp, "finish_reason", finish);
+    }
+    return json_pack("{s:o,s:i,s:o,s:s}", "text", jstr(o->text, o->len), "index", o->index, "logprobs", lp,
+                     "finish_reason", finish);
 }
 
 char *oai_response(oai_out *o, const char *reason, uint64_t n_prompt, uint64_t n_gen, size_t *len)

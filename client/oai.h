@@ -28,7 +28,15 @@
  * "grammar" (GBNF) become the GENERATE's grammar: a schema is converted here
  * (jsg_to_gbnf) and every grammar compiled, so one that cannot be honoured is a 400
  * naming the problem, never unconstrained output; at most one of them per request.
- * n (1 to OAI_MAX_N choices) is n_choices: the gateway runs one session per choice. best_of > 1, tools, functions, another response_format type and suffix are
+ * Function calling (chat only; oai_tools.h): tools, tool_choice, parallel_tool_calls,
+ * assistant messages with tool_calls and tool messages are checked here and travel in
+ * the GENERATE (tools, tcalls); oai_tools_prepare, once the front door's chat template
+ * is known, picks the call syntax and, for tool_choice required or a named function,
+ * the grammar. The answer is then parsed for calls: message.tool_calls and
+ * finish_reason "tool_calls", streamed as OpenAI streams them (a call's index, id, type
+ * and name first, then its arguments).
+ * n (1 to OAI_MAX_N choices) is n_choices: the gateway runs one session per choice.
+ * best_of > 1, functions, another response_format type and suffix are
  * refused as unsupported; other keys (user, metadata, ...) are ignored as llama-server
  * does.
  *
@@ -40,6 +48,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "oai_tools.h"
 
 #define OAI_MAX_STOPS  8    /* the front door's limit */
 #define OAI_MAX_PARAMS 48
@@ -66,6 +76,8 @@ typedef struct {
     int      greedy;                  /* temperature <= 0 (for the logs) */
     char    *grammar;                 /* GBNF constraining the output (compiled), or NULL */
     int      n_choices;               /* n: choices, [1, OAI_MAX_N]; 0 when not given (1) */
+    oait_req tl;                      /* tools, tool_choice and the history's calls */
+    oait_family family;               /* the call syntax (oai_tools_prepare) */
 } oai_req;
 
 /* Why a request was refused: the message and the offending parameter ("" if none). */
@@ -76,6 +88,10 @@ typedef struct {
 
 /* Parses a request body of kind; 0, or -1 with e filled (an HTTP 400). */
 int oai_parse(oai_req *r, oai_kind kind, const char *body, size_t len, oai_err *e);
+/* With the front door's chat template (its name; NULL or "" if unknown): the tool-call
+ * syntax, and for tool_choice required or named the grammar of the calls. 0, or -1
+ * with e filled (an HTTP 400: tools the template cannot express, a grammar besides). */
+int oai_tools_prepare(oai_req *r, const char *template_name, oai_err *e);
 /* Frees what oai_parse allocated; accepts a zeroed request. */
 void oai_req_free(oai_req *r);
 
@@ -112,6 +128,11 @@ typedef struct {
     oai_text_fn text_fn;
     void       *text_cls;
     int         index;      /* the choice's index (n > 1), 0 by default */
+    int         tools;      /* the answer is parsed for tool calls (family) */
+    oait_family family;
+    oait_parser tp;         /* streaming: the parser over the text so far */
+    char       *ev;         /* streaming: the events the parser made (ev_len) */
+    size_t      ev_len;
 } oai_out;
 
 /* Starts an answer for r (kind, log-probs, usage) named after model; seq makes the id. */

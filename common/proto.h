@@ -45,8 +45,8 @@
 #include "proto_fields.h"
 #include "proto_msgs.h"
 
-#define PROTO_VERSION 5
-#define PROTO_VERSION_STR "5"
+#define PROTO_VERSION 6
+#define PROTO_VERSION_STR "6"
 #define PROTO_MAX_MSG (4u << 20) /* bytes; ZMQ_MAXMSGSIZE on every socket (net.c) */
 #define PROTO_MAX_GRAMMAR (256u << 10) /* bytes of a GENERATE's grammar: it rides in RUN,
                                         * REPORT and every SAMPLE row of its session */

@@ -102,7 +102,10 @@
     X(IE, "ie", BOOL)                /* ignore_eos */                                   \
     /* embeddings */                                                                    \
     X(EMBED, "embed", U64)           /* GENERATE, RUN: an embedding, pooled so (proto.h) */ \
-    X(VEC, "vec", BIN)               /* EMBEDDING: the vector, little-endian f32 */
+    X(VEC, "vec", BIN)               /* EMBEDDING: the vector, little-endian f32 */     \
+    /* tools (function calling, tokenizerd/chat.h) */                                   \
+    X(TOOLS, "tools", STRS)          /* OpenAI tool objects, one JSON text each */      \
+    X(TCALLS, "tcalls", STRS)        /* message index, id, name, arguments: 4 each */
 
 typedef enum {
 #define PROTO_FIELD_ENUM(id, name, kind) MF_##id,

@@ -22,7 +22,8 @@
 #define PM_GENERATE(R, O, K)                                                             \
     R(N, n) O(PROMPT, prompt) O(MSGS, msgs) O(CHAT, chat) O(SESS, sess) O(KEY, key)      \
     O(PARAMS, params) O(STOP, stop) O(IGNORE_EOS, ignore_eos) O(RESUME, resume)          \
-    O(RBYTES, rbytes) O(GRAMMAR, grammar) O(EMBED, embed) O(TOKS, toks) /* toks: the prompt as token ids */
+    O(RBYTES, rbytes) O(GRAMMAR, grammar) O(EMBED, embed) O(TOKS, toks) /* toks: the prompt as token ids */ \
+    O(TOOLS, tools) O(TCALLS, tcalls)
 #define PM_CANCEL(R, O, K) O(SESS, sess) O(KEY, key) /* sess + key: a chat between turns */
 #define PM_PING(R, O, K) O(SESS, sess) O(KEY, key)
 #define PM_STATUS(R, O, K)

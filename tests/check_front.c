@@ -1072,6 +1072,54 @@ START_TEST(test_embedding)
 }
 END_TEST
 
+/* A chat GENERATE with tools and tcalls (protocol 6): msgs user, assistant, tool. */
+static void send_tools(uint64_t id, const char *const *tcalls, int n_tcalls)
+{
+    static const char *const msgs[] = {"user", "Weather?", "assistant", "", "tool", "{\"t\":20}"};
+    proto_writer w;
+    proto_begin(&w, PT_GENERATE, id);
+    proto_put_i64(&w, MF_N, 2);
+    proto_put_bool(&w, MF_CHAT, 1);
+    proto_put_array_begin(&w, MF_MSGS, 6);
+    for (int i = 0; i < 6; i++) proto_pack_str(&w.pk, msgs[i]);
+    proto_put_array_begin(&w, MF_TOOLS, 1);
+    proto_pack_str(&w.pk, "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{}}}");
+    proto_put_array_begin(&w, MF_TCALLS, (uint32_t)n_tcalls);
+    for (int i = 0; i < n_tcalls; i++) proto_pack_str(&w.pk, tcalls[i]);
+    proto_msg m;
+    decode(&w, &m);
+    front_generate(&F, CRID, 2, &m);
+    proto_msg_free(&m);
+}
+
+START_TEST(test_tools_admission)
+{
+    worker_up(0);
+    static const char *const ok[] = {"1", "call_1", "get_weather", "{\"city\":\"Paris\"}", "2", "call_1", "", ""};
+    char msg[300] = "";
+    send_tools(70, ok, 8); /* rendered and tokenized: the tools block outgrows this test's context */
+    expect_error(CLIENT, ERR_CONTEXT, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "the prompt is") != NULL, "%s", msg);
+    static const char *const far[] = {"9", "call_1", "get_weather", "{}"};
+    send_tools(71, far, 4);
+    expect_error(CLIENT, ERR_INVALID, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "tcalls") != NULL, "%s", msg);
+    static const char *const odd[] = {"1", "call_1", "get_weather"};
+    send_tools(72, odd, 3);
+    expect_error(CLIENT, ERR_INVALID, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "4 strings") != NULL, "%s", msg);
+    static const char *const args[] = {"1", "call_1", "get_weather", "[1]"};
+    send_tools(73, args, 4);
+    expect_error(CLIENT, ERR_INVALID, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "JSON object") != NULL, "%s", msg);
+    F.tmpl = CHAT_TMPL_GEMMA; /* a template without tools: refused, never rendered without them */
+    send_tools(74, ok, 8);
+    expect_error(CLIENT, ERR_INVALID, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "does not render tools") != NULL, "%s", msg);
+    F.tmpl = CHAT_TMPL_CHATML;
+}
+END_TEST
+
 Suite *front_suite(void)
 {
     Suite *s = suite_create("front");
@@ -1096,6 +1144,7 @@ Suite *front_suite(void)
     tcase_add_test(tc, test_report_never_replaces);
     tcase_add_test(tc, test_ended_session_keeps_its_key);
     tcase_add_test(tc, test_embedding);
+    tcase_add_test(tc, test_tools_admission);
     suite_add_tcase(s, tc);
     return s;
 }

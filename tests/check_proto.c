@@ -987,7 +987,39 @@ START_TEST(test_grammar_fields)
     ck_assert(proto_type_has(PT_ERROR, MF_END) && !proto_type_has(PT_DONE, MF_END));
     ck_assert(proto_type_has(PT_GENERATE, MF_GRAMMAR) && proto_type_has(PT_RUN, MF_GRAMMAR));
     ck_assert(proto_type_has(PT_REPORT, MF_GRAMMAR) && !proto_type_has(PT_TOKEN, MF_GRAMMAR));
-    ck_assert_int_eq(PROTO_VERSION, 5);
+    ck_assert_int_eq(PROTO_VERSION, 6);
+}
+END_TEST
+
+/* GENERATE's tools and tcalls (protocol 6): arrays of strings, optional, GENERATE only. */
+START_TEST(test_tools_fields)
+{
+    proto_writer w;
+    proto_msg m;
+    char err[200];
+    proto_begin(&w, PT_GENERATE, 9);
+    proto_put_i64(&w, MF_N, 4);
+    proto_put_array_begin(&w, MF_TOOLS, 1);
+    proto_pack_str(&w.pk, "{\"type\":\"function\"}");
+    proto_put_array_begin(&w, MF_TCALLS, 4);
+    const char *tc[4] = {"1", "call_1", "f", "{}"};
+    for (int i = 0; i < 4; i++) proto_pack_str(&w.pk, tc[i]);
+    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    pm_generate g;
+    pm_generate_get(&m, &g);
+    ck_assert(g.has_tools && g.tools->via.array.size == 1 && g.has_tcalls && g.tcalls->via.array.size == 4);
+    ck_assert(g.tcalls->via.array.ptr[1].via.str.size == 6);
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+    /* not strings: refused */
+    proto_begin(&w, PT_GENERATE, 9);
+    proto_put_i64(&w, MF_N, 4);
+    proto_put_array_begin(&w, MF_TCALLS, 1);
+    msgpack_pack_int(&w.pk, 3);
+    ck_assert_int_eq(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "tcalls"));
+    proto_writer_free(&w);
+    ck_assert(proto_type_has(PT_GENERATE, MF_TOOLS) && !proto_type_has(PT_RUN, MF_TOOLS));
 }
 END_TEST
 
@@ -999,6 +1031,7 @@ Suite *proto_suite(void)
     tcase_add_test(tc, test_errcodes);
     tcase_add_test(tc, test_sessrec);
     tcase_add_test(tc, test_grammar_fields);
+    tcase_add_test(tc, test_tools_fields);
     tcase_add_test(tc, test_field_table);
     tcase_add_test(tc, test_typed_messages);
     tcase_add_test(tc, test_empty_strings);

@@ -62,7 +62,7 @@ typedef enum {
 } chat_tmpl;
 
 typedef struct {
-    const char *role;    /* "system", "user" or "assistant" */
+    const char *role;    /* "system", "user" or "assistant" (and "tool": chat_render_tools) */
     const char *content; /* UTF-8, NUL-terminated */
 } chat_msg;
 
@@ -86,5 +86,44 @@ int chat_render(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_generation
  * that control-token text typed by a user stays text. spans may be NULL. */
 int chat_render_spans(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_generation_prompt,
                       char **out, tok_span **spans, size_t *n_spans, char *err, size_t errlen);
+
+/* Tools (function calling). A chat_call is one tool call of the assistant message
+ * msgs[msg] (name and args, a JSON object's text), or, with name NULL, the id of the
+ * call that the tool message msgs[msg] answers. Tool definitions are the JSON texts of
+ * OpenAI's tool objects ({"type": "function", "function": {"name", "description",
+ * "parameters"}}). Messages with role "tool" carry results. */
+typedef struct {
+    size_t      msg;
+    const char *id;    /* the call's id (Mistral: 9 letters and digits) */
+    const char *name;  /* NULL: msgs[msg] is the tool result for call id */
+    const char *args;  /* JSON object text */
+} chat_call;
+
+typedef struct {
+    const char *const *tools;  /* (n_tools) tool objects, JSON text */
+    size_t             n_tools;
+    const chat_call   *calls;  /* (n_calls) in message order */
+    size_t             n_calls;
+    const char        *default_system; /* chatml: the system message when the chat has
+                                        * none (chat_tools_default_system), or NULL */
+} chat_tools;
+
+/* The system message a template writes when a chat has none (Qwen2.5's "You are Qwen,
+ * created by Alibaba Cloud. ..."), found in its Jinja source; NULL for none. A static
+ * string. */
+const char *chat_tools_default_system(const char *jinja_source);
+
+/* Whether template t renders tools: chatml (the Hermes / Qwen <tool_call> style),
+ * llama3 (Llama 3.1's JSON style, results in the ipython role), mistral-v3 and
+ * mistral-v3-tekken ([AVAILABLE_TOOLS], [TOOL_CALLS], [TOOL_RESULTS]). */
+bool chat_tools_supported(chat_tmpl t);
+
+/* chat_render_spans with tools: the definitions and the calls and results in the
+ * history rendered as the family's own Jinja template writes them (with tools NULL or
+ * empty and no tool message, exactly chat_render_spans). -1 and err when t renders no
+ * tools, a JSON text is malformed, a call refers to no assistant message, ... */
+int chat_render_tools(chat_tmpl t, const chat_msg *msgs, size_t n, const chat_tools *tools,
+                      bool add_generation_prompt, char **out, tok_span **spans, size_t *n_spans,
+                      char *err, size_t errlen);
 
 #endif

@@ -43,6 +43,8 @@
 
 #define FRONT_MAX_WORKERS 64
 #define FRONT_MAX_STOPS   8
+#define FRONT_MAX_MSGS    256  /* chat messages of a GENERATE */
+#define FRONT_MAX_TOOLS   128  /* tool definitions of a GENERATE */
 #define FRONT_CLIENT_TIMEOUT_MS 6000  /* a streaming client that stops pinging is gone */
 #define FRONT_HELD_SILENT_MS    20000 /* a chat held between turns whose client stopped
                                        * pinging this long is freed (llmc chat pings) */
@@ -179,6 +181,7 @@ typedef struct {
     front_limits lim;
     tok_vocab   *vocab;
     chat_tmpl    tmpl;
+    const char  *tmpl_system;  /* the template's default system message (chat_tools.h), or NULL */
     char         model[256];
     front_worker w[FRONT_MAX_WORKERS];
     front_req   *reqs;

@@ -58,6 +58,69 @@ static int pack_params(front *f, front_req *r, const proto_msg *m, char *err, si
     return 0;
 }
 
+/* The strings of a STRS field as NUL-terminated copies (*n of them; NULL and *n 0 when
+ * absent); free with free_strs. */
+static char **dup_strs(const proto_msg *m, proto_field_id id, size_t *n)
+{
+    const msgpack_object *o = proto_field(m, id);
+    *n = o ? o->via.array.size : 0;
+    char **v = calloc(*n + 1, sizeof *v);
+    for (size_t i = 0; v && i < *n; i++)
+        if (!(v[i] = strndup(o->via.array.ptr[i].via.str.ptr, o->via.array.ptr[i].via.str.size))) *n = i;
+    return v;
+}
+
+static void free_strs(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+/* The tool calls and results of "tcalls" (message index, id, name, arguments; a result
+ * has an empty name) as chat_calls pointing into tc; -1 with err when malformed. */
+static int tool_calls(char **tc, size_t n, size_t n_msgs, chat_call *out, char *err, size_t errcap)
+{
+    if (n % 4 || n / 4 > 2 * FRONT_MAX_MSGS)
+        return errf(err, errcap, "tcalls: 4 strings per tool call (index, id, name, arguments), at most %d calls",
+                    2 * FRONT_MAX_MSGS);
+    for (size_t k = 0; k < n / 4; k++) {
+        char *end;
+        unsigned long i = strtoul(tc[4 * k], &end, 10);
+        if (!tc[4 * k][0] || *end || i >= n_msgs) return errf(err, errcap, "tcalls: call %zu names no message", k);
+        out[k] = (chat_call){.msg = i, .id = tc[4 * k + 1], .name = tc[4 * k + 2][0] ? tc[4 * k + 2] : NULL,
+                             .args = tc[4 * k + 3]};
+    }
+    return 0;
+}
+
+/* The chat messages (with tools and tool calls) through the model's template. */
+static char *render_chat(front *f, const proto_msg *m, tok_span **spans, size_t *n_spans, char *err, size_t errcap)
+{
+    size_t n, nt, nc;
+    char **own = dup_strs(m, MF_MSGS, &n), **tools = dup_strs(m, MF_TOOLS, &nt), **tc = dup_strs(m, MF_TCALLS, &nc);
+    chat_msg *cm = calloc(n / 2 + 1, sizeof *cm);
+    chat_call *calls = calloc(nc / 4 + 1, sizeof *calls);
+    char *out = NULL;
+    if (!own || !tools || !tc || !cm || !calls) {
+        errf(err, errcap, "out of memory");
+    } else if (n == 0 || n % 2 || n > 2 * FRONT_MAX_MSGS) {
+        errf(err, errcap, "chat needs 'msgs' as role, content pairs (1 to %d messages)", FRONT_MAX_MSGS);
+    } else if (nt > FRONT_MAX_TOOLS) {
+        errf(err, errcap, "tools: at most %d", FRONT_MAX_TOOLS);
+    } else if (tool_calls(tc, nc, n / 2, calls, err, errcap) == 0) {
+        for (size_t i = 0; i < n / 2; i++) cm[i] = (chat_msg){own[2 * i], own[2 * i + 1]};
+        chat_tools tl = {.tools = (const char *const *)tools, .n_tools = nt, .calls = calls, .n_calls = nc / 4,
+                         .default_system = f->tmpl_system};
+        if (chat_render_tools(f->tmpl, cm, n / 2, &tl, true, &out, spans, n_spans, err, errcap) != 0) out = NULL;
+    }
+    free_strs(own, n);
+    free_strs(tools, nt);
+    free_strs(tc, nc);
+    free(cm);
+    free(calls);
+    return out;
+}
+
 /* The text to tokenize: the prompt, or the chat messages through the template. */
 /* The text to tokenize: the raw prompt, or the rendered chat. For a chat, *spans gets
  * the byte ranges of the message contents (caller frees), so that control-token text a
@@ -81,25 +144,7 @@ static char *request_text(front *f, const proto_msg *m, bool chat, tok_span **sp
                               "--chat-template NAME)", f->model);
         return NULL;
     }
-    const msgpack_object *o = proto_field(m, MF_MSGS);
-    if (!o || o->via.array.size == 0 || o->via.array.size % 2 || o->via.array.size > 512) {
-        errf(err, errcap, "chat needs 'msgs' as role, content pairs (1 to 256 messages)");
-        return NULL;
-    }
-    size_t nm = o->via.array.size / 2;
-    chat_msg *cm = calloc(nm, sizeof *cm);
-    char **own = calloc(nm * 2, sizeof *own);
-    char *out = NULL;
-    if (cm && own) {
-        for (size_t i = 0; i < nm * 2; i++)
-            own[i] = strndup(o->via.array.ptr[i].via.str.ptr, o->via.array.ptr[i].via.str.size);
-        for (size_t i = 0; i < nm; i++) cm[i] = (chat_msg){own[2 * i], own[2 * i + 1]};
-        if (chat_render_spans(f->tmpl, cm, nm, true, &out, spans, n_spans, err, errcap) != 0) out = NULL;
-        for (size_t i = 0; i < nm * 2; i++) free(own[i]);
-    }
-    free(cm);
-    free(own);
-    return out;
+    return render_chat(f, m, spans, n_spans, err, errcap);
 }
 
 static int set_stops(front_req *r, const proto_msg *m, char *err, size_t errcap)

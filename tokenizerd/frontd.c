@@ -342,6 +342,7 @@ static tok_vocab *load_vocab(front *f, const char *model, const char *segment, c
     if (v) {
         const char *src = tmpl_name ? tmpl_name : gguf_get_str(g, "tokenizer.chat_template", NULL);
         f->tmpl = src ? chat_template_detect(src) : CHAT_TMPL_UNKNOWN;
+        f->tmpl_system = f->tmpl == CHAT_TMPL_CHATML ? chat_tools_default_system(src) : NULL;
         if (tmpl_name && f->tmpl == CHAT_TMPL_UNKNOWN) log_warn("unknown --chat-template %s", tmpl_name);
     }
     tok_source_close(&source);

@@ -2,7 +2,7 @@
  * fuzz_seeds.c - writes the seed corpora of the fuzz harnesses from the real files in
  * ../shared, so that no large binary is committed (run by `make fuzz`):
  *
- *   fuzz_seeds SHARED_DIR OUT_DIR      # OUT_DIR/{vocab,proto,tok,chat,sampler}/seed-*
+ *   fuzz_seeds SHARED_DIR OUT_DIR      # OUT_DIR/{vocab,proto,tok,chat,tools,sampler}/seed-*
  *
  * vocab: metadata-only GGUFs with the tokenizer.* keys of every model and reference
  * vocabulary, arrays cut to 300 entries (special ids beyond that moved inside);
@@ -171,6 +171,22 @@ static void chat_seeds(void)
     }
 }
 
+/* tools: byte 0 the call syntax (and 0x80: streamed), byte 1 the piece size, then text */
+static void tools_seeds(void)
+{
+    static const char *const s[] = {
+        "\x00\x03<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+        "\x80\x01Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, \"}\"]}}\n</tool_call>",
+        "\x01\x05{\"name\": \"get_time\", \"parameters\": {\"tz\": \"UTC\"}}",
+        "\x81\x02 {\"name\": \"f\", \"parameters\": {}}",
+        "\x02\x07[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}, {\"name\": \"g\", \"arguments\": \"{}\"}]",
+        ("\x00\x04{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d \\\"q\\\" \\u00e9\","
+         "\"parameters\":{\"type\":\"object\",\"properties\":{}}}}"),
+    };
+    for (size_t i = 0; i < sizeof s / sizeof *s; i++)
+        put("tools", s[i], strlen(s[i] + 2) + 2);
+}
+
 static void sampler_seeds(void)
 {
     static const char *const sets[][2] = {
@@ -274,6 +290,7 @@ int main(int argc, char **argv)
         tok_seeds(path);
     }
     chat_seeds();
+    tools_seeds();
     sampler_seeds();
     grammar_seeds();
     jsonschema_seeds();
