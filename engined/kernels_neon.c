@@ -28,7 +28,7 @@
 #if defined(__clang__)
 #define TGT __attribute__((target("dotprod")))
 #else
-#define TGT __attribute__((target("+dotprod")))
+#define TGT __attribute__((target("arch=armv8.2-a+dotprod")))
 #endif
 #define TGT_INLINE static inline __attribute__((always_inline)) TGT
 
