@@ -9,44 +9,23 @@
  * it with four values of one token into four int32 lanes, exactly. Per block, the
  * contract's cvt + mul + fma (kernels.h) on four float32x4 per token, bit-identical
  * with the scalar twin. The float helpers are plain loops; the quantizer is the
- * scalar one's twin.
+ * scalar one's twin. The native layouts' products are in kernels_qn_neon.c.
  *
- * Not run on the development machine (x86-64); compile-checked with
- * clang --target=aarch64-linux-gnu -ffreestanding -fsyntax-only (with stub string.h and
- * math.h where the aarch64 libc headers are missing).
+ * Tested without ARM hardware: make test-arm cross-builds the kernel, qn and forward
+ * suites (gcc-aarch64-linux-gnu) and runs them under qemu-aarch64 with a CPU that has
+ * dotprod and i8mm and with one that has neither.
  */
 #include "kernels.h"
 
 #if defined(__aarch64__)
 
-#include <arm_neon.h>
 #include <math.h>
 #include <string.h>
 
 #include "f16.h"
+#include "kernels_neon.h"
 
-#if defined(__clang__)
-#define TGT __attribute__((target("dotprod")))
-#else
-#define TGT __attribute__((target("arch=armv8.2-a+dotprod")))
-#endif
-#define TGT_INLINE static inline __attribute__((always_inline)) TGT
-
-/* acc + in each lane i the dot of bytes 4i..4i+3 of a with bytes 4L..4L+3 of b. GCC's
- * arm_neon.h declares vdotq_laneq_s32 for any function with +dotprod; clang 14 only
- * when the whole file is built with it. */
-#if defined(__ARM_FEATURE_DOTPROD) || !defined(__clang__)
-#define SDOT_LANE(acc, a, b, L) vdotq_laneq_s32(acc, a, b, L)
-#else
-#define SDOT_LANE(acc, a, b, L) sdot_lane_##L(acc, a, b)
-#define SDOT_LANE_FN(L)                                                                    \
-TGT_INLINE int32x4_t sdot_lane_##L(int32x4_t acc, int8x16_t a, int8x16_t b)                \
-{                                                                                          \
-    __asm__("sdot %0.4s, %1.16b, %2.4b[" #L "]" : "+w"(acc) : "w"(a), "w"(b));             \
-    return acc;                                                                            \
-}
-SDOT_LANE_FN(0) SDOT_LANE_FN(1) SDOT_LANE_FN(2) SDOT_LANE_FN(3)
-#endif
+#define TGT NEON_DOT
 
 static int8_t sat_i8(float v)
 {
@@ -221,26 +200,31 @@ static void neon_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t 
 static void neon_softmax(float *s, int64_t n) { kern_ops_scalar.softmax(s, n); }
 static void neon_silu_mul(float *g, const float *up, int64_t n) { kern_ops_scalar.silu_mul(g, up, n); }
 
-const kern_ops kern_ops_neon = {
-    .name = "neon",
-    .xq_quantize = neon_xq_quantize,
-    .q8t_block = neon_q8t_block,
-    .q8t_tmax = 12,
-    .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
-    .qn_block = kern_qn_block_ref,
-    .xk_quantize = kern_xk_quantize_ref,
-    .qn_tmax = 16,
-    .f32_matmul = neon_f32_matmul,
-    .att_qk = neon_att_qk,
-    .att_pv = neon_att_pv,
-    .softmax = neon_softmax,
-    .silu_mul = neon_silu_mul,
-    .f32_dot = neon_f32_dot,
-    .f32_axpy = neon_f32_axpy,
-    .f16_dot = neon_f16_dot,
-    .f16_axpy = neon_f16_axpy,
-    .f32_to_f16 = neon_f32_to_f16,
-    .f16_to_f32 = neon_f16_to_f32,
-};
+/* The two tables differ only in the native products: sdot by element, or smmla for
+ * token pairs where the CPU has i8mm (kernels_qn_neon.c). */
+#define NEON_TABLE(NAME, QN_BLOCK)                                                         \
+    {                                                                                      \
+        .name = NAME,                                                                      \
+        .xq_quantize = neon_xq_quantize,                                                   \
+        .q8t_block = neon_q8t_block,                                                       \
+        .q8t_tmax = 12,                                                                    \
+        .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },                 \
+        .qn_block = QN_BLOCK,                                                              \
+        .xk_quantize = kern_xk_quantize_ref,                                               \
+        .qn_tmax = 16,                                                                     \
+        .f32_matmul = neon_f32_matmul,                                                     \
+        .att_qk = neon_att_qk,                                                             \
+        .att_pv = neon_att_pv,                                                             \
+        .softmax = neon_softmax,                                                           \
+        .silu_mul = neon_silu_mul,                                                         \
+        .f32_dot = neon_f32_dot,                                                           \
+        .f32_axpy = neon_f32_axpy,                                                         \
+        .f16_dot = neon_f16_dot,                                                           \
+        .f16_axpy = neon_f16_axpy,                                                         \
+        .f32_to_f16 = neon_f32_to_f16,                                                     \
+        .f16_to_f32 = neon_f16_to_f32,                                                     \
+    }
+const kern_ops kern_ops_neon = NEON_TABLE("neon", kern_qn_neon_block);
+const kern_ops kern_ops_neoni8mm = NEON_TABLE("neoni8mm", kern_qn_i8mm_block);
 
 #endif /* __aarch64__ */
