@@ -16,6 +16,9 @@
 #   make deb        a Debian package built from the tree (deploy/deb.sh), in $(BUILD)/deb/
 #   make test-deploy  the package, the units and the Containerfile's image run for real
 #                   in podman containers (tests/deploy/run.sh; a SKIP where podman cannot)
+#   make test-arm   the kernel, qn and forward suites cross-built for aarch64 and run under
+#                   qemu-aarch64, once on a CPU with dotprod and i8mm, once on one with
+#                   neither (installs the cross compiler and qemu-user: make deps-arm)
 #
 # BUILD=dir puts every object and binary under dir (default build/), so several
 # builds (asan, debug, a helper's scratch build) can coexist in one tree.
@@ -77,7 +80,7 @@ LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all deps build test unit check-layers e2e asan tsan fuzz fuzz-build fuzz-run fuzz-bins test-checks run stop bench soak clean \
-        man install uninstall deb test-deploy
+        man install uninstall deb test-deploy deps-arm test-arm
 .DEFAULT_GOAL := all
 
 all: deps
@@ -86,15 +89,16 @@ all: deps
 build: $(BINS) $(BUILD)/tests/check_all $(BENCHES)
 
 # Installs only what is missing; needs root or sudo the first time.
-deps:
-	@missing=""; for p in $(PKGS); do \
+apt_install = missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "make deps: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
-	fi; \
+	fi
+deps:
+	@$(call apt_install,$(PKGS)); \
 	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
 	  echo "make deps: installing nodejs npm (the HTTP gateway's tests run the openai npm package)"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -358,6 +362,56 @@ uninstall:
 	  rmdir $(DESTDIR)$(SYSCONFDIR)/llm 2>/dev/null || true; \
 	  elif [ -e $(DESTDIR)$(SYSCONFDIR)/llm/llm.env ]; then echo "keeping $(DESTDIR)$(SYSCONFDIR)/llm/llm.env (changed)"; fi
 
+# aarch64 without ARM hardware: the suites that hold the kernels to the scalar twin
+# (kernels, qn) and the logits to llama.cpp's (forward), cross-built with Debian's
+# gcc-aarch64-linux-gnu against tests/minicheck (Check's API without libcheck, so no arm64
+# packages are needed) and run under qemu-user, each on two emulated CPUs at once: "max"
+# (dotprod and i8mm: the neoni8mm table is the automatic choice, and the neon table is
+# checked beside it) and "cortex-a53" (neither: the scalar fallback). ARM_SUITES picks
+# the suites; LLM_TEST_EXPECT_KERNELS makes the dispatch test check the detection.
+ARM_CC     ?= aarch64-linux-gnu-gcc
+ARM_AR     ?= aarch64-linux-gnu-ar
+ARM_QEMU   ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
+ARM_PKGS   := gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+ARM_BUILD  := $(BUILD)/arm
+ARM_SUITES ?= kernels qn forward
+ARM_CPUS   := max:neoni8mm cortex-a53:scalar
+# everything the three suites reach, without the ZeroMQ and msgpack parts
+ARM_LIB_SRC := $(filter-out common/net.c common/proto.c common/zap.c,$(COMMON_SRC)) \
+               $(filter-out engined/master.c engined/worker.c engined/worker_io.c,$(ENGINE_SRC))
+ARM_TEST_SRC := tests/check_kernels.c tests/check_qn.c tests/check_forward.c tests/minicheck/minicheck.c
+ARM_CFLAGS  = $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP
+arm_obj = $(patsubst %.c,$(ARM_BUILD)/obj/%.o,$(1))
+
+deps-arm:
+	@$(call apt_install,$(ARM_PKGS))
+
+$(ARM_BUILD)/suites.inc: Makefile
+	@mkdir -p $(dir $@)
+	@for s in kernels qn forward; do echo "SUITE($$s)"; done > $@
+$(ARM_BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(ARM_CC) $(ARM_CFLAGS) $(INC_ALL) -c $< -o $@
+$(ARM_BUILD)/obj/tests/%.o: tests/%.c $(ARM_BUILD)/suites.inc
+	@mkdir -p $(dir $@)
+	$(ARM_CC) $(ARM_CFLAGS) $(INC_ALL) -Itests/minicheck -I$(ARM_BUILD) -c $< -o $@
+$(ARM_BUILD)/libarm.a: $(call arm_obj,$(ARM_LIB_SRC))
+	@rm -f $@
+	$(ARM_AR) rcs $@ $^
+$(ARM_BUILD)/check_arm: $(call arm_obj,$(ARM_TEST_SRC)) $(ARM_BUILD)/libarm.a
+	$(ARM_CC) $(ARM_CFLAGS) -o $@ $^ -lm -lrt
+
+test-arm: deps-arm
+	@$(MAKE) --no-print-directory -j2 $(ARM_BUILD)/check_arm
+	@$(MAKE) --no-print-directory -j2 $(addprefix test-arm-cpu-,$(ARM_CPUS))
+test-arm-cpu-%:
+	@cpu=$(word 1,$(subst :, ,$*)); log=$(ARM_BUILD)/test-$$cpu.log; start=$$(date +%s); \
+	export LLM_TEST_EXPECT_KERNELS=$(word 2,$(subst :, ,$*)) CK_TIMEOUT_MULTIPLIER=5 $(TEST_ENV); \
+	if (for s in $(ARM_SUITES); do CK_RUN_SUITE=$$s $(ARM_QEMU) -cpu $$cpu $(ARM_BUILD)/check_arm || exit 1; done) \
+	   >$$log 2>&1; then \
+	  echo "test-arm: -cpu $$cpu: $$(grep -c '^Running suite.*100%' $$log) suites passed ($(ARM_SUITES)) in $$(( $$(date +%s) - start )) s"; \
+	else tail -n 40 $$log; echo "test-arm: -cpu $$cpu FAILED (log: $$log)"; exit 1; fi
+
 # The Debian package (dpkg-deb, from this tree, no network): deploy/deb.sh builds the
 # programs again in $(BUILD)-deb with Debian's hardening flags (dpkg-buildflags) and
 # leaves $(BUILD)/deb/llm-pipeline_VERSION_ARCH.deb.
@@ -371,4 +425,4 @@ test-deploy: deb
 clean:
 	rm -rf build build-asan build-*
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(ARM_BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,7 +1,8 @@
 /*
  * kernels.h - the engine's compute kernels: INT8 matrix products over weights stored
  * in row tiles ("q8t"), and the small float helpers, each with a scalar reference twin
- * and SIMD variants (AVX2, AVX-VNNI, AVX-512 VNNI, NEON sdot / smmla) chosen once at start-up.
+ * and SIMD variants (AVX2, AVX-VNNI, AVX-512 VNNI, NEON sdot and smmla) chosen once at
+ * start-up.
  *
  *   kern_init();                                       // once, before any thread runs
  *   size_t mb = kern_q8t_bytes(rows, cols);            // a weight matrix in tiles

@@ -2,8 +2,8 @@
  * minicheck.c - the runner of tests/minicheck/check.h: the suites named in suites.inc
  * (SUITE(name) lines, as tests/runner.c), each test in a child process with an alarm of
  * its case's timeout (CK_DEFAULT_TIMEOUT, else 4 s, times CK_TIMEOUT_MULTIPLIER); a
- * failed assertion, a crash or a timeout fails that test only. Prints Check's summary
- * line per suite; exits 1 when any test failed.
+ * failed assertion, a crash or a timeout fails that test only. Prints each test's time
+ * and Check's summary line per suite; exits 1 when any test failed.
  */
 #include "check.h"
 
@@ -85,6 +85,11 @@ void mc_fail(const char *file, int line, const char *expr, const char *fmt, ...)
     exit(1);
 }
 
+static double seconds(struct timespec a, struct timespec b)
+{
+    return (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+}
+
 static int selected(const char *env, const char *name)
 {
     const char *want = getenv(env);
@@ -108,8 +113,12 @@ static int run_test(const Suite *s, const TCase *tc, const TTest *t)
         exit(0);
     }
     int st;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
     while (waitpid(pid, &st, 0) < 0) {
     }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    printf("%s:%s:%s: %.1f s\n", s->name, tc->name, t->name, seconds(a, b));
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 1;
     if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
         fprintf(stderr, "%s:%s:%s: test timed out after %.0f s\n", s->name, tc->name, t->name, limit);
@@ -132,7 +141,7 @@ static int run_suite(const Suite *s)
     }
     clock_gettime(CLOCK_MONOTONIC, &b);
     printf("Running suite %s: %d%%: Checks: %d, Failures: %d, Errors: 0 (%.1f s)\n", s->name,
-           run ? 100 * (run - failed) / run : 100, run, failed, (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9);
+           run ? 100 * (run - failed) / run : 100, run, failed, seconds(a, b));
     return failed;
 }
 
