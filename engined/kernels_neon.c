@@ -183,22 +183,191 @@ static void neon_f32_matmul(const float *w, int64_t cols, const float *x, int64_
         for (int64_t r = r0; r < r1; r++) y[t * ldy + r] = neon_f32_dot(w + r * cols, x + t * cols, cols);
 }
 
-/* Attention and element-wise pieces: the scalar definitions (fmaf is one instruction
- * here); a NEON twin can come later. */
+/* ---- attention and element-wise pieces (kernels.h states the order) ---- */
+
+#define N_IN static inline __attribute__((always_inline))
+
+/* kern_expf on 4 lanes, step for step (vrndnq: round half to even, as nearbyintf). */
+N_IN float32x4_t n_expf(float32x4_t x)
+{
+    float32x4_t xc = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-87.0f)), vdupq_n_f32(88.0f));
+    float32x4_t n = vrndnq_f32(vmulq_f32(xc, vdupq_n_f32(1.44269504088896341f)));
+    float32x4_t r = vfmaq_f32(xc, n, vdupq_n_f32(-0.693359375f));
+    r = vfmaq_f32(r, n, vdupq_n_f32(2.12194440e-4f));
+    float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    p = vfmaq_f32(r, p, vmulq_f32(r, r));
+    p = vaddq_f32(p, vdupq_n_f32(1.0f));
+    int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    float32x4_t y = vmulq_f32(p, vreinterpretq_f32_s32(e));
+    uint32x4_t big = vcgtq_f32(x, vdupq_n_f32(88.0f)), ok = vcgeq_f32(x, vdupq_n_f32(-87.0f));
+    uint32x4_t num = vceqq_f32(x, x);
+    y = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(y), ok)); /* below -87 (or NaN): 0 */
+    y = vbslq_f32(big, vdupq_n_f32(__builtin_inff()), y);
+    return vbslq_f32(num, y, x);
+}
+
+/* 4 values (floats or halves) from base[i]. */
+N_IN float32x4_t n_load(const void *base, int64_t i, int f16)
+{
+    if (f16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)base + i)));
+    return vld1q_f32((const float *)base + i);
+}
+
+/* R query rows x one key tile (four vectors of 4 keys), two chains over d (even, odd). */
+N_IN void n_qk_body(const float *q, int64_t qs, const void *kt, int f16, int d, float scale, float *sc, int64_t lds,
+                    const int R)
+{
+    float32x4_t acc[2][2][4];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < 2; c++)
+            for (int j = 0; j < 4; j++) acc[r][c][j] = vdupq_n_f32(0.0f);
+    for (int k = 0; k < d; k += 2) {
+        for (int c = 0; c < 2; c++) {
+            if (k + c >= d) break; /* odd d: the last term joins the even chain */
+            float32x4_t kv[4];
+            for (int j = 0; j < 4; j++) kv[j] = n_load(kt, (int64_t)(k + c) * KERN_TILE + 4 * j, f16);
+            for (int r = 0; r < R; r++) {
+                const float qb = q[r * qs + k + c];
+                for (int j = 0; j < 4; j++) acc[r][c][j] = vfmaq_n_f32(acc[r][c][j], kv[j], qb);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < 4; j++)
+            vst1q_f32(sc + r * lds + 4 * j, vmulq_n_f32(vaddq_f32(acc[r][0][j], acc[r][1][j]), scale));
+}
+
+static void n_qk_h1(const float *q, int64_t qs, const void *kt, int d, float scale, float *sc, int64_t lds)
+{ n_qk_body(q, qs, kt, 1, d, scale, sc, lds, 1); }
+static void n_qk_h2(const float *q, int64_t qs, const void *kt, int d, float scale, float *sc, int64_t lds)
+{ n_qk_body(q, qs, kt, 1, d, scale, sc, lds, 2); }
+static void n_qk_f1(const float *q, int64_t qs, const void *kt, int d, float scale, float *sc, int64_t lds)
+{ n_qk_body(q, qs, kt, 0, d, scale, sc, lds, 1); }
+static void n_qk_f2(const float *q, int64_t qs, const void *kt, int d, float scale, float *sc, int64_t lds)
+{ n_qk_body(q, qs, kt, 0, d, scale, sc, lds, 2); }
+
 static void neon_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,
                         int64_t ntiles, float scale, float *sc, int64_t lds)
 {
-    kern_ops_scalar.att_qk(q, qs, nq, kt, kts, f16, d, ntiles, scale, sc, lds);
+    size_t elt = f16 ? 2 : 4;
+    for (int r0 = 0; r0 < nq; r0 += 2) {
+        int two = nq - r0 >= 2;
+        for (int64_t i = 0; i < ntiles; i++) {
+            const void *t = (const char *)kt + (size_t)(i * kts) * elt;
+            const float *qr = q + r0 * qs;
+            float *o = sc + r0 * lds + i * KERN_TILE;
+            if (f16) (two ? n_qk_h2 : n_qk_h1)(qr, qs, t, d, scale, o, lds);
+            else (two ? n_qk_f2 : n_qk_f1)(qr, qs, t, d, scale, o, lds);
+        }
+    }
 }
+
+/* R rows x 16 output dims (four vectors): chains over t. */
+N_IN void n_pv_body(const float *p, int64_t lds, int64_t a, int64_t b, const void *v, int64_t vs, int f16, float *out,
+                    int64_t os, const int R)
+{
+    float32x4_t acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < 4; j++) acc[r][j] = vld1q_f32(out + r * os + 4 * j);
+    for (int64_t t = a; t <= b; t++) {
+        float32x4_t vv[4];
+        for (int j = 0; j < 4; j++) vv[j] = n_load(v, t * vs + 4 * j, f16);
+        for (int r = 0; r < R; r++) {
+            const float pb = p[r * lds + t];
+            for (int j = 0; j < 4; j++) acc[r][j] = vfmaq_n_f32(acc[r][j], vv[j], pb);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < 4; j++) vst1q_f32(out + r * os + 4 * j, acc[r][j]);
+}
+
+#define NPV_FN(NAME, F16)                                                                          \
+static void NAME(const float *p, int64_t lds, int R, int64_t a, int64_t b, const void *v, int64_t vs, \
+                 float *out, int64_t os)                                                            \
+{                                                                                                   \
+    switch (R) {                                                                                    \
+    case 1: n_pv_body(p, lds, a, b, v, vs, F16, out, os, 1); break;                                \
+    case 2: n_pv_body(p, lds, a, b, v, vs, F16, out, os, 2); break;                                \
+    case 3: n_pv_body(p, lds, a, b, v, vs, F16, out, os, 3); break;                                \
+    default: n_pv_body(p, lds, a, b, v, vs, F16, out, os, 4); break;                               \
+    }                                                                                               \
+}
+NPV_FN(n_pv_h, 1)
+NPV_FN(n_pv_f, 0)
 
 static void neon_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
                         int64_t vs, int f16, int d, float *out, int64_t os)
 {
-    kern_ops_scalar.att_pv(p, lds, nq, a, b, v, vs, f16, d, out, os);
+    if (a > b) return;
+    size_t elt = f16 ? 2 : 4;
+    int d16 = d / 16 * 16;
+    for (int d0 = 0; d0 < d16; d0 += 16) {
+        const void *vd = (const char *)v + (size_t)d0 * elt;
+        for (int r0 = 0; r0 < nq; r0 += 4) {
+            int R = nq - r0 < 4 ? nq - r0 : 4;
+            (f16 ? n_pv_h : n_pv_f)(p + r0 * lds, lds, R, a, b, vd, vs, out + r0 * os + d0, os);
+        }
+    }
+    for (int r = 0; r < nq; r++) /* the last d % 16 dims: the same chains, one at a time */
+        for (int i = d16; i < d; i++) {
+            float acc = out[r * os + i];
+            for (int64_t t = a; t <= b; t++) {
+                float vt = f16 ? f16_to_f32(((const uint16_t *)v)[t * vs + i]) : ((const float *)v)[t * vs + i];
+                acc = fmaf(p[r * lds + t], vt, acc);
+            }
+            out[r * os + i] = acc;
+        }
 }
 
-static void neon_softmax(float *s, int64_t n) { kern_ops_scalar.softmax(s, n); }
-static void neon_silu_mul(float *g, const float *up, int64_t n) { kern_ops_scalar.silu_mul(g, up, n); }
+static void neon_softmax(float *s, int64_t n)
+{
+    float mx = -__builtin_inff();
+    for (int64_t i = 0; i < n; i++) mx = s[i] > mx ? s[i] : mx;
+    const float32x4_t vmx = vdupq_n_f32(mx);
+    float64x2_t l[16]; /* lanes i mod 32: l[a] holds lanes 2a, 2a + 1 */
+    for (int a = 0; a < 16; a++) l[a] = vdupq_n_f64(0.0);
+    for (int64_t i = 0; i < n; i += 32) {
+        float buf[32] = {0}, *e = s + i;
+        int64_t w = n - i < 32 ? n - i : 32;
+        if (w < 32) { /* the tail through a zero-padded buffer */
+            memcpy(buf, s + i, (size_t)w * sizeof(float));
+            e = buf;
+        }
+        for (int h = 0; h < 8; h++) vst1q_f32(e + 4 * h, n_expf(vsubq_f32(vld1q_f32(e + 4 * h), vmx)));
+        if (w < 32) {
+            for (int64_t j = w; j < 32; j++) buf[j] = 0.0f;
+            memcpy(s + i, buf, (size_t)w * sizeof(float));
+        }
+        for (int a = 0; a < 16; a++) l[a] = vaddq_f64(l[a], vcvt_f64_f32(vld1_f32(e + 2 * a)));
+    }
+    for (int w = 8; w >= 1; w /= 2) /* + 16, + 8, + 4, + 2 */
+        for (int a = 0; a < w; a++) l[a] = vaddq_f64(l[a], l[a + w]);
+    const float inv = (float)(1.0 / (vgetq_lane_f64(l[0], 0) + vgetq_lane_f64(l[0], 1)));
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(s + i, vmulq_n_f32(vld1q_f32(s + i), inv));
+    for (; i < n; i++) s[i] *= inv;
+}
+
+static void neon_silu_mul(float *g, const float *up, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t x = vld1q_f32(g + i), e = n_expf(vnegq_f32(x));
+        vst1q_f32(g + i, vmulq_f32(vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), e)), vld1q_f32(up + i)));
+    }
+    if (i < n) {
+        float gb[4] = {0}, ub[4] = {0};
+        memcpy(gb, g + i, (size_t)(n - i) * sizeof(float));
+        memcpy(ub, up + i, (size_t)(n - i) * sizeof(float));
+        neon_silu_mul(gb, ub, 4);
+        memcpy(g + i, gb, (size_t)(n - i) * sizeof(float));
+    }
+}
 
 /* The two tables differ only in the native products: sdot by element, or smmla for
  * token pairs where the CPU has i8mm (kernels_qn_neon.c). */
