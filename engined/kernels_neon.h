@@ -40,6 +40,19 @@ static inline __attribute__((always_inline)) NEON_DOT int32x4_t sdot_lane_##L(in
 SDOT_LANE_FN(0) SDOT_LANE_FN(1) SDOT_LANE_FN(2) SDOT_LANE_FN(3)
 #endif
 
+/* acc + the 2x2 int32 products of the 2x8 int8 matrices a and b (rows: a's 8-byte halves
+ * times b's), as [a0.b0, a0.b1, a1.b0, a1.b1]: smmla. The same header caveat as above. */
+#if defined(__ARM_FEATURE_MATMUL_INT8) || !defined(__clang__)
+#define SMMLA(acc, a, b) vmmlaq_s32(acc, a, b)
+#else
+#define SMMLA(acc, a, b) smmla_asm(acc, a, b)
+static inline __attribute__((always_inline)) NEON_I8MM int32x4_t smmla_asm(int32x4_t acc, int8x16_t a, int8x16_t b)
+{
+    __asm__("smmla %0.4s, %1.16b, %2.16b" : "+w"(acc) : "w"(a), "w"(b));
+    return acc;
+}
+#endif
+
 /* The native layouts' products (kernels_qn_neon.c), as kern_qn_block_ref: with sdot by
  * element, and with smmla (i8mm) for token pairs. */
 void kern_qn_neon_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,

@@ -107,8 +107,8 @@ static inline __attribute__((always_inline)) NEON_I8MM void n_dots_mm(const int8
         int32x4_t c01 = vdupq_n_s32(0), c23 = vdupq_n_s32(0); /* [r0a r0b r1a r1b], [r2a r2b r3a r3b] */
         for (int p = 2 * h; p < 2 * h + 2; p++) {
             const int8x16_t x = vcombine_s8(vld1_s8(a + 8 * p), vld1_s8(b + 8 * p));
-            c01 = vmmlaq_s32(c01, wz[2 * p], x);
-            c23 = vmmlaq_s32(c23, wz[2 * p + 1], x);
+            c01 = SMMLA(c01, wz[2 * p], x);
+            c23 = SMMLA(c23, wz[2 * p + 1], x);
         }
         da[h] = vuzp1q_s32(c01, c23), db[h] = vuzp2q_s32(c01, c23);
     }
