@@ -1,6 +1,7 @@
 /*
- * kernels_neon.c - the aarch64 NEON variant: q8t products with sdot by element
- * (ARMv8.2 dotprod).
+ * kernels_neon.c - the aarch64 NEON tables: q8t products with sdot by element (ARMv8.2
+ * dotprod: "neon") and, for token pairs, smmla (i8mm: "neoni8mm"), and the attention and
+ * element-wise twins.
  *
  * Whole file under __aarch64__: on x86 it compiles to nothing. kernels.c selects it
  * only when the CPU reports dotprod (common/cpu.c). A 64-byte group of a q8t tile is
@@ -8,12 +9,14 @@
  * w + 128 is turned back into signed bytes (eor 0x80), and sdot by element multiplies
  * it with four values of one token into four int32 lanes, exactly. Per block, the
  * contract's cvt + mul + fma (kernels.h) on four float32x4 per token, bit-identical
- * with the scalar twin. The float helpers are plain loops; the quantizer is the
- * scalar one's twin. The native layouts' products are in kernels_qn_neon.c.
+ * with the scalar twin. The attention pieces and kern_expf follow kernels.h's order
+ * lane for lane (as the AVX2 ones); the quantizer is the scalar one's twin; the float
+ * dots sum in four lanes (within the tolerance check_kernels allows them); the f16
+ * conversions are plain loops. The native layouts' products are in kernels_qn_neon.c.
  *
- * Tested without ARM hardware: make test-arm cross-builds the kernel, qn and forward
- * suites (gcc-aarch64-linux-gnu) and runs them under qemu-aarch64 with a CPU that has
- * dotprod and i8mm and with one that has neither.
+ * Tested without ARM hardware: make test-arm cross-builds the kernel and qn suites
+ * (gcc-aarch64-linux-gnu) and runs them under qemu-aarch64 on a CPU that has dotprod and
+ * i8mm and on one that has neither; make test-arm-forward runs the forward suite so.
  */
 #include "kernels.h"
 
@@ -127,6 +130,84 @@ static TGT void neon_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb,
             else if (n == 2) nmicro_2(w + (size_t)i * tb, nsb, xt, xs, yt, ldy, a, z);
             else nmicro_1(w + (size_t)i * tb, nsb, xt, xs, yt, ldy, a, z);
         }
+    }
+}
+
+/* i8mm: rows 4j..4j+3 of one tile times P token pairs, with smmla (2x8 by 8x2 int8
+ * blocks): groups 2p and 2p + 1 zipped hold values 8p..8p+7 of rows 4j, 4j+1 (then of
+ * 4j+2, 4j+3), eight values of both tokens in one vector; the 2x2 results unzipped give
+ * each token's four rows, then the contract's cvt + mul + fma as above. */
+static inline __attribute__((always_inline)) NEON_I8MM void mm_quad(const uint8_t *w, int64_t nsb, const uint8_t *xq,
+                                                                   size_t xs, float *y, int64_t ldy, int j, int a,
+                                                                   int z, const int P)
+{
+    const int64_t nbp = nsb * KERN_SB_BLOCKS;
+    const uint8x16_t bias = vdupq_n_u8(0x80);
+    float32x4_t acc[8];
+    for (int t = 0; t < 2 * P; t++) acc[t] = vdupq_n_f32(0.0f);
+    for (int64_t s = 0; s < nsb; s++) {
+        const kern_q8t_sb *sb = (const kern_q8t_sb *)w + s;
+        for (int b = 0; b < KERN_SB_BLOCKS; b++) {
+            const int64_t k = s * KERN_SB_BLOCKS + b;
+            int8x16_t wz[8];
+            for (int p = 0; p < 4; p++) {
+                const int32x4_t g0 = vreinterpretq_s32_u8(veorq_u8(vld1q_u8(sb->q[b][2 * p][4 * j]), bias));
+                const int32x4_t g1 = vreinterpretq_s32_u8(veorq_u8(vld1q_u8(sb->q[b][2 * p + 1][4 * j]), bias));
+                wz[2 * p] = vreinterpretq_s8_s32(vzip1q_s32(g0, g1));
+                wz[2 * p + 1] = vreinterpretq_s8_s32(vzip2q_s32(g0, g1));
+            }
+            const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(sb->d[b] + 4 * j)));
+            for (int pr = 0; pr < P; pr++) {
+                const uint8_t *ra = xq + (size_t)(2 * pr) * xs, *rb = ra + xs;
+                const int8_t *xa = (const int8_t *)ra + k * KERN_QK, *xb = (const int8_t *)rb + k * KERN_QK;
+                int32x4_t c01 = vdupq_n_s32(0), c23 = vdupq_n_s32(0);
+                for (int p = 0; p < 4; p++) {
+                    const int8x16_t x = vcombine_s8(vld1_s8(xa + 8 * p), vld1_s8(xb + 8 * p));
+                    c01 = SMMLA(c01, wz[2 * p], x);
+                    c23 = SMMLA(c23, wz[2 * p + 1], x);
+                }
+                const float da = ((const float *)(ra + nbp * KERN_QK))[k], db = ((const float *)(rb + nbp * KERN_QK))[k];
+                acc[2 * pr] = vfmaq_f32(acc[2 * pr], vcvtq_f32_s32(vuzp1q_s32(c01, c23)), vmulq_n_f32(dw, da));
+                acc[2 * pr + 1] = vfmaq_f32(acc[2 * pr + 1], vcvtq_f32_s32(vuzp2q_s32(c01, c23)), vmulq_n_f32(dw, db));
+            }
+        }
+    }
+    const int lo = a > 4 * j ? a : 4 * j, hi = z < 4 * j + 4 ? z : 4 * j + 4;
+    for (int t = 0; t < 2 * P; t++) {
+        float out[4];
+        vst1q_f32(out, acc[t]);
+        for (int i = lo; i < hi; i++) y[t * ldy + i] = out[i - 4 * j];
+    }
+}
+
+#define MM_QUAD(P)                                                                                          \
+static NEON_I8MM void mm_quad_##P(const uint8_t *w, int64_t nsb, const uint8_t *xq, size_t xs, float *y,    \
+                                  int64_t ldy, int j, int a, int z)                                        \
+{                                                                                                           \
+    mm_quad(w, nsb, xq, xs, y, ldy, j, a, z, P);                                                            \
+}
+MM_QUAD(1) MM_QUAD(2) MM_QUAD(3) MM_QUAD(4)
+
+static void i8mm_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq, size_t xs, int nt,
+                           float *y, int64_t ldy, int lo, int hi, int stream)
+{
+    (void)stream;
+    typedef void (*quad_fn)(const uint8_t *, int64_t, const uint8_t *, size_t, float *, int64_t, int, int, int);
+    static const quad_fn quads[5] = { NULL, mm_quad_1, mm_quad_2, mm_quad_3, mm_quad_4 };
+    for (int i = 0; i < nr; i++) {
+        int a = lo - KERN_TILE * i, z = hi - KERN_TILE * i;
+        if (z <= 0 || a >= KERN_TILE) continue;
+        a = a < 0 ? 0 : a;
+        z = z > KERN_TILE ? KERN_TILE : z;
+        const uint8_t *wt = w + (size_t)i * tb;
+        float *yt = y + i * KERN_TILE;
+        int t = 0;
+        for (; nt - t >= 2; ) { /* pairs, up to 4 a pass */
+            int P = (nt - t) / 2 < 4 ? (nt - t) / 2 : 4;
+            for (int j = a / 4; j * 4 < z; j++) quads[P](wt, nsb, xq + (size_t)t * xs, xs, yt + (int64_t)t * ldy, ldy, j, a, z);
+            t += 2 * P;
+        }
+        if (t < nt) nmicro_1(wt, nsb, xq + (size_t)t * xs, xs, yt + (int64_t)t * ldy, ldy, a, z);
     }
 }
 
@@ -369,13 +450,13 @@ static void neon_silu_mul(float *g, const float *up, int64_t n)
     }
 }
 
-/* The two tables differ only in the native products: sdot by element, or smmla for
- * token pairs where the CPU has i8mm (kernels_qn_neon.c). */
-#define NEON_TABLE(NAME, QN_BLOCK)                                                         \
+/* The two tables differ only in the products: sdot by element, or smmla for token pairs
+ * where the CPU has i8mm (here and in kernels_qn_neon.c). */
+#define NEON_TABLE(NAME, Q8T_BLOCK, QN_BLOCK)                                              \
     {                                                                                      \
         .name = NAME,                                                                      \
         .xq_quantize = neon_xq_quantize,                                                   \
-        .q8t_block = neon_q8t_block,                                                       \
+        .q8t_block = Q8T_BLOCK,                                                            \
         .q8t_tmax = 12,                                                                    \
         .q8t_rows = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },                 \
         .qn_block = QN_BLOCK,                                                              \
@@ -393,7 +474,7 @@ static void neon_silu_mul(float *g, const float *up, int64_t n)
         .f32_to_f16 = neon_f32_to_f16,                                                     \
         .f16_to_f32 = neon_f16_to_f32,                                                     \
     }
-const kern_ops kern_ops_neon = NEON_TABLE("neon", kern_qn_neon_block);
-const kern_ops kern_ops_neoni8mm = NEON_TABLE("neoni8mm", kern_qn_i8mm_block);
+const kern_ops kern_ops_neon = NEON_TABLE("neon", neon_q8t_block, kern_qn_neon_block);
+const kern_ops kern_ops_neoni8mm = NEON_TABLE("neoni8mm", i8mm_q8t_block, kern_qn_i8mm_block);
 
 #endif /* __aarch64__ */
