@@ -17,7 +17,7 @@
 #   make test-deploy  the package, the units and the Containerfile's image run for real
 #                   in podman containers (tests/deploy/run.sh; a SKIP where podman cannot)
 #   make test-arm   the kernel and qn suites cross-built for aarch64 and run under
-#                   qemu-aarch64, on a CPU with dotprod and i8mm and on one with neither
+#                   qemu-aarch64 on CPUs with dotprod and i8mm, dotprod only, and neither
 #                   (part of make test); make test-arm-forward: the forward suite so (minutes)
 #
 # BUILD=dir puts every object and binary under dir (default build/), so several
@@ -366,9 +366,10 @@ uninstall:
 # (kernels, qn) and the logits to llama.cpp's (forward), cross-built with Debian's
 # gcc-aarch64-linux-gnu against tests/minicheck (Check's API without libcheck, so no arm64
 # packages are needed) and run under qemu-user. test-arm (part of make test) runs the
-# kernels and qn suites on two emulated CPUs at once: "max" (dotprod and i8mm: the
-# neoni8mm table is the automatic choice, and the neon table is checked beside it) and
-# "cortex-a53" (neither: the scalar fallback); test-arm-forward the forward suite on "max"
+# kernels and qn suites on three emulated CPUs, two at a time: "max" (dotprod and i8mm:
+# the neoni8mm table is the automatic choice, and the neon table is checked beside it),
+# "neoverse-n1" (dotprod only, as Graviton 2: neon) and "cortex-a53" (neither: the
+# scalar fallback); test-arm-forward the forward suite on "max"
 # (its every-table test covers neoni8mm, neon and scalar; minutes under emulation).
 # LLM_TEST_EXPECT_KERNELS makes the dispatch test check the detection on each CPU.
 ARM_CC     ?= aarch64-linux-gnu-gcc
@@ -376,7 +377,7 @@ ARM_AR     ?= aarch64-linux-gnu-ar
 ARM_QEMU   ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
 ARM_BUILD  := $(BUILD)/arm
 ARM_SUITES ?= kernels qn
-ARM_CPUS   ?= max_neoni8mm cortex-a53_scalar
+ARM_CPUS   ?= max_neoni8mm neoverse-n1_neon cortex-a53_scalar
 # everything the three suites reach, without the ZeroMQ and msgpack parts
 ARM_LIB_SRC := $(filter-out common/net.c common/proto.c common/zap.c,$(COMMON_SRC)) \
                $(filter-out engined/master.c engined/worker.c engined/worker_io.c,$(ENGINE_SRC))

@@ -15,8 +15,9 @@
  * conversions are plain loops. The native layouts' products are in kernels_qn_neon.c.
  *
  * Tested without ARM hardware: make test-arm cross-builds the kernel and qn suites
- * (gcc-aarch64-linux-gnu) and runs them under qemu-aarch64 on a CPU that has dotprod and
- * i8mm and on one that has neither; make test-arm-forward runs the forward suite so.
+ * (gcc-aarch64-linux-gnu) and runs them under qemu-aarch64 on CPUs with dotprod and
+ * i8mm, with dotprod only and with neither; make test-arm-forward runs the forward
+ * suite so.
  */
 #include "kernels.h"
 
