@@ -11,8 +11,7 @@
  * contract's cvt + mul + fma (kernels.h) on four float32x4 per token, bit-identical
  * with the scalar twin. The attention pieces and kern_expf follow kernels.h's order
  * lane for lane (as the AVX2 ones); the quantizer is the scalar one's twin; the float
- * dots sum in four lanes (within the tolerance check_kernels allows them); the f16
- * conversions are plain loops. The native layouts' products are in kernels_qn_neon.c.
+ * dots sum in four lanes (within the tolerance check_kernels allows them). The native layouts' products are in kernels_qn_neon.c.
  *
  * Tested without ARM hardware: make test-arm cross-builds the kernel and qn suites
  * (gcc-aarch64-linux-gnu) and runs them under qemu-aarch64 on CPUs with dotprod and
@@ -248,14 +247,20 @@ static void neon_f16_axpy(float *y, float a, const uint16_t *x, int64_t n)
     for (; i < n; i++) y[i] += a * f16_to_f32(x[i]);
 }
 
+/* fcvtn / fcvtl: round to nearest even, as f32_to_f16; exact the other way (as F16C,
+ * a signalling NaN comes back quiet). */
 static void neon_f32_to_f16(const float *x, uint16_t *y, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) y[i] = f32_to_f16(x[i]);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+    for (; i < n; i++) y[i] = f32_to_f16(x[i]);
 }
 
 static void neon_f16_to_f32(const uint16_t *x, float *y, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) y[i] = f16_to_f32(x[i]);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x + i))));
+    for (; i < n; i++) y[i] = f16_to_f32(x[i]);
 }
 
 static void neon_f32_matmul(const float *w, int64_t cols, const float *x, int64_t n_tok,
