@@ -364,8 +364,8 @@ uninstall:
 
 # aarch64 without ARM hardware: the suites that hold the kernels to the scalar twin
 # (kernels, qn) and the logits to llama.cpp's (forward), cross-built with Debian's
-# gcc-aarch64-linux-gnu against tests/minicheck (Check's API without libcheck, so no arm64
-# packages are needed) and run under qemu-user. test-arm (part of make test) runs the
+# gcc-aarch64-linux-gnu, the suites and tests/runner.c against tests/minicheck (Check's
+# API without libcheck, so no arm64 packages are needed) and run under qemu-user. test-arm (part of make test) runs the
 # kernels and qn suites on three emulated CPUs, two at a time: "max" (dotprod and i8mm:
 # the neoni8mm table is the automatic choice, and the neon table is checked beside it),
 # "neoverse-n1" (dotprod only, as Graviton 2: neon) and "cortex-a53" (neither: the
@@ -381,7 +381,7 @@ ARM_CPUS   ?= max_neoni8mm neoverse-n1_neon cortex-a53_scalar
 # everything the three suites reach, without the ZeroMQ and msgpack parts
 ARM_LIB_SRC := $(filter-out common/net.c common/proto.c common/zap.c,$(COMMON_SRC)) \
                $(filter-out engined/master.c engined/worker.c engined/worker_io.c,$(ENGINE_SRC))
-ARM_TEST_SRC := tests/check_kernels.c tests/check_qn.c tests/check_forward.c tests/minicheck/minicheck.c
+ARM_TEST_SRC := tests/check_kernels.c tests/check_qn.c tests/check_forward.c tests/runner.c tests/minicheck/minicheck.c
 ARM_CFLAGS  = $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP
 arm_obj = $(patsubst %.c,$(ARM_BUILD)/obj/%.o,$(1))
 

@@ -11,7 +11,8 @@
  * contract's cvt + mul + fma (kernels.h) on four float32x4 per token, bit-identical
  * with the scalar twin. The attention pieces and kern_expf follow kernels.h's order
  * lane for lane (as the AVX2 ones); the quantizer is the scalar one's twin; the float
- * dots sum in four lanes (within the tolerance check_kernels allows them). The native layouts' products are in kernels_qn_neon.c.
+ * dots sum in four lanes (within the tolerance check_kernels allows them). The native
+ * layouts' products are in kernels_qn_neon.c.
  *
  * Tested without ARM hardware: make test-arm cross-builds the kernel and qn suites
  * (gcc-aarch64-linux-gnu) and runs them under qemu-aarch64 on CPUs with dotprod and
@@ -166,7 +167,8 @@ static inline __attribute__((always_inline)) NEON_I8MM void mm_quad(const uint8_
                     c01 = SMMLA(c01, wz[2 * p], x);
                     c23 = SMMLA(c23, wz[2 * p + 1], x);
                 }
-                const float da = ((const float *)(ra + nbp * KERN_QK))[k], db = ((const float *)(rb + nbp * KERN_QK))[k];
+                const float da = ((const float *)(ra + nbp * KERN_QK))[k];
+                const float db = ((const float *)(rb + nbp * KERN_QK))[k];
                 acc[2 * pr] = vfmaq_f32(acc[2 * pr], vcvtq_f32_s32(vuzp1q_s32(c01, c23)), vmulq_n_f32(dw, da));
                 acc[2 * pr + 1] = vfmaq_f32(acc[2 * pr + 1], vcvtq_f32_s32(vuzp2q_s32(c01, c23)), vmulq_n_f32(dw, db));
             }
@@ -202,9 +204,10 @@ static void i8mm_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, con
         const uint8_t *wt = w + (size_t)i * tb;
         float *yt = y + i * KERN_TILE;
         int t = 0;
-        for (; nt - t >= 2; ) { /* pairs, up to 4 a pass */
+        while (nt - t >= 2) { /* pairs, up to 4 a pass */
             int P = (nt - t) / 2 < 4 ? (nt - t) / 2 : 4;
-            for (int j = a / 4; j * 4 < z; j++) quads[P](wt, nsb, xq + (size_t)t * xs, xs, yt + (int64_t)t * ldy, ldy, j, a, z);
+            for (int j = a / 4; j * 4 < z; j++)
+                quads[P](wt, nsb, xq + (size_t)t * xs, xs, yt + (int64_t)t * ldy, ldy, j, a, z);
             t += 2 * P;
         }
         if (t < nt) nmicro_1(wt, nsb, xq + (size_t)t * xs, xs, yt + (int64_t)t * ldy, ldy, a, z);

@@ -101,7 +101,8 @@ QN_IN void n_dots(const int8x16_t wv[8], const int8_t *a, int32x4_t d[2])
 
 /* The same for tokens a and b at once with smmla: wz holds the groups zipped in pairs
  * (rows 0-1 then 2-3 of values 8p..8p+7, p = 0..3); da, db get each token's halves. */
-static inline __attribute__((always_inline)) NEON_I8MM void n_dots_mm(const int8x16_t wz[8], const int8_t *a, const int8_t *b, int32x4_t da[2], int32x4_t db[2])
+#define QN_IN_MM static inline __attribute__((always_inline)) NEON_I8MM
+QN_IN_MM void n_dots_mm(const int8x16_t wz[8], const int8_t *a, const int8_t *b, int32x4_t da[2], int32x4_t db[2])
 {
     for (int h = 0; h < 2; h++) {
         int32x4_t c01 = vdupq_n_s32(0), c23 = vdupq_n_s32(0); /* [r0a r0b r1a r1b], [r2a r2b r3a r3b] */
@@ -123,7 +124,8 @@ QN_IN float32x4_t n_token(int kind, int off, const int32x4_t d[2], float32x4_t f
     if (kind == KERN_QN_K2 || kind == KERN_QN_K6) {
         const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];
         if (kind == KERN_QN_K6) {
-            const int32x4_t i0 = vaddq_s32(d[0], vdupq_n_s32(-32 * h0)), i1 = vaddq_s32(d[1], vdupq_n_s32(-32 * (S - h0)));
+            const int32x4_t i0 = vaddq_s32(d[0], vdupq_n_s32(-32 * h0));
+            const int32x4_t i1 = vaddq_s32(d[1], vdupq_n_s32(-32 * (S - h0)));
             acc = vfmaq_f32(acc, vcvtq_f32_s32(i0), vmulq_n_f32(f0, D));
             return vfmaq_f32(acc, vcvtq_f32_s32(i1), vmulq_n_f32(f1, D));
         }

@@ -1,9 +1,9 @@
 /*
- * minicheck.c - the runner of tests/minicheck/check.h: the suites named in suites.inc
- * (SUITE(name) lines, as tests/runner.c), each test in a child process with an alarm of
- * its case's timeout (CK_DEFAULT_TIMEOUT, else 4 s, times CK_TIMEOUT_MULTIPLIER); a
- * failed assertion, a crash or a timeout fails that test only. Prints each test's time
- * and Check's summary line per suite; exits 1 when any test failed.
+ * minicheck.c - tests/minicheck/check.h's definitions, for tests/runner.c:
+ * srunner_run_all runs each test in a child process with an alarm of its case's timeout
+ * (CK_DEFAULT_TIMEOUT, else 4 s, times CK_TIMEOUT_MULTIPLIER); a failed assertion, a
+ * crash or a timeout fails that test only. It prints each test's time and Check's
+ * summary line per suite.
  */
 #include "check.h"
 
@@ -15,11 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SUITE(n) Suite *n##_suite(void);
-#include "suites.inc"
-#undef SUITE
-
-enum { MAX_TESTS = 64, MAX_CASES = 16 };
+enum { MAX_TESTS = 64, MAX_CASES = 16, MAX_SUITES = 64 };
 
 struct TCase {
     const char *name;
@@ -121,7 +117,7 @@ static int run_test(const Suite *s, const TCase *tc, const TTest *t)
     printf("%s:%s:%s: %.1f s\n", s->name, tc->name, t->name, seconds(a, b));
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 1;
     if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
-        fprintf(stderr, "%s:%s:%s: test timed out after %.0f s\n", s->name, tc->name, t->name, limit);
+        fprintf(stderr, "%s:%s:%s: test timed out after %g s\n", s->name, tc->name, t->name, limit);
     else if (WIFSIGNALED(st))
         fprintf(stderr, "%s:%s:%s: received signal %d\n", s->name, tc->name, t->name, WTERMSIG(st));
     else
@@ -145,11 +141,32 @@ static int run_suite(const Suite *s)
     return failed;
 }
 
-int main(void)
+struct SRunner {
+    int n, failed;
+    Suite *suites[MAX_SUITES];
+};
+
+SRunner *srunner_create(Suite *s)
 {
-    int failed = 0;
-#define SUITE(n) if (selected("CK_RUN_SUITE", #n)) failed += run_suite(n##_suite());
-#include "suites.inc"
-#undef SUITE
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    SRunner *sr = calloc(1, sizeof *sr);
+    if (!sr) abort();
+    if (s) srunner_add_suite(sr, s);
+    return sr;
 }
+
+void srunner_add_suite(SRunner *sr, Suite *s)
+{
+    if (sr->n == MAX_SUITES) abort();
+    sr->suites[sr->n++] = s;
+}
+
+void srunner_run_all(SRunner *sr, enum print_output mode)
+{
+    (void)mode;
+    for (int i = 0; i < sr->n; i++)
+        if (selected("CK_RUN_SUITE", sr->suites[i]->name)) sr->failed += run_suite(sr->suites[i]);
+}
+
+int srunner_ntests_failed(SRunner *sr) { return sr->failed; }
+
+void srunner_free(SRunner *sr) { free(sr); } /* the suites live as long as the process, as the tests */
