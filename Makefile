@@ -364,13 +364,13 @@ uninstall:
 
 # aarch64 without ARM hardware: the suites that hold the kernels to the scalar twin
 # (kernels, qn) and the logits to llama.cpp's (forward), cross-built with Debian's
-# gcc-aarch64-linux-gnu, the suites and tests/runner.c against tests/minicheck (Check's
-# API without libcheck, so no arm64 packages are needed) and run under qemu-user. test-arm (part of make test) runs the
-# kernels and qn suites on three emulated CPUs, two at a time: "max" (dotprod and i8mm:
-# the neoni8mm table is the automatic choice, and the neon table is checked beside it),
-# "neoverse-n1" (dotprod only, as Graviton 2: neon) and "cortex-a53" (neither: the
-# scalar fallback); test-arm-forward the forward suite on "max"
-# (its every-table test covers neoni8mm, neon and scalar; minutes under emulation).
+# gcc-aarch64-linux-gnu (the suites and tests/runner.c against tests/minicheck, Check's
+# API without libcheck, so no arm64 packages are needed) and run under qemu-user.
+# test-arm (part of make test) runs the kernels and qn suites on three emulated CPUs, two
+# at a time: "max" (dotprod and i8mm: the neoni8mm table is the automatic choice, and the
+# neon table is checked beside it), "neoverse-n1" (dotprod only, as Graviton 2: neon) and
+# "cortex-a53" (neither: the scalar fallback); test-arm-forward the forward suite on
+# "max" (its every-table test covers neoni8mm, neon and scalar; minutes under emulation).
 # LLM_TEST_EXPECT_KERNELS makes the dispatch test check the detection on each CPU.
 ARM_CC     ?= aarch64-linux-gnu-gcc
 ARM_AR     ?= aarch64-linux-gnu-ar
