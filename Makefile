@@ -16,6 +16,9 @@
 #   make deb        a Debian package built from the tree (deploy/deb.sh), in $(BUILD)/deb/
 #   make test-deploy  the package, the units and the Containerfile's image run for real
 #                   in podman containers (tests/deploy/run.sh; a SKIP where podman cannot)
+#   make test-arm   the kernel and qn suites cross-built for aarch64 and run under
+#                   qemu-aarch64 on CPUs with dotprod and i8mm, dotprod only, and neither
+#                   (part of make test); make test-arm-forward: the forward suite so (minutes)
 #
 # BUILD=dir puts every object and binary under dir (default build/), so several
 # builds (asan, debug, a helper's scratch build) can coexist in one tree.
@@ -25,7 +28,7 @@ MODEL   ?= ../shared/models/stories260K-f32.gguf
 SHARED  ?= ../shared
 CC      ?= cc
 PKGS    := libzmq3-dev libmsgpack-dev check pkg-config python3 clang libclang-rt-14-dev runit \
-           libmicrohttpd-dev libjansson-dev curl scdoc
+           libmicrohttpd-dev libjansson-dev curl scdoc gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 PC_LIBS := libzmq msgpack
 GW_LIBS := libmicrohttpd jansson   # llmc serve (the HTTP gateway) and its tests only
 
@@ -77,7 +80,7 @@ LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all deps build test unit check-layers e2e asan tsan fuzz fuzz-build fuzz-run fuzz-bins test-checks run stop bench soak clean \
-        man install uninstall deb test-deploy
+        man install uninstall deb test-deploy test-arm test-arm-forward
 .DEFAULT_GOAL := all
 
 all: deps
@@ -183,6 +186,7 @@ test: deps
 
 test-checks:
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory test-arm
 	@SOAK_SECONDS=$${SOAK_SECONDS:-30} $(MAKE) --no-print-directory e2e
 
 unit: check-layers
@@ -363,6 +367,58 @@ uninstall:
 	  rmdir $(DESTDIR)$(SYSCONFDIR)/llm 2>/dev/null || true; \
 	  elif [ -e $(DESTDIR)$(SYSCONFDIR)/llm/llm.env ]; then echo "keeping $(DESTDIR)$(SYSCONFDIR)/llm/llm.env (changed)"; fi
 
+# aarch64 without ARM hardware: the suites that hold the kernels to the scalar twin
+# (kernels, qn) and the logits to llama.cpp's (forward), cross-built with Debian's
+# gcc-aarch64-linux-gnu (the suites and tests/runner.c against tests/minicheck, Check's
+# API without libcheck, so no arm64 packages are needed) and run under qemu-user.
+# test-arm (part of make test) runs the kernels and qn suites on three emulated CPUs, two
+# at a time: "max" (dotprod and i8mm: the neoni8mm table is the automatic choice, and the
+# neon table is checked beside it), "neoverse-n1" (dotprod only, as Graviton 2: neon) and
+# "cortex-a53" (neither: the scalar fallback); test-arm-forward the forward suite on
+# "max" (its every-table test covers neoni8mm, neon and scalar; minutes under emulation).
+# LLM_TEST_EXPECT_KERNELS makes the dispatch test check the detection on each CPU.
+ARM_CC     ?= aarch64-linux-gnu-gcc
+ARM_AR     ?= aarch64-linux-gnu-ar
+ARM_QEMU   ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
+ARM_BUILD  := $(BUILD)/arm
+ARM_SUITES ?= kernels qn
+ARM_CPUS   ?= max_neoni8mm neoverse-n1_neon cortex-a53_scalar
+# everything the three suites reach, without the ZeroMQ and msgpack parts
+ARM_LIB_SRC := $(filter-out common/net.c common/proto.c common/zap.c,$(COMMON_SRC)) \
+               $(filter-out engined/master.c engined/worker.c engined/worker_io.c,$(ENGINE_SRC))
+ARM_TEST_SRC := tests/check_kernels.c tests/check_qn.c tests/check_forward.c tests/runner.c tests/minicheck/minicheck.c
+ARM_CFLAGS  = $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP
+arm_obj = $(patsubst %.c,$(ARM_BUILD)/obj/%.o,$(1))
+
+$(ARM_BUILD)/suites.inc: Makefile
+	@mkdir -p $(dir $@)
+	@for s in kernels qn forward; do echo "SUITE($$s)"; done > $@
+$(ARM_BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(ARM_CC) $(ARM_CFLAGS) $(INC_ALL) -c $< -o $@
+$(ARM_BUILD)/obj/tests/%.o: tests/%.c $(ARM_BUILD)/suites.inc
+	@mkdir -p $(dir $@)
+	$(ARM_CC) $(ARM_CFLAGS) $(INC_ALL) -Itests/minicheck -I$(ARM_BUILD) -c $< -o $@
+$(ARM_BUILD)/libarm.a: $(call arm_obj,$(ARM_LIB_SRC))
+	@rm -f $@
+	$(ARM_AR) rcs $@ $^
+$(ARM_BUILD)/check_arm: $(call arm_obj,$(ARM_TEST_SRC)) $(ARM_BUILD)/libarm.a
+	$(ARM_CC) $(ARM_CFLAGS) -o $@ $^ -lm -lrt
+
+test-arm: deps
+	@$(MAKE) --no-print-directory -j2 $(ARM_BUILD)/check_arm
+	@$(MAKE) --no-print-directory -j2 $(addprefix test-arm-cpu-,$(ARM_CPUS))
+test-arm-forward: deps
+	@$(MAKE) --no-print-directory test-arm ARM_SUITES=forward ARM_CPUS=max_neoni8mm
+# One emulated CPU (test-arm-cpu-CPU_TABLE): the suites in turn, the log in $(ARM_BUILD).
+test-arm-cpu-%:
+	@cpu=$(word 1,$(subst _, ,$*)); log=$(ARM_BUILD)/test-$$cpu.log; start=$$(date +%s); \
+	export LLM_TEST_EXPECT_KERNELS=$(word 2,$(subst _, ,$*)) CK_TIMEOUT_MULTIPLIER=5 $(TEST_ENV); \
+	if (for s in $(ARM_SUITES); do CK_RUN_SUITE=$$s $(ARM_QEMU) -cpu $$cpu $(ARM_BUILD)/check_arm || exit 1; done) \
+	   >$$log 2>&1; then \
+	  echo "test-arm: -cpu $$cpu: suites $(ARM_SUITES) passed in $$(( $$(date +%s) - start )) s"; \
+	else tail -n 40 $$log; echo "test-arm: -cpu $$cpu FAILED (log: $$log)"; exit 1; fi
+
 # The Debian package (dpkg-deb, from this tree, no network): deploy/deb.sh builds the
 # programs again in $(BUILD)-deb with Debian's hardening flags (dpkg-buildflags) and
 # leaves $(BUILD)/deb/llm-pipeline_VERSION_ARCH.deb.
@@ -376,4 +432,4 @@ test-deploy: deb
 clean:
 	rm -rf build build-asan build-*
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(ARM_BUILD)/obj -name '*.d' 2>/dev/null)

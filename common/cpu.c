@@ -19,6 +19,9 @@
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 #endif
 
 static unsigned features;
@@ -56,7 +59,9 @@ static void detect(void)
 #if defined(__x86_64__)
     features = detect_x86();
 #elif defined(__aarch64__)
-    features = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) ? CPU_NEON_DOT : 0;
+    /* the kernel's hardware capabilities (the ID registers as it exposes them) */
+    unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    features = (hw & HWCAP_ASIMDDP ? CPU_NEON_DOT : 0) | (hw2 & HWCAP2_I8MM ? CPU_NEON_I8MM : 0);
 #endif
 }
 
@@ -68,7 +73,7 @@ unsigned cpu_features(void)
 
 const char *cpu_describe(unsigned f, char *buf, int len)
 {
-    static const char *const names[] = { "f16c", "avx2", "fma", "avx512", "avx512vnni", "avxvnni", "dotprod" };
+    static const char *const names[] = { "f16c", "avx2", "fma", "avx512", "avx512vnni", "avxvnni", "dotprod", "i8mm" };
     int n = 0;
     buf[0] = 0;
     for (unsigned i = 0; i < sizeof names / sizeof names[0] && n < len; i++)

@@ -23,7 +23,7 @@
  * this CPU runs; "scalar" always works). An unknown name, or one this CPU cannot run,
  * logs a warning listing the choices and keeps the automatic one. The families:
  *   LLM_KERNELS  engined's matrix kernels (engined/kernels.h): avx512vnni avxvnni avx2
- *                neon scalar
+ *                neoni8mm neon scalar
  *   LLM_QUANT    the dequantize/quantize twins (common/quant.h): avx2 f16c scalar
  *   LLM_CSUM     the segment checksum (common/csum.h): avx2 scalar
  * Every table of a family gives the same bits, so the choice changes only speed.
@@ -39,6 +39,7 @@ enum {
     CPU_AVX512VNNI = 1 << 4, /* x86: CPU_AVX512 plus AVX512_VNNI (vpdpbusd on zmm/ymm) */
     CPU_AVXVNNI    = 1 << 5, /* x86: AVX-VNNI (VEX vpdpbusd on ymm, e.g. Alder Lake) */
     CPU_NEON_DOT   = 1 << 6, /* aarch64: dotprod (sdot) */
+    CPU_NEON_I8MM  = 1 << 7, /* aarch64: i8mm (smmla, usdot) */
 };
 
 /* The CPU_* bits of this machine (detected on the first call). */

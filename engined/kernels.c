@@ -345,6 +345,7 @@ static const cpu_impl all_ops[] = {
     { "avx2", KERN_AVX2_NEEDS, &kern_ops_avx2 },
 #endif
 #if defined(__aarch64__)
+    { "neoni8mm", CPU_NEON_DOT | CPU_NEON_I8MM, &kern_ops_neoni8mm },
     { "neon", CPU_NEON_DOT, &kern_ops_neon },
 #endif
     { "scalar", 0, &kern_ops_scalar },

@@ -1,7 +1,8 @@
 /*
  * kernels.h - the engine's compute kernels: INT8 matrix products over weights stored
  * in row tiles ("q8t"), and the small float helpers, each with a scalar reference twin
- * and SIMD variants (AVX2, AVX-VNNI, AVX-512 VNNI, NEON sdot) chosen once at start-up.
+ * and SIMD variants (AVX2, AVX-VNNI, AVX-512 VNNI, NEON sdot and smmla) chosen once at
+ * start-up.
  *
  *   kern_init();                                       // once, before any thread runs
  *   size_t mb = kern_q8t_bytes(rows, cols);            // a weight matrix in tiles
@@ -123,7 +124,7 @@ void kern_qn_block_ref(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols
 
 /* The dispatch table: one per instruction set. */
 typedef struct {
-    const char *name; /* "scalar", "avx2", "avxvnni", "avx512vnni", "neon" */
+    const char *name; /* "scalar", "avx2", "avxvnni", "avx512vnni", "neon", "neoni8mm" */
     /* x (n_rows x cols f32, row stride cols) -> n_rows xq rows */
     void  (*xq_quantize)(const float *x, int64_t n_rows, int64_t cols, void *dst);
     /* the same with Q8_K rounding, finished (kern_xk_quantize) */
@@ -155,9 +156,9 @@ typedef struct {
 extern const kern_ops *kern_active;
 
 /* Picks the best table this CPU supports (x86: AVX-512 VNNI > AVX-VNNI > AVX2+FMA+F16C
- * > scalar; aarch64: NEON dotprod), unless env LLM_KERNELS names one (common/cpu.h's
- * dispatch convention: an unknown or unsupported name logs a warning and keeps the
- * automatic choice). Idempotent. Every table gives the same bits, so the choice changes
+ * > scalar; aarch64: NEON dotprod + i8mm > NEON dotprod > scalar), unless env
+ * LLM_KERNELS names one (common/cpu.h's dispatch convention: an unknown or unsupported
+ * name logs a warning and keeps the automatic choice). Idempotent. Every table gives the same bits, so the choice changes
  * only speed. */
 void kern_init(void);
 /* Switches to the named table; returns 0, or -1 (table unchanged) when the name is
@@ -350,6 +351,7 @@ extern const kern_ops kern_ops_avx512vnni;
 #endif
 #if defined(__aarch64__)
 extern const kern_ops kern_ops_neon;
+extern const kern_ops kern_ops_neoni8mm;
 #endif
 
 #endif

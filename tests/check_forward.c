@@ -725,7 +725,7 @@ END_TEST
  * one order for every product), so the dispatcher's choice changes speed only. */
 START_TEST(test_tables_agree)
 {
-    static const char *const names[] = { "scalar", "avx2", "avxvnni", "avx512vnni", "neon" };
+    static const char *const names[] = { "scalar", "avx2", "avxvnni", "avx512vnni", "neon", "neoni8mm" };
     static const char *const files[] = { "tiny-llama2-Q8_0.gguf", "stories260K-f32.gguf" };
     char err[512];
     int32_t toks[24];

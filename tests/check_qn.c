@@ -13,7 +13,7 @@
 #include "kernels.h"
 #include "qtype.h"
 
-static const char *const tables[] = { "scalar", "avx2", "avxvnni", "avx512vnni", "neon" };
+static const char *const tables[] = { "scalar", "avx2", "avxvnni", "avx512vnni", "neon", "neoni8mm" };
 #define N_TABLES (int)(sizeof tables / sizeof tables[0])
 
 static uint64_t rs = 0x2545f4914f6cdd1dull;
