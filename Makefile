@@ -79,7 +79,7 @@ BINS := $(BUILD)/bin/llmc $(patsubst %/main.c,$(BUILD)/bin/%,$(wildcard engined/
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps build test unit check-layers e2e asan tsan fuzz fuzz-build fuzz-run fuzz-bins test-checks run stop bench soak clean \
+.PHONY: all deps build test test-beside unit check-layers e2e asan tsan fuzz fuzz-build fuzz-run fuzz-bins test-checks run stop bench soak clean \
         man install uninstall deb test-deploy test-arm test-arm-forward
 .DEFAULT_GOAL := all
 
@@ -175,18 +175,21 @@ $(BUILD)/node/node_modules/ajv/package.json: $(BUILD)/node/node_modules/openai/p
 # Tests find the binaries and the shared data through the environment.
 TEST_ENV = CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} LLM_BIN=$(abspath $(BUILD)/bin) LLM_SHARED=$(abspath $(SHARED)) LLM_BUILD=$(abspath $(BUILD))
 
-# make test: the unit suites and the e2e scripts, while the fuzz harnesses build beside
-# them (the e2e scripts mostly wait on their daemons), then every harness for
-# FUZZ_SECONDS (10 s each here, two at a time; `make fuzz` runs them longer) and the
-# soak for SOAK_SECONDS (30 s here; `make soak` runs the 10-minute soak and chaos).
+# make test: the unit suites and then the e2e scripts (the soak for SOAK_SECONDS, 30 s
+# here; `make soak` runs the 10-minute soak and chaos), and beside them (the e2e scripts
+# mostly wait on their daemons) the fuzz harnesses' build, the aarch64 suites under qemu
+# (test-arm) and every harness for FUZZ_SECONDS (10 s each here; `make fuzz` runs them
+# longer).
 test: deps
 	@$(MAKE) --no-print-directory build
-	@$(MAKE) --no-print-directory -j2 test-checks fuzz-build
-	@$(MAKE) --no-print-directory -j2 fuzz-run FUZZ_SECONDS=$${FUZZ_SECONDS:-10}
+	@$(MAKE) --no-print-directory -j2 test-checks test-beside FUZZ_SECONDS=$${FUZZ_SECONDS:-10}
+test-beside:
+	@$(MAKE) --no-print-directory fuzz-build
+	@$(MAKE) --no-print-directory test-arm
+	@$(MAKE) --no-print-directory fuzz-run
 
 test-checks:
 	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory test-arm
 	@SOAK_SECONDS=$${SOAK_SECONDS:-30} $(MAKE) --no-print-directory e2e
 
 unit: check-layers
@@ -236,7 +239,7 @@ check-layers: $(FRONT_OBJ)
 
 e2e: $(BUILD)/node/node_modules/openai/package.json $(BUILD)/node/node_modules/ajv/package.json
 	@set -e; for t in $(sort $(wildcard tests/e2e/*.sh)); do \
-	  echo "== $$t"; $(TEST_ENV) bash $$t; done
+	  echo "== $$t"; s=$$(date +%s); $(TEST_ENV) bash $$t; echo "   ($$t: $$(( $$(date +%s) - s )) s)"; done
 
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan CC=clang \
