@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # 77: structured output (issue 20) end to end. (a) llmc --json-schema with a nested
-# schema at temperature 1.0, 20 seeds: every output parses and validates; (b) llmc
-# --grammar gives exactly one of its alternatives; (c) a bad grammar and a bad schema
+# schema at temperature 1.0, 8 seeds (the 100-sample check is (f)): every output parses
+# and validates; (b) llmc --grammar gives exactly one of its alternatives; (c) a bad grammar and a bad schema
 # are one-line errors and exit 1 from llmc, HTTP 400 from the gateway; (d) kill -9 of samplerd
 # during a constrained generation: the same text as an uninterrupted run with the same
 # seed (the matcher state travels with the session), and so does kill -9 of the worker
@@ -43,13 +43,13 @@ for f in sys.argv[1:]:
 PY
 }
 
-# (a) 20 seeds at temperature 1.0: random-ish text, always valid JSON of the schema
-for s in $(seq 1 20); do
+# (a) 8 seeds at temperature 1.0: random-ish text, always valid JSON of the schema
+for s in $(seq 1 8); do
     llmc -n 400 --temp 1.0 --seed "$s" --json-schema "$SCHEMA" "Once upon a time" >"$RUN/a$s.json" 2>"$RUN/a$s.err" \
         || fail "llmc --json-schema seed $s failed: $(cat "$RUN/a$s.err")"
 done
 validate "$RUN"/a*.json
-echo "(a) 20 of 20 samples at temperature 1.0 parse and validate, e.g. $(tr -d '\n' <"$RUN/a1.json" | tr -s ' ' | cut -c1-100)"
+echo "(a) 8 of 8 samples at temperature 1.0 parse and validate, e.g. $(tr -d '\n' <"$RUN/a1.json" | tr -s ' ' | cut -c1-100)"
 llmc -n 400 --temp 1.0 --seed 7 --json-schema "@/dev/stdin" "Once upon a time" <<<"$SCHEMA" >"$RUN/a_file.json" \
     || fail "--json-schema @FILE failed"
 cmp -s "$RUN/a_file.json" "$RUN/a7.json" || fail "--json-schema @FILE differs from the same schema inline"
