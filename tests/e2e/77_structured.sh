@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # 77: structured output (issue 20) end to end. (a) llmc --json-schema with a nested
 # schema at temperature 1.0, 8 seeds (the 100-sample check is (f)): every output parses
-# and validates; (b) llmc --grammar gives exactly one of its alternatives; (c) a bad grammar and a bad schema
-# are one-line errors and exit 1 from llmc, HTTP 400 from the gateway; (d) kill -9 of samplerd
-# during a constrained generation: the same text as an uninterrupted run with the same
-# seed (the matcher state travels with the session), and so does kill -9 of the worker
-# (the state is rebuilt by replaying the generated tokens); (e) the openai npm client with
-# response_format json_schema gets valid JSON; (f) 100 samples at temperature 1.0 against a
-# nested schema all validate with ajv.
+# and validates; (b) llmc --grammar gives exactly one of its alternatives; (c) a bad
+# grammar and a bad schema are one-line errors and exit 1 from llmc, HTTP 400 from the
+# gateway; (d) kill -9 of samplerd during a constrained generation: the same text as an
+# uninterrupted run with the same seed (the matcher state travels with the session), and
+# so does kill -9 of the worker (the state is rebuilt by replaying the generated
+# tokens); (e) the openai npm client with response_format json_schema gets valid JSON;
+# (f) 100 samples at temperature 1.0 against a nested schema all validate with ajv.
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 300
 PORT=$(free_port)
