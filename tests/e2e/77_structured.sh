@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # 77: structured output (issue 20) end to end. (a) llmc --json-schema with a nested
 # schema at temperature 1.0, 8 seeds (the 100-sample check is (f)): every output parses
-# and validates; (b) llmc --grammar gives exactly one of its alternatives; (c) a bad
+# and validates; (b) llmc --grammar gives exactly one of its alternatives, and with
+# --ignore-eos ends where the grammar is complete (reason "grammar"); (c) a bad
 # grammar and a bad schema are one-line errors and exit 1 from llmc, HTTP 400 from the
 # gateway; (d) kill -9 of samplerd during a constrained generation: the same text as an
 # uninterrupted run with the same seed (the matcher state travels with the session), and
