@@ -37,6 +37,7 @@
 #include "engine.h"
 #include "errcode.h"
 #include "hash.h"
+#include "kvsetup.h"
 #include "log.h"
 #include "logits_shm.h"
 #include "net.h"
@@ -117,6 +118,7 @@ typedef struct {
     int         n_items_cap; /* items' capacity */
     float      *hidden;    /* (n_items_cap, n_embd) a step's hidden rows, and */
     wsess     **hrow;      /* (n_items_cap) their sessions; made by the first embedding */
+    kvp        *pool;      /* the master's KV block pool (--kv-pool), or NULL; not read yet */
 } worker;
 
 void engd_opts_default(engd_opts *o)
@@ -771,6 +773,7 @@ static void worker_free(worker *w)
     free(w->order);
     free(w->lrow);
     lshm_destroy(&w->ring);
+    kvp_close(&w->pool);
     net_close(&w->samp);
     if (w->ctx) zmq_ctx_term(w->ctx);
     eng_close(w->m);
@@ -822,6 +825,16 @@ int engd_worker_run(const engd_opts *o)
     }
     eng_set_threads(w.m, o->threads);
     log_info("attached segment %s read-only in %lld ms (no reload)", o->segment, (long long)(net_now_ms() - t0));
+    kvs_spec ks = { .kv_f16 = o->kv_f16 };
+    if (o->kv_pool && kvs_parse(o->kv_pool, &ks, err, sizeof err) == 0 && kvs_enabled(&ks)) {
+        if (!(w.pool = kvs_open(w.m, &ks, 0, err, sizeof err))) {
+            log_error("cannot attach the KV pool: %s", err);
+            eng_close(w.m);
+            return 1;
+        }
+        log_info("attached KV pool: %u blocks of %u tokens (slot %d)", kvp_geometry_of(w.pool)->n_blocks,
+                 kvp_geometry_of(w.pool)->id.block_tokens, kvp_slot_of(w.pool));
+    }
     w.n_vocab = eng_config_of(w.m)->n_vocab;
     w.eos = eng_config_of(w.m)->eos_id;
     w.n_s = o->max_sessions;
