@@ -123,6 +123,7 @@ typedef struct {
     uint64_t    kv_prompt; /* prompt tokens of the runs this worker started (pool on) */
     uint64_t    kv_reused; /* of them, positions not computed again (held or from the pool) */
     uint64_t    kv_preempt;/* sessions preempted (or held chats reset) for KV blocks */
+    int64_t     kv_ms;     /* when the pool's counts were last published */
 } worker;
 
 void engd_opts_default(engd_opts *o)
@@ -147,6 +148,14 @@ static void publish_load(worker *w)
     }
     wio_set_load(&w->io, active, busy);
     wio_set_sampler_wait(&w->io, (int)(now - oldest));
+    if (w->pool && now - w->kv_ms >= 200) { /* the pool's lock, five times a second at most */
+        kvp_stats_t st;
+        kvp_stats(w->pool, &st);
+        w->kv_ms = now;
+        uint64_t kv[7] = {st.n_blocks, st.writing + st.referenced, st.cached, st.c.evictions, w->kv_prompt,
+                          w->kv_reused, w->kv_preempt};
+        wio_set_kv(&w->io, kv);
+    }
 }
 
 static void send_front(worker *w, proto_writer *pw)
@@ -530,7 +539,7 @@ static void on_run(worker *w, const proto_msg *pm)
         uint64_t cap = kvp_geometry_of(w->pool)->n_blocks;
         if (((uint64_t)n + 16) / 16 > cap) { /* its prompt and first token never fit */
             char msg[160];
-            snprintf(msg, sizeof msg, "the prompt (%u tokens) needs more KV blocks than the whole pool has (%llu of 16)",
+            snprintf(msg, sizeof msg, "the prompt (%u tokens) needs more KV blocks than the whole pool has (%llu blocks of 16 tokens)",
                      n, (unsigned long long)cap);
             send_sess_error_code(w, sess, epoch, msg, ERR_CONTEXT, 0);
             sess_drop(s);
