@@ -21,7 +21,8 @@ grep -q "^error: --kv-pool '12X': the suffix must be K, M or G" "$RUN/err.txt" |
 
 # each step is slowed by 3 ms (a test hook) so that streams outlast a kill and overlap
 export LLM_FAULT_STEP_DELAY_MS=3
-start_pipeline 2 --kv-pool 16384
+PORT=$(free_port)
+start_pipeline 2 --kv-pool 16384 --http "$PORT"
 wait_until 20 '[ "$(status_field workers)" = 2 ]' || fail "2 workers did not register"
 seg=$(cat "$RUN/segment")
 pool=/dev/shm/llm-kv-${seg#/llm-}
@@ -44,6 +45,9 @@ wait_until 5 '"$LLM_BIN/llmc" status --run-dir "$RUN" | grep -q "prefix hits [1-
     || fail "no prefix hit reported: $("$LLM_BIN/llmc" status --run-dir "$RUN" | grep kv)"
 "$LLM_BIN/llmc" status --json --run-dir "$RUN" | grep -q '"kvrt":[1-9]' || fail "status --json has no kvrt"
 "$LLM_BIN/llmc" status --run-dir "$RUN" | grep "^kv pool"
+wait_until 10 'curl -s "http://127.0.0.1:$PORT/metrics" | grep -q "^llm_kv_prompt_tokens_reused_total [1-9]"' \
+    || fail "/metrics has no KV pool counts: $(curl -s "http://127.0.0.1:$PORT/metrics" | grep llm_kv)"
+curl -s "http://127.0.0.1:$PORT/metrics" | grep -q "^llm_kv_pool_blocks 1024" || fail "/metrics: no llm_kv_pool_blocks"
 
 # kill -9 of the worker serving a stream: the text is exact; the master releases its
 # slot and the adopting worker starts from the published blocks
