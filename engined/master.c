@@ -48,7 +48,7 @@ static void usage(FILE *f)
             "  --batch-tokens N    most tokens a worker evaluates per step: one per decoding\n"
             "                      session plus prefill chunks (default %d)\n"
             "  --idle-batch-tokens N  the same when no session is decoding (default %d)\n"
-            "  --kv f16|f32        KV cache type (default f32)\n"
+            "  --kv f16|f32        KV cache type (default f16)\n"
             "  --kv-pool SIZE      shared KV block pool next to the weights: bytes with a K/M/G\n"
             "                      suffix, or a bare number of tokens; 0 or off (default): none.\n"
             "                      Created, attached and reaped, not yet read by the forward pass\n"

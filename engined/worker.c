@@ -134,6 +134,7 @@ void engd_opts_default(engd_opts *o)
     o->max_sessions = 16;
     o->batch_tokens = ENGD_BATCH_TOKENS_DEFAULT;
     o->idle_tokens = ENGD_IDLE_TOKENS_DEFAULT;
+    o->kv_f16 = 1; /* half the memory of f32; the attention kernels read f16 directly */
     o->precision = ENG_NATIVE;
 }
 
