@@ -480,6 +480,27 @@ static void embed_rows(worker *w, int nh)
     }
 }
 
+/* A run on the KV pool: a prompt that can never fit fails at once (the session is
+ * dropped: -1); else the session takes the longest published prefix past its own keep
+ * positions, from whichever worker computed it. Returns the positions it now holds. */
+static int kv_start(worker *w, wsess *s, uint64_t sess, uint64_t epoch, int keep)
+{
+    uint64_t cap = kvp_geometry_of(w->pool)->n_blocks, n = (uint64_t)s->n_toks;
+    s->kv_wait = 0;
+    if ((n + 16) / 16 > cap) { /* its prompt and first token never fit */
+        char msg[160];
+        snprintf(msg, sizeof msg, "the prompt (%llu tokens) needs more KV blocks than the whole pool has "
+                 "(%llu blocks of 16 tokens)", (unsigned long long)n, (unsigned long long)cap);
+        send_sess_error_code(w, sess, epoch, msg, ERR_CONTEXT, 0);
+        sess_drop(s);
+        return -1;
+    }
+    if (eng_session_pos(s->es) == keep) keep = eng_session_reuse(s->es, s->toks, s->n_toks - 1);
+    w->kv_prompt += n;
+    w->kv_reused += (uint64_t)keep;
+    return keep;
+}
+
 /* PT_RUN: (re)start a session from the front door's tokens. */
 static void on_run(worker *w, const proto_msg *pm)
 {
@@ -535,21 +556,7 @@ static void on_run(worker *w, const proto_msg *pm)
     eng_session_truncate(s->es, keep);
     for (uint32_t i = 0; i < n; i++) s->toks[i] = (int32_t)toks->via.array.ptr[i].via.u64;
     s->n_toks = (int)n;
-    s->kv_wait = 0;
-    if (w->pool && !rec.embed) { /* the longest published prefix, from whichever worker */
-        uint64_t cap = kvp_geometry_of(w->pool)->n_blocks;
-        if (((uint64_t)n + 16) / 16 > cap) { /* its prompt and first token never fit */
-            char msg[160];
-            snprintf(msg, sizeof msg, "the prompt (%u tokens) needs more KV blocks than the whole pool has (%llu blocks of 16 tokens)",
-                     n, (unsigned long long)cap);
-            send_sess_error_code(w, sess, epoch, msg, ERR_CONTEXT, 0);
-            sess_drop(s);
-            return;
-        }
-        keep = eng_session_reuse(s->es, s->toks, (int)n - 1);
-        w->kv_prompt += n;
-        w->kv_reused += (uint64_t)keep;
-    }
+    if (w->pool && !rec.embed && (keep = kv_start(w, s, sess, epoch, keep)) < 0) return;
     s->sess = sess;
     s->epoch = epoch;
     s->seq = ++w->next_seq;
