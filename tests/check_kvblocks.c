@@ -161,6 +161,29 @@ START_TEST(test_pool_full)
 }
 END_TEST
 
+/* --kv-pool SIZE: K/M/G bytes, a bare number of tokens, 0 or off for none. */
+START_TEST(test_kv_pool_size)
+{
+    char err[256];
+    kvs_spec k;
+    ck_assert_int_eq(kvs_parse("2G", &k, err, sizeof err), 0);
+    ck_assert(k.bytes == 2ull << 30 && k.tokens == 0 && kvs_enabled(&k));
+    ck_assert_int_eq(kvs_parse("512m", &k, err, sizeof err), 0);
+    ck_assert(k.bytes == 512ull << 20);
+    ck_assert_int_eq(kvs_parse("65536", &k, err, sizeof err), 0);
+    ck_assert(k.tokens == 65536 && k.bytes == 0);
+    ck_assert_int_eq(kvs_parse("0", &k, err, sizeof err), 0);
+    ck_assert(!kvs_enabled(&k));
+    ck_assert_int_eq(kvs_parse("off", &k, err, sizeof err), 0);
+    ck_assert(!kvs_enabled(&k));
+    ck_assert_int_eq(kvs_parse("12X", &k, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "suffix"));
+    ck_assert_int_eq(kvs_parse("-5", &k, err, sizeof err), -1);
+    ck_assert_int_eq(kvs_parse("", &k, err, sizeof err), -1);
+    ck_assert_int_eq(kvs_parse("99999999999G", &k, err, sizeof err), -1);
+}
+END_TEST
+
 Suite *kvblocks_suite(void)
 {
     Suite *s = suite_create("kvblocks");
@@ -168,6 +191,7 @@ Suite *kvblocks_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_pooled_equals_private);
     tcase_add_test(tc, test_pool_full);
+    tcase_add_test(tc, test_kv_pool_size);
     suite_add_tcase(s, tc);
     return s;
 }
