@@ -215,7 +215,8 @@ static enum MHD_Result get_metrics(struct MHD_Connection *c, http_req *x)
     gwm_front f = {.fresh = s.at_ms && net_now_ms() - s.at_ms <= GWB_FRESH_MS, .workers = s.workers,
                    .active = s.active, .queued = s.queued, .held = s.held, .served = s.served,
                    .failed = s.failed, .max_requests = s.max_requests,
-                   .max_per_client = s.max_per_client, .samplerd_up = -1};
+                   .max_per_client = s.max_per_client, .samplerd_up = -1, .has_kv = s.has_kv};
+    memcpy(f.kv, s.kv, sizeof f.kv);
     char ep[300];
     if (G.run_dir[0]) { /* samplerd is local when its endpoint is ipc:// */
         net_endpoint(G.run_dir, NET_EP_SAMPLER, ep, sizeof ep);

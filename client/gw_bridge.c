@@ -241,6 +241,9 @@ static void on_status(gwb *b, const proto_msg *m)
     s.active = r.active;
     s.queued = r.queued;
     s.held = r.held;
+    s.has_kv = r.has_kvb;
+    uint64_t kv[7] = {r.kvb, r.kvu, r.kvc, r.kvev, r.kvpt, r.kvrt, r.kvpre};
+    memcpy(s.kv, kv, sizeof kv);
     s.served = r.served;
     s.failed = r.failed;
     s.max_requests = r.max_requests;

@@ -59,6 +59,8 @@ typedef struct {
     char     model[256];     /* the model file (or segment) the front door serves */
     char     segment[64];
     char     tmpl[32];       /* chat template name */
+    int      has_kv;         /* the workers share a KV pool (engined --kv-pool): */
+    uint64_t kv[7];          /* blocks, used, cached, evictions, prompt tokens, reused, preempted */
 } gwb_status;
 
 /* Connects a DEALER to endpoint (nothing needs to listen yet) and starts the thread;

@@ -131,6 +131,18 @@ char *gwm_render(gwm *m, const gwm_front *fr, size_t *len)
             (unsigned long long)fr->workers);
         one(f, "llm_frontdoor_served_total", "counter", "Requests the front door finished.", fr->served);
         one(f, "llm_frontdoor_failed_total", "counter", "Requests the front door failed or dropped.", fr->failed);
+        if (fr->has_kv) {
+            one(f, "llm_kv_pool_blocks", "gauge", "Blocks of 16 positions in the shared KV pool.", fr->kv[0]);
+            one(f, "llm_kv_blocks_used", "gauge", "KV blocks referenced or being written.", fr->kv[1]);
+            one(f, "llm_kv_blocks_cached", "gauge", "Published KV blocks no session references (evictable).",
+                fr->kv[2]);
+            one(f, "llm_kv_evictions_total", "counter", "Cached KV blocks evicted for new ones.", fr->kv[3]);
+            one(f, "llm_kv_prompt_tokens_total", "counter", "Prompt tokens of runs the live workers started.",
+                fr->kv[4]);
+            one(f, "llm_kv_prompt_tokens_reused_total", "counter",
+                "Of them, positions not computed again (held or from the KV pool).", fr->kv[5]);
+            one(f, "llm_kv_preemptions_total", "counter", "Sessions preempted for KV blocks.", fr->kv[6]);
+        }
         if (fr->max_requests || fr->max_per_client)
             fprintf(f, "# HELP llm_queue_capacity Requests (running + queued) the front door admits.\n"
                        "# TYPE llm_queue_capacity gauge\nllm_queue_capacity{scope=\"all\"} %llu\n"

@@ -15,7 +15,10 @@
  * (histograms, measured at the gateway from the request's arrival), gateway_streams
  * (requests in flight here), and from the front door's last STATUS_REPLY: queue_depth,
  * requests_active, sessions_held, workers_live, frontdoor_served_total,
- * frontdoor_failed_total, queue_capacity{scope=all|per_client}; up{daemon=gateway|tokenizerd|engined|samplerd}.
+ * frontdoor_failed_total, queue_capacity{scope=all|per_client}; up{daemon=gateway|tokenizerd|engined|samplerd};
+ * with a KV pool: kv_pool_blocks, kv_blocks_used, kv_blocks_cached, kv_evictions_total,
+ * kv_prompt_tokens_total, kv_prompt_tokens_reused_total (their ratio: the prefix hit
+ * rate; the live workers' tallies), kv_preemptions_total.
  */
 #ifndef LLM_GW_METRICS_H
 #define LLM_GW_METRICS_H
@@ -53,6 +56,8 @@ typedef struct {
     uint64_t active, queued, held, served, failed;
     uint64_t max_requests, max_per_client; /* queue caps, 0 when the front door does not say */
     int      samplerd_up;             /* 1, 0, or -1 when the gateway cannot tell */
+    int      has_kv;                  /* the KV pool (engined --kv-pool): gwb_status's kv */
+    uint64_t kv[7];
 } gwm_front;
 
 void gwm_init(gwm *m);

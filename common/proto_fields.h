@@ -105,7 +105,15 @@
     X(VEC, "vec", BIN)               /* EMBEDDING: the vector, little-endian f32 */     \
     /* tools (function calling, tokenizerd/chat.h) */                                   \
     X(TOOLS, "tools", STRS)          /* OpenAI tool objects, one JSON text each */      \
-    X(TCALLS, "tcalls", STRS)        /* message index, id, name, arguments: 4 each */
+    X(TCALLS, "tcalls", STRS)        /* message index, id, name, arguments: 4 each */ \
+    /* the shared KV block pool (engined --kv-pool): pool-wide counts, per-worker tallies */ \
+    X(KVB, "kvb", U64)               /* blocks in the pool (16 positions each) */       \
+    X(KVU, "kvu", U64)               /* blocks in use: referenced or being written */   \
+    X(KVC, "kvc", U64)               /* published blocks no one references (evictable) */ \
+    X(KVEV, "kvev", U64)             /* cached blocks evicted for new ones */           \
+    X(KVPT, "kvpt", U64)             /* prompt tokens of runs started */                \
+    X(KVRT, "kvrt", U64)             /* of them, reused (held or from the pool) */      \
+    X(KVPRE, "kvpre", U64)           /* sessions preempted for blocks */
 
 typedef enum {
 #define PROTO_FIELD_ENUM(id, name, kind) MF_##id,

@@ -36,7 +36,8 @@
     O(MAX_REQUESTS, max_requests) O(MAX_PER_CLIENT, max_per_client) O(SEGMENT, segment)  \
     O(BPW, bpw) O(MODEL, model) O(QUEUED, queued) O(HELD, held) O(SERVED, served)        \
     O(FAILED, failed) O(PID, pid) O(TEMPLATE, template_name) O(NV, nv) O(VID, vid)       \
-    O(SWAIT, swait)
+    O(SWAIT, swait)                                                                      \
+    O(KVB, kvb) O(KVU, kvu) O(KVC, kvc) O(KVEV, kvev) O(KVPT, kvpt) O(KVRT, kvrt) O(KVPRE, kvpre)
 #define PM_PONG(R, O, K)
 /* any -> whoever asked; a worker's about one session carries sess, epoch, and full (its
  * context is full) or end (the generation ends: DONE's reason, e.g. "grammar") */
@@ -46,7 +47,8 @@
 #define PM_WORKER_HB(R, O, K)                                                            \
     R(PID, pid) R(HOST, host) R(SEG, seg) R(ACTIVE, active) R(WID, wid) O(BYE, bye)      \
     O(BUSY, busy) O(PROG, prog) O(CAP, cap) O(CTX, ctx) O(NV, nv) O(VID, vid)            \
-    O(SWAIT, swait) O(BPW, bpw)
+    O(SWAIT, swait) O(BPW, bpw)                                                          \
+    O(KVB, kvb) O(KVU, kvu) O(KVC, kvc) O(KVEV, kvev) O(KVPT, kvpt) O(KVRT, kvrt) O(KVPRE, kvpre)
 #define PM_FRONT_HB(R, O, K) R(EPOCH, epoch)
 #define PM_STOP(R, O, K) R(SESS, sess)
 #define PM_TOKEN(R, O, K) R(SESS, sess) R(STEP, step) R(TOK, tok) R(EPOCH, epoch) O(MU, mu) O(LOGPROB, logprob) O(TOP, top)
@@ -80,7 +82,8 @@
  * a reader takes what is there, with has_<member>) */
 #define PM_STATUS_WORKER(R, O, K)                                                        \
     O(PID, pid) O(HOST, host) O(SEG, seg) O(SESSIONS, sessions) O(BUSY, busy) O(CAP, cap) \
-    O(CTX, ctx) O(STALLED, stalled) O(UP, up) O(SWAIT, swait) O(BPW, bpw)
+    O(CTX, ctx) O(STALLED, stalled) O(UP, up) O(SWAIT, swait) O(BPW, bpw)                 \
+    O(KVB, kvb) O(KVU, kvu) O(KVC, kvc) O(KVEV, kvev) O(KVPT, kvpt) O(KVRT, kvrt) O(KVPRE, kvpre)
 #define PM_STATUS_QUEUED(R, O, K) O(POS, pos) O(NTOK, ntok) O(WAIT, wait)
 /* an entry of a PIECE's probs: a token, its text, its log-prob, the most probable ones */
 #define PM_PROB(R, O, K) R(ID, id) R(TEXT, text) R(LOGPROB, logprob) O(TOP, top)

@@ -3,7 +3,7 @@
 # master + workers, tokenizerd) in the background. Used by `make run` / `make stop`.
 #
 #   deploy/pipeline.sh start --model FILE [--workers N] [--run-dir DIR] [--ctx N] [--threads N] [--float]
-#                          [--max-sessions N] [--batch-tokens N] [--idle-batch-tokens N] [--kv f16|f32] (engined)
+#                          [--max-sessions N] [--batch-tokens N] [--idle-batch-tokens N] [--kv f16|f32] [--kv-pool SIZE] (engined)
 #                          [--max-requests N] [--max-per-client N] [--stall-timeout MS] [--worker-wait MS] (tokenizerd)
 #                          [--http PORT [--http-host HOST]] [--chat-template NAME]      (gateway, tokenizerd)
 #                          [--no-supervise] do not restart daemons that die (default: each runs
@@ -41,7 +41,7 @@ component=""
 if [ "$cmd" = restart ]; then component=${1:-}; [ -n "$component" ] || usage; shift; fi
 
 MODEL="" WORKERS=${LLM_WORKERS_N:-1} RUN_DIR="" CTX=${LLM_CTX:-0} THREADS=${LLM_THREADS:-} FLOAT=0
-MAX_SESSIONS="" BATCH_TOKENS="" IDLE_TOKENS="" KV="" MAX_REQUESTS="" MAX_PER_CLIENT="" STALL_TIMEOUT="" WORKER_WAIT="" SUPERVISE=1
+MAX_SESSIONS="" BATCH_TOKENS="" IDLE_TOKENS="" KV="" KV_POOL="" MAX_REQUESTS="" MAX_PER_CLIENT="" STALL_TIMEOUT="" WORKER_WAIT="" SUPERVISE=1
 HTTP=${LLM_HTTP_PORT:-} HTTP_HOST=${LLM_HTTP_HOST:-127.0.0.1} TEMPLATE=""
 while [ $# -gt 0 ]; do
     case $1 in
@@ -50,6 +50,7 @@ while [ $# -gt 0 ]; do
         --batch-tokens) BATCH_TOKENS=${2:?}; shift 2 ;;
         --idle-batch-tokens) IDLE_TOKENS=${2:?}; shift 2 ;;
         --kv) KV=${2:?}; shift 2 ;;
+        --kv-pool) KV_POOL=${2:?}; shift 2 ;;
         --max-requests) MAX_REQUESTS=${2:?}; shift 2 ;;
         --max-per-client) MAX_PER_CLIENT=${2:?}; shift 2 ;;
         --stall-timeout) STALL_TIMEOUT=${2:?}; shift 2 ;;
@@ -113,7 +114,8 @@ start_one() {
                  [ -n "$MAX_SESSIONS" ] && args+=(--max-sessions "$MAX_SESSIONS")
                  [ -n "$BATCH_TOKENS" ] && args+=(--batch-tokens "$BATCH_TOKENS")
                  [ -n "$IDLE_TOKENS" ] && args+=(--idle-batch-tokens "$IDLE_TOKENS")
-                 [ -n "$KV" ] && args+=(--kv "$KV") ;;
+                 [ -n "$KV" ] && args+=(--kv "$KV")
+                 [ -n "$KV_POOL" ] && args+=(--kv-pool "$KV_POOL") ;;
         tokenizerd) args=(--model "$MODEL" --run-dir "$RUN_DIR")
                  [ -n "$MAX_REQUESTS" ] && args+=(--max-requests "$MAX_REQUESTS")
                  [ -n "$MAX_PER_CLIENT" ] && args+=(--max-per-client "$MAX_PER_CLIENT")

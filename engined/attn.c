@@ -34,22 +34,58 @@ typedef struct {
     int             units;
 } att_job;
 
+/* Scores of query rows qb against key tiles [t0, t0 + ntiles) of kv head h: one call
+ * over a private cache's contiguous tiles, one per tile over a block table's (the same
+ * bits: each tile's scores depend on that tile alone). */
+static void att_qk(const kv_cache *kv, int layer, int h, int D, const float *qb, int rows, int t0, int ntiles,
+                   float *sc, int64_t lds)
+{
+    const size_t off = (size_t)h * D * 16 * kv->elt;
+    const int f16 = kv->type == ENG_KV_F16;
+    const float scale = 1.0f / sqrtf((float)D);
+    if (!kv->pool) {
+        const char *kt = (const char *)kv_ktile(kv, layer, t0) + off;
+        kern_att_qk(qb, D, rows, kt, kv->kv_dim * 16, f16, D, ntiles, scale, sc, lds);
+        return;
+    }
+    for (int t = 0; t < ntiles; t++)
+        kern_att_qk(qb, D, rows, (const char *)kv_ktile(kv, layer, t0 + t) + off, kv->kv_dim * 16, f16, D, 1, scale,
+                    sc + (size_t)t * 16, lds);
+}
+
+/* Continues the chains of rows nq over positions p0 + [a, b] (p0 a tile start), kv head h:
+ * cut at tile ends for a block table (kern_att_pv continues a chain exactly). */
+static void att_pv(const kv_cache *kv, int layer, int h, int D, int p0, const float *p, int64_t lds, int nq, int a,
+                   int b, float *out, int64_t os)
+{
+    const size_t off = (size_t)h * D * kv->elt;
+    const int f16 = kv->type == ENG_KV_F16;
+    if (!kv->pool) {
+        kern_att_pv(p, lds, nq, a, b, (const char *)kv_v(kv, layer, p0) + off, kv->kv_dim, f16, D, out, os);
+        return;
+    }
+    while (a <= b) {
+        int ts = a / 16 * 16, te = b < ts + 15 ? b : ts + 15;
+        kern_att_pv(p + ts, lds, nq, a - ts, te - ts, (const char *)kv_v(kv, layer, p0 + ts) + off, kv->kv_dim, f16,
+                    D, out, os);
+        a = te + 1;
+    }
+}
+
 /* Items [i0, i1) of one session at consecutive positions, kv head h. */
 static void att_run(const att_pass *a, int i0, int i1, int h, float *scratch)
 {
     const mdl_config *c = a->c;
     const kv_cache *kv = &a->sess[i0]->kv;
-    const int D = c->head_dim, G = c->n_head / c->n_head_kv, nb = i1 - i0, rows = nb * G;
-    const size_t QS = (size_t)c->n_head * D, elt = kv->elt;
+    const int D = c->head_dim, G = c->n_head / c->n_head_kv, nb = i1 - i0, rows = nb * G, L = a->layer;
+    const size_t QS = (size_t)c->n_head * D;
     const int p0 = a->pos[i0], pl = a->pos[i1 - 1];
     const int t0 = att_lo(c, p0) / 16 * 16, ntiles = (pl - t0) / 16 + 1;
     const int64_t lds = (int64_t)ntiles * 16;
-    const int f16 = kv->type == ENG_KV_F16;
     float *sc = scratch, *qb = sc + (size_t)rows * lds, *ob = qb + (size_t)rows * D;
     for (int b = 0; b < nb; b++)
         memcpy(qb + (size_t)b * G * D, a->q + (size_t)(i0 + b) * QS + (size_t)h * G * D, (size_t)G * D * sizeof(float));
-    const char *kt = (const char *)kv_ktile(kv, a->layer, t0 / 16) + (size_t)h * D * 16 * elt;
-    kern_att_qk(qb, D, rows, kt, kv->kv_dim * 16, f16, D, ntiles, 1.0f / sqrtf((float)D), sc, lds);
+    att_qk(kv, L, h, D, qb, rows, t0 / 16, ntiles, sc, lds);
     for (int b = 0; b < nb; b++) {
         int lo = att_lo(c, p0 + b) - t0, hi = p0 + b - t0;
         for (int g = 0; g < G; g++) kern_softmax(sc + (size_t)(b * G + g) * lds + lo, hi - lo + 1);
@@ -58,24 +94,21 @@ static void att_run(const att_pass *a, int i0, int i1, int h, float *scratch)
      * through all rows at once, the positions before it (sliding window) and after it
      * (later items) per item. */
     memset(ob, 0, (size_t)rows * D * sizeof(float));
-    const char *v = (const char *)kv_v(kv, a->layer, t0) + (size_t)h * D * elt;
     int A = att_lo(c, pl) - t0, B = p0 - t0;
     for (int b = 0; b < nb; b++) {
         int lo = att_lo(c, p0 + b) - t0, hi = p0 + b - t0;
         float *pr = sc + (size_t)b * G * lds, *orow = ob + (size_t)b * G * D;
-        if (A > B) kern_att_pv(pr, lds, G, lo, hi, v, kv->kv_dim, f16, D, orow, D);
-        else kern_att_pv(pr, lds, G, lo, A - 1, v, kv->kv_dim, f16, D, orow, D);
+        if (A > B) att_pv(kv, L, h, D, t0, pr, lds, G, lo, hi, orow, D);
+        else att_pv(kv, L, h, D, t0, pr, lds, G, lo, A - 1, orow, D);
     }
     if (A <= B) {
-        kern_att_pv(sc, lds, rows, A, B, v, kv->kv_dim, f16, D, ob, D);
+        att_pv(kv, L, h, D, t0, sc, lds, rows, A, B, ob, D);
         for (int b = 1; b < nb; b++)
-            kern_att_pv(sc + (size_t)b * G * lds, lds, G, B + 1, p0 + b - t0, v, kv->kv_dim, f16, D,
-                        ob + (size_t)b * G * D, D);
+            att_pv(kv, L, h, D, t0, sc + (size_t)b * G * lds, lds, G, B + 1, p0 + b - t0, ob + (size_t)b * G * D, D);
     }
     for (int b = 0; b < nb; b++)
         memcpy(a->out + (size_t)(i0 + b) * QS + (size_t)h * G * D, ob + (size_t)b * G * D, (size_t)G * D * sizeof(float));
 }
-
 /* Unit u: block u / n_head_kv of ATT_ITEMS items, kv head u % n_head_kv; the block is
  * cut into runs of one session at consecutive positions. */
 static void att_part(void *arg, int ith, int nth)

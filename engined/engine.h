@@ -102,8 +102,23 @@ void eng_session_reset(eng_session *s);
 int eng_session_pos(const eng_session *s);
 /* Capacity of the cache in positions. */
 int eng_session_n_ctx(const eng_session *s);
-/* Drops positions >= pos (pos <= current position), to rewind a session. */
+/* Drops positions >= pos (pos <= current position), to rewind a session. 0, or -1 (a
+ * bad pos, or a pooled session that got no block to copy a published one into). */
 int eng_session_truncate(eng_session *s, int pos);
+
+/* Shared KV: sessions made after this call hold block tables in the pool (kvpool.h, a
+ * struct kvp of this model's identity, kvs_ident; its type replaces eng_session_new's)
+ * instead of private caches; NULL goes back to private ones. Full blocks are published
+ * as they are completed; a step that finds no free block fails with ERR_KV_FULL's
+ * message "KV pool full". The pool must outlive the sessions. */
+struct kvp;
+void eng_set_kv_pool(eng_model *m, struct kvp *pool);
+/* A pooled session at a position that starts a block: takes the published blocks of
+ * tokens[pos..n) while whole blocks fit in n, and returns the new position (the same
+ * with no pool, or no hit). The tokens before pos must be the session's own. */
+int eng_session_reuse(eng_session *s, const int32_t *tokens, int n);
+/* Positions this session took from published blocks since it was made. */
+uint64_t eng_session_reused(const eng_session *s);
 
 /* Evaluates n tokens at the session's next positions in one batched pass. logits gets
  * n_vocab floats for the last position, or n x n_vocab (row p = after token p) when

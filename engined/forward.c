@@ -36,6 +36,7 @@ struct eng_model {
     mdl_weights   w;
     eng_precision prec;
     pool_t       *pool;
+    struct kvp   *kv_pool;  /* eng_set_kv_pool: sessions' block tables, or NULL */
     /* scratch, grown on demand (never per token once warm) */
     int    cap_tok;   /* rows of the buffers below */
     float *x;         /* (cap_tok, n_embd) residual stream */
@@ -152,8 +153,15 @@ eng_session *eng_session_new(eng_model *m, int n_ctx, eng_kv_type kv, char *err,
         return NULL;
     }
     s->model = m;
-    if (kv_init(&s->kv, m->cfg.n_layer, n_ctx, (int64_t)m->cfg.n_head_kv * m->cfg.head_dim, kv,
-                err, errlen) != 0) {
+    int64_t kv_dim = (int64_t)m->cfg.n_head_kv * m->cfg.head_dim;
+    if (m->kv_pool && (kvp_geometry_of(m->kv_pool)->id.kv_dim != kv_dim ||
+                       kvp_geometry_of(m->kv_pool)->id.n_layer != (uint32_t)m->cfg.n_layer)) {
+        errf(err, errlen, "KV pool: of another shape than the model's");
+        free(s);
+        return NULL;
+    }
+    if ((m->kv_pool ? kv_init_pool(&s->kv, m->kv_pool, n_ctx, err, errlen)
+                    : kv_init(&s->kv, m->cfg.n_layer, n_ctx, kv_dim, kv, err, errlen)) != 0) {
         free(s);
         return NULL;
     }
@@ -167,13 +175,32 @@ void eng_session_free(eng_session *s)
     free(s);
 }
 
-void eng_session_reset(eng_session *s) { s->pos = 0; }
+void eng_session_reset(eng_session *s)
+{
+    kv_truncate(&s->kv, 0);
+    s->pos = 0;
+}
+
+void eng_set_kv_pool(eng_model *m, struct kvp *pool) { m->kv_pool = pool; }
+
+int eng_session_reuse(eng_session *s, const int32_t *tokens, int n)
+{
+    s->pos = kv_reuse(&s->kv, s->pos, tokens, n);
+    return s->pos;
+}
+
+uint64_t eng_session_reused(const eng_session *s) { return s->kv.reused; }
 int eng_session_pos(const eng_session *s) { return s->pos; }
 int eng_session_n_ctx(const eng_session *s) { return s->kv.n_ctx; }
 
 int eng_session_truncate(eng_session *s, int pos)
 {
     if (pos < 0 || pos > s->pos) return -1;
+    if (kv_truncate(&s->kv, pos) != 0) {
+        s->pos = pos / 16 * 16; /* the copy failed: the partial block was dropped */
+        kv_truncate(&s->kv, s->pos);
+        return -1;
+    }
     s->pos = pos;
     return 0;
 }
@@ -455,6 +482,9 @@ static int forward(eng_model *m, eng_session *const *sess, const int *pos, const
                         tok[i], i, c->n_vocab - 1);
         }
         if (pos[i] > max_pos) max_pos = pos[i];
+        if (sess[i]->kv.pool && kv_reserve(&sess[i]->kv, pos[i]) != 0)
+            return errf(err, errlen, "KV pool full: no free block for position %d (every block is in use)", pos[i]);
+        kv_note(&sess[i]->kv, pos[i], tok[i]);
     }
     if (reserve(m, n, max_pos) != 0) {
         return errf(err, errlen, "out of memory for a batch of %d tokens", n);
@@ -471,6 +501,7 @@ static int forward(eng_model *m, eng_session *const *sess, const int *pos, const
         layer_forward(m, il, sess, pos, n);
         __atomic_fetch_add(&m->progress, 1, __ATOMIC_RELAXED);
     }
+    for (int i = 0; i < n; i++) kv_publish(&sess[i]->kv, pos[i]); /* its block's last position */
     if (!logits || nl <= 0) return 0;
     for (int j = 0; j < nl; j++)
         rms_norm(m->x + (size_t)lrows[j] * E, m->w.output_norm, m->xn + (size_t)j * E, 1, E, c->rms_eps);

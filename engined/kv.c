@@ -38,9 +38,106 @@ int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type ty
 
 void kv_free(kv_cache *kv)
 {
+    if (kv->pool) kv_truncate(kv, 0);
     free(kv->k);
     free(kv->v);
+    free(kv->blk);
+    free(kv->pub);
+    free(kv->hash);
+    free(kv->toks);
     memset(kv, 0, sizeof *kv);
+}
+
+int kv_init_pool(kv_cache *kv, kvp *pool, int n_ctx, char *err, size_t errlen)
+{
+    memset(kv, 0, sizeof *kv);
+    const kvp_geometry *g = kvp_geometry_of(pool);
+    if (n_ctx <= 0 || g->id.block_tokens != KV_BLOCK_TOKENS || (g->id.type != KVP_F16 && g->id.type != KVP_F32))
+        return errf(err, errlen, "KV pool: blocks of %u tokens of type %u (need %d tokens of f16 or f32)",
+                    g->id.block_tokens, g->id.type, KV_BLOCK_TOKENS);
+    kv->n_layer = (int)g->id.n_layer;
+    kv->n_ctx = n_ctx;
+    kv->kv_dim = g->id.kv_dim;
+    kv->type = g->id.type == KVP_F16 ? ENG_KV_F16 : ENG_KV_F32;
+    kv->elt = kv->type == ENG_KV_F16 ? 2 : 4;
+    kv->n_tiles = (n_ctx + 15) / 16;
+    kv->blk = malloc((size_t)kv->n_tiles * sizeof *kv->blk);
+    kv->pub = calloc((size_t)kv->n_tiles, 1);
+    kv->hash = calloc((size_t)kv->n_tiles, sizeof *kv->hash);
+    kv->toks = calloc((size_t)n_ctx, sizeof *kv->toks);
+    if (!kv->blk || !kv->pub || !kv->hash || !kv->toks) {
+        kv_free(kv);
+        return errf(err, errlen, "KV cache: out of memory for a block table of %d positions", n_ctx);
+    }
+    for (int t = 0; t < kv->n_tiles; t++) kv->blk[t] = -1;
+    kv->pool = pool;
+    return 0;
+}
+
+int kv_reserve(kv_cache *kv, int pos)
+{
+    while (kv->n_blk <= pos / 16) {
+        int b = kvp_alloc(kv->pool);
+        if (b < 0) return -1;
+        kv->blk[kv->n_blk] = b;
+        kv->pub[kv->n_blk++] = 0;
+    }
+    return 0;
+}
+
+void kv_publish(kv_cache *kv, int pos)
+{
+    if (!kv->pool || pos % 16 != 15) return;
+    int t = pos / 16;
+    const kvp_ident *id = &kvp_geometry_of(kv->pool)->id;
+    uint64_t parent = t ? kv->hash[t - 1] : 0;
+    kv->hash[t] = kvp_hash(parent, kv->toks + (size_t)t * 16, 16, id);
+    if (kv->pub[t]) return;
+    int b = kvp_publish(kv->pool, kv->blk[t], kv->hash[t], parent, kv->toks + (size_t)t * 16);
+    if (b == KVP_COLLISION) return; /* stays ours, unpublished */
+    kv->blk[t] = b;
+    kv->pub[t] = 1;
+}
+
+int kv_truncate(kv_cache *kv, int pos)
+{
+    if (!kv->pool) return 0;
+    int keep = (pos + 15) / 16;
+    while (kv->n_blk > keep) {
+        kv->n_blk--;
+        kvp_release(kv->pool, kv->blk[kv->n_blk]);
+        kv->blk[kv->n_blk] = -1;
+        kv->pub[kv->n_blk] = 0;
+    }
+    int t = pos / 16;
+    if (pos % 16 == 0 || t >= kv->n_blk || !kv->pub[t]) return 0;
+    int b = kvp_alloc(kv->pool); /* the tile will be written again: a private copy */
+    if (b < 0) return -1;
+    memcpy(kvp_block_data(kv->pool, b), kvp_block_data(kv->pool, kv->blk[t]), kvp_geometry_of(kv->pool)->block_bytes);
+    kvp_release(kv->pool, kv->blk[t]);
+    kv->blk[t] = b;
+    kv->pub[t] = 0;
+    return 0;
+}
+
+int kv_reuse(kv_cache *kv, int pos, const int32_t *tokens, int n)
+{
+    if (!kv->pool || pos % 16 || pos / 16 != kv->n_blk) return pos;
+    const kvp_ident *id = &kvp_geometry_of(kv->pool)->id;
+    while (pos + 16 <= n && pos + 16 <= kv->n_ctx) {
+        int t = pos / 16;
+        uint64_t parent = t ? kv->hash[t - 1] : 0, h = kvp_hash(parent, tokens + pos, 16, id);
+        int b = kvp_lookup(kv->pool, h, parent, tokens + pos);
+        if (b < 0) break;
+        memcpy(kv->toks + pos, tokens + pos, 16 * sizeof *tokens);
+        kv->blk[t] = b;
+        kv->pub[t] = 1;
+        kv->hash[t] = h;
+        kv->n_blk = t + 1;
+        kv->reused += 16;
+        pos += 16;
+    }
+    return pos;
 }
 
 void kv_store(kv_cache *kv, int layer, int pos, const float *k, const float *v)

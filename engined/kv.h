@@ -14,6 +14,14 @@
  * what the attention kernels multiply a query with (kernels.h). Values are
  * [n_layer][n_ctx][kv_dim] rows. Positions past n_ctx in the last tile are zero.
  * Ownership: a kv_cache owns its two buffers (kv_free); an eng_session owns its cache.
+ *
+ * Block table (kv_init_pool): the cache holds no buffers but one block of a shared
+ * pool (kvpool.h, KV_BLOCK_TOKENS = 16 positions) per key tile: the block's K plane of a
+ * layer is that tile, transposed as above, its V plane the 16 value rows. Blocks are
+ * taken as positions are reached (kv_reserve), a tile is published under the hash of
+ * its token chain once all its positions are written (kv_publish), and a new session
+ * starts from the longest published prefix of full blocks (kv_reuse). A published block
+ * is never written again: truncating into one copies it first.
  */
 #ifndef LLM_KV_H
 #define LLM_KV_H
@@ -22,6 +30,9 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "kvpool.h"
+
+#define KV_BLOCK_TOKENS 16 /* a pool block: one key tile */
 
 typedef struct {
     int         n_layer;
@@ -32,6 +43,13 @@ typedef struct {
     size_t      elt;      /* bytes per element: 2 (f16) or 4 (f32) */
     void       *k;        /* (n_layer, n_tiles, kv_dim, 16) */
     void       *v;        /* (n_layer, n_ctx, kv_dim) */
+    kvp        *pool;     /* block table mode (then k and v are NULL), else NULL */
+    int32_t    *blk;      /* (n_tiles) pool block of each tile, -1 none */
+    uint8_t    *pub;      /* (n_tiles) 1: the block is published (read-only) */
+    uint64_t   *hash;     /* (n_tiles) kvp_hash of the token chain up to each full tile */
+    int32_t    *toks;     /* (n_ctx) the token at each position */
+    int         n_blk;    /* tiles [0, n_blk) have a block */
+    uint64_t    reused;   /* positions taken from published blocks (kv_reuse) */
 } kv_cache;
 
 /* The session behind eng_session: its cache and how many positions it holds. */
@@ -50,14 +68,34 @@ void kv_free(kv_cache *kv);
  * when the cache is f16. */
 void kv_store(kv_cache *kv, int layer, int pos, const float *k, const float *v);
 
+/* A cache of n_ctx positions over a pool's blocks (its type and shape must match the
+ * model's: kvs_ident). 0, or -1 with err. */
+int kv_init_pool(kv_cache *kv, kvp *pool, int n_ctx, char *err, size_t errlen);
+/* Block table: makes tiles up to the one of position pos hold a block. 0, or -1 when the
+ * pool has no block to give (every one referenced or being written). */
+int kv_reserve(kv_cache *kv, int pos);
+/* Block table: records tok at position pos (before kv_publish). */
+static inline void kv_note(kv_cache *kv, int pos, int32_t tok) { if (kv->pool) kv->toks[pos] = tok; }
+/* Block table: publishes the tile of pos when pos is its last position. */
+void kv_publish(kv_cache *kv, int pos);
+/* Block table: drops the positions from pos on (blocks past it released, a published
+ * tile written into again copied first). 0, or -1 when no block is left for the copy. */
+int kv_truncate(kv_cache *kv, int pos);
+/* Block table: from position pos (a tile start), takes the published blocks of the
+ * tokens that follow while whole tiles fit in n tokens; returns the new position. */
+int kv_reuse(kv_cache *kv, int pos, const int32_t *tokens, int n);
+
 /* Key tile of (layer, tile): kv_dim x 16 elements of the cache's type. */
 static inline const void *kv_ktile(const kv_cache *kv, int layer, int tile)
 {
+    if (kv->pool) return kvp_plane(kv->pool, kv->blk[tile], layer, KVP_K);
     return (const char *)kv->k + (((size_t)layer * kv->n_tiles + tile) * kv->kv_dim * 16) * kv->elt;
 }
 /* Value row of (layer, pos). */
 static inline const void *kv_v(const kv_cache *kv, int layer, int pos)
 {
+    if (kv->pool)
+        return (const char *)kvp_plane(kv->pool, kv->blk[pos / 16], layer, KVP_V) + (size_t)(pos % 16) * kv->kv_dim * kv->elt;
     return (const char *)kv->v + (((size_t)layer * kv->n_ctx + pos) * kv->kv_dim) * kv->elt;
 }
 

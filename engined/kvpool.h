@@ -2,7 +2,7 @@
  * kvpool.h - a crash-safe pool of KV cache blocks in POSIX shared memory, one per weight
  * segment: the master creates it, every worker attaches it read-write, and a block of
  * keys and values computed by one worker is found by hash and read by any other.
- * Not yet used by the forward pass (docs/ARCHITECTURE.md, Shared memory).
+ * Used by engined --kv-pool (kvsetup.h, kv.h; docs/ARCHITECTURE.md, Shared memory).
  *
  *   master:
  *     char name[SEG_NAME_MAX];
@@ -31,7 +31,8 @@
  *   [reference bitmaps: n_slots x ceil(n_blocks / 64) words] [block data, 4 KiB aligned]
  * A block's data is [n_layer][K|V][block_tokens][kv_dim] elements of the pool's type,
  * each (layer, K|V) plane padded to 64 bytes; q8_0 rows are ggml's block_q8_0 (f16 scale
- * + 32 int8) and need kv_dim % 32 == 0.
+ * + 32 int8) and need kv_dim % 32 == 0. The engine (kv.h, 16-token f16/f32 blocks)
+ * stores a K plane transposed, [kv_dim][16], the key tile its attention kernels read.
  *
  * States: FREE (on the free list) -> kvp_alloc -> WRITING (its writer slot alone may
  * touch its bytes) -> kvp_publish -> PUBLISHED (indexed by hash; its bytes never change
@@ -69,7 +70,7 @@
 #include "segment.h"
 
 #define KVP_MAGIC 0x314c50564b4d4c4cull /* "LLMKVPL1" little-endian */
-#define KVP_LAYOUT_VERSION 1u
+#define KVP_LAYOUT_VERSION 2u /* 2: a block's K planes hold the attention's transposed key tile */
 #define KVP_HEADER_BYTES 4096
 #define KVP_ALIGN 64
 #define KVP_MAX_SLOTS 1024

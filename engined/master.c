@@ -23,6 +23,7 @@
 #include "daemon.h"
 #include "engd.h"
 #include "engine.h"
+#include "kvsetup.h"
 #include "log.h"
 #include "logits_shm.h"
 #include "net.h"
@@ -47,7 +48,10 @@ static void usage(FILE *f)
             "  --batch-tokens N    most tokens a worker evaluates per step: one per decoding\n"
             "                      session plus prefill chunks (default %d)\n"
             "  --idle-batch-tokens N  the same when no session is decoding (default %d)\n"
-            "  --kv f16|f32        KV cache type (default f32)\n"
+            "  --kv f16|f32        KV cache type (default f16)\n"
+            "  --kv-pool SIZE      shared KV block pool next to the weights: bytes with a K/M/G\n"
+            "                      suffix, or a bare number of tokens; 0 or off (default): none.\n"
+            "                      Created, attached and reaped, not yet read by the forward pass\n"
             "  --precision P       native (default: 2/4/5/6-bit weights kept at their width, the\n"
             "                      rest INT8), int8 (every matrix widened to Q8) or float (f32)\n"
             "  --float             the same as --precision float\n"
@@ -83,6 +87,12 @@ static int parse(int argc, char **argv, engd_opts *o, int *attach)
         else if (OPT("--kv")) {
             if (r > 0 && (strcmp(val, "f16") == 0 || strcmp(val, "f32") == 0)) o->kv_f16 = val[1] == '1';
             else { fprintf(stderr, "error: --kv must be f16 or f32\n"); r = -1; }
+        }
+        else if (OPT("--kv-pool")) {
+            kvs_spec ks;
+            char e[160];
+            if (r > 0 && kvs_parse(val, &ks, e, sizeof e) == 0) o->kv_pool = val;
+            else { if (r > 0) fprintf(stderr, "error: %s\n", e); r = -1; }
         }
         else if (dmn_flag(argv[i], "--float")) { o->precision = ENG_FLOAT; r = 1; }
         else if (OPT("--precision")) {
@@ -201,6 +211,7 @@ static pid_t spawn(const engd_opts *o, const char *self, const char *seg)
     av[n++] = "--batch-tokens"; av[n++] = bt;
     av[n++] = "--idle-batch-tokens"; av[n++] = it;
     av[n++] = "--kv"; av[n++] = o->kv_f16 ? "f16" : "f32";
+    if (o->kv_pool) { av[n++] = "--kv-pool"; av[n++] = o->kv_pool; }
     if (o->run_dir) { av[n++] = "--run-dir"; av[n++] = o->run_dir; }
     if (o->front) { av[n++] = "--front"; av[n++] = o->front; }
     if (o->sampler) { av[n++] = "--sampler"; av[n++] = o->sampler; }
@@ -229,7 +240,7 @@ static void describe(int status, char *buf, size_t cap)
     else snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
 }
 
-static void reap(wslot *ws, int n, int64_t now)
+static void reap(wslot *ws, int n, int64_t now, kvp *pool)
 {
     int status;
     pid_t pid;
@@ -246,6 +257,7 @@ static void reap(wslot *ws, int n, int64_t now)
             log_warn("worker %d (pid %d) %s; restarting it%s", i, (int)pid, how, delay ? " after a backoff" : "");
         }
     }
+    if (pool) kvp_reap(pool); /* its KV block references and unfinished blocks (logged there) */
 }
 
 static void stop_all(wslot *ws, int n)
@@ -302,13 +314,23 @@ int engd_master_run(const engd_opts *o, const char *self_exe)
         fprintf(sf, "%s\n", seg);
         fclose(sf);
     }
+    kvp *pool = NULL;
+    kvs_spec ks = { .kv_f16 = o->kv_f16 };
+    if (o->kv_pool && kvs_parse(o->kv_pool, &ks, err, sizeof err) == 0 && kvs_enabled(&ks) &&
+        !(pool = kvs_open(m, &ks, 1, err, sizeof err))) {
+        log_error("--kv-pool %s: %s", o->kv_pool, err);
+        eng_close(m);
+        return 1;
+    }
     wslot ws[MAX_WORKERS] = {{0}};
     int n = o->n_workers;
+    int64_t last_reap = net_now_ms();
     while (!dmn_stop) {
         int64_t now = net_now_ms();
-        if (dmn_child) {
+        if (dmn_child || (pool && now - last_reap >= 1000)) {
             dmn_child = 0;
-            reap(ws, n, now);
+            last_reap = now;
+            reap(ws, n, now, pool); /* also an attached worker's (engined --attach) death */
         }
         for (int i = 0; i < n && !dmn_stop; i++) {
             if (ws[i].pid > 0 || now < ws[i].next_ms) continue;
@@ -321,6 +343,7 @@ int engd_master_run(const engd_opts *o, const char *self_exe)
     }
     log_info("stopping %d workers", n);
     stop_all(ws, n);
+    kvp_close(&pool); /* the pool stays, its cached blocks with it, for the next master */
     eng_close(m);
     log_info("stopped; segment %s stays READY for the next master", seg);
     return 0;

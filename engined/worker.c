@@ -37,6 +37,7 @@
 #include "engine.h"
 #include "errcode.h"
 #include "hash.h"
+#include "kvsetup.h"
 #include "log.h"
 #include "logits_shm.h"
 #include "net.h"
@@ -90,6 +91,7 @@ typedef struct {
     int          embed;    /* an embedding session (its pooling, ENG_POOL_*): prefill only,
                             * then PT_EMBEDDING and the session is dropped; 0: generation */
     double      *eacc;     /* (n_embd) its hidden states pooled so far */
+    int          kv_wait;  /* preempted for KV blocks: waits while others run */
 } wsess;
 
 typedef struct {
@@ -117,6 +119,11 @@ typedef struct {
     int         n_items_cap; /* items' capacity */
     float      *hidden;    /* (n_items_cap, n_embd) a step's hidden rows, and */
     wsess     **hrow;      /* (n_items_cap) their sessions; made by the first embedding */
+    kvp        *pool;      /* the master's KV block pool (--kv-pool), or NULL */
+    uint64_t    kv_prompt; /* prompt tokens of the runs this worker started (pool on) */
+    uint64_t    kv_reused; /* of them, positions not computed again (held or from the pool) */
+    uint64_t    kv_preempt;/* sessions preempted (or held chats reset) for KV blocks */
+    int64_t     kv_ms;     /* when the pool's counts were last published */
 } worker;
 
 void engd_opts_default(engd_opts *o)
@@ -127,6 +134,7 @@ void engd_opts_default(engd_opts *o)
     o->max_sessions = 16;
     o->batch_tokens = ENGD_BATCH_TOKENS_DEFAULT;
     o->idle_tokens = ENGD_IDLE_TOKENS_DEFAULT;
+    o->kv_f16 = 1; /* half the memory of f32; the attention kernels read f16 directly */
     o->precision = ENG_NATIVE;
 }
 
@@ -141,6 +149,14 @@ static void publish_load(worker *w)
     }
     wio_set_load(&w->io, active, busy);
     wio_set_sampler_wait(&w->io, (int)(now - oldest));
+    if (w->pool && now - w->kv_ms >= 200) { /* the pool's lock, five times a second at most */
+        kvp_stats_t st;
+        kvp_stats(w->pool, &st);
+        w->kv_ms = now;
+        uint64_t kv[7] = {st.n_blocks, st.writing + st.referenced, st.cached, st.c.evictions, w->kv_prompt,
+                          w->kv_reused, w->kv_preempt};
+        wio_set_kv(&w->io, kv);
+    }
 }
 
 static void send_front(worker *w, proto_writer *pw)
@@ -464,6 +480,27 @@ static void embed_rows(worker *w, int nh)
     }
 }
 
+/* A run on the KV pool: a prompt that can never fit fails at once (the session is
+ * dropped: -1); else the session takes the longest published prefix past its own keep
+ * positions, from whichever worker computed it. Returns the positions it now holds. */
+static int kv_start(worker *w, wsess *s, uint64_t sess, uint64_t epoch, int keep)
+{
+    uint64_t cap = kvp_geometry_of(w->pool)->n_blocks, n = (uint64_t)s->n_toks;
+    s->kv_wait = 0;
+    if ((n + 16) / 16 > cap) { /* its prompt and first token never fit */
+        char msg[160];
+        snprintf(msg, sizeof msg, "the prompt (%llu tokens) needs more KV blocks than the whole pool has "
+                 "(%llu blocks of 16 tokens)", (unsigned long long)n, (unsigned long long)cap);
+        send_sess_error_code(w, sess, epoch, msg, ERR_CONTEXT, 0);
+        sess_drop(s);
+        return -1;
+    }
+    if (eng_session_pos(s->es) == keep) keep = eng_session_reuse(s->es, s->toks, s->n_toks - 1);
+    w->kv_prompt += n;
+    w->kv_reused += (uint64_t)keep;
+    return keep;
+}
+
 /* PT_RUN: (re)start a session from the front door's tokens. */
 static void on_run(worker *w, const proto_msg *pm)
 {
@@ -519,6 +556,7 @@ static void on_run(worker *w, const proto_msg *pm)
     eng_session_truncate(s->es, keep);
     for (uint32_t i = 0; i < n; i++) s->toks[i] = (int32_t)toks->via.array.ptr[i].via.u64;
     s->n_toks = (int)n;
+    if (w->pool && !rec.embed && (keep = kv_start(w, s, sess, epoch, keep)) < 0) return;
     s->sess = sess;
     s->epoch = epoch;
     s->seq = ++w->next_seq;
@@ -621,6 +659,44 @@ static void step_delay(worker *w)
     if (w->step_due_ms > now) usleep((useconds_t)(w->step_due_ms - now) * 1000);
 }
 
+/* 1 when a READY session not waiting for KV blocks exists. */
+static int kv_others_run(const worker *w)
+{
+    for (int i = 0; i < w->n_s; i++)
+        if (w->s[i].state == WS_READY && !w->s[i].kv_wait) return 1;
+    return 0;
+}
+
+/* A step found the KV pool full. Held chats give their blocks back first (published ones
+ * stay cached: their next turn finds them unless evicted), else the newest running
+ * session is preempted: its blocks go back and it waits, recomputing later from what is
+ * still published. 0 when nothing could be freed (one session alone needs more). */
+static int kv_preempt(worker *w)
+{
+    int freed = 0, ready = 0;
+    wsess *newest = NULL;
+    for (int i = 0; i < w->n_s; i++) {
+        wsess *s = &w->s[i];
+        if (s->state == WS_IDLE && eng_session_pos(s->es) > 0) {
+            eng_session_reset(s->es);
+            freed++;
+        }
+        if (s->state == WS_READY && !s->kv_wait) {
+            ready++;
+            if (!newest || s->seq > newest->seq) newest = s;
+        }
+    }
+    if (!freed && ready > 1) {
+        eng_session_reset(newest->es);
+        newest->kv_wait = 1;
+        freed = 1;
+    }
+    w->kv_preempt += (uint64_t)freed;
+    if (freed) log_info("KV pool full: %d session%s gave their blocks back", freed, freed > 1 ? "s" : "");
+    return freed;
+}
+
+
 /* Builds and runs one step: every READY session with one token left (decoding), then the
  * READY sessions with more (prefill) in arrival order, up to batch_tokens items in all.
  * Returns 1 if a step ran. */
@@ -642,6 +718,11 @@ static int step(worker *w)
     for (int i = 0; i < w->n_s; i++) {
         wsess *s = &w->s[i];
         if (s->state != WS_READY) continue;
+        if (s->kv_wait) { /* preempted: resumes alone, from what is still published */
+            if (kv_others_run(w)) continue;
+            s->kv_wait = 0;
+            eng_session_reuse(s->es, s->toks, s->n_toks - 1);
+        }
         int left = s->n_toks - eng_session_pos(s->es);
         if (left == 1 && !s->embed) {
             w->items[n++] = (eng_item){ s->es, s->toks[s->n_toks - 1], true, false };
@@ -687,6 +768,7 @@ static int step(worker *w)
     int rc = eng_step_hidden(w->m, w->items, n, w->logits, w->hidden, err, sizeof err);
     log_debug("step: %d items (%d rows of logits, %d sessions prefilling) in %lld ms", n, nl, no,
               (long long)(net_now_ms() - t0));
+    if (rc != 0 && w->pool && strstr(err, "KV pool full") && kv_preempt(w)) return 1; /* next step, with room */
     if (rc != 0) {
         for (int i = 0; i < n; i++) { /* every session of the step (tokens were checked: out of memory) */
             wsess *s = NULL;
@@ -771,6 +853,7 @@ static void worker_free(worker *w)
     free(w->order);
     free(w->lrow);
     lshm_destroy(&w->ring);
+    kvp_close(&w->pool);
     net_close(&w->samp);
     if (w->ctx) zmq_ctx_term(w->ctx);
     eng_close(w->m);
@@ -822,6 +905,17 @@ int engd_worker_run(const engd_opts *o)
     }
     eng_set_threads(w.m, o->threads);
     log_info("attached segment %s read-only in %lld ms (no reload)", o->segment, (long long)(net_now_ms() - t0));
+    kvs_spec ks = { .kv_f16 = o->kv_f16 };
+    if (o->kv_pool && kvs_parse(o->kv_pool, &ks, err, sizeof err) == 0 && kvs_enabled(&ks)) {
+        if (!(w.pool = kvs_open(w.m, &ks, 0, err, sizeof err))) {
+            log_error("cannot attach the KV pool: %s", err);
+            eng_close(w.m);
+            return 1;
+        }
+        log_info("attached KV pool: %u blocks of %u tokens (slot %d)", kvp_geometry_of(w.pool)->n_blocks,
+                 kvp_geometry_of(w.pool)->id.block_tokens, kvp_slot_of(w.pool));
+        eng_set_kv_pool(w.m, w.pool); /* every session holds a block table */
+    }
     w.n_vocab = eng_config_of(w.m)->n_vocab;
     w.eos = eng_config_of(w.m)->eos_id;
     w.n_s = o->max_sessions;

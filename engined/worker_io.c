@@ -29,6 +29,7 @@ void wio_init(wio *io, void *ctx, void *front, eng_model *m, uint64_t wid, const
     io->cap = cap;
     io->n_ctx = n_ctx;
     io->bpw = eng_bits_per_weight(m);
+    pthread_mutex_init(&io->kv_mu, NULL);
     size_t bl = 0;
     const void *blob = eng_tokenizer_blob(m, &bl);
     char err[200];
@@ -40,6 +41,14 @@ void wio_init(wio *io, void *ctx, void *front, eng_model *m, uint64_t wid, const
 void wio_set_sampler_wait(wio *io, int ms)
 {
     __atomic_store_n(&io->swait, ms, __ATOMIC_RELAXED);
+}
+
+void wio_set_kv(wio *io, const uint64_t kv[7])
+{
+    pthread_mutex_lock(&io->kv_mu);
+    memcpy(io->kv, kv, sizeof io->kv);
+    io->kv_on = 1;
+    pthread_mutex_unlock(&io->kv_mu);
 }
 
 void wio_set_load(wio *io, int active, int busy)
@@ -60,6 +69,13 @@ static void send_beat(wio *io, int bye)
         .vid = io->vocab_id, .has_vid = 1,
         .swait = (uint64_t)__atomic_load_n(&io->swait, __ATOMIC_RELAXED), .has_swait = 1,
         .bpw = io->bpw, .has_bpw = 1};
+    pthread_mutex_lock(&io->kv_mu);
+    if (io->kv_on) {
+        const uint64_t *k = io->kv;
+        hb.kvb = k[0], hb.kvu = k[1], hb.kvc = k[2], hb.kvev = k[3], hb.kvpt = k[4], hb.kvrt = k[5], hb.kvpre = k[6];
+        hb.has_kvb = hb.has_kvu = hb.has_kvc = hb.has_kvev = hb.has_kvpt = hb.has_kvrt = hb.has_kvpre = 1;
+    }
+    pthread_mutex_unlock(&io->kv_mu);
     proto_writer pw;
     proto_begin(&pw, PT_WORKER_HB, 0);
     pm_worker_hb_put(&pw, &hb);

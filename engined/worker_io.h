@@ -44,6 +44,9 @@ typedef struct {
     uint32_t    n_vocab;      /* the vocabulary's identity (gguf_vocab_id of the segment's */
     uint64_t    vocab_id;     /* tokenizer blob): the front door refuses a different one */
     double      bpw;          /* bits per weight of the segment, for llmc status */
+    uint64_t    kv[7];        /* KV pool counts (wio_set_kv; under kv_mu), kv_on: any */
+    int         kv_on;
+    pthread_mutex_t kv_mu;
     int         stop;         /* atomic: the I/O thread says goodbye and ends */
     int         running;
     pthread_t   thread;
@@ -54,6 +57,9 @@ void wio_init(wio *io, void *ctx, void *front, eng_model *m, uint64_t wid, const
 /* Starts the I/O thread (its first beat registers the worker); returns the compute
  * thread's end of the relay, or NULL with err. */
 void *wio_start(wio *io, char *err, size_t errlen);
+/* Publishes the KV pool's counts the next heartbeats report: blocks, used, cached,
+ * evictions, and this worker's prompt tokens, reused tokens and preemptions. */
+void wio_set_kv(wio *io, const uint64_t kv[7]);
 /* Publishes the counts the next heartbeat reports. */
 void wio_set_load(wio *io, int active, int busy);
 /* Publishes how long (ms) the oldest unanswered sample request has waited (0: none):
