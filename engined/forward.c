@@ -417,6 +417,10 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
     add_bias(m->q, L->bq, n, Q);
     add_bias(m->k, L->bk, n, KV);
     add_bias(m->v, L->bv, n, KV);
+    if (L->q_norm) { /* qwen3: every head of every row normalized on its own */
+        rms_norm(m->q, L->q_norm, m->q, n * c->n_head, c->head_dim, c->rms_eps);
+        rms_norm(m->k, L->k_norm, m->k, n * c->n_head_kv, c->head_dim, c->rms_eps);
+    }
     for (int i = 0; i < n; i++) {
         const float *tab = m->rope + (size_t)i * c->n_rot;
         rope_apply(c, m->q + (size_t)i * Q, c->n_head, tab);

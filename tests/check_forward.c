@@ -204,6 +204,64 @@ START_TEST(test_reference_native)
 }
 END_TEST
 
+/* Newer architectures (issue 21): tiny random-weight models made with `llmc synth` and
+ * their reference logits from ik_llama.cpp, committed under tests/data/<stem>/ (see
+ * tests/data/README.md). ik_llama.cpp keeps V in f32 only with flash attention, so these
+ * references were made with an f16 KV cache and are compared with ours in f16. */
+static void check_data_model(const char *stem, eng_precision prec, double max_abs_tol)
+{
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "tests/data/%s/%s.gguf", stem, stem);
+    eng_open_info info;
+    eng_model *m = eng_open(path, prec, &info, err, sizeof err);
+    ck_assert_msg(m != NULL, "eng_open %s (run from the repository root): %s", path, err);
+    ck_assert_int_eq(eng_set_threads(m, 2), 0);
+    int V = eng_config_of(m)->n_vocab;
+    const char *cases[2] = { "hello", "story" };
+    for (int c = 0; c < 2; c++) {
+        int n;
+        size_t len;
+        snprintf(path, sizeof path, "tests/data/%s/%s/tokens.txt", stem, cases[c]);
+        int32_t *toks = read_ids(path, &n);
+        ck_assert_ptr_nonnull(toks);
+        snprintf(path, sizeof path, "tests/data/%s/%s/logits.f32", stem, cases[c]);
+        float *ref = slurp(path, &len);
+        ck_assert_ptr_nonnull(ref);
+        ck_assert_uint_eq(len, (size_t)n * V * sizeof(float));
+        float *out = malloc(len);
+        eng_session *s = eng_session_new(m, 512, ENG_KV_F16, err, sizeof err);
+        ck_assert_msg(s != NULL, "%s", err);
+        ck_assert_msg(eng_prefill(m, s, toks, n, out, true, err, sizeof err) == 0, "%s", err);
+        double worst = 0;
+        int top1 = 0;
+        for (size_t i = 0; i < (size_t)n * V; i++) {
+            double d = fabs((double)out[i] - ref[i]);
+            if (d > worst) worst = d;
+        }
+        for (int p = 0; p < n; p++) top1 += eng_argmax(out + (size_t)p * V, V) == eng_argmax(ref + (size_t)p * V, V);
+        fprintf(stderr, "forward %s %s/%s max abs %.3g (tol %.0e) top1 %d/%d\n",
+                prec == ENG_FLOAT ? "float" : "native", stem, cases[c], worst, max_abs_tol, top1, n);
+        ck_assert_msg(worst <= max_abs_tol, "%s/%s: max abs logit diff %.3g > %.0e", stem, cases[c], worst, max_abs_tol);
+        ck_assert_msg(top1 * 100 >= n * 95, "%s/%s: top-1 %d/%d", stem, cases[c], top1, n);
+        eng_session_free(s);
+        free(out);
+        free(ref);
+        free(toks);
+    }
+    char name[SEG_NAME_MAX];
+    snprintf(name, sizeof name, "%s", eng_segment_name(m));
+    eng_close(m);
+    if (info.converted) seg_remove(name, err, sizeof err);
+}
+
+START_TEST(test_reference_qwen3)
+{
+    kern_init();
+    check_data_model("qwen3-tiny-f32", ENG_FLOAT, 1e-4);
+    check_data_model("qwen3-tiny-f32", ENG_NATIVE, 2e-2);
+}
+END_TEST
+
 /* Memory (issue 13): a native segment of a Q4_0, Q4_K_M or Q6_K file holds at most 1.1x
  * the file's tensor bytes per weight; the widened int8 one holds ~8.5 bits. */
 START_TEST(test_native_segment_bytes)
@@ -779,5 +837,9 @@ Suite *forward_suite(void)
     tcase_add_test(tc, test_sliding_window_and_output);
     tcase_add_test(tc, test_rope_freqs_and_scaling);
     suite_add_tcase(s, tc);
+    TCase *ta = tcase_create("arch"); /* issue 21's architectures, on tests/data */
+    tcase_set_timeout(ta, 60);
+    tcase_add_test(ta, test_reference_qwen3);
+    suite_add_tcase(s, ta);
     return s;
 }
