@@ -26,7 +26,7 @@
 
 #define USAGE "usage: llmc synth --shape NAME --type TYPE --vocab-from VOCAB.gguf --seed N -o OUT.gguf\n" \
               "                  [--arch llama|qwen2|qwen3] [--threads N]\n" \
-              "shapes: tiny stories110m tinyllama-1.1b llama2-7b llama3-8b qwen3-0.6b qwen3-tiny\n"
+              "shapes: tiny stories110m tinyllama-1.1b llama2-7b llama3-8b qwen3-0.6b qwen3-tiny llama31-tiny\n"
 
 typedef struct {
     const char *name;
@@ -34,16 +34,18 @@ typedef struct {
     double      rope_base;
     bool        tied;       /* output shares token_embd */
     int64_t     head_dim;   /* 0: embd / heads */
+    bool        rope_freqs; /* llama 3.1: rope_freqs.weight, one factor per rotated pair */
 } synth_shape;
 
 static const synth_shape shapes[] = {
-    {"tiny", 256, 4, 4, 2, 768, 2048, 10000.0, true, 0},
-    {"stories110m", 768, 12, 12, 12, 2048, 1024, 10000.0, true, 0},
-    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048, 10000.0, false, 0},
-    {"llama2-7b", 4096, 32, 32, 32, 11008, 4096, 10000.0, false, 0},
-    {"llama3-8b", 4096, 32, 32, 8, 14336, 8192, 500000.0, false, 0},
-    {"qwen3-0.6b", 1024, 28, 16, 8, 3072, 40960, 1000000.0, true, 128},
-    {"qwen3-tiny", 64, 2, 4, 2, 128, 2048, 1000000.0, true, 32},
+    {"tiny", 256, 4, 4, 2, 768, 2048, 10000.0, true, 0, false},
+    {"stories110m", 768, 12, 12, 12, 2048, 1024, 10000.0, true, 0, false},
+    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048, 10000.0, false, 0, false},
+    {"llama2-7b", 4096, 32, 32, 32, 11008, 4096, 10000.0, false, 0, false},
+    {"llama3-8b", 4096, 32, 32, 8, 14336, 8192, 500000.0, false, 0, false},
+    {"qwen3-0.6b", 1024, 28, 16, 8, 3072, 40960, 1000000.0, true, 128, false},
+    {"qwen3-tiny", 64, 2, 4, 2, 128, 2048, 1000000.0, true, 32, false},
+    {"llama31-tiny", 64, 2, 4, 2, 128, 131072, 500000.0, true, 0, true},
 };
 
 typedef enum { SYNTH_LLAMA, SYNTH_QWEN2, SYNTH_QWEN3 } synth_arch;
@@ -51,7 +53,7 @@ static const char *const synth_arch_names[] = { "llama", "qwen2", "qwen3" };
 
 static int64_t shape_head_dim(const synth_shape *s) { return s->head_dim ? s->head_dim : s->embd / s->heads; }
 
-typedef enum { FILL_WEIGHT, FILL_NORM, FILL_BIAS } fill_kind;
+typedef enum { FILL_WEIGHT, FILL_NORM, FILL_BIAS, FILL_FREQ } fill_kind;
 
 typedef struct {
     char      name[64];
@@ -173,6 +175,7 @@ static int plan(synth_job *j, const synth_shape *s, synth_arch arch, int64_t voc
 #undef T
     }
     rc |= add_tensor(j, type, "output_norm.weight", s->embd, 0, FILL_NORM);
+    if (s->rope_freqs) rc |= add_tensor(j, type, "rope_freqs.weight", hd / 2, 0, FILL_FREQ);
     if (!s->tied) rc |= add_tensor(j, type, "output.weight", s->embd, vocab, FILL_WEIGHT);
     return rc;
 }
@@ -207,6 +210,8 @@ static void *fill_worker(void *arg)
         xoshiro rng;
         xo_seed(&rng, p->job->seed, t->name, (uint64_t)c);
         gen_normal(&rng, tmp, rows * t->ne[0], mean, sd);
+        for (int64_t i = 0; t->kind == FILL_FREQ && i < rows * t->ne[0]; i++) /* 1 .. 8, rising */
+            tmp[i] = 1.0f + 7.0f * (float)i / (float)(rows * t->ne[0]);
         q->quant(tmp, p->dst + (size_t)r0 * row, rows * t->ne[0]);
     }
     free(tmp);

@@ -262,6 +262,15 @@ START_TEST(test_reference_qwen3)
 }
 END_TEST
 
+/* llama 3.1: rope_freqs.weight divides each pair's frequency (factors 1 .. 8 here). */
+START_TEST(test_reference_llama31)
+{
+    kern_init();
+    check_data_model("llama31-tiny-f32", ENG_FLOAT, 1e-4);
+    check_data_model("llama31-tiny-f32", ENG_NATIVE, 2e-2);
+}
+END_TEST
+
 /* Memory (issue 13): a native segment of a Q4_0, Q4_K_M or Q6_K file holds at most 1.1x
  * the file's tensor bytes per weight; the widened int8 one holds ~8.5 bits. */
 START_TEST(test_native_segment_bytes)
@@ -840,6 +849,7 @@ Suite *forward_suite(void)
     TCase *ta = tcase_create("arch"); /* issue 21's architectures, on tests/data */
     tcase_set_timeout(ta, 60);
     tcase_add_test(ta, test_reference_qwen3);
+    tcase_add_test(ta, test_reference_llama31);
     suite_add_tcase(s, ta);
     return s;
 }
