@@ -273,6 +273,30 @@ START_TEST(test_reference_qwen3)
 }
 END_TEST
 
+/* An architecture still unsupported gets one error naming it: the qwen3 test model with
+ * every "qwen3" (the architecture and its key prefix) turned into "gemma" (Gemma 1). */
+START_TEST(test_unsupported_arch)
+{
+    size_t len;
+    char *b = slurp("tests/data/qwen3-tiny-f32/qwen3-tiny-f32.gguf", &len);
+    ck_assert_ptr_nonnull(b);
+    for (size_t i = 0; i + 5 <= len; i++)
+        if (memcmp(b + i, "qwen3", 5) == 0) memcpy(b + i, "gemma", 5);
+    char path[] = "/tmp/llm-arch-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, b, len), (ssize_t)len);
+    close(fd);
+    free(b);
+    char err[512] = "";
+    eng_open_info info;
+    eng_model *m = eng_open(path, ENG_FLOAT, &info, err, sizeof err);
+    unlink(path);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err, "general.architecture 'gemma' is not supported") != NULL, "%s", err);
+}
+END_TEST
+
 /* llama 3.1: rope_freqs.weight divides each pair's frequency (factors 1 .. 8 here). */
 START_TEST(test_reference_llama31)
 {
@@ -875,6 +899,7 @@ Suite *forward_suite(void)
     tcase_add_test(ta, test_reference_qwen3);
     tcase_add_test(ta, test_reference_llama31);
     tcase_add_test(ta, test_reference_gemma3);
+    tcase_add_test(ta, test_unsupported_arch);
     suite_add_tcase(s, ta);
     return s;
 }
