@@ -4,9 +4,9 @@
  *
  *   llmc synth --shape tinyllama-1.1b --type Q8_0 \
  *       --vocab-from ../shared/reference/tokenizer/ggml-vocab-llama-spm.gguf \
- *       --seed 1 -o /tmp/tinyllama-q8.gguf [--arch llama|qwen2] [--threads N]
+ *       --seed 1 -o /tmp/tinyllama-q8.gguf [--arch llama|qwen2|qwen3] [--threads N]
  *
- * Weights ~ N(0, 0.02), norms 1 + N(0, 0.1), qwen2 q/k/v biases N(0, 0.05). Every
+ * Weights ~ N(0, 0.02), norms 1 + N(0, 0.1) (qwen3 per-head q/k norms too), qwen2 q/k/v biases N(0, 0.05). Every
  * 2-D matrix (token_embd too) gets TYPE, or Q8_0/F16 when its rows do not fit TYPE's
  * blocks; 1-D tensors are F32. The tokenizer.* keys come from the vocabulary file.
  * Deterministic for a seed: each chunk of rows of each tensor draws from its own
@@ -25,25 +25,38 @@
 #include "synth_util.h"
 
 #define USAGE "usage: llmc synth --shape NAME --type TYPE --vocab-from VOCAB.gguf --seed N -o OUT.gguf\n" \
-              "                  [--arch llama|qwen2] [--threads N]\n" \
-              "shapes: tiny stories110m tinyllama-1.1b llama2-7b llama3-8b\n"
+              "                  [--arch llama|qwen2|qwen3|gemma3] [--threads N]\n" \
+              "shapes: tiny stories110m tinyllama-1.1b llama2-7b llama3-8b qwen3-0.6b qwen3-tiny llama31-tiny gemma3-1b gemma3-tiny\n"
 
 typedef struct {
     const char *name;
     int64_t     embd, layers, heads, heads_kv, ff, ctx;
     double      rope_base;
     bool        tied;       /* output shares token_embd */
+    int64_t     head_dim;   /* 0: embd / heads */
+    bool        rope_freqs; /* llama 3.1: rope_freqs.weight, one factor per rotated pair */
+    int64_t     swa;        /* gemma3: attention.sliding_window */
 } synth_shape;
 
 static const synth_shape shapes[] = {
-    {"tiny", 256, 4, 4, 2, 768, 2048, 10000.0, true},
-    {"stories110m", 768, 12, 12, 12, 2048, 1024, 10000.0, true},
-    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048, 10000.0, false},
-    {"llama2-7b", 4096, 32, 32, 32, 11008, 4096, 10000.0, false},
-    {"llama3-8b", 4096, 32, 32, 8, 14336, 8192, 500000.0, false},
+    {"tiny", 256, 4, 4, 2, 768, 2048, 10000.0, true, 0, false, 0},
+    {"stories110m", 768, 12, 12, 12, 2048, 1024, 10000.0, true, 0, false, 0},
+    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048, 10000.0, false, 0, false, 0},
+    {"llama2-7b", 4096, 32, 32, 32, 11008, 4096, 10000.0, false, 0, false, 0},
+    {"llama3-8b", 4096, 32, 32, 8, 14336, 8192, 500000.0, false, 0, false, 0},
+    {"qwen3-0.6b", 1024, 28, 16, 8, 3072, 40960, 1000000.0, true, 128, false, 0},
+    {"qwen3-tiny", 64, 2, 4, 2, 128, 2048, 1000000.0, true, 32, false, 0},
+    {"llama31-tiny", 64, 2, 4, 2, 128, 131072, 500000.0, true, 0, true, 0},
+    {"gemma3-1b", 1152, 26, 4, 1, 6912, 32768, 1000000.0, true, 256, false, 512},
+    {"gemma3-tiny", 64, 7, 4, 2, 128, 32768, 1000000.0, true, 32, false, 6},
 };
 
-typedef enum { FILL_WEIGHT, FILL_NORM, FILL_BIAS } fill_kind;
+typedef enum { SYNTH_LLAMA, SYNTH_QWEN2, SYNTH_QWEN3, SYNTH_GEMMA3 } synth_arch;
+static const char *const synth_arch_names[] = { "llama", "qwen2", "qwen3", "gemma3" };
+
+static int64_t shape_head_dim(const synth_shape *s) { return s->head_dim ? s->head_dim : s->embd / s->heads; }
+
+typedef enum { FILL_WEIGHT, FILL_NORM, FILL_BIAS, FILL_FREQ } fill_kind;
 
 typedef struct {
     char      name[64];
@@ -135,9 +148,9 @@ static int add_tensor(synth_job *j, uint32_t want, const char *name, int64_t ne0
     return 0;
 }
 
-static int plan(synth_job *j, const synth_shape *s, bool qwen2, int64_t vocab, uint32_t type)
+static int plan(synth_job *j, const synth_shape *s, synth_arch arch, int64_t vocab, uint32_t type)
 {
-    int64_t hd = s->embd / s->heads, kv = hd * s->heads_kv;
+    int64_t hd = shape_head_dim(s), kv = hd * s->heads_kv, q = hd * s->heads;
     char n[64];
     int rc = add_tensor(j, type, "token_embd.weight", s->embd, vocab, FILL_WEIGHT);
     for (int64_t l = 0; l < s->layers && rc == 0; l++) {
@@ -145,22 +158,31 @@ static int plan(synth_job *j, const synth_shape *s, bool qwen2, int64_t vocab, u
         snprintf(n, sizeof n, "blk.%lld.%s", (long long)l, suffix);       \
         rc |= add_tensor(j, type, n, ne0, ne1, kind);
         T("attn_norm.weight", s->embd, 0, FILL_NORM)
-        T("attn_q.weight", s->embd, s->embd, FILL_WEIGHT)
+        T("attn_q.weight", s->embd, q, FILL_WEIGHT)
         T("attn_k.weight", s->embd, kv, FILL_WEIGHT)
         T("attn_v.weight", s->embd, kv, FILL_WEIGHT)
-        if (qwen2) {
-            T("attn_q.bias", s->embd, 0, FILL_BIAS)
+        if (arch == SYNTH_QWEN3 || arch == SYNTH_GEMMA3) {
+            T("attn_q_norm.weight", hd, 0, FILL_NORM)
+            T("attn_k_norm.weight", hd, 0, FILL_NORM)
+        }
+        if (arch == SYNTH_QWEN2) {
+            T("attn_q.bias", q, 0, FILL_BIAS)
             T("attn_k.bias", kv, 0, FILL_BIAS)
             T("attn_v.bias", kv, 0, FILL_BIAS)
         }
-        T("attn_output.weight", s->embd, s->embd, FILL_WEIGHT)
+        T("attn_output.weight", q, s->embd, FILL_WEIGHT)
         T("ffn_norm.weight", s->embd, 0, FILL_NORM)
         T("ffn_gate.weight", s->embd, s->ff, FILL_WEIGHT)
         T("ffn_up.weight", s->embd, s->ff, FILL_WEIGHT)
         T("ffn_down.weight", s->ff, s->embd, FILL_WEIGHT)
+        if (arch == SYNTH_GEMMA3) {
+            T("post_attention_norm.weight", s->embd, 0, FILL_NORM)
+            T("post_ffw_norm.weight", s->embd, 0, FILL_NORM)
+        }
 #undef T
     }
     rc |= add_tensor(j, type, "output_norm.weight", s->embd, 0, FILL_NORM);
+    if (s->rope_freqs) rc |= add_tensor(j, type, "rope_freqs.weight", hd / 2, 0, FILL_FREQ);
     if (!s->tied) rc |= add_tensor(j, type, "output.weight", s->embd, vocab, FILL_WEIGHT);
     return rc;
 }
@@ -195,6 +217,8 @@ static void *fill_worker(void *arg)
         xoshiro rng;
         xo_seed(&rng, p->job->seed, t->name, (uint64_t)c);
         gen_normal(&rng, tmp, rows * t->ne[0], mean, sd);
+        for (int64_t i = 0; t->kind == FILL_FREQ && i < rows * t->ne[0]; i++) /* 1 .. 8, rising */
+            tmp[i] = 1.0f + 7.0f * (float)i / (float)(rows * t->ne[0]);
         q->quant(tmp, p->dst + (size_t)r0 * row, rows * t->ne[0]);
     }
     free(tmp);
@@ -278,7 +302,7 @@ static bool parse_u64(const char *s, uint64_t *v)
 }
 
 /* Writes the model described by the checked arguments. */
-static int synth_write(const synth_shape *s, bool qwen2, uint32_t type, uint64_t seed,
+static int synth_write(const synth_shape *s, synth_arch sa, uint32_t type, uint64_t seed,
                        int threads, const char *vocab_path, const char *out)
 {
     char err[1024];
@@ -295,16 +319,17 @@ static int synth_write(const synth_shape *s, bool qwen2, uint32_t type, uint64_t
         return 1;
     }
     int64_t vocab = (int64_t)gguf_arr_n(v, tok);
-    const char *arch = qwen2 ? "qwen2" : "llama";
+    const char *arch = synth_arch_names[sa];
+    bool qwen = sa != SYNTH_LLAMA;
     synth_job job = {.seed = seed, .threads = threads};
     gguf_writer *w = gguf_writer_new();
     int rc = 1;
-    if (!w || plan(&job, s, qwen2, vocab, type) != 0) {
+    if (!w || plan(&job, s, sa, vocab, type) != 0) {
         fprintf(stderr, "error: out of memory\n");
         goto out;
     }
     char name[96], key[128];
-    snprintf(name, sizeof name, "synth-%s%s", s->name, qwen2 ? "-qwen2" : "");
+    snprintf(name, sizeof name, "synth-%s%s%s", s->name, qwen ? "-" : "", qwen ? arch : "");
     gguf_writer_set_str(w, "general.architecture", arch);
     gguf_writer_set_str(w, "general.type", "model");
     gguf_writer_set_str(w, "general.name", name);
@@ -318,10 +343,15 @@ static int synth_write(const synth_shape *s, bool qwen2, uint32_t type, uint64_t
     gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s->ff);
     gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s->heads);
     gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->heads_kv);
-    gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)(s->embd / s->heads));
-    gguf_writer_set_f32(w, KEY("rope.freq_base"), qwen2 ? 1000000.0f : (float)s->rope_base);
-    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), qwen2 ? 1e-6f : 1e-5f);
+    gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)shape_head_dim(s));
+    if (s->head_dim) {
+        gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)s->head_dim);
+        gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)s->head_dim);
+    }
+    gguf_writer_set_f32(w, KEY("rope.freq_base"), sa == SYNTH_QWEN2 ? 1000000.0f : (float)s->rope_base);
+    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), qwen ? 1e-6f : 1e-5f);
     gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)vocab);
+    if (sa == SYNTH_GEMMA3) gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)(s->swa ? s->swa : 512));
 #undef KEY
     gguf_writer_copy_kv(w, v, "tokenizer.");
     uint64_t total = 0, params = 0;
@@ -377,9 +407,11 @@ int cmd_synth(int argc, char **argv)
         fprintf(stderr, "llmc synth: cannot produce type %s\n" USAGE, a.type);
         return 2;
     }
-    bool qwen2 = strcmp(a.arch, "qwen2") == 0;
-    if (!qwen2 && strcmp(a.arch, "llama") != 0) {
-        fprintf(stderr, "llmc synth: --arch must be llama or qwen2, not %s\n", a.arch);
+    int sa = -1;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(a.arch, synth_arch_names[i]) == 0) sa = i;
+    if (sa < 0) {
+        fprintf(stderr, "llmc synth: --arch must be llama, qwen2, qwen3 or gemma3, not %s\n", a.arch);
         return 2;
     }
     uint64_t seed, threads = 2;
@@ -391,5 +423,5 @@ int cmd_synth(int argc, char **argv)
         fprintf(stderr, "llmc synth: --threads must be 1..16, not %s\n", a.threads);
         return 2;
     }
-    return synth_write(s, qwen2, (uint32_t)type, seed, (int)threads, a.vocab, a.out);
+    return synth_write(s, (synth_arch)sa, (uint32_t)type, seed, (int)threads, a.vocab, a.out);
 }

@@ -34,7 +34,10 @@ typedef struct {
     float   rms_eps;         /* attention.layer_norm_rms_epsilon */
     int32_t bos_id;          /* -1 when absent */
     int32_t eos_id;          /* -1 when absent */
-    int32_t reserved[4];
+    int32_t has_qk_norm;     /* 1: blk.N.attn_{q,k}_norm.weight RMS-normalize each head (qwen3) */
+    int32_t swa_pattern;     /* gemma3: layer il uses the sliding window unless (il + 1) % swa_pattern == 0; 0: every layer */
+    float   rope_base_local; /* gemma3: rope base of the sliding-window layers; 0: rope_base */
+    float   attn_scale;      /* scale of q.k; 0: 1 / sqrt(head_dim) */
 } mdl_config;
 _Static_assert(sizeof(mdl_config) == 128, "mdl_config is part of the segment layout");
 

@@ -34,7 +34,7 @@
 #include "mdl_config.h"
 
 #define SEG_MAGIC 0x31474553474d4c4cull /* "LLMGSEG1" little-endian */
-#define SEG_LAYOUT_VERSION 5u /* 2: checksums, uid in the name; 3: q8t row tiles (kernels.h); 4: native qn tiles; 5: native Q2_K */
+#define SEG_LAYOUT_VERSION 7u /* 2: checksums, uid in the name; 3: q8t row tiles (kernels.h); 4: native qn tiles; 5: native Q2_K; 6: qwen3 (mdl_config.has_qk_norm); 7: gemma3 (swa_pattern, rope_base_local, attn_scale) */
 #define SEG_NAME_MAX 64
 #define SEG_ALIGN 64
 #define SEG_HEADER_BYTES 8192

@@ -11,10 +11,12 @@
 #include "kernels.h"
 #include "kv.h"
 
-/* First visible position of an item at position p (sliding window). */
-static int att_lo(const mdl_config *c, int p)
+/* First visible position of an item at position p in layer il (sliding window; gemma3:
+ * every swa_pattern-th layer is global). */
+static int att_lo(const mdl_config *c, int il, int p)
 {
-    return c->sliding_window > 0 && p - c->sliding_window + 1 > 0 ? p - c->sliding_window + 1 : 0;
+    int w = c->swa_pattern > 0 && (il + 1) % c->swa_pattern == 0 ? 0 : c->sliding_window;
+    return w > 0 && p - w + 1 > 0 ? p - w + 1 : 0;
 }
 
 /* Score columns of a unit: whole key tiles from the first one a row sees. */
@@ -38,11 +40,10 @@ typedef struct {
  * over a private cache's contiguous tiles, one per tile over a block table's (the same
  * bits: each tile's scores depend on that tile alone). */
 static void att_qk(const kv_cache *kv, int layer, int h, int D, const float *qb, int rows, int t0, int ntiles,
-                   float *sc, int64_t lds)
+                   float scale, float *sc, int64_t lds)
 {
     const size_t off = (size_t)h * D * 16 * kv->elt;
     const int f16 = kv->type == ENG_KV_F16;
-    const float scale = 1.0f / sqrtf((float)D);
     if (!kv->pool) {
         const char *kt = (const char *)kv_ktile(kv, layer, t0) + off;
         kern_att_qk(qb, D, rows, kt, kv->kv_dim * 16, f16, D, ntiles, scale, sc, lds);
@@ -80,23 +81,24 @@ static void att_run(const att_pass *a, int i0, int i1, int h, float *scratch)
     const int D = c->head_dim, G = c->n_head / c->n_head_kv, nb = i1 - i0, rows = nb * G, L = a->layer;
     const size_t QS = (size_t)c->n_head * D;
     const int p0 = a->pos[i0], pl = a->pos[i1 - 1];
-    const int t0 = att_lo(c, p0) / 16 * 16, ntiles = (pl - t0) / 16 + 1;
+    const int t0 = att_lo(c, a->layer, p0) / 16 * 16, ntiles = (pl - t0) / 16 + 1;
     const int64_t lds = (int64_t)ntiles * 16;
     float *sc = scratch, *qb = sc + (size_t)rows * lds, *ob = qb + (size_t)rows * D;
     for (int b = 0; b < nb; b++)
         memcpy(qb + (size_t)b * G * D, a->q + (size_t)(i0 + b) * QS + (size_t)h * G * D, (size_t)G * D * sizeof(float));
-    att_qk(kv, L, h, D, qb, rows, t0 / 16, ntiles, sc, lds);
+    att_qk(kv, L, h, D, qb, rows, t0 / 16, ntiles, c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)D), sc,
+           lds);
     for (int b = 0; b < nb; b++) {
-        int lo = att_lo(c, p0 + b) - t0, hi = p0 + b - t0;
+        int lo = att_lo(c, a->layer, p0 + b) - t0, hi = p0 + b - t0;
         for (int g = 0; g < G; g++) kern_softmax(sc + (size_t)(b * G + g) * lds + lo, hi - lo + 1);
     }
     /* Each row's chain runs over its positions in order: the span every row sees goes
      * through all rows at once, the positions before it (sliding window) and after it
      * (later items) per item. */
     memset(ob, 0, (size_t)rows * D * sizeof(float));
-    int A = att_lo(c, pl) - t0, B = p0 - t0;
+    int A = att_lo(c, a->layer, pl) - t0, B = p0 - t0;
     for (int b = 0; b < nb; b++) {
-        int lo = att_lo(c, p0 + b) - t0, hi = p0 + b - t0;
+        int lo = att_lo(c, a->layer, p0 + b) - t0, hi = p0 + b - t0;
         float *pr = sc + (size_t)b * G * lds, *orow = ob + (size_t)b * G * D;
         if (A > B) att_pv(kv, L, h, D, t0, pr, lds, G, lo, hi, orow, D);
         else att_pv(kv, L, h, D, t0, pr, lds, G, lo, A - 1, orow, D);

@@ -47,6 +47,7 @@ struct eng_model {
     float *gate, *up; /* (cap_tok, n_ff) */
     void  *xq;        /* (cap_tok) xq rows of max(n_embd, q_dim, n_ff) values */
     float *rope;      /* (cap_tok, n_rot) cos/sin pairs */
+    float *rope_l;    /* (cap_tok, n_rot) the same for sliding-window layers (gemma3), or unused */
     int    cap_ctx;   /* positions per thread in scores */
     float *scores;    /* (n_threads, att_scratch_floats(cap_ctx - 1)) attention scratch */
     uint64_t progress; /* layers computed (atomic: read by a worker's I/O thread) */
@@ -95,7 +96,7 @@ void eng_close(eng_model *m)
     mdl_weights_free(&m->w);
     seg_unmap(&m->seg);
     free(m->x); free(m->xn); free(m->q); free(m->k); free(m->v); free(m->att);
-    free(m->gate); free(m->up); free(m->xq); free(m->rope); free(m->scores);
+    free(m->gate); free(m->up); free(m->xq); free(m->rope); free(m->rope_l); free(m->scores);
     free(m);
 }
 
@@ -238,7 +239,7 @@ static int reserve(eng_model *m, int n, int max_pos)
             grow((void **)&m->v, N * KV * 4) || grow((void **)&m->att, N * Q * 4) ||
             grow((void **)&m->gate, N * F * 4) || grow((void **)&m->up, N * F * 4) ||
             grow(&m->xq, N * kern_xq_row_bytes((int64_t)widest)) ||
-            grow((void **)&m->rope, N * (size_t)c->n_rot * 4))
+            grow((void **)&m->rope, N * (size_t)c->n_rot * 4) || grow((void **)&m->rope_l, N * (size_t)c->n_rot * 4))
             return -1;
         m->cap_tok = n;
     }
@@ -271,12 +272,12 @@ static void rms_norm(const float *x, const float *w, float *out, int n, int dim,
 
 /* cos/sin of every rotated pair for position pos: tab[2i], tab[2i+1]. The angle is
  * built as llama.cpp builds it (a running product of base^(-2/n_rot) in float). */
-static void rope_table(const mdl_config *c, const float *freqs, int pos, float *tab)
+static void rope_table(const mdl_config *c, float base, float scale, const float *freqs, int pos, float *tab)
 {
-    float theta_scale = powf(c->rope_base, -2.0f / (float)c->n_rot);
+    float theta_scale = powf(base, -2.0f / (float)c->n_rot);
     float theta = (float)pos;
     for (int i = 0; i < c->n_rot / 2; i++) {
-        float t = c->rope_freq_scale * theta / (freqs ? freqs[i] : 1.0f);
+        float t = scale * theta / (freqs ? freqs[i] : 1.0f);
         tab[2 * i] = cosf(t);
         tab[2 * i + 1] = sinf(t);
         theta *= theta_scale;
@@ -296,6 +297,15 @@ static void rope_apply(const mdl_config *c, float *v, int n_heads, const float *
             x[a] = x0 * cs - x1 * sn;
             x[b] = x0 * sn + x1 * cs;
         }
+    }
+}
+
+/* gemma: g = gelu(g) * up, GELU's tanh form as ggml computes it in float. */
+static void geglu(float *g, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i];
+        g[i] = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x))) * up[i];
     }
 }
 
@@ -444,8 +454,13 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
     add_bias(m->q, L->bq, n, Q);
     add_bias(m->k, L->bk, n, KV);
     add_bias(m->v, L->bv, n, KV);
+    if (L->q_norm) { /* qwen3: every head of every row normalized on its own */
+        rms_norm(m->q, L->q_norm, m->q, n * c->n_head, c->head_dim, c->rms_eps);
+        rms_norm(m->k, L->k_norm, m->k, n * c->n_head_kv, c->head_dim, c->rms_eps);
+    }
+    bool local = c->rope_base_local > 0 && c->swa_pattern > 0 && (il + 1) % c->swa_pattern != 0;
     for (int i = 0; i < n; i++) {
-        const float *tab = m->rope + (size_t)i * c->n_rot;
+        const float *tab = (local ? m->rope_l : m->rope) + (size_t)i * c->n_rot;
         rope_apply(c, m->q + (size_t)i * Q, c->n_head, tab);
         rope_apply(c, m->k + (size_t)i * KV, c->n_head_kv, tab);
         kv_store(&sess[i]->kv, il, pos[i], m->k + (size_t)i * KV, m->v + (size_t)i * KV);
@@ -456,16 +471,22 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
     const mdl_mat *wo = &L->wo;
     float *o = m->xn; /* n x E, free again */
     matmul(m, m->att, n, 1, &wo, &o, NULL);
+    if (L->attn_post_norm) rms_norm(o, L->attn_post_norm, o, n, E, c->rms_eps);
     for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
 
     par_rms(m, m->x, L->ffn_norm, m->xn, n);
     const mdl_mat *gu[2] = { &L->gate, &L->up };
     float *gu_out[2] = { m->gate, m->up };
     matmul(m, m->xn, n, 2, gu, gu_out, NULL);
-    rows_job sw = { .op = ROWS_SWIGLU, .y = m->gate, .up = m->up, .dim = F };
-    rows_run(m, &sw, n);
+    if (L->ffn_post_norm) {
+        geglu(m->gate, m->up, (size_t)n * F);
+    } else {
+        rows_job sw = { .op = ROWS_SWIGLU, .y = m->gate, .up = m->up, .dim = F };
+        rows_run(m, &sw, n);
+    }
     const mdl_mat *dn = &L->down;
     matmul(m, m->gate, n, 1, &dn, &o, NULL);
+    if (L->ffn_post_norm) rms_norm(o, L->ffn_post_norm, o, n, E, c->rms_eps);
     for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
 }
 
@@ -495,7 +516,13 @@ static int forward(eng_model *m, eng_session *const *sess, const int *pos, const
         if (te->q8) kern_w_dequant_row(te->wt, te->data, E, tok[i], m->x + (size_t)i * E);
         else memcpy(m->x + (size_t)i * E, (const char *)te->data + (size_t)tok[i] * te->row_bytes,
                     (size_t)E * sizeof(float));
-        rope_table(c, m->w.rope_freqs, pos[i], m->rope + (size_t)i * c->n_rot);
+        rope_table(c, c->rope_base, c->rope_freq_scale, m->w.rope_freqs, pos[i], m->rope + (size_t)i * c->n_rot);
+        if (c->rope_base_local > 0)
+            rope_table(c, c->rope_base_local, 1.0f, m->w.rope_freqs, pos[i], m->rope_l + (size_t)i * c->n_rot);
+        if (c->arch_id == MDL_ARCH_GEMMA3) { /* embeddings scaled by sqrt(n_embd) */
+            float sc = sqrtf((float)E);
+            for (int e = 0; e < E; e++) m->x[(size_t)i * E + e] *= sc;
+        }
     }
     for (int il = 0; il < c->n_layer; il++) {
         layer_forward(m, il, sess, pos, n);

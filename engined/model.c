@@ -4,6 +4,8 @@
  */
 #include "model.h"
 
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +18,11 @@
 #include "errcode.h"
 
 static const mdl_arch arch_table[MDL_ARCH_COUNT] = {
-    [MDL_ARCH_LLAMA]   = { "llama",   0, 0, 0, 1e-5f },
-    [MDL_ARCH_MISTRAL] = { "mistral", 0, 0, 1, 1e-5f },
-    [MDL_ARCH_QWEN2]   = { "qwen2",   1, 1, 0, 1e-6f },
+    [MDL_ARCH_LLAMA]   = { "llama",   0, 0, 0, 0, 0, 1e-5f },
+    [MDL_ARCH_MISTRAL] = { "mistral", 0, 0, 1, 0, 0, 1e-5f },
+    [MDL_ARCH_QWEN2]   = { "qwen2",   1, 1, 0, 0, 0, 1e-6f },
+    [MDL_ARCH_QWEN3]   = { "qwen3",   1, 0, 0, 1, 0, 1e-6f },
+    [MDL_ARCH_GEMMA3]  = { "gemma3",  1, 0, 1, 1, 1, 1e-6f },
 };
 
 const mdl_arch *mdl_arch_get(int arch_id)
@@ -79,6 +83,20 @@ static int check_layer(const gguf_ctx *g, const mdl_config *c, int il, char *err
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         snprintf(name, sizeof name, "blk.%d.%s", il, want[i].n);
         if (check_tensor(g, name, want[i].d0, want[i].d1, err, errlen) != 0) return -1;
+    }
+    return 0;
+}
+
+/* qwen3, gemma3: the per-head norms of Q and K, head_dim values each; gemma3: the norms
+ * after attention and FFN. */
+static int check_qk_norm(const gguf_ctx *g, const mdl_config *c, int il, bool gemma, char *err, size_t errlen)
+{
+    char name[96];
+    for (int k = 0; k < 2; k++) {
+        snprintf(name, sizeof name, "blk.%d.attn_%c_norm.weight", il, "qk"[k]);
+        if (check_tensor(g, name, c->head_dim, 1, err, errlen) != 0) return -1;
+        snprintf(name, sizeof name, "blk.%d.%s.weight", il, k ? "post_ffw_norm" : "post_attention_norm");
+        if (gemma && check_tensor(g, name, c->n_embd, 1, err, errlen) != 0) return -1;
     }
     return 0;
 }
@@ -152,7 +170,7 @@ int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t err
     }
     int id = mdl_arch_from_name(a);
     if (id < 0) {
-        return errf(err, errlen, "general.architecture '%s' is not supported (llama, mistral, qwen2)", a);
+        return errf(err, errlen, "general.architecture '%s' is not supported (llama, mistral, qwen2, qwen3, gemma3)", a);
     }
     const mdl_arch *ar = mdl_arch_get(id);
     snprintf(c->arch_name, sizeof c->arch_name, "%s", a);
@@ -186,6 +204,13 @@ int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t err
                 if (check_tensor(g, name, dims[k], 1, err, errlen) != 0) return -1;
             }
         }
+        if (ar->qk_norm && check_qk_norm(g, c, il, ar->gemma, err, errlen) != 0) return -1;
+    }
+    c->has_qk_norm = ar->qk_norm;
+    if (ar->gemma) { /* as llama.cpp sets them for gemma3 (62 layers: the 27B) */
+        c->swa_pattern = 6;
+        c->rope_base_local = 10000.0f;
+        c->attn_scale = 1.0f / sqrtf((float)(c->n_layer == 62 ? c->n_embd / c->n_head : c->head_dim));
     }
     c->bos_id = (int32_t)gguf_get_int(g, "tokenizer.ggml.bos_token_id", -1);
     c->eos_id = (int32_t)gguf_get_int(g, "tokenizer.ggml.eos_token_id", -1);
@@ -195,10 +220,10 @@ int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t err
 void mdl_config_describe(const mdl_config *c, char *buf, size_t len)
 {
     snprintf(buf, len, "%s: %d layers, n_embd %d, heads %d/%d (head_dim %d), n_ff %d, vocab %d, "
-             "ctx %d, rope base %g%s%s%s", c->arch_name, c->n_layer, c->n_embd, c->n_head,
+             "ctx %d, rope base %g%s%s%s%s", c->arch_name, c->n_layer, c->n_embd, c->n_head,
              c->n_head_kv, c->head_dim, c->n_ff, c->n_vocab, c->n_ctx_train, c->rope_base,
              c->rope_neox ? " neox" : "", c->tied_output ? ", tied output" : "",
-             c->has_rope_freqs ? ", rope_freqs" : "");
+             c->has_rope_freqs ? ", rope_freqs" : "", c->has_qk_norm ? ", q/k norms" : "");
 }
 
 /* Binds a matrix entry: q8 or f32 rows of the expected shape. */
@@ -269,6 +294,22 @@ static int bind_layer(const seg_map *m, const mdl_config *c, int il, mdl_layer *
         for (int k = 0; k < 3; k++) snprintf(b[k], sizeof b[k], "blk.%d.attn_%c.bias", il, "qkv"[k]);
         if (bind_vec(m, b[0], Q, &L->bq, err, errlen) || bind_vec(m, b[1], KV, &L->bk, err, errlen) ||
             bind_vec(m, b[2], KV, &L->bv, err, errlen))
+            return -1;
+    }
+    L->q_norm = L->k_norm = L->attn_post_norm = L->ffn_post_norm = NULL;
+    if (mdl_arch_get(c->arch_id)->gemma) {
+        char b[2][96];
+        snprintf(b[0], sizeof b[0], "blk.%d.post_attention_norm.weight", il);
+        snprintf(b[1], sizeof b[1], "blk.%d.post_ffw_norm.weight", il);
+        if (bind_vec(m, b[0], E, &L->attn_post_norm, err, errlen) ||
+            bind_vec(m, b[1], E, &L->ffn_post_norm, err, errlen))
+            return -1;
+    }
+    if (c->has_qk_norm) {
+        char b[2][96];
+        for (int k = 0; k < 2; k++) snprintf(b[k], sizeof b[k], "blk.%d.attn_%c_norm.weight", il, "qk"[k]);
+        if (bind_vec(m, b[0], c->head_dim, &L->q_norm, err, errlen) ||
+            bind_vec(m, b[1], c->head_dim, &L->k_norm, err, errlen))
             return -1;
     }
     return 0;

@@ -1,6 +1,6 @@
 /*
  * model.h - a model's configuration, read once from GGUF metadata, and the one table
- * of per-architecture differences (llama, mistral, qwen2).
+ * of per-architecture differences (llama, mistral, qwen2, qwen3, gemma3).
  *
  *   mdl_config c;
  *   if (mdl_config_from_gguf(g, &c, err, sizeof err) != 0) { ... }
@@ -20,7 +20,7 @@
 
 typedef struct gguf_ctx gguf_ctx;
 
-typedef enum { MDL_ARCH_LLAMA = 0, MDL_ARCH_MISTRAL = 1, MDL_ARCH_QWEN2 = 2, MDL_ARCH_COUNT } mdl_arch_id;
+typedef enum { MDL_ARCH_LLAMA = 0, MDL_ARCH_MISTRAL = 1, MDL_ARCH_QWEN2 = 2, MDL_ARCH_QWEN3 = 3, MDL_ARCH_GEMMA3 = 4, MDL_ARCH_COUNT } mdl_arch_id;
 
 /* What differs between architectures; everything else is one forward pass. */
 typedef struct {
@@ -28,6 +28,9 @@ typedef struct {
     int         rope_neox;     /* 1: rotate (i, i + n_rot/2); 0: adjacent pairs (2i, 2i+1) */
     int         qkv_bias;      /* 1: q/k/v biases expected (loaded when present either way) */
     int         sliding_window;/* 1: reads <arch>.attention.sliding_window */
+    int         qk_norm;       /* 1: per-head RMS norms of Q and K before rope (qwen3) */
+    int         gemma;         /* 1: embeddings * sqrt(n_embd), GELU-tanh gated FFN, norms after
+                                * attention and FFN too, 5 sliding-window layers to 1 global */
     float       rms_eps_default;
 } mdl_arch;
 
@@ -57,10 +60,13 @@ typedef struct {
 typedef struct {
     const float *attn_norm;      /* (n_embd) */
     const float *bq, *bk, *bv;   /* (n_head*head_dim), (n_head_kv*head_dim) x2, or NULL */
+    const float *q_norm, *k_norm;/* (head_dim) each, or NULL (has_qk_norm) */
     mdl_mat      wq;             /* (n_head*head_dim, n_embd) */
     mdl_mat      wk, wv;         /* (n_head_kv*head_dim, n_embd) */
     mdl_mat      wo;             /* (n_embd, n_head*head_dim) */
     const float *ffn_norm;       /* (n_embd) */
+    const float *attn_post_norm; /* (n_embd) or NULL: gemma, on the attention output */
+    const float *ffn_post_norm;  /* (n_embd) or NULL: gemma, on the FFN output */
     mdl_mat      gate, up;       /* (n_ff, n_embd) */
     mdl_mat      down;           /* (n_embd, n_ff) */
 } mdl_layer;

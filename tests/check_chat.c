@@ -162,6 +162,58 @@ START_TEST(test_render_templates)
 }
 END_TEST
 
+/* Qwen3 (issue 21), chosen by name (--chat-template qwen3 / qwen3-nothink): expectations
+ * rendered by jinja2 3.1.6 from Qwen/Qwen3-0.6B's template (ik_llama.cpp
+ * models/templates/Qwen-Qwen3-0.6B.jinja), with and without enable_thinking=false,
+ * including reasoning in history and in the final turns. */
+typedef struct {
+    const char *name;
+    int         gen, think;
+    chat_msg    msgs[6];
+    size_t      n;
+    const char *want;
+} qwen3_case;
+
+static const qwen3_case qwen3_cases[] = {
+    { "std", 1, 1, { { "system", "You are a helpful assistant" }, { "user", "Hello" }, { "assistant", "Hi there" }, { "user", "Who are you" }, { "assistant", "   I am an assistant   " }, { "user", "Another question" } }, 6,
+      "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you<|im_end|>\n<|im_start|>assistant\n   I am an assistant   <|im_end|>\n<|im_start|>user\nAnother question<|im_end|>\n<|im_start|>assistant\n" },
+    { "std", 1, 0, { { "system", "You are a helpful assistant" }, { "user", "Hello" }, { "assistant", "Hi there" }, { "user", "Who are you" }, { "assistant", "   I am an assistant   " }, { "user", "Another question" } }, 6,
+      "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you<|im_end|>\n<|im_start|>assistant\n   I am an assistant   <|im_end|>\n<|im_start|>user\nAnother question<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n" },
+    { "history", 1, 1, { { "user", "Hi" }, { "assistant", "<think>\nplan\n</think>\n\nHello!" }, { "user", "Bye" } }, 3,
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n" },
+    { "history", 1, 0, { { "user", "Hi" }, { "assistant", "<think>\nplan\n</think>\n\nHello!" }, { "user", "Bye" } }, 3,
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n" },
+    { "final", 0, 1, { { "system", "Be brief." }, { "user", "2+2?" }, { "assistant", "<think>\nadd\n\n</think>\n\n4" } }, 3,
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n<think>\nadd\n</think>\n\n4<|im_end|>\n" },
+    { "final", 0, 0, { { "system", "Be brief." }, { "user", "2+2?" }, { "assistant", "<think>\nadd\n\n</think>\n\n4" } }, 3,
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n<think>\nadd\n</think>\n\n4<|im_end|>\n" },
+    { "plain_final", 0, 1, { { "user", "Hi" }, { "assistant", "\nHello" } }, 2,
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello<|im_end|>\n" },
+    { "plain_final", 0, 0, { { "user", "Hi" }, { "assistant", "\nHello" } }, 2,
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello<|im_end|>\n" },
+    { "two_after", 0, 1, { { "user", "Go" }, { "assistant", "<think>a</think>x" }, { "assistant", "y" }, { "assistant", "<think>\n</think>z" } }, 4,
+      "<|im_start|>user\nGo<|im_end|>\n<|im_start|>assistant\n<think>\na\n</think>\n\nx<|im_end|>\n<|im_start|>assistant\ny<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nz<|im_end|>\n" },
+    { "two_after", 0, 0, { { "user", "Go" }, { "assistant", "<think>a</think>x" }, { "assistant", "y" }, { "assistant", "<think>\n</think>z" } }, 4,
+      "<|im_start|>user\nGo<|im_end|>\n<|im_start|>assistant\n<think>\na\n</think>\n\nx<|im_end|>\n<|im_start|>assistant\ny<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nz<|im_end|>\n" },
+
+};
+
+START_TEST(test_qwen3)
+{
+    for (size_t i = 0; i < sizeof qwen3_cases / sizeof *qwen3_cases; i++) {
+        const qwen3_case *q = &qwen3_cases[i];
+        chat_tmpl t = q->think ? CHAT_TMPL_QWEN3 : CHAT_TMPL_QWEN3_NOTHINK;
+        char *out, err[256];
+        ck_assert_msg(chat_render(t, q->msgs, q->n, q->gen, &out, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(strcmp(out, q->want) == 0, "%s/%s:\n got  '%s'\n want '%s'", chat_template_name(t),
+                      q->name, out, q->want);
+        free(out);
+    }
+    ck_assert_int_eq(chat_template_by_name("qwen3"), CHAT_TMPL_QWEN3);
+    ck_assert_int_eq(chat_template_by_name("qwen3-nothink"), CHAT_TMPL_QWEN3_NOTHINK);
+}
+END_TEST
+
 START_TEST(test_no_generation_prompt)
 {
     chat_msg m[] = { { "user", "Hi" } };
@@ -341,6 +393,7 @@ Suite *chat_suite(void)
     TCase *tc = tcase_create("templates");
     tcase_add_test(tc, test_render_templates);
     tcase_add_test(tc, test_no_generation_prompt);
+    tcase_add_test(tc, test_qwen3);
     tcase_add_test(tc, test_detect);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_render_then_tokenize);

@@ -29,6 +29,7 @@ static const char *const tmpl_names[CHAT_TMPL_COUNT] = {
     [CHAT_TMPL_GLMEDGE] = "glmedge", [CHAT_TMPL_MINICPM] = "minicpm",
     [CHAT_TMPL_EXAONE3] = "exaone3", [CHAT_TMPL_GRANITE] = "granite",
     [CHAT_TMPL_MEGREZ] = "megrez", [CHAT_TMPL_LLAMA4] = "llama4",
+    [CHAT_TMPL_QWEN3] = "qwen3", [CHAT_TMPL_QWEN3_NOTHINK] = "qwen3-nothink",
 };
 
 #define DS_USER      "<\xef\xbd\x9cUser\xef\xbd\x9c>"
@@ -425,6 +426,9 @@ int chat_render_spans(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_gene
         break;
     case CHAT_TMPL_GEMMA:
         render_gemma(msgs, n, add_generation_prompt, &b);
+        break;
+    case CHAT_TMPL_QWEN3: case CHAT_TMPL_QWEN3_NOTHINK:
+        chat_render_qwen3(msgs, n, add_generation_prompt, t == CHAT_TMPL_QWEN3, &b);
         break;
     case CHAT_TMPL_VICUNA_ORCA: case CHAT_TMPL_OPENCHAT: case CHAT_TMPL_FALCON3:
     case CHAT_TMPL_MONARCH: case CHAT_TMPL_ORION: case CHAT_TMPL_CHATGLM3: case CHAT_TMPL_CHATGLM4:

@@ -58,6 +58,8 @@ typedef enum {
     CHAT_TMPL_GRANITE,
     CHAT_TMPL_MEGREZ,
     CHAT_TMPL_LLAMA4,
+    CHAT_TMPL_QWEN3,             /* ChatML with <think> handling (chat_qwen3.c) */
+    CHAT_TMPL_QWEN3_NOTHINK,     /* the same with enable_thinking=false */
     CHAT_TMPL_COUNT
 } chat_tmpl;
 

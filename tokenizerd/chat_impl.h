@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat.h"
 #include "tok.h"
 
 typedef struct {
@@ -86,5 +87,8 @@ static inline void put_content_trim(sbuf *b, const char *s)
     put_trim(b, s);
     add_span(b, from);
 }
+
+/* Qwen3's template (chat_qwen3.c); think: false renders enable_thinking=false. */
+void chat_render_qwen3(const chat_msg *m, size_t n, bool gen, bool think, sbuf *b);
 
 #endif
