@@ -532,16 +532,16 @@ void gram_mask(gram_masker *m, const gram_state *s, uint64_t *mask)
             }
     }
     if (s->n_pend || mask_by_tables(m, s, mask) != 0) {
-        /* inside a character (or the tables failed): the plain walk */
+        /* inside a character (or the tables failed): the plain walk, cached like the
+         * others (a string's states inside a character recur: the same context and
+         * pending bytes) */
         m->stats.walks++;
-        pthread_mutex_unlock(&m->lock);
         gram_mask_walk(v, s, mask);
-        return;
-    }
-    if (gram_can_end(s))
+    } else if (gram_can_end(s)) {
         for (int32_t i = 0; i < v->n; i++)
             if (v->eog[i])
                 set_bit(mask, (uint32_t)i);
+    }
     if (m->kbuf) {
         unsigned c = m->cnext++ % MASK_CACHE;
         free(m->ckey[c]);

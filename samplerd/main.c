@@ -442,7 +442,7 @@ static void sample_row(sampler_daemon *d, const lshm *r, const pm_sample *m, con
         else if (gs && !(gst_n = grammar_advance(d, gs, tok, err, sizeof err))) tok = -1;
     }
 out:
-    if (tok >= 0 && gs && !gram_pending_bytes(gs) && d->n_pre < PREFETCH_MAX) /* a whole character: cacheable */
+    if (tok >= 0 && gs && d->n_pre < PREFETCH_MAX)
         d->pre[d->n_pre++] = (gram_pre){ge, gs};
     else
         gram_state_free(gs);
