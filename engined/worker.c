@@ -617,7 +617,10 @@ static void on_front(worker *w, const proto_msg *pm)
             int n = 0;
             for (int i = 0; i < w->n_s; i++) {
                 wsess *s = &w->s[i];
-                if (s->state == WS_FREE) continue;
+                /* a session this front door sent (its RUN came before its first
+                 * heartbeat) is known to it: reported, a chat it holds between turns
+                 * would be refused and stopped, its KV cache lost */
+                if (s->state == WS_FREE || s->epoch == e) continue;
                 if (s->embed) { /* nothing to adopt: its client asks the new front door again */
                     sess_drop(s);
                     continue;
