@@ -15,8 +15,7 @@
 #include "sparams.h"
 #include "unicode.h"
 
-static int bad(oai_err *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(oai_err *e, const char *param, const char *fmt, ...)
+int oai_bad(oai_err *e, const char *param, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -45,19 +44,19 @@ void oai_req_free(oai_req *r)
 static int add_param(oai_req *r, smp_params *chk, const char *name, const char *value, const char *key, oai_err *e)
 {
     char err[200];
-    if (lc_param_check(chk, name, value, err, sizeof err) != ERR_NONE) return bad(e, key, "%s", err);
+    if (lc_param_check(chk, name, value, err, sizeof err) != ERR_NONE) return oai_bad(e, key, "%s", err);
     for (int i = 0; i < r->n_params; i++)
         if (strcmp(r->pk[i], name) == 0) {
             char *v = strdup(value);
-            if (!v) return bad(e, key, "out of memory");
+            if (!v) return oai_bad(e, key, "out of memory");
             free(r->pv[i]);
             r->pv[i] = v;
             return 0;
         }
-    if (r->n_params >= OAI_MAX_PARAMS) return bad(e, key, "too many sampler parameters");
+    if (r->n_params >= OAI_MAX_PARAMS) return oai_bad(e, key, "too many sampler parameters");
     r->pk[r->n_params] = strdup(name);
     r->pv[r->n_params] = strdup(value);
-    if (!r->pk[r->n_params] || !r->pv[r->n_params]) return bad(e, key, "out of memory");
+    if (!r->pk[r->n_params] || !r->pv[r->n_params]) return oai_bad(e, key, "out of memory");
     r->n_params++;
     return 0;
 }
@@ -90,14 +89,14 @@ static char *value_text(const char *key, json_t *v)
 static int parse_int(json_t *v, const char *key, long lo, long hi, long *out, oai_err *e)
 {
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return bad(e, key, "%s must be an integer in [%ld, %ld]", key, lo, hi);
+        return oai_bad(e, key, "%s must be an integer in [%ld, %ld]", key, lo, hi);
     *out = (long)json_integer_value(v);
     return 0;
 }
 
 static int parse_bool(json_t *v, const char *key, int *out, oai_err *e)
 {
-    if (!json_is_boolean(v)) return bad(e, key, "%s must be true or false", key);
+    if (!json_is_boolean(v)) return oai_bad(e, key, "%s must be true or false", key);
     *out = json_is_true(v);
     return 0;
 }
@@ -107,7 +106,7 @@ static char *content_text(json_t *c, oai_err *e)
     if (json_is_string(c)) return strdup(json_string_value(c));
     if (json_is_null(c) || !c) return strdup("");
     if (!json_is_array(c)) {
-        bad(e, "messages", "a message's content must be a string or an array of text parts");
+        oai_bad(e, "messages", "a message's content must be a string or an array of text parts");
         return NULL;
     }
     size_t i, n = 1;
@@ -115,7 +114,7 @@ static char *content_text(json_t *c, oai_err *e)
     json_array_foreach(c, i, part) {
         json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
         if (!json_is_string(type) || strcmp(json_string_value(type), "text") != 0 || !json_is_string(text)) {
-            bad(e, "messages", "only content parts of type \"text\" are supported");
+            oai_bad(e, "messages", "only content parts of type \"text\" are supported");
             return NULL;
         }
         n += json_string_length(text);
@@ -128,27 +127,27 @@ static char *content_text(json_t *c, oai_err *e)
 static int parse_messages(oai_req *r, json_t *v, oai_err *e)
 {
     if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > OAI_MAX_MSGS)
-        return bad(e, "messages", "messages must be an array of 1 to %d messages", OAI_MAX_MSGS);
+        return oai_bad(e, "messages", "messages must be an array of 1 to %d messages", OAI_MAX_MSGS);
     r->msgs = calloc(json_array_size(v) * 2, sizeof *r->msgs);
-    if (!r->msgs) return bad(e, "messages", "out of memory");
+    if (!r->msgs) return oai_bad(e, "messages", "out of memory");
     size_t i;
     json_t *m;
     json_array_foreach(v, i, m) {
         json_t *role = json_object_get(m, "role");
         const char *rs = json_is_string(role) ? json_string_value(role) : NULL;
-        if (!json_is_object(m) || !rs) return bad(e, "messages", "messages[%zu] needs a string 'role'", i);
+        if (!json_is_object(m) || !rs) return oai_bad(e, "messages", "messages[%zu] needs a string 'role'", i);
         if (strcmp(rs, "developer") == 0) rs = "system";
         if (strcmp(rs, "system") != 0 && strcmp(rs, "user") != 0 && strcmp(rs, "assistant") != 0 &&
             strcmp(rs, "tool") != 0)
-            return bad(e, "messages", "messages[%zu]: role '%.40s' is not supported (system, developer, user, "
+            return oai_bad(e, "messages", "messages[%zu]: role '%.40s' is not supported (system, developer, user, "
                                       "assistant, tool)", i, rs);
         char terr[300];
-        if (oait_parse_message(&r->tl, m, i, terr, sizeof terr) != 0) return bad(e, "messages", "%s", terr);
+        if (oait_parse_message(&r->tl, m, i, terr, sizeof terr) != 0) return oai_bad(e, "messages", "%s", terr);
         char *text = content_text(json_object_get(m, "content"), e);
         if (!text) return -1;
         r->msgs[r->n_msgs++] = strdup(rs);
         r->msgs[r->n_msgs++] = text;
-        if (!r->msgs[r->n_msgs - 2]) return bad(e, "messages", "out of memory");
+        if (!r->msgs[r->n_msgs - 2]) return oai_bad(e, "messages", "out of memory");
     }
     return 0;
 }
@@ -157,11 +156,11 @@ static int parse_prompt(oai_req *r, json_t *v, oai_err *e)
 {
     if (json_is_array(v) && json_array_size(v) == 1) v = json_array_get(v, 0);
     if (json_is_array(v) && json_array_size(v) > 1 && json_is_string(json_array_get(v, 0)))
-        return bad(e, "prompt", "one prompt per request is supported (got an array of %zu)", json_array_size(v));
+        return oai_bad(e, "prompt", "one prompt per request is supported (got an array of %zu)", json_array_size(v));
     if (!json_is_string(v))
-        return bad(e, "prompt", "prompt must be a string (token-id prompts are not supported)");
+        return oai_bad(e, "prompt", "prompt must be a string (token-id prompts are not supported)");
     r->prompt = strdup(json_string_value(v));
-    return r->prompt ? 0 : bad(e, "prompt", "out of memory");
+    return r->prompt ? 0 : oai_bad(e, "prompt", "out of memory");
 }
 
 static int parse_stop(oai_req *r, json_t *v, oai_err *e)
@@ -171,13 +170,13 @@ static int parse_stop(oai_req *r, json_t *v, oai_err *e)
         r->stops[r->n_stops++] = strdup(json_string_value(v));
         return 0;
     }
-    if (!json_is_array(v)) return bad(e, "stop", "stop must be a string or an array of strings");
+    if (!json_is_array(v)) return oai_bad(e, "stop", "stop must be a string or an array of strings");
     size_t i;
     json_t *s;
     json_array_foreach(v, i, s) {
-        if (!json_is_string(s)) return bad(e, "stop", "stop must be a string or an array of strings");
+        if (!json_is_string(s)) return oai_bad(e, "stop", "stop must be a string or an array of strings");
         if (json_string_length(s) == 0) continue;
-        if (r->n_stops >= OAI_MAX_STOPS) return bad(e, "stop", "at most %d stop strings", OAI_MAX_STOPS);
+        if (r->n_stops >= OAI_MAX_STOPS) return oai_bad(e, "stop", "at most %d stop strings", OAI_MAX_STOPS);
         r->stops[r->n_stops++] = strdup(json_string_value(s));
     }
     return 0;
@@ -187,7 +186,7 @@ static int parse_stop(oai_req *r, json_t *v, oai_err *e)
 static int parse_bias(oai_req *r, smp_params *chk, json_t *v, oai_err *e)
 {
     char *s = calloc(1, json_is_object(v) ? json_object_size(v) * 48 + 1 : json_array_size(v) * 48 + 1);
-    if (!s) return bad(e, "logit_bias", "out of memory");
+    if (!s) return oai_bad(e, "logit_bias", "out of memory");
     size_t n = 0;
     if (json_is_object(v)) {
         const char *k;
@@ -195,7 +194,7 @@ static int parse_bias(oai_req *r, smp_params *chk, json_t *v, oai_err *e)
         json_object_foreach(v, k, b) {
             char *end;
             long id = strtol(k, &end, 10);
-            if (*end || !*k || !json_is_number(b)) { free(s); return bad(e, "logit_bias", "logit_bias keys must be token ids and values numbers"); }
+            if (*end || !*k || !json_is_number(b)) { free(s); return oai_bad(e, "logit_bias", "logit_bias keys must be token ids and values numbers"); }
             n += (size_t)sprintf(s + n, "%s%ld:%.9g", n ? "," : "", id, json_number_value(b));
         }
     } else if (json_is_array(v)) {
@@ -205,14 +204,14 @@ static int parse_bias(oai_req *r, smp_params *chk, json_t *v, oai_err *e)
             json_t *id = json_array_get(p, 0), *b = json_array_get(p, 1);
             if (json_array_size(p) != 2 || !json_is_integer(id) || !(json_is_number(b) || json_is_false(b))) {
                 free(s);
-                return bad(e, "logit_bias", "logit_bias entries must be [token id, bias]");
+                return oai_bad(e, "logit_bias", "logit_bias entries must be [token id, bias]");
             }
             if (json_is_false(b)) n += (size_t)sprintf(s + n, "%s%lld:-inf", n ? "," : "", (long long)json_integer_value(id));
             else n += (size_t)sprintf(s + n, "%s%lld:%.9g", n ? "," : "", (long long)json_integer_value(id), json_number_value(b));
         }
     } else {
         free(s);
-        return bad(e, "logit_bias", "logit_bias must be an object {\"token id\": bias}");
+        return oai_bad(e, "logit_bias", "logit_bias must be an object {\"token id\": bias}");
     }
     int rc = n ? add_param(r, chk, "logit_bias", s, "logit_bias", e) : 0;
     free(s);
@@ -226,20 +225,20 @@ static int set_grammar(oai_req *r, const char *key, char *gbnf, json_t *schema, 
     char err[256];
     if (r->grammar) {
         free(gbnf);
-        return bad(e, key, "give one of grammar, json_schema and a response_format other than text");
+        return oai_bad(e, key, "give one of grammar, json_schema and a response_format other than text");
     }
     if (schema) {
         if (!json_is_object(schema) && !json_is_boolean(schema))
-            return bad(e, key, "%s: the schema must be a JSON object", key);
+            return oai_bad(e, key, "%s: the schema must be a JSON object", key);
         char *text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
         gbnf = text ? jsg_to_gbnf(text, strlen(text), err, sizeof err) : NULL;
         free(text);
-        if (!gbnf) return bad(e, key, "%s: %s", key, text ? err : "out of memory");
+        if (!gbnf) return oai_bad(e, key, "%s: %s", key, text ? err : "out of memory");
     }
     gram *g = gram_compile(gbnf, strlen(gbnf), err, sizeof err);
     if (!g) {
         free(gbnf);
-        return bad(e, key, "%s: %s", key, err);
+        return oai_bad(e, key, "%s: %s", key, err);
     }
     gram_free(g);
     r->grammar = gbnf;
@@ -253,7 +252,7 @@ static int parse_response_format(oai_req *r, json_t *v, oai_err *e)
     const char *key = "response_format";
     json_t *t = json_object_get(v, "type");
     const char *type = json_is_string(t) ? json_string_value(t) : NULL;
-    if (!json_is_object(v) || !type) return bad(e, key, "response_format must be an object with a \"type\"");
+    if (!json_is_object(v) || !type) return oai_bad(e, key, "response_format must be an object with a \"type\"");
     if (strcmp(type, "text") == 0) return 0;
     if (strcmp(type, "json_object") == 0) {
         json_t *s = json_object_get(v, "schema"), *any = s ? NULL : json_pack("{s:s}", "type", "object");
@@ -264,13 +263,13 @@ static int parse_response_format(oai_req *r, json_t *v, oai_err *e)
     if (strcmp(type, "json_schema") == 0) {
         json_t *js = json_object_get(v, "json_schema"), *s = json_object_get(js, "schema");
         json_t *strict = json_object_get(js, "strict");
-        if (!json_is_object(js)) return bad(e, key, "response_format: json_schema must be an object");
+        if (!json_is_object(js)) return oai_bad(e, key, "response_format: json_schema must be an object");
         if (strict && !json_is_boolean(strict) && !json_is_null(strict))
-            return bad(e, key, "response_format: json_schema.strict must be true or false");
-        if (!s) return bad(e, key, "response_format: json_schema.schema is required");
+            return oai_bad(e, key, "response_format: json_schema.strict must be true or false");
+        if (!s) return oai_bad(e, key, "response_format: json_schema.schema is required");
         return set_grammar(r, key, NULL, s, e); /* strict or not, the schema is enforced */
     }
-    return bad(e, key, "response_format: type '%.60s' is not supported (text, json_object, json_schema)", type);
+    return oai_bad(e, key, "response_format: type '%.60s' is not supported (text, json_object, json_schema)", type);
 }
 
 /* Keys of the OpenAI API that do not change the generation here. */
@@ -282,13 +281,13 @@ static int parse_tool_key(oai_req *r, const char *key, json_t *v, oai_err *e)
 {
     char err[300];
     if (strcmp(key, "functions") == 0)
-        return json_is_array(v) && json_array_size(v) == 0 ? 0 : bad(e, key, "functions is not supported: use tools");
+        return json_is_array(v) && json_array_size(v) == 0 ? 0 : oai_bad(e, key, "functions is not supported: use tools");
     if (r->kind != OAI_CHAT)
-        return bad(e, key, "%s: function calling is for /v1/chat/completions", key);
+        return oai_bad(e, key, "%s: function calling is for /v1/chat/completions", key);
     if (strcmp(key, "parallel_tool_calls") == 0) return parse_bool(v, key, &r->tl.parallel, e);
     int rc = strcmp(key, "tools") == 0 ? oait_parse_tools(&r->tl, v, err, sizeof err)
                                        : oait_parse_choice(&r->tl, v, err, sizeof err);
-    return rc == 0 ? 0 : bad(e, key, "%s", err);
+    return rc == 0 ? 0 : oai_bad(e, key, "%s", err);
 }
 
 static int parse_key(oai_req *r, smp_params *chk, const char *key, json_t *v, oai_err *e)
@@ -305,7 +304,7 @@ static int parse_key(oai_req *r, smp_params *chk, const char *key, json_t *v, oa
     if (strcmp(key, "stream") == 0) return parse_bool(v, key, &r->stream, e);
     if (strcmp(key, "stream_options") == 0) {
         json_t *u = json_object_get(v, "include_usage");
-        if (!json_is_object(v)) return bad(e, key, "stream_options must be an object");
+        if (!json_is_object(v)) return oai_bad(e, key, "stream_options must be an object");
         return u && !json_is_null(u) ? parse_bool(u, "stream_options.include_usage", &r->include_usage, e) : 0;
     }
     if (strcmp(key, "echo") == 0 && !chat) return parse_bool(v, key, &r->echo, e);
@@ -327,24 +326,24 @@ static int parse_key(oai_req *r, smp_params *chk, const char *key, json_t *v, oa
         r->n_choices = (int)x;
         return 0;
     }
-    if (strcmp(key, "best_of") == 0) return parse_int(v, key, 1, 1, &x, e) ? bad(e, key, "best_of: only 1 is supported") : 0;
+    if (strcmp(key, "best_of") == 0) return parse_int(v, key, 1, 1, &x, e) ? oai_bad(e, key, "best_of: only 1 is supported") : 0;
     if (strcmp(key, "suffix") == 0)
-        return json_is_string(v) && json_string_length(v) == 0 ? 0 : bad(e, key, "suffix is not supported");
+        return json_is_string(v) && json_string_length(v) == 0 ? 0 : oai_bad(e, key, "suffix is not supported");
     if (!strcmp(key, "tools") || !strcmp(key, "functions") || !strcmp(key, "tool_choice") ||
         !strcmp(key, "parallel_tool_calls"))
         return parse_tool_key(r, key, v, e);
     if (strcmp(key, "response_format") == 0) return parse_response_format(r, v, e);
     if (strcmp(key, "json_schema") == 0) return set_grammar(r, key, NULL, v, e);
     if (strcmp(key, "grammar") == 0) {
-        if (!json_is_string(v)) return bad(e, key, "grammar must be a string (GBNF)");
+        if (!json_is_string(v)) return oai_bad(e, key, "grammar must be a string (GBNF)");
         if (json_string_length(v) == 0) return 0; /* llama-server: an empty grammar is none */
         char *g = strndup(json_string_value(v), json_string_length(v));
-        return g ? set_grammar(r, key, g, NULL, e) : bad(e, key, "out of memory");
+        return g ? set_grammar(r, key, g, NULL, e) : oai_bad(e, key, "out of memory");
     }
     if (strcmp(key, "logit_bias") == 0) return parse_bias(r, chk, v, e);
     if (!smp_param_known(key)) return 0; /* unknown keys are ignored, as llama-server does */
     char *text = value_text(key, v);
-    if (!text) return bad(e, key, "%s must be a number, a boolean or a string", key);
+    if (!text) return oai_bad(e, key, "%s must be a number, a boolean or a string", key);
     int rc = add_param(r, chk, key, text, key, e);
     if (rc == 0 && strcmp(key, "temperature") == 0) r->greedy = atof(text) <= 0;
     free(text);
@@ -360,22 +359,22 @@ int oai_parse(oai_req *r, oai_kind kind, const char *body, size_t len, oai_err *
     r->n_predict = -1;
     json_error_t je;
     json_t *root = json_loadb(body, len, 0, &je);
-    if (!root) return bad(e, NULL, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    if (!root) return oai_bad(e, NULL, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
     int rc = 0;
     smp_params chk = smp_params_default();
-    if (!json_is_object(root)) rc = bad(e, NULL, "the body must be a JSON object");
+    if (!json_is_object(root)) rc = oai_bad(e, NULL, "the body must be a JSON object");
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
         if (rc != 0) break;
         if (!json_is_null(v)) rc = parse_key(r, &chk, key, v, e);
     }
-    if (rc == 0 && kind == OAI_CHAT && !r->msgs) rc = bad(e, "messages", "messages is required");
-    if (rc == 0 && kind == OAI_COMPLETION && !r->prompt) rc = bad(e, "prompt", "prompt is required");
+    if (rc == 0 && kind == OAI_CHAT && !r->msgs) rc = oai_bad(e, "messages", "messages is required");
+    if (rc == 0 && kind == OAI_COMPLETION && !r->prompt) rc = oai_bad(e, "prompt", "prompt is required");
     char terr[300];
-    if (rc == 0 && oait_check(&r->tl, terr, sizeof terr) != 0) rc = bad(e, "tool_choice", "%s", terr);
+    if (rc == 0 && oait_check(&r->tl, terr, sizeof terr) != 0) rc = oai_bad(e, "tool_choice", "%s", terr);
     if (rc == 0 && kind == OAI_CHAT && r->top_logprobs > 0 && !r->logprobs)
-        rc = bad(e, "top_logprobs", "top_logprobs needs logprobs: true");
+        rc = oai_bad(e, "top_logprobs", "top_logprobs needs logprobs: true");
     if (rc == 0 && r->logprobs) { /* samplerd reports the chosen token's log-prob when n_probs > 0 */
         long want = r->top_logprobs > 0 ? r->top_logprobs : 1;
         for (int i = 0; i < r->n_params; i++)
@@ -394,15 +393,15 @@ int oai_tools_prepare(oai_req *r, const char *template_name, oai_err *e)
     r->family = oait_family_of(template_name);
     if (!oait_active(&r->tl)) return 0;
     if (r->family == OAIT_UNSUPPORTED)
-        return bad(e, "tools", "tools: the model's chat template (%s) has no tool-call syntax this gateway knows "
+        return oai_bad(e, "tools", "tools: the model's chat template (%s) has no tool-call syntax this gateway knows "
                    "(chatml, llama3, mistral-v3, mistral-v3-tekken)", template_name && *template_name ? template_name
                    : "not known yet");
     char err[300];
     char *g = oait_grammar(&r->tl, r->family, err, sizeof err);
-    if (!g) return err[0] ? bad(e, "tools", "%s", err) : 0;
+    if (!g) return err[0] ? oai_bad(e, "tools", "%s", err) : 0;
     if (r->grammar) {
         free(g);
-        return bad(e, "tool_choice", "tool_choice required or a named function constrains the output itself: "
+        return oai_bad(e, "tool_choice", "tool_choice required or a named function constrains the output itself: "
                    "give no grammar, json_schema or response_format with it");
     }
     r->grammar = g;

@@ -86,6 +86,10 @@ typedef struct {
     char param[64];
 } oai_err;
 
+/* Fills e (the message from fmt, the parameter named) and returns -1: the one way the
+ * request parsers (oai.c, oai_embed.c) refuse a request. */
+int oai_bad(oai_err *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Parses a request body of kind; 0, or -1 with e filled (an HTTP 400). */
 int oai_parse(oai_req *r, oai_kind kind, const char *body, size_t len, oai_err *e);
 /* With the front door's chat template (its name; NULL or "" if unknown): the tool-call

@@ -2,23 +2,11 @@
 #include "oai_embed.h"
 
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proto.h"
-
-static int bad(oai_err *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(oai_err *e, const char *param, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-    va_end(ap);
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    return -1;
-}
 
 void oai_emb_free(oai_emb_req *r)
 {
@@ -40,14 +28,14 @@ int oai_emb_pooling(const char *name)
 static int add_ids(oai_emb_req *r, json_t *v, const char *key, oai_err *e)
 {
     size_t n = json_array_size(v), i;
-    if (n == 0) return bad(e, key, "%s: an input is empty", key);
+    if (n == 0) return oai_bad(e, key, "%s: an input is empty", key);
     int32_t *ids = malloc(n * sizeof *ids);
-    if (!ids) return bad(e, key, "out of memory");
+    if (!ids) return oai_bad(e, key, "out of memory");
     json_t *x;
     json_array_foreach(v, i, x) {
         if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX) {
             free(ids);
-            return bad(e, key, "%s[%d][%zu] is not a token id (a non-negative integer)", key, r->n_inputs, i);
+            return oai_bad(e, key, "%s[%d][%zu] is not a token id (a non-negative integer)", key, r->n_inputs, i);
         }
         ids[i] = (int32_t)json_integer_value(x);
     }
@@ -59,12 +47,12 @@ static int add_ids(oai_emb_req *r, json_t *v, const char *key, oai_err *e)
 static int add_one(oai_emb_req *r, json_t *v, const char *key, oai_err *e)
 {
     if (r->n_inputs >= OAI_EMB_MAX_INPUTS)
-        return bad(e, key, "%s: at most %d inputs per request", key, OAI_EMB_MAX_INPUTS);
+        return oai_bad(e, key, "%s: at most %d inputs per request", key, OAI_EMB_MAX_INPUTS);
     if (json_is_array(v)) return add_ids(r, v, key, e);
-    if (!json_is_string(v)) return bad(e, key, "%s must be a string, an array of strings or of token ids", key);
-    if (json_string_length(v) == 0) return bad(e, key, "%s[%d] is an empty string", key, r->n_inputs);
+    if (!json_is_string(v)) return oai_bad(e, key, "%s must be a string, an array of strings or of token ids", key);
+    if (json_string_length(v) == 0) return oai_bad(e, key, "%s[%d] is an empty string", key, r->n_inputs);
     r->inputs[r->n_inputs] = strndup(json_string_value(v), json_string_length(v));
-    if (!r->inputs[r->n_inputs]) return bad(e, key, "out of memory");
+    if (!r->inputs[r->n_inputs]) return oai_bad(e, key, "out of memory");
     r->n_inputs++;
     return 0;
 }
@@ -73,7 +61,7 @@ static int add_one(oai_emb_req *r, json_t *v, const char *key, oai_err *e)
 static int parse_input(oai_emb_req *r, json_t *v, const char *key, oai_err *e)
 {
     if (!json_is_array(v)) return add_one(r, v, key, e);
-    if (json_array_size(v) == 0) return bad(e, key, "%s is an empty array", key);
+    if (json_array_size(v) == 0) return oai_bad(e, key, "%s is an empty array", key);
     if (json_is_integer(json_array_get(v, 0))) return add_one(r, v, key, e);
     size_t i;
     json_t *x;
@@ -88,19 +76,19 @@ static int parse_key(oai_emb_req *r, const char *key, json_t *v, oai_err *e)
     if (strcmp(key, "encoding_format") == 0) {
         const char *s = json_string_value(v);
         if (!s || (strcmp(s, "float") != 0 && strcmp(s, "base64") != 0))
-            return bad(e, key, "encoding_format must be \"float\" or \"base64\"");
+            return oai_bad(e, key, "encoding_format must be \"float\" or \"base64\"");
         r->base64 = strcmp(s, "base64") == 0;
         return 0;
     }
     if (strcmp(key, "dimensions") == 0) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1 << 20)
-            return bad(e, key, "dimensions must be a positive integer");
+            return oai_bad(e, key, "dimensions must be a positive integer");
         r->dimensions = (long)json_integer_value(v);
         return 0;
     }
     if (strcmp(key, "pooling") == 0) {
         int p = oai_emb_pooling(json_string_value(v));
-        if (!p) return bad(e, key, "pooling must be \"mean\" or \"last\"");
+        if (!p) return oai_bad(e, key, "pooling must be \"mean\" or \"last\"");
         r->pooling = p;
         return 0;
     }
@@ -115,8 +103,8 @@ int oai_emb_parse(oai_emb_req *r, oai_emb_kind kind, const char *body, size_t le
     r->pooling = default_pool ? default_pool : PROTO_POOL_MEAN;
     json_error_t je;
     json_t *root = json_loadb(body ? body : "", len, 0, &je);
-    if (!root) return bad(e, NULL, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
-    int rc = json_is_object(root) ? 0 : bad(e, NULL, "the body must be a JSON object");
+    if (!root) return oai_bad(e, NULL, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    int rc = json_is_object(root) ? 0 : oai_bad(e, NULL, "the body must be a JSON object");
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
@@ -125,7 +113,7 @@ int oai_emb_parse(oai_emb_req *r, oai_emb_kind kind, const char *body, size_t le
     }
     if (rc == 0 && r->n_inputs == 0) {
         const char *in = kind == OAI_EMB_OPENAI ? "input" : "content";
-        rc = bad(e, in, "%s is required", in);
+        rc = oai_bad(e, in, "%s is required", in);
     }
     json_decref(root);
     if (rc != 0) oai_emb_free(r);
