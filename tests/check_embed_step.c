@@ -15,26 +15,7 @@
 
 #include "engine.h"
 #include "segment.h"
-
-static eng_model *open_model(const char *file, eng_precision prec, bool *built)
-{
-    const char *sh = getenv("LLM_SHARED");
-    char path[1024], err[512];
-    snprintf(path, sizeof path, "%s/models/%s", sh ? sh : "../shared", file);
-    eng_open_info info;
-    eng_model *m = eng_open(path, prec, &info, err, sizeof err);
-    if (!m) ck_abort_msg("eng_open %s: %s", path, err);
-    *built = info.converted;
-    return m;
-}
-
-static void close_model(eng_model *m, bool built)
-{
-    char name[SEG_NAME_MAX], err[256];
-    snprintf(name, sizeof name, "%s", eng_segment_name(m));
-    eng_close(m);
-    if (built) seg_remove(name, err, sizeof err);
-}
+#include "test_model.h"
 
 /* The one-pass vector of toks[0..n) with pooling p. */
 static void embed_ref(eng_model *m, const int32_t *toks, int n, int p, float *out)
@@ -84,7 +65,7 @@ static void check_hidden(eng_precision prec)
 {
     bool built;
     char err[256];
-    eng_model *m = open_model("tiny-llama2-Q8_0.gguf", prec, &built);
+    eng_model *m = test_model_open("tiny-llama2-Q8_0.gguf", prec, &built);
     int E = eng_config_of(m)->n_embd, V = eng_config_of(m)->n_vocab;
     int32_t a[50], b[50], gt[40];
     unsigned rnd = 99;
@@ -126,7 +107,7 @@ static void check_hidden(eng_precision prec)
     free(v);
     free(w);
     free(lg_ref);
-    close_model(m, built);
+    test_model_close(m, built);
 }
 
 START_TEST(test_hidden_int8) { check_hidden(ENG_INT8); }

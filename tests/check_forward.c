@@ -16,12 +16,8 @@
 #include "gguf.h"
 #include "kernels.h"
 #include "segment.h"
+#include "test_model.h"
 
-static const char *shared(void)
-{
-    const char *s = getenv("LLM_SHARED");
-    return s ? s : "../shared";
-}
 
 /* Reads a whole file; NULL when absent. */
 static void *slurp(const char *path, size_t *len)
@@ -55,25 +51,6 @@ static int32_t *read_ids(const char *path, int *n)
 }
 
 /* Opens a model; remembers to remove the segment afterwards when this test built it. */
-static eng_model *open_model(const char *file, eng_precision prec, bool *built)
-{
-    char path[1024], err[512];
-    snprintf(path, sizeof path, "%s/models/%s", shared(), file);
-    eng_open_info info;
-    eng_model *m = eng_open(path, prec, &info, err, sizeof err);
-    if (!m) ck_abort_msg("eng_open %s: %s", path, err);
-    *built = info.converted;
-    return m;
-}
-
-static void close_model(eng_model *m, bool built)
-{
-    char name[SEG_NAME_MAX], err[256];
-    snprintf(name, sizeof name, "%s", eng_segment_name(m));
-    eng_close(m);
-    if (built) seg_remove(name, err, sizeof err);
-}
-
 typedef struct {
     double worst_rel;  /* max over rows of |ours - ref| / |ref| */
     int    rows, top1; /* rows, rows whose argmax agrees */
@@ -120,7 +97,7 @@ static cmp_result eval_case(eng_model *m, const char *dir, eng_kv_type kv)
 static int check_all(eng_precision prec)
 {
     char rdir[1024];
-    snprintf(rdir, sizeof rdir, "%s/reference", shared());
+    snprintf(rdir, sizeof rdir, "%s/reference", test_shared());
     DIR *d = opendir(rdir);
     ck_assert_msg(d != NULL, "cannot open %s (set LLM_SHARED)", rdir);
     struct dirent *e;
@@ -143,7 +120,7 @@ static int check_all(eng_precision prec)
          * Q5_K_M/story 17/18 at 0.0138, Q4_K_M/unicode 0.0174, Q8_0/unicode 0.0105) */
         int top1_pct = strstr(e->d_name, "Q3_K_M") ? 94 : 95;
         bool built;
-        eng_model *m = open_model(file, prec, &built);
+        eng_model *m = test_model_open(file, prec, &built);
         ck_assert_int_eq(eng_set_threads(m, 2), 0);
         const char *cases[3] = { "hello", "story", "unicode" };
         for (int c = 0; c < 3; c++) {
@@ -166,7 +143,7 @@ static int check_all(eng_precision prec)
                 ck_assert_msg(r.top1 * 100 >= r.rows * top1_pct, "%s/%s: top-1 agreement %d/%d < %d%%",
                               e->d_name, cases[c], r.top1, r.rows, top1_pct);
         }
-        close_model(m, built);
+        test_model_close(m, built);
         models++;
     }
     closedir(d);
@@ -326,7 +303,7 @@ START_TEST(test_native_segment_bytes)
     static const char *const files[] = { "tiny-llama2-Q4_0.gguf", "tiny-llama2-Q4_K_M.gguf", "tiny-llama2-Q6_K.gguf" };
     for (int i = 0; i < 3; i++) {
         char path[1024], err[512];
-        snprintf(path, sizeof path, "%s/models/%s", shared(), files[i]);
+        snprintf(path, sizeof path, "%s/models/%s", test_shared(), files[i]);
         gguf_ctx *g = gguf_open(path, err, sizeof err);
         ck_assert_msg(g != NULL, "%s", err);
         double bytes = 0, values = 0;
@@ -338,12 +315,12 @@ START_TEST(test_native_segment_bytes)
         gguf_close(g);
         double file_bpw = 8 * bytes / values;
         bool built;
-        eng_model *m = open_model(files[i], ENG_NATIVE, &built);
+        eng_model *m = test_model_open(files[i], ENG_NATIVE, &built);
         double bpw = eng_bits_per_weight(m);
-        close_model(m, built);
-        m = open_model(files[i], ENG_INT8, &built);
+        test_model_close(m, built);
+        m = test_model_open(files[i], ENG_INT8, &built);
         double wide = eng_bits_per_weight(m);
-        close_model(m, built);
+        test_model_close(m, built);
         fprintf(stderr, "%s: file %.3f bits/weight, native segment %.3f (%.3fx), int8 %.3f\n", files[i], file_bpw,
                 bpw, bpw / file_bpw, wide);
         ck_assert_msg(bpw <= 1.1 * file_bpw, "%s: native segment %.3f bits/weight > 1.1 x %.3f", files[i], bpw, file_bpw);
@@ -357,9 +334,9 @@ static void check_greedy(eng_model *m, const char *model_stem, const char *cas, 
 {
     char path[1024], err[512];
     int n, ng;
-    snprintf(path, sizeof path, "%s/reference/%s/%s/tokens.txt", shared(), model_stem, cas);
+    snprintf(path, sizeof path, "%s/reference/%s/%s/tokens.txt", test_shared(), model_stem, cas);
     int32_t *toks = read_ids(path, &n);
-    snprintf(path, sizeof path, "%s/reference/%s/%s/greedy.txt", shared(), model_stem, cas);
+    snprintf(path, sizeof path, "%s/reference/%s/%s/greedy.txt", test_shared(), model_stem, cas);
     int32_t *want = read_ids(path, &ng);
     ck_assert_ptr_nonnull(toks);
     ck_assert_ptr_nonnull(want);
@@ -384,22 +361,22 @@ static void check_greedy(eng_model *m, const char *model_stem, const char *cas, 
 START_TEST(test_greedy_stories)
 {
     bool built;
-    eng_model *m = open_model("stories260K-f32.gguf", ENG_FLOAT, &built);
+    eng_model *m = test_model_open("stories260K-f32.gguf", ENG_FLOAT, &built);
     const char *cases[3] = { "hello", "story", "unicode" };
     for (int c = 0; c < 3; c++) {
         check_greedy(m, "stories260K-f32", cases[c], ENG_KV_F32);
         check_greedy(m, "stories260K-f32", cases[c], ENG_KV_F16);
     }
-    close_model(m, built);
+    test_model_close(m, built);
     /* The INT8 path requantizes the f32 weights: the story prompt's continuation is
      * the one the issue names; hello and unicode hit near-ties (see README). */
-    m = open_model("stories260K-f32.gguf", ENG_INT8, &built);
+    m = test_model_open("stories260K-f32.gguf", ENG_INT8, &built);
     check_greedy(m, "stories260K-f32", "story", ENG_KV_F32);
     check_greedy(m, "stories260K-f32", "story", ENG_KV_F16);
-    close_model(m, built);
-    m = open_model("stories260K-f16.gguf", ENG_INT8, &built);
+    test_model_close(m, built);
+    m = test_model_open("stories260K-f16.gguf", ENG_INT8, &built);
     check_greedy(m, "stories260K-f16", "story", ENG_KV_F16);
-    close_model(m, built);
+    test_model_close(m, built);
 }
 END_TEST
 
@@ -419,7 +396,7 @@ static void check_batched(eng_precision prec)
 {
     bool built;
     char err[512];
-    eng_model *m = open_model("tiny-llama2-Q8_0.gguf", prec, &built);
+    eng_model *m = test_model_open("tiny-llama2-Q8_0.gguf", prec, &built);
     int V = eng_config_of(m)->n_vocab;
     int32_t prompts[3][4] = { { 1, 15043, 3186, 29892 }, { 1, 9038, 2501, 263 }, { 1, 450, 4996, 17354 } };
     int32_t next[3][3] = { { 338, 263, 1243 }, { 931, 29892, 727 }, { 17354, 1701, 29916 } };
@@ -455,7 +432,7 @@ static void check_batched(eng_precision prec)
     free(lb);
     free(ls);
     free(lp);
-    close_model(m, built);
+    test_model_close(m, built);
 }
 
 START_TEST(test_batched_decode_int8) { check_batched(ENG_INT8); }
@@ -472,7 +449,7 @@ static void check_invariance(const char *file, eng_precision prec)
 {
     bool built;
     char err[512];
-    eng_model *m = open_model(file, prec, &built);
+    eng_model *m = test_model_open(file, prec, &built);
     int V = eng_config_of(m)->n_vocab;
     const int len[INV_SESS] = { 70, 5, 33, 12 };
     int32_t toks[INV_SESS][70];
@@ -540,7 +517,7 @@ static void check_invariance(const char *file, eng_precision prec)
     eng_session_free(a);
     for (int i = 0; i < INV_SESS; i++) free(ref[i]);
     free(out);
-    close_model(m, built);
+    test_model_close(m, built);
 }
 
 START_TEST(test_batch_invariance_int8) { check_invariance("tiny-llama2-Q8_0.gguf", ENG_INT8); }
@@ -563,7 +540,7 @@ START_TEST(test_threads_agree)
 {
     bool built;
     char err[512];
-    eng_model *m = open_model("tiny-llama2-Q4_K_M.gguf", ENG_INT8, &built);
+    eng_model *m = test_model_open("tiny-llama2-Q4_K_M.gguf", ENG_INT8, &built);
     int V = eng_config_of(m)->n_vocab;
     int32_t toks[6] = { 1, 15043, 3186, 29892, 338, 263 };
     float *ref = malloc(6 * (size_t)V * sizeof(float)), *out = malloc(6 * (size_t)V * sizeof(float));
@@ -576,7 +553,7 @@ START_TEST(test_threads_agree)
     }
     free(ref);
     free(out);
-    close_model(m, built);
+    test_model_close(m, built);
 }
 END_TEST
 
@@ -586,7 +563,7 @@ START_TEST(test_long_prompt_chunks)
 {
     bool built;
     char err[512];
-    eng_model *m = open_model("tiny-llama2-Q8_0.gguf", ENG_INT8, &built);
+    eng_model *m = test_model_open("tiny-llama2-Q8_0.gguf", ENG_INT8, &built);
     int V = eng_config_of(m)->n_vocab, n = 600;
     int32_t *toks = malloc((size_t)n * sizeof *toks);
     for (int i = 0; i < n; i++) toks[i] = i == 0 ? 1 : 100 + (i * 7919) % 31000;
@@ -606,7 +583,7 @@ START_TEST(test_long_prompt_chunks)
     free(a);
     free(b);
     free(toks);
-    close_model(m, built);
+    test_model_close(m, built);
 }
 END_TEST
 
@@ -614,7 +591,7 @@ START_TEST(test_bad_input)
 {
     bool built;
     char err[512] = "";
-    eng_model *m = open_model("stories260K-f32.gguf", ENG_INT8, &built);
+    eng_model *m = test_model_open("stories260K-f32.gguf", ENG_INT8, &built);
     eng_session *s = eng_session_new(m, 8, ENG_KV_F16, err, sizeof err);
     ck_assert_ptr_nonnull(s);
     int32_t bad[2] = { 1, 512 };
@@ -636,7 +613,7 @@ START_TEST(test_bad_input)
     ck_assert_ptr_null(eng_session_new(m, 8, (eng_kv_type)7, err, sizeof err));
     ck_assert_int_eq(eng_set_threads(m, 0), -1);
     eng_session_free(s);
-    close_model(m, built);
+    test_model_close(m, built);
     ck_assert_ptr_null(eng_open("/nonexistent/model.gguf", ENG_INT8, NULL, err, sizeof err));
     ck_assert_ptr_nonnull(strstr(err, "/nonexistent/model.gguf"));
 }
@@ -656,7 +633,7 @@ typedef struct {
 static void write_variant(const char *path, const variant *v)
 {
     char src[1024], err[512], key[128];
-    snprintf(src, sizeof src, "%s/models/stories260K-f32.gguf", shared());
+    snprintf(src, sizeof src, "%s/models/stories260K-f32.gguf", test_shared());
     gguf_ctx *g = gguf_open(src, err, sizeof err);
     ck_assert_msg(g != NULL, "%s", err);
     gguf_writer *w = gguf_writer_new();
@@ -710,14 +687,14 @@ static float *variant_logits(const variant *v, int *n_out)
     eng_model *m = eng_open(path, ENG_FLOAT, &info, err, sizeof err);
     ck_assert_msg(m != NULL, "%s", err);
     char tp[1024];
-    snprintf(tp, sizeof tp, "%s/reference/stories260K-f32/story/tokens.txt", shared());
+    snprintf(tp, sizeof tp, "%s/reference/stories260K-f32/story/tokens.txt", test_shared());
     int n;
     int32_t *toks = read_ids(tp, &n);
     float *lg = malloc((size_t)n * 512 * sizeof(float));
     eng_session *s = eng_session_new(m, 64, ENG_KV_F32, err, sizeof err);
     ck_assert_int_eq(eng_prefill(m, s, toks, n, lg, true, err, sizeof err), 0);
     eng_session_free(s);
-    close_model(m, info.converted);
+    test_model_close(m, info.converted);
     unlink(path);
     free(toks);
     *n_out = n;
@@ -812,15 +789,15 @@ START_TEST(test_decode_invariance)
     for (int i = 0; i < 40; i++) toks[i] = i == 0 ? 1 : (int32_t)(3 + (i * 37) % 500);
     for (int prec = 0; prec < 2; prec++) {
         bool built;
-        eng_model *m = open_model("stories260K-f32.gguf", (eng_precision)prec, &built);
+        eng_model *m = test_model_open("stories260K-f32.gguf", (eng_precision)prec, &built);
         check_decode_invariance(m, prec ? "stories260K float, f16 cache" : "stories260K int8, f16 cache", toks, 40, ENG_KV_F16);
         check_decode_invariance(m, prec ? "stories260K float, f32 cache" : "stories260K int8, f32 cache", toks, 40, ENG_KV_F32);
-        close_model(m, built);
+        test_model_close(m, built);
     }
     bool built;
-    eng_model *m = open_model("tiny-llama2-Q8_0.gguf", ENG_INT8, &built);
+    eng_model *m = test_model_open("tiny-llama2-Q8_0.gguf", ENG_INT8, &built);
     check_decode_invariance(m, "tiny-llama2-Q8_0 int8, f32 cache", toks, 40, ENG_KV_F32);
-    close_model(m, built);
+    test_model_close(m, built);
     char path[256], err[512];
     variant sw = { "mistral", 6, 0, 0, false };
     snprintf(path, sizeof path, "/tmp/llm-fwdtest-%d-inv.gguf", (int)getpid());
@@ -830,7 +807,7 @@ START_TEST(test_decode_invariance)
         m = eng_open(path, (eng_precision)prec, &info, err, sizeof err);
         ck_assert_msg(m != NULL, "%s", err);
         check_decode_invariance(m, "sliding window 6", toks, 40, ENG_KV_F16);
-        close_model(m, info.converted);
+        test_model_close(m, info.converted);
     }
     unlink(path);
 }
@@ -847,7 +824,7 @@ START_TEST(test_tables_agree)
     for (int i = 0; i < 24; i++) toks[i] = i == 0 ? 1 : (int32_t)(3 + (i * 41) % 500);
     for (int f = 0; f < 2; f++) {
         bool built;
-        eng_model *m = open_model(files[f], ENG_INT8, &built);
+        eng_model *m = test_model_open(files[f], ENG_INT8, &built);
         int V = eng_config_of(m)->n_vocab;
         float *ref = malloc((size_t)24 * V * sizeof(float)), *got = malloc((size_t)24 * V * sizeof(float));
         const kern_ops *dflt = kern_active;
@@ -865,7 +842,7 @@ START_TEST(test_tables_agree)
         kern_active = dflt;
         free(ref);
         free(got);
-        close_model(m, built);
+        test_model_close(m, built);
     }
 }
 END_TEST

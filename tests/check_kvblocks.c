@@ -15,26 +15,7 @@
 #include "kvpool.h"
 #include "kvsetup.h"
 #include "segment.h"
-
-static eng_model *open_model(const char *file, bool *built)
-{
-    char path[1024], err[512];
-    const char *sh = getenv("LLM_SHARED");
-    snprintf(path, sizeof path, "%s/models/%s", sh ? sh : "../shared", file);
-    eng_open_info info;
-    eng_model *m = eng_open(path, ENG_INT8, &info, err, sizeof err);
-    if (!m) ck_abort_msg("eng_open %s: %s", path, err);
-    *built = info.converted;
-    return m;
-}
-
-static void close_model(eng_model *m, bool built)
-{
-    char name[SEG_NAME_MAX], err[256];
-    snprintf(name, sizeof name, "%s", eng_segment_name(m));
-    eng_close(m);
-    if (built) seg_remove(name, err, sizeof err);
-}
+#include "test_model.h"
 
 static kvp *make_pool(eng_model *m, const char *tag, uint32_t n_blocks, char name[SEG_NAME_MAX])
 {
@@ -63,7 +44,7 @@ static void check_model(const char *file)
 {
     bool built;
     char err[512], name[SEG_NAME_MAX];
-    eng_model *m = open_model(file, &built);
+    eng_model *m = test_model_open(file, ENG_INT8, &built);
     int V = eng_config_of(m)->n_vocab;
     int32_t toks[N], alt[N];
     for (int t = 0; t < N; t++) {
@@ -123,7 +104,7 @@ static void check_model(const char *file)
     eng_set_kv_pool(m, NULL);
     drop_pool(&pool, name);
     free(ref); free(ralt); free(out);
-    close_model(m, built);
+    test_model_close(m, built);
 }
 
 START_TEST(test_pooled_equals_private)
@@ -137,7 +118,7 @@ START_TEST(test_pool_full)
 {
     bool built;
     char err[512], name[SEG_NAME_MAX];
-    eng_model *m = open_model("stories260K-f32.gguf", &built);
+    eng_model *m = test_model_open("stories260K-f32.gguf", ENG_INT8, &built);
     kvp *pool = make_pool(m, "full", 3, name);
     eng_set_kv_pool(m, pool);
     int32_t toks[64];
@@ -157,7 +138,7 @@ START_TEST(test_pool_full)
     eng_session_free(s);
     eng_set_kv_pool(m, NULL);
     drop_pool(&pool, name);
-    close_model(m, built);
+    test_model_close(m, built);
 }
 END_TEST
 
