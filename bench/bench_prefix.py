@@ -187,10 +187,7 @@ def main():
         if peer and r is not peer[0] and peer[0]["agg_tps"] > 0:
             print("%s / llama-server aggregate = %.2fx; mean TTFT %.2f s vs %.2f s" % (
                 r["server"], r["agg_tps"] / peer[0]["agg_tps"], r["ttft_mean"], peer[0]["ttft_mean"]))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    return 1 if any(r.get("errors") for r in rows) else 0
+    return bs.finish(rows, args.json)
 
 
 if __name__ == "__main__":

@@ -383,13 +383,20 @@ def main():
         if a and b and b["agg_tps"] > 0:
             print("%d streams: ours / llama-server aggregate = %.2fx, mean TTFT %.2f s vs %.2f s" % (
                 n, a["agg_tps"] / b["agg_tps"], a["ttft_mean"], b["ttft_mean"]))
-    for r in results:
+    return finish(results, args.json)
+
+
+def finish(rows, json_path):
+    """Names the setups that had errors, writes every figure to json_path (if given);
+    the exit status: 1 if any row had errors (bench_prefix.py, bench_structured.py too)."""
+    for r in rows:
         if r.get("errors"):
-            print("ERRORS in %s: %s" % (r["server"], r.get("first_error", "")), file=sys.stderr)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-    return 1 if any(r.get("errors") for r in results) else 0
+            print("ERRORS in %s %s: %s" % (r["server"], r.get("mode", ""), r.get("first_error", "")),
+                  file=sys.stderr)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 1 if any(r.get("errors") for r in rows) else 0
 
 
 if __name__ == "__main__":

@@ -183,13 +183,7 @@ def main():
         if a and b and b["decode_tps"] > 0:
             print("%d streams, json_schema: ours / llama-server decode = %.2fx, aggregate = %.2fx" % (
                 n, a["decode_tps"] / b["decode_tps"], a["agg_tps"] / b["agg_tps"] if b["agg_tps"] else float("nan")))
-    for r in rows:
-        if r.get("errors"):
-            print("ERRORS in %s %s: %s" % (r["server"], r["mode"], r.get("first_error", "")), file=sys.stderr)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    return 1 if any(r.get("errors") for r in rows) else 0
+    return bs.finish(rows, args.json)
 
 
 if __name__ == "__main__":
