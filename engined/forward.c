@@ -330,7 +330,7 @@ typedef struct {
     float       *y;     /* RMS: output rows; SWIGLU: gate rows, updated in place */
     const float *up;    /* SWIGLU: up rows */
     void        *q;     /* QUANT: xq rows */
-    int          xk;    /* QUANT: KERN_X_Q8_0, _Q8_K (kern_xk_quantize) or _Q8_1 */
+    int          xk;    /* QUANT: KERN_X_Q8_0, _Q8_K (kern_xk_quantize), _Q8_1 or _Q8_2 */
     int          native;/* QUANT: a native matrix reads the rows (kern_xq_finish) */
     int          dim;   /* values per row */
     float        eps;
@@ -351,7 +351,8 @@ static void rows_do(const rows_job *j, int64_t r0, int64_t r1)
         if (j->xk == KERN_X_Q8_1) kern_x1_quantize(x, r1 - r0, j->dim, q);
         else if (j->xk == KERN_X_Q8_K) kern_xk_quantize(x, r1 - r0, j->dim, q);
         else {
-            kern_xq_quantize(x, r1 - r0, j->dim, q);
+            if (j->xk == KERN_X_Q8_2) kern_x2_quantize(x, r1 - r0, j->dim, q);
+            else kern_xq_quantize(x, r1 - r0, j->dim, q);
             if (j->native) kern_xq_finish(q, r1 - r0, j->dim);
         }
     }

@@ -103,6 +103,32 @@ static void scalar_xq_quantize(const float *x, int64_t n_rows, int64_t cols, voi
     }
 }
 
+/* ik_llama.cpp's rounding for Q8_0 weights (its Q8_2_X4 activations): the scale is
+ * amax / 127 rounded to bf16, and the values are rint(x / scale) with that rounded
+ * scale; the same xq layout as scalar_xq_quantize. Plain C (a comparison mode, below). */
+void kern_x2_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
+{
+    int64_t nb = (cols + KERN_QK - 1) / KERN_QK, nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *src = x + r * cols;
+        int8_t *q = (int8_t *)dst + (size_t)r * kern_xq_row_bytes(cols);
+        float *d = (float *)(q + nbp * KERN_QK);
+        int32_t *c = (int32_t *)(d + nbp);
+        for (int64_t i = 0; i < nbp; i++) {
+            float v[KERN_QK] = {0};
+            int64_t n = i >= nb ? 0 : cols - i * KERN_QK < KERN_QK ? cols - i * KERN_QK : KERN_QK;
+            memcpy(v, src + i * KERN_QK, (size_t)n * sizeof(float));
+            float amax = 0.0f;
+            for (int j = 0; j < KERN_QK; j++) amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
+            d[i] = bf16_to_f32(f32_to_bf16(amax / 127.0f));
+            float id = d[i] > 0.0f ? 1.0f / d[i] : 0.0f;
+            int32_t sum = 0;
+            for (int j = 0; j < KERN_QK; j++) sum += q[i * KERN_QK + j] = sat_i8(v[j] * id);
+            c[i] = -128 * sum;
+        }
+    }
+}
+
 /* ---- the product: the definition ---------------------------------------------------- */
 
 static void scalar_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,

@@ -233,8 +233,12 @@ void kern_xk_quantize_ref(const float *x, int64_t n_rows, int64_t cols, void *ds
 /* kern_xq_quantize and kern_xq_finish, then the S * D entries as llama.cpp's Q8_1 sums (half(amax / 127 *
  * S)), for matrices from Q4_1/Q5_1 files. */
 void kern_x1_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst);
-/* Activation rounding styles: which of the three quantizers a matrix takes. */
-enum { KERN_X_Q8_0 = 0, KERN_X_Q8_K = 1, KERN_X_Q8_1 = 2 };
+/* The same xq layout (not finished) with ik_llama.cpp's rounding for Q8_0 weights: scale
+ * bf16(amax / 127), values rint(x / scale). Plain C; only the comparison mode
+ * LLM_ACT_ROUNDING=ik_llama.cpp takes it (model.h). */
+void kern_x2_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst);
+/* Activation rounding styles: which of the four quantizers a matrix takes. */
+enum { KERN_X_Q8_0 = 0, KERN_X_Q8_K = 1, KERN_X_Q8_1 = 2, KERN_X_Q8_2 = 3 };
 
 /* ---- native layouts (kernels_qn.c) ---- */
 

@@ -226,6 +226,15 @@ void mdl_config_describe(const mdl_config *c, char *buf, size_t len)
              c->has_rope_freqs ? ", rope_freqs" : "", c->has_qk_norm ? ", q/k norms" : "");
 }
 
+/* LLM_ACT_ROUNDING=ik_llama.cpp: activations of Q8_0 weights rounded as ik_llama.cpp
+ * rounds them (kern_x2_quantize) instead of as llama.cpp does: a comparison mode for
+ * references made with ik_llama.cpp (tests/data), read when a segment is bound. */
+static bool ik_rounding(void)
+{
+    const char *e = getenv("LLM_ACT_ROUNDING");
+    return e && strcmp(e, "ik_llama.cpp") == 0;
+}
+
 /* Binds a matrix entry: q8 or f32 rows of the expected shape. */
 static int bind_mat(const seg_map *m, const char *name, int64_t cols, int64_t rows, mdl_mat *out,
                     char *err, size_t errlen)
@@ -257,6 +266,7 @@ static int bind_mat(const seg_map *m, const char *name, int64_t cols, int64_t ro
     if (seg_hdr(m)->precision == ENG_NATIVE && wt >= 0) {
         if (st == QT_Q2_K || st == QT_Q3_K || st == QT_Q4_K || st == QT_Q5_K || st == QT_Q6_K) out->xk = KERN_X_Q8_K;
         if (st == QT_Q4_1 || st == QT_Q5_1) out->xk = KERN_X_Q8_1;
+        if (st == QT_Q8_0 && ik_rounding()) out->xk = KERN_X_Q8_2;
     }
     return 0;
 }

@@ -54,7 +54,8 @@ typedef struct {
     int         q8;        /* 1: tiles (INT8 activations), 0: f32 rows */
     int         wt;        /* the tiles' kern_wtype (q8t or a native layout); -1: f32 */
     int         xk;        /* activation rounding, KERN_X_*: in a native segment llama.cpp's
-                            * for the source type (Q8_K for K-quants, Q8_1 for Q4_1/Q5_1) */
+                            * for the source type (Q8_K for K-quants, Q8_1 for Q4_1/Q5_1);
+                            * Q8_2 (ik_llama.cpp's, Q8_0 sources) with LLM_ACT_ROUNDING=ik_llama.cpp */
 } mdl_mat;
 
 typedef struct {

@@ -242,11 +242,22 @@ static void check_data_model(const char *stem, eng_precision prec, double tol)
     if (info.converted) seg_remove(name, err, sizeof err);
 }
 
+/* The Q8_0 twin against ik_llama.cpp's logits: with its activation rounding
+ * (LLM_ACT_ROUNDING=ik_llama.cpp, measured ~2e-7) at the issue's bound, and with
+ * llama.cpp's (the default, two independent roundings) at default_tol. */
+static void check_q8_twin(const char *stem, double default_tol)
+{
+    setenv("LLM_ACT_ROUNDING", "ik_llama.cpp", 1);
+    check_data_model(stem, ENG_NATIVE, 2e-2);
+    unsetenv("LLM_ACT_ROUNDING");
+    check_data_model(stem, ENG_NATIVE, default_tol);
+}
+
 START_TEST(test_reference_qwen3)
 {
     kern_init();
     check_data_model("qwen3-tiny-f32", ENG_FLOAT, 1e-4);
-    check_data_model("qwen3-tiny-Q8_0", ENG_NATIVE, 2e-2);
+    check_q8_twin("qwen3-tiny-Q8_0", 2e-2);
 }
 END_TEST
 
@@ -279,7 +290,7 @@ START_TEST(test_reference_llama31)
 {
     kern_init();
     check_data_model("llama31-tiny-f32", ENG_FLOAT, 1e-4);
-    check_data_model("llama31-tiny-Q8_0", ENG_NATIVE, 2e-2);
+    check_q8_twin("llama31-tiny-Q8_0", 2e-2);
 }
 END_TEST
 
@@ -290,9 +301,10 @@ START_TEST(test_reference_gemma3)
 {
     kern_init();
     check_data_model("gemma3-tiny-f32", ENG_FLOAT, 1e-4);
-    /* not yet the issue's 2e-2: 0.051 (hello) and 0.041 (story), top-1 all rows; the
-     * float path above matches, so some activation rounding differs from ik_llama.cpp's */
-    check_data_model("gemma3-tiny-Q8_0", ENG_NATIVE, 6e-2);
+    /* with llama.cpp's rounding 0.051 (hello), 0.041 (story): ik_llama.cpp's own Q8_0
+     * logits are 0.049 from its F32 ones here (7 layers amplify rounding noise), so two
+     * independent roundings land that far apart; with its rounding 2e-7 */
+    check_q8_twin("gemma3-tiny-Q8_0", 6e-2);
 }
 END_TEST
 
