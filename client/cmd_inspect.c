@@ -22,8 +22,8 @@
 typedef struct {
     const char *arch, *name, *tok_model, *tok_pre, *rope_scaling;
     int64_t     ctx, embd, layers, heads, heads_kv, head_dim, ff, vocab, rope_dims;
-    int64_t     bos, eos, file_type;
-    double      rope_base, rope_factor, rms_eps;
+    int64_t     bos, eos, file_type, swa;
+    double      rope_base, rope_factor, rms_eps, softcap[2];
     bool        neox, chat_template;
     uint64_t    params, tensor_bytes, file_size;
     int64_t     type_count[QT_COUNT];
@@ -83,6 +83,9 @@ static void collect(const gguf_ctx *g, model_info *m)
     m->rope_factor = arch_float(g, a, "rope.scaling.factor", 0.0);
     m->rms_eps = arch_float(g, a, "attention.layer_norm_rms_epsilon", -1.0);
     m->neox = arch_neox(a);
+    m->swa = arch_int(g, a, "attention.sliding_window", 0);
+    m->softcap[0] = arch_float(g, a, "attn_logit_softcapping", 0.0);
+    m->softcap[1] = arch_float(g, a, "final_logit_softcapping", 0.0);
     int64_t tok = gguf_find_key(g, "tokenizer.ggml.tokens");
     m->vocab = tok >= 0 ? (int64_t)gguf_arr_n(g, tok) : arch_int(g, a, "vocab_size", -1);
     m->tok_model = gguf_get_str(g, "tokenizer.ggml.model", NULL);
@@ -148,6 +151,11 @@ static void print_text(const gguf_ctx *g, const char *path, const model_info *m,
     printf("\n");
     fmt_num(m->rms_eps, num, sizeof num);
     printf("rms eps         %s\n", m->rms_eps < 0 ? "n/a" : num);
+    if (m->swa > 0) pr_int("sliding window", m->swa);
+    for (int k = 0; k < 2; k++) {
+        fmt_num(m->softcap[k], num, sizeof num);
+        if (m->softcap[k] > 0) printf("%s %s\n", k ? "final softcap  " : "attn softcap   ", num);
+    }
     pr_int("vocab", m->vocab);
     printf("tokenizer       %s (pre %s)\n", m->tok_model ? m->tok_model : "none",
            m->tok_pre ? m->tok_pre : "none");
@@ -282,6 +290,13 @@ static void print_json(const gguf_ctx *g, const char *path, const model_info *m,
     printf("}, \"rms_eps\": ");
     if (m->rms_eps >= 0) json_num(m->rms_eps);
     else fputs("null", stdout);
+    json_int("sliding_window", m->swa);
+    const char *caps[2] = { "attn_logit_softcapping", "final_logit_softcapping" };
+    for (int k = 0; k < 2; k++) {
+        printf(", \"%s\": ", caps[k]);
+        if (m->softcap[k] > 0) json_num(m->softcap[k]);
+        else fputs("null", stdout);
+    }
     json_int("vocab_size", m->vocab);
     printf(", \"tokenizer_model\": ");
     json_str(m->tok_model);

@@ -25,8 +25,8 @@
 #include "synth_util.h"
 
 #define USAGE "usage: llmc synth --shape NAME --type TYPE --vocab-from VOCAB.gguf --seed N -o OUT.gguf\n" \
-              "                  [--arch llama|qwen2|qwen3|gemma3] [--threads N]\n" \
-              "shapes: tiny stories110m tinyllama-1.1b llama2-7b llama3-8b qwen3-0.6b qwen3-tiny llama31-tiny gemma3-1b gemma3-tiny\n"
+              "                  [--arch llama|qwen2|qwen3|gemma3|gemma2] [--threads N]\n" \
+              "shapes: tiny stories110m tinyllama-1.1b llama2-7b llama3-8b qwen3-0.6b qwen3-tiny llama31-tiny gemma3-1b gemma3-tiny gemma2-2b gemma2-tiny\n"
 
 typedef struct {
     const char *name;
@@ -35,24 +35,28 @@ typedef struct {
     bool        tied;       /* output shares token_embd */
     int64_t     head_dim;   /* 0: embd / heads */
     bool        rope_freqs; /* llama 3.1: rope_freqs.weight, one factor per rotated pair */
-    int64_t     swa;        /* gemma3: attention.sliding_window */
+    int64_t     swa;        /* gemma3, gemma2: attention.sliding_window */
+    float       softcap[2]; /* gemma2: attn_logit_softcapping, final_logit_softcapping */
 } synth_shape;
 
 static const synth_shape shapes[] = {
-    {"tiny", 256, 4, 4, 2, 768, 2048, 10000.0, true, 0, false, 0},
-    {"stories110m", 768, 12, 12, 12, 2048, 1024, 10000.0, true, 0, false, 0},
-    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048, 10000.0, false, 0, false, 0},
-    {"llama2-7b", 4096, 32, 32, 32, 11008, 4096, 10000.0, false, 0, false, 0},
-    {"llama3-8b", 4096, 32, 32, 8, 14336, 8192, 500000.0, false, 0, false, 0},
-    {"qwen3-0.6b", 1024, 28, 16, 8, 3072, 40960, 1000000.0, true, 128, false, 0},
-    {"qwen3-tiny", 64, 2, 4, 2, 128, 2048, 1000000.0, true, 32, false, 0},
-    {"llama31-tiny", 64, 2, 4, 2, 128, 131072, 500000.0, true, 0, true, 0},
-    {"gemma3-1b", 1152, 26, 4, 1, 6912, 32768, 1000000.0, true, 256, false, 512},
-    {"gemma3-tiny", 64, 7, 4, 2, 128, 32768, 1000000.0, true, 32, false, 6},
+    {"tiny", 256, 4, 4, 2, 768, 2048, 10000.0, true, 0, false, 0, {0, 0}},
+    {"stories110m", 768, 12, 12, 12, 2048, 1024, 10000.0, true, 0, false, 0, {0, 0}},
+    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048, 10000.0, false, 0, false, 0, {0, 0}},
+    {"llama2-7b", 4096, 32, 32, 32, 11008, 4096, 10000.0, false, 0, false, 0, {0, 0}},
+    {"llama3-8b", 4096, 32, 32, 8, 14336, 8192, 500000.0, false, 0, false, 0, {0, 0}},
+    {"qwen3-0.6b", 1024, 28, 16, 8, 3072, 40960, 1000000.0, true, 128, false, 0, {0, 0}},
+    {"qwen3-tiny", 64, 2, 4, 2, 128, 2048, 1000000.0, true, 32, false, 0, {0, 0}},
+    {"llama31-tiny", 64, 2, 4, 2, 128, 131072, 500000.0, true, 0, true, 0, {0, 0}},
+    {"gemma3-1b", 1152, 26, 4, 1, 6912, 32768, 1000000.0, true, 256, false, 512, {0, 0}},
+    {"gemma3-tiny", 64, 7, 4, 2, 128, 32768, 1000000.0, true, 32, false, 6, {0, 0}},
+    {"gemma2-2b", 2304, 26, 8, 4, 9216, 8192, 10000.0, true, 256, false, 4096, {50.0f, 30.0f}},
+    /* 26 layers: ik_llama.cpp knows gemma2 by its layer counts; caps small enough to bite */
+    {"gemma2-tiny", 64, 26, 4, 2, 128, 8192, 10000.0, true, 32, false, 6, {0.05f, 0.3f}},
 };
 
-typedef enum { SYNTH_LLAMA, SYNTH_QWEN2, SYNTH_QWEN3, SYNTH_GEMMA3 } synth_arch;
-static const char *const synth_arch_names[] = { "llama", "qwen2", "qwen3", "gemma3" };
+typedef enum { SYNTH_LLAMA, SYNTH_QWEN2, SYNTH_QWEN3, SYNTH_GEMMA3, SYNTH_GEMMA2, SYNTH_ARCH_COUNT } synth_arch;
+static const char *const synth_arch_names[] = { "llama", "qwen2", "qwen3", "gemma3", "gemma2" };
 
 static int64_t shape_head_dim(const synth_shape *s) { return s->head_dim ? s->head_dim : s->embd / s->heads; }
 
@@ -175,7 +179,7 @@ static int plan(synth_job *j, const synth_shape *s, synth_arch arch, int64_t voc
         T("ffn_gate.weight", s->embd, s->ff, FILL_WEIGHT)
         T("ffn_up.weight", s->embd, s->ff, FILL_WEIGHT)
         T("ffn_down.weight", s->ff, s->embd, FILL_WEIGHT)
-        if (arch == SYNTH_GEMMA3) {
+        if (arch == SYNTH_GEMMA3 || arch == SYNTH_GEMMA2) {
             T("post_attention_norm.weight", s->embd, 0, FILL_NORM)
             T("post_ffw_norm.weight", s->embd, 0, FILL_NORM)
         }
@@ -351,7 +355,12 @@ static int synth_write(const synth_shape *s, synth_arch sa, uint32_t type, uint6
     gguf_writer_set_f32(w, KEY("rope.freq_base"), sa == SYNTH_QWEN2 ? 1000000.0f : (float)s->rope_base);
     gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), qwen ? 1e-6f : 1e-5f);
     gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)vocab);
-    if (sa == SYNTH_GEMMA3) gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)(s->swa ? s->swa : 512));
+    if (sa == SYNTH_GEMMA3 || sa == SYNTH_GEMMA2)
+        gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)(s->swa ? s->swa : 512));
+    if (sa == SYNTH_GEMMA2) {
+        gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), s->softcap[0] > 0 ? s->softcap[0] : 50.0f);
+        gguf_writer_set_f32(w, KEY("final_logit_softcapping"), s->softcap[1] > 0 ? s->softcap[1] : 30.0f);
+    }
 #undef KEY
     gguf_writer_copy_kv(w, v, "tokenizer.");
     uint64_t total = 0, params = 0;
@@ -408,10 +417,10 @@ int cmd_synth(int argc, char **argv)
         return 2;
     }
     int sa = -1;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < SYNTH_ARCH_COUNT; i++)
         if (strcmp(a.arch, synth_arch_names[i]) == 0) sa = i;
     if (sa < 0) {
-        fprintf(stderr, "llmc synth: --arch must be llama, qwen2, qwen3 or gemma3, not %s\n", a.arch);
+        fprintf(stderr, "llmc synth: --arch must be llama, qwen2, qwen3, gemma3 or gemma2, not %s\n", a.arch);
         return 2;
     }
     uint64_t seed, threads = 2;

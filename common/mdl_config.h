@@ -38,7 +38,9 @@ typedef struct {
     int32_t swa_pattern;     /* gemma3: layer il uses the sliding window unless (il + 1) % swa_pattern == 0; 0: every layer */
     float   rope_base_local; /* gemma3: rope base of the sliding-window layers; 0: rope_base */
     float   attn_scale;      /* scale of q.k; 0: 1 / sqrt(head_dim) */
+    float   attn_softcap;    /* gemma2: scores become c * tanh(s / c) before the softmax; 0: none */
+    float   final_softcap;   /* gemma2: the same on the logits; 0: none */
 } mdl_config;
-_Static_assert(sizeof(mdl_config) == 128, "mdl_config is part of the segment layout");
+_Static_assert(sizeof(mdl_config) == 136, "mdl_config is part of the segment layout");
 
 #endif

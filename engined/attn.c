@@ -90,7 +90,11 @@ static void att_run(const att_pass *a, int i0, int i1, int h, float *scratch)
            lds);
     for (int b = 0; b < nb; b++) {
         int lo = att_lo(c, a->layer, p0 + b) - t0, hi = p0 + b - t0;
-        for (int g = 0; g < G; g++) kern_softmax(sc + (size_t)(b * G + g) * lds + lo, hi - lo + 1);
+        for (int g = 0; g < G; g++) {
+            float *row = sc + (size_t)(b * G + g) * lds + lo;
+            if (c->attn_softcap > 0) kern_softcap(row, hi - lo + 1, c->attn_softcap, hi - lo + 1); /* gemma2 */
+            kern_softmax(row, hi - lo + 1);
+        }
     }
     /* Each row's chain runs over its positions in order: the span every row sees goes
      * through all rows at once, the positions before it (sliding window) and after it

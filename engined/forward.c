@@ -520,7 +520,7 @@ static int forward(eng_model *m, eng_session *const *sess, const int *pos, const
         rope_table(c, c->rope_base, c->rope_freq_scale, m->w.rope_freqs, pos[i], m->rope + (size_t)i * c->n_rot);
         if (c->rope_base_local > 0)
             rope_table(c, c->rope_base_local, 1.0f, m->w.rope_freqs, pos[i], m->rope_l + (size_t)i * c->n_rot);
-        if (c->arch_id == MDL_ARCH_GEMMA3) { /* embeddings scaled by sqrt(n_embd) */
+        if (mdl_arch_get(c->arch_id)->gemma) { /* embeddings scaled by sqrt(n_embd) */
             float sc = sqrtf((float)E);
             for (int e = 0; e < E; e++) m->x[(size_t)i * E + e] *= sc;
         }
@@ -535,6 +535,8 @@ static int forward(eng_model *m, eng_session *const *sess, const int *pos, const
         rms_norm(m->x + (size_t)lrows[j] * E, m->w.output_norm, m->xn + (size_t)j * E, 1, E, c->rms_eps);
     const mdl_mat *out = &m->w.output;
     matmul(m, m->xn, nl, 1, &out, &logits, NULL);
+    for (int j = 0; j < nl && c->final_softcap > 0; j++) /* gemma2; the reference's row tail in tanhf */
+        kern_softcap(logits + (size_t)j * c->n_vocab, c->n_vocab, c->final_softcap, c->n_vocab / 16 * 16);
     return 0;
 }
 

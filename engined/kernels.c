@@ -129,6 +129,32 @@ void kern_x2_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
     }
 }
 
+/* ggml's vector expf (ggml_v_expf), lane for lane. */
+static float ggml_expf(float x)
+{
+    const float r = 0x1.8p23f;
+    float n = fmaf(x, 0x1.715476p+0f, r) - r;
+    float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    float u = b * b;
+    float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                   fmaf(0x1.ffffecp-1f, b, 1.0f));
+    return ldexpf(j, (int)n);
+}
+
+void kern_softcap(float *s, int64_t n, float cap, int64_t n_vec)
+{
+    float inv = 1.0f / cap, two_inv = 2.0f * inv;
+    for (int64_t i = 0; i < n; i++) {
+        if (i < n_vec) {
+            float e = ggml_expf(s[i] * two_inv);
+            s[i] = (e - 1.0f) / (e + 1.0f) * cap;
+        } else {
+            s[i] = cap * tanhf(s[i] * inv);
+        }
+    }
+}
+
 /* ---- the product: the definition ---------------------------------------------------- */
 
 static void scalar_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,

@@ -313,6 +313,10 @@ static inline void kern_att_pv(const float *p, int64_t lds, int nq, int64_t a, i
 
 /* s[0..n) (n >= 1) -> its softmax, in place, in the order stated above. */
 static inline void kern_softmax(float *s, int64_t n) { kern_active->softmax(s, n); }
+/* s[i] = cap * tanh(s[i] / cap): gemma2's soft-capping of scores and logits, as
+ * ik_llama.cpp's AVX-512 code computes it for s[0, n_vec) (tanh from its polynomial exp:
+ * (e - 1) / (e + 1), e = exp(2x / cap)) and tanhf for the rest. Plain C. */
+void kern_softcap(float *s, int64_t n, float cap, int64_t n_vec);
 
 /* g[i] = g[i] / (1 + kern_expf(-g[i])) * up[i] (SwiGLU), element by element. */
 static inline void kern_silu_mul(float *g, const float *up, int64_t n) { kern_active->silu_mul(g, up, n); }

@@ -23,6 +23,7 @@ static const mdl_arch arch_table[MDL_ARCH_COUNT] = {
     [MDL_ARCH_QWEN2]   = { "qwen2",   1, 1, 0, 0, 0, 1e-6f },
     [MDL_ARCH_QWEN3]   = { "qwen3",   1, 0, 0, 1, 0, 1e-6f },
     [MDL_ARCH_GEMMA3]  = { "gemma3",  1, 0, 1, 1, 1, 1e-6f },
+    [MDL_ARCH_GEMMA2]  = { "gemma2",  1, 0, 1, 0, 1, 1e-6f },
 };
 
 const mdl_arch *mdl_arch_get(int arch_id)
@@ -87,18 +88,35 @@ static int check_layer(const gguf_ctx *g, const mdl_config *c, int il, char *err
     return 0;
 }
 
-/* qwen3, gemma3: the per-head norms of Q and K, head_dim values each; gemma3: the norms
- * after attention and FFN. */
-static int check_qk_norm(const gguf_ctx *g, const mdl_config *c, int il, bool gemma, char *err, size_t errlen)
+/* qwen3, gemma3 (qk_norm): the per-head norms of Q and K, head_dim values each; gemma:
+ * the norms after attention and FFN. */
+static int check_norms(const gguf_ctx *g, const mdl_config *c, int il, const mdl_arch *ar, char *err, size_t errlen)
 {
     char name[96];
     for (int k = 0; k < 2; k++) {
         snprintf(name, sizeof name, "blk.%d.attn_%c_norm.weight", il, "qk"[k]);
-        if (check_tensor(g, name, c->head_dim, 1, err, errlen) != 0) return -1;
+        if (ar->qk_norm && check_tensor(g, name, c->head_dim, 1, err, errlen) != 0) return -1;
         snprintf(name, sizeof name, "blk.%d.%s.weight", il, k ? "post_ffw_norm" : "post_attention_norm");
-        if (gemma && check_tensor(g, name, c->n_embd, 1, err, errlen) != 0) return -1;
+        if (ar->gemma && check_tensor(g, name, c->n_embd, 1, err, errlen) != 0) return -1;
     }
     return 0;
+}
+
+/* gemma3: 5 sliding-window layers to 1 global, the local ones with rope base 10000;
+ * gemma2: every other layer (window 4096 unless the file says), scores and logits
+ * soft-capped. Queries scaled as llama.cpp does: by 1/sqrt(n_embd / n_head) for the
+ * 27B (query_pre_attn_scalar; 62 layers in gemma3, 46 in gemma2), else 1/sqrt(head_dim). */
+static void gemma_config(const gguf_ctx *g, mdl_config *c, const char *a)
+{
+    bool g3 = c->arch_id == MDL_ARCH_GEMMA3;
+    c->swa_pattern = g3 ? 6 : 2;
+    c->rope_base_local = g3 ? 10000.0f : 0.0f;
+    int big = g3 ? 62 : 46;
+    c->attn_scale = 1.0f / sqrtf((float)(c->n_layer == big ? c->n_embd / c->n_head : c->head_dim));
+    if (g3) return;
+    c->sliding_window = (int32_t)arch_int(g, a, "attention.sliding_window", 4096);
+    c->attn_softcap = (float)arch_float(g, a, "attn_logit_softcapping", 50.0);
+    c->final_softcap = (float)arch_float(g, a, "final_logit_softcapping", 30.0);
 }
 
 static int read_dims(const gguf_ctx *g, mdl_config *c, const char *a, char *err, size_t errlen)
@@ -170,7 +188,7 @@ int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t err
     }
     int id = mdl_arch_from_name(a);
     if (id < 0) {
-        return errf(err, errlen, "general.architecture '%s' is not supported (llama, mistral, qwen2, qwen3, gemma3)", a);
+        return errf(err, errlen, "general.architecture '%s' is not supported (llama, mistral, qwen2, qwen3, gemma3, gemma2)", a);
     }
     const mdl_arch *ar = mdl_arch_get(id);
     snprintf(c->arch_name, sizeof c->arch_name, "%s", a);
@@ -204,13 +222,12 @@ int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t err
                 if (check_tensor(g, name, dims[k], 1, err, errlen) != 0) return -1;
             }
         }
-        if (ar->qk_norm && check_qk_norm(g, c, il, ar->gemma, err, errlen) != 0) return -1;
+        if (check_norms(g, c, il, ar, err, errlen) != 0) return -1;
     }
     c->has_qk_norm = ar->qk_norm;
-    if (ar->gemma) { /* as llama.cpp sets them for gemma3 (62 layers: the 27B) */
-        c->swa_pattern = 6;
-        c->rope_base_local = 10000.0f;
-        c->attn_scale = 1.0f / sqrtf((float)(c->n_layer == 62 ? c->n_embd / c->n_head : c->head_dim));
+    if (ar->gemma) gemma_config(g, c, a);
+    if (c->sliding_window < 0 || !(c->attn_softcap >= 0) || !(c->final_softcap >= 0)) {
+        return errf(err, errlen, "%s: sliding_window or a logit soft-capping value is negative", a);
     }
     c->bos_id = (int32_t)gguf_get_int(g, "tokenizer.ggml.bos_token_id", -1);
     c->eos_id = (int32_t)gguf_get_int(g, "tokenizer.ggml.eos_token_id", -1);
@@ -220,10 +237,11 @@ int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t err
 void mdl_config_describe(const mdl_config *c, char *buf, size_t len)
 {
     snprintf(buf, len, "%s: %d layers, n_embd %d, heads %d/%d (head_dim %d), n_ff %d, vocab %d, "
-             "ctx %d, rope base %g%s%s%s%s", c->arch_name, c->n_layer, c->n_embd, c->n_head,
+             "ctx %d, rope base %g%s%s%s%s%s", c->arch_name, c->n_layer, c->n_embd, c->n_head,
              c->n_head_kv, c->head_dim, c->n_ff, c->n_vocab, c->n_ctx_train, c->rope_base,
              c->rope_neox ? " neox" : "", c->tied_output ? ", tied output" : "",
-             c->has_rope_freqs ? ", rope_freqs" : "", c->has_qk_norm ? ", q/k norms" : "");
+             c->has_rope_freqs ? ", rope_freqs" : "", c->has_qk_norm ? ", q/k norms" : "",
+             c->attn_softcap > 0 ? ", soft-capped" : "");
 }
 
 /* LLM_ACT_ROUNDING=ik_llama.cpp: activations of Q8_0 weights rounded as ik_llama.cpp

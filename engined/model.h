@@ -1,6 +1,6 @@
 /*
  * model.h - a model's configuration, read once from GGUF metadata, and the one table
- * of per-architecture differences (llama, mistral, qwen2, qwen3, gemma3).
+ * of per-architecture differences (llama, mistral, qwen2, qwen3, gemma3, gemma2).
  *
  *   mdl_config c;
  *   if (mdl_config_from_gguf(g, &c, err, sizeof err) != 0) { ... }
@@ -20,7 +20,7 @@
 
 typedef struct gguf_ctx gguf_ctx;
 
-typedef enum { MDL_ARCH_LLAMA = 0, MDL_ARCH_MISTRAL = 1, MDL_ARCH_QWEN2 = 2, MDL_ARCH_QWEN3 = 3, MDL_ARCH_GEMMA3 = 4, MDL_ARCH_COUNT } mdl_arch_id;
+typedef enum { MDL_ARCH_LLAMA = 0, MDL_ARCH_MISTRAL = 1, MDL_ARCH_QWEN2 = 2, MDL_ARCH_QWEN3 = 3, MDL_ARCH_GEMMA3 = 4, MDL_ARCH_GEMMA2 = 5, MDL_ARCH_COUNT } mdl_arch_id;
 
 /* What differs between architectures; everything else is one forward pass. */
 typedef struct {
@@ -30,7 +30,8 @@ typedef struct {
     int         sliding_window;/* 1: reads <arch>.attention.sliding_window */
     int         qk_norm;       /* 1: per-head RMS norms of Q and K before rope (qwen3) */
     int         gemma;         /* 1: embeddings * sqrt(n_embd), GELU-tanh gated FFN, norms after
-                                * attention and FFN too, 5 sliding-window layers to 1 global */
+                                * attention and FFN too, sliding-window layers interleaved with
+                                * global ones (gemma3: 5 to 1, gemma2: 1 to 1) */
     float       rms_eps_default;
 } mdl_arch;
 

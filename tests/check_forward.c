@@ -222,6 +222,7 @@ static void check_data_model(const char *stem, eng_precision prec, double tol)
                 den += (double)r[t] * r[t];
             }
             if (sqrt(num / den) > worst_rel) worst_rel = sqrt(num / den);
+            if (getenv("GEM2_ROWS")) fprintf(stderr, "  row %d rel %.3g\n", p, sqrt(num / den));
             top1 += eng_argmax(a, V) == eng_argmax(r, V);
         }
         /* float: max abs difference; quantized activations: relative L2 per row, as above */
@@ -305,6 +306,17 @@ START_TEST(test_reference_gemma3)
      * logits are 0.049 from its F32 ones here (7 layers amplify rounding noise), so two
      * independent roundings land that far apart; with its rounding 2e-7 */
     check_q8_twin("gemma3-tiny-Q8_0", 6e-2);
+}
+END_TEST
+
+/* gemma2: 26 layers (ik_llama.cpp knows gemma2 by its layer count), window 6 on the even
+ * layers, no q/k norms, scores and logits soft-capped (caps 0.05 and 0.3: small enough
+ * to bite on random weights), embeddings * sqrt(n_embd), norms after attention and FFN. */
+START_TEST(test_reference_gemma2)
+{
+    kern_init();
+    check_data_model("gemma2-tiny-f32", ENG_FLOAT, 1e-4);
+    check_q8_twin("gemma2-tiny-Q8_0", 8e-2);
 }
 END_TEST
 
@@ -888,6 +900,7 @@ Suite *forward_suite(void)
     tcase_add_test(ta, test_reference_qwen3);
     tcase_add_test(ta, test_reference_llama31);
     tcase_add_test(ta, test_reference_gemma3);
+    tcase_add_test(ta, test_reference_gemma2);
     tcase_add_test(ta, test_unsupported_arch);
     suite_add_tcase(s, ta);
     return s;
