@@ -64,12 +64,15 @@ START_TEST(test_render_templates)
     expect_render(CHAT_TMPL_MISTRAL_V1,
         " [INST] You are a helpful assistant\n\nHello [/INST] Hi there</s> [INST] Who are you [/INST]"
         "    I am an assistant   </s> [INST] Another question [/INST]");
+    /* v3 and v3-tekken as their real templates (and llama.cpp's jinja path) place the
+     * system prompt: before the last user message, not the first as llama.cpp's built-in
+     * renderer does */
     expect_render(CHAT_TMPL_MISTRAL_V3,
-        "[INST] You are a helpful assistant\n\nHello[/INST] Hi there</s>[INST] Who are you[/INST] "
-        "I am an assistant</s>[INST] Another question[/INST]");
+        "[INST] Hello[/INST] Hi there</s>[INST] Who are you[/INST] "
+        "I am an assistant</s>[INST] You are a helpful assistant\n\nAnother question[/INST]");
     expect_render(CHAT_TMPL_MISTRAL_V3_TEKKEN,
-        "[INST]You are a helpful assistant\n\nHello[/INST]Hi there</s>[INST]Who are you[/INST]"
-        "   I am an assistant   </s>[INST]Another question[/INST]");
+        "[INST]Hello[/INST]Hi there</s>[INST]Who are you[/INST]"
+        "   I am an assistant   </s>[INST]You are a helpful assistant\n\nAnother question[/INST]");
     expect_render(CHAT_TMPL_ZEPHYR,
         "<|system|>\nYou are a helpful assistant<|endoftext|>\n<|user|>\nHello<|endoftext|>\n"
         "<|assistant|>\nHi there<|endoftext|>\n<|user|>\nWho are you<|endoftext|>\n<|assistant|>\n"
@@ -198,6 +201,40 @@ static const qwen3_case qwen3_cases[] = {
 
 };
 
+/* Gemma 3, Phi-3.5, Phi-4 and the Mistral instruct family (v0.2 without a system prompt,
+ * v1 with one, v3, v3-tekken, v7) byte for byte against jinja2 renderings of their real
+ * templates on a few conversations (tests/data/chat/jinja_cases.inc). */
+typedef struct {
+    const char *tmpl, *name;
+    int         gen;
+    chat_msg    msgs[6];
+    size_t      n;
+    const char *want;
+} jinja_case;
+
+static const jinja_case jinja_cases[] = {
+#include "data/chat/jinja_cases.inc"
+};
+
+START_TEST(test_jinja_families)
+{
+    int bad = 0;
+    for (size_t i = 0; i < sizeof jinja_cases / sizeof *jinja_cases; i++) {
+        const jinja_case *q = &jinja_cases[i];
+        chat_tmpl t = chat_template_by_name(q->tmpl);
+        ck_assert_msg(t != CHAT_TMPL_UNKNOWN, "%s: no template %s", q->name, q->tmpl);
+        char *out, err[256];
+        ck_assert_msg(chat_render(t, q->msgs, q->n, q->gen, &out, err, sizeof err) == 0, "%s: %s", q->name, err);
+        if (strcmp(out, q->want) != 0) {
+            fprintf(stderr, "%s:\n got  '%s'\n want '%s'\n", q->name, out, q->want);
+            bad++;
+        }
+        free(out);
+    }
+    ck_assert_msg(bad == 0, "%d renderings differ from jinja2's", bad);
+}
+END_TEST
+
 START_TEST(test_qwen3)
 {
     for (size_t i = 0; i < sizeof qwen3_cases / sizeof *qwen3_cases; i++) {
@@ -247,6 +284,14 @@ START_TEST(test_detect)
     free(t);
     t = gguf_template("tiny-qwen2-Q8_0");
     ck_assert_int_eq(chat_template_detect(t), CHAT_TMPL_CHATML);
+    /* it carries Qwen3's template: qwen3 on a qwen3 model only */
+    ck_assert_int_eq(chat_template_detect_arch(t, "qwen2"), CHAT_TMPL_CHATML);
+    ck_assert_int_eq(chat_template_detect_arch(t, NULL), CHAT_TMPL_CHATML);
+    ck_assert_int_eq(chat_template_detect_arch(t, "qwen3"), CHAT_TMPL_QWEN3);
+    ck_assert_int_eq(chat_template_detect_arch(t, "qwen3moe"), CHAT_TMPL_QWEN3);
+    ck_assert_int_eq(chat_template_detect_arch("<|im_start|>{{ m }}", "qwen3"), CHAT_TMPL_CHATML);
+    ck_assert_int_eq(chat_template_detect("{{ bos_token }}<start_of_turn>{{ first_user_prefix }}"), CHAT_TMPL_GEMMA3);
+    ck_assert_int_eq(chat_template_by_name("gemma3"), CHAT_TMPL_GEMMA3);
     free(t);
     ck_assert_int_eq(chat_template_detect("{{ bos_token }}{% for m in messages %}[INST] "
                      "<<SYS>>{{ m['content'] }}"), CHAT_TMPL_LLAMA2_SYS);
@@ -394,6 +439,7 @@ Suite *chat_suite(void)
     tcase_add_test(tc, test_render_templates);
     tcase_add_test(tc, test_no_generation_prompt);
     tcase_add_test(tc, test_qwen3);
+    tcase_add_test(tc, test_jinja_families);
     tcase_add_test(tc, test_detect);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_render_then_tokenize);

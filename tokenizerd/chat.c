@@ -30,6 +30,7 @@ static const char *const tmpl_names[CHAT_TMPL_COUNT] = {
     [CHAT_TMPL_EXAONE3] = "exaone3", [CHAT_TMPL_GRANITE] = "granite",
     [CHAT_TMPL_MEGREZ] = "megrez", [CHAT_TMPL_LLAMA4] = "llama4",
     [CHAT_TMPL_QWEN3] = "qwen3", [CHAT_TMPL_QWEN3_NOTHINK] = "qwen3-nothink",
+    [CHAT_TMPL_GEMMA3] = "gemma3",
 };
 
 #define DS_USER      "<\xef\xbd\x9cUser\xef\xbd\x9c>"
@@ -101,7 +102,7 @@ chat_tmpl chat_template_detect(const char *s)
     if (HAS("bos_token + message['role']"))
         return CHAT_TMPL_MONARCH;
     if (HAS("<start_of_turn>"))
-        return CHAT_TMPL_GEMMA;
+        return HAS("first_user_prefix") ? CHAT_TMPL_GEMMA3 : CHAT_TMPL_GEMMA;
     if (HAS("'\\n\\nAssistant: ' + eos_token"))
         return CHAT_TMPL_ORION;
     if (HAS("GPT4 Correct "))
@@ -136,6 +137,15 @@ chat_tmpl chat_template_detect(const char *s)
         return CHAT_TMPL_LLAMA4;
     return CHAT_TMPL_UNKNOWN;
 #undef HAS
+}
+
+chat_tmpl chat_template_detect_arch(const char *s, const char *arch)
+{
+    chat_tmpl t = chat_template_detect(s);
+    bool qwen3 = arch && (!strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe"));
+    if (t == CHAT_TMPL_CHATML && qwen3 && strstr(s, "enable_thinking") && strstr(s, "<think>"))
+        return CHAT_TMPL_QWEN3;
+    return t;
 }
 
 /* ---- rendering ---- */
@@ -185,7 +195,11 @@ static void render_mistral(chat_tmpl t, const chat_msg *m, size_t n, sbuf *b)
     const char *lead = t == CHAT_TMPL_MISTRAL_V1 ? " " : "";
     const char *trail = t == CHAT_TMPL_MISTRAL_V3_TEKKEN ? "" : " ";
     bool in_turn = false;
-    for (size_t i = 0; i < n; i++) {
+    /* v3, v3-tekken: the real templates (Mistral-7B-Instruct-v0.3, Nemo, Large-2407) put
+     * the first message, a system one, before the last message when that is a user turn
+     * (and drop it otherwise); v1 puts it in the first turn, like any system message */
+    size_t skip = t != CHAT_TMPL_MISTRAL_V1 && n && is_role(&m[0], "system") ? 1 : 0;
+    for (size_t i = skip; i < n; i++) {
         if (!in_turn) {
             put(b, lead), put(b, "[INST]"), put(b, trail);
             in_turn = true;
@@ -193,6 +207,8 @@ static void render_mistral(chat_tmpl t, const chat_msg *m, size_t n, sbuf *b)
         if (is_role(&m[i], "system")) {
             put_content(b, m[i].content), put(b, "\n\n");
         } else if (is_role(&m[i], "user")) {
+            if (skip && i == n - 1)
+                put_content(b, m[0].content), put(b, "\n\n");
             put_content(b, m[i].content), put(b, lead), put(b, "[/INST]");
         } else {
             put(b, trail);
@@ -327,8 +343,9 @@ static void render_simple(chat_tmpl t, const chat_msg *m, size_t n, bool gen, sb
         case CHAT_TMPL_CHATML:
             put(b, "<|im_start|>"), put(b, r), put(b, "\n"), put_content(b, c), put(b, "<|im_end|>\n");
             break;
-        case CHAT_TMPL_PHI3:
-            put(b, "<|"), put(b, r), put(b, "|>\n"), put_content(b, c), put(b, "<|end|>\n");
+        case CHAT_TMPL_PHI3: /* Phi-3.5's template skips an empty system message */
+            if (!sys || *c)
+                put(b, "<|"), put(b, r), put(b, "|>\n"), put_content(b, c), put(b, "<|end|>\n");
             break;
         case CHAT_TMPL_PHI4:
             put(b, "<|im_start|>"), put(b, r), put(b, "<|im_sep|>"), put_content(b, c), put(b, "<|im_end|>");
@@ -365,8 +382,10 @@ static void render_simple(chat_tmpl t, const chat_msg *m, size_t n, bool gen, sb
             break;
         }
     }
-    if (!gen)
+    if (!gen) {
+        put(b, t == CHAT_TMPL_PHI3 ? "<|endoftext|>" : ""); /* Phi-3's template ends with eos_token */
         return;
+    }
     static const char *const prompt[CHAT_TMPL_COUNT] = {
         [CHAT_TMPL_CHATML] = "<|im_start|>assistant\n", [CHAT_TMPL_PHI3] = "<|assistant|>\n",
         [CHAT_TMPL_PHI4] = "<|im_start|>assistant<|im_sep|>", [CHAT_TMPL_ZEPHYR] = "<|assistant|>\n",
@@ -429,6 +448,13 @@ int chat_render_spans(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_gene
         break;
     case CHAT_TMPL_QWEN3: case CHAT_TMPL_QWEN3_NOTHINK:
         chat_render_qwen3(msgs, n, add_generation_prompt, t == CHAT_TMPL_QWEN3, &b);
+        break;
+    case CHAT_TMPL_GEMMA3:
+        if (chat_render_gemma3(msgs, n, add_generation_prompt, &b, err, errlen) != 0) {
+            free(b.s);
+            free(b.spans);
+            return -1;
+        }
         break;
     case CHAT_TMPL_VICUNA_ORCA: case CHAT_TMPL_OPENCHAT: case CHAT_TMPL_FALCON3:
     case CHAT_TMPL_MONARCH: case CHAT_TMPL_ORION: case CHAT_TMPL_CHATGLM3: case CHAT_TMPL_CHATGLM4:

@@ -60,6 +60,7 @@ typedef enum {
     CHAT_TMPL_LLAMA4,
     CHAT_TMPL_QWEN3,             /* ChatML with <think> handling (chat_qwen3.c) */
     CHAT_TMPL_QWEN3_NOTHINK,     /* the same with enable_thinking=false */
+    CHAT_TMPL_GEMMA3,            /* Gemma 3's Jinja template (chat_gemma3.c) */
     CHAT_TMPL_COUNT
 } chat_tmpl;
 
@@ -71,6 +72,10 @@ typedef struct {
 /* Recognises a Jinja chat template by the markers it contains; CHAT_TMPL_UNKNOWN for
  * NULL or a template it does not know. A bare name (e.g. "chatml") is also accepted. */
 chat_tmpl chat_template_detect(const char *jinja_source);
+/* chat_template_detect knowing the model's general.architecture (may be NULL): Qwen3's
+ * template (ChatML with "enable_thinking" and "<think>") is qwen3 on a qwen3 or qwen3moe
+ * model; elsewhere (tiny-qwen2 carries it) it stays ChatML, as chat_template_detect says. */
+chat_tmpl chat_template_detect_arch(const char *jinja_source, const char *arch);
 /* The template with this name (llama.cpp's names: "chatml", "llama2", "llama3",
  * "mistral-v7", "zephyr", "gemma", "phi3", "deepseek3", ...); CHAT_TMPL_UNKNOWN if none. */
 chat_tmpl chat_template_by_name(const char *name);
@@ -117,7 +122,8 @@ const char *chat_tools_default_system(const char *jinja_source);
 
 /* Whether template t renders tools: chatml (the Hermes / Qwen <tool_call> style),
  * llama3 (Llama 3.1's JSON style, results in the ipython role), mistral-v3 and
- * mistral-v3-tekken ([AVAILABLE_TOOLS], [TOOL_CALLS], [TOOL_RESULTS]). */
+ * mistral-v3-tekken ([AVAILABLE_TOOLS], [TOOL_CALLS], [TOOL_RESULTS]); qwen3 and
+ * qwen3-nothink render a chat with tools as chatml does. */
 bool chat_tools_supported(chat_tmpl t);
 
 /* chat_render_spans with tools: the definitions and the calls and results in the

@@ -90,5 +90,7 @@ static inline void put_content_trim(sbuf *b, const char *s)
 
 /* Qwen3's template (chat_qwen3.c); think: false renders enable_thinking=false. */
 void chat_render_qwen3(const chat_msg *m, size_t n, bool gen, bool think, sbuf *b);
+/* Gemma 3's template (chat_gemma3.c); -1 and err when the roles do not alternate. */
+int chat_render_gemma3(const chat_msg *m, size_t n, bool gen, sbuf *b, char *err, size_t errlen);
 
 #endif

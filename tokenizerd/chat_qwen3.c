@@ -3,8 +3,9 @@
  * ChatML turns; an assistant turn keeps only the text after its last "</think>", except
  * after the last user turn, where its reasoning is written back in a <think> block (always
  * for the final message); "qwen3-nothink" (enable_thinking=false) opens the generated turn
- * with an empty <think> block. Chosen by name (--chat-template qwen3); not detected, since
- * files that carry this template (tiny-qwen2) are served as ChatML, tools included.
+ * with an empty <think> block. Chosen by name (--chat-template qwen3), or detected from
+ * the template on a qwen3/qwen3moe model (chat_template_detect_arch; tiny-qwen2 carries it
+ * too and stays ChatML). A chat with tools is rendered as ChatML (chat_render_tools).
  */
 #include "chat.h"
 #include "chat_impl.h"

@@ -467,7 +467,7 @@ static int render_mistral_tools(chat_tmpl t, const chat_msg *m, size_t n, const 
 bool chat_tools_supported(chat_tmpl t)
 {
     return t == CHAT_TMPL_CHATML || t == CHAT_TMPL_LLAMA3 || t == CHAT_TMPL_MISTRAL_V3 ||
-           t == CHAT_TMPL_MISTRAL_V3_TEKKEN;
+           t == CHAT_TMPL_MISTRAL_V3_TEKKEN || t == CHAT_TMPL_QWEN3 || t == CHAT_TMPL_QWEN3_NOTHINK;
 }
 
 static int check_tools(const chat_msg *m, size_t n, const chat_tools *tl, char *err, size_t errlen)
@@ -511,8 +511,10 @@ int chat_render_tools(chat_tmpl t, const chat_msg *msgs, size_t n, const chat_to
         *spans = NULL, *n_spans = 0;
     static const chat_tools none = {0};
     tl = tl ? tl : &none;
+    if (t == CHAT_TMPL_QWEN3 || t == CHAT_TMPL_QWEN3_NOTHINK)
+        t = CHAT_TMPL_CHATML; /* Qwen3's tool section is Qwen2.5's (Hermes <tool_call>) */
     if (!chat_tools_supported(t))
-        return errf(err, errlen, "chat_render: template %s does not render tools (chatml, llama3, mistral-v3 and "
+        return errf(err, errlen, "chat_render: template %s does not render tools (chatml, qwen3, llama3, mistral-v3 and "
                     "mistral-v3-tekken do)", chat_template_name(t));
     if (n && !msgs)
         return errf(err, errlen, "chat_render: messages are NULL");

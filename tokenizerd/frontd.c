@@ -351,7 +351,9 @@ static tok_vocab *load_vocab(front *f, const char *model, const char *segment, c
     f->tmpl = CHAT_TMPL_UNKNOWN;
     if (v) {
         const char *src = tmpl_name ? tmpl_name : gguf_get_str(g, "tokenizer.chat_template", NULL);
-        f->tmpl = src ? chat_template_detect(src) : CHAT_TMPL_UNKNOWN;
+        f->tmpl = tmpl_name ? chat_template_detect(src)
+                  : src ? chat_template_detect_arch(src, gguf_get_str(g, "general.architecture", NULL))
+                        : CHAT_TMPL_UNKNOWN;
         f->tmpl_system = f->tmpl == CHAT_TMPL_CHATML ? chat_tools_default_system(src) : NULL;
         if (tmpl_name && f->tmpl == CHAT_TMPL_UNKNOWN) log_warn("unknown --chat-template %s", tmpl_name);
     }
