@@ -22,8 +22,8 @@
 typedef struct {
     const char *arch, *name, *tok_model, *tok_pre, *rope_scaling;
     int64_t     ctx, embd, layers, heads, heads_kv, head_dim, ff, vocab, rope_dims;
-    int64_t     bos, eos, file_type, swa;
-    double      rope_base, rope_factor, rms_eps, softcap[2];
+    int64_t     bos, eos, file_type, swa, ctx_orig;
+    double      rope_base, rope_factor, rms_eps, softcap[2], rope_attn;
     bool        neox, chat_template;
     uint64_t    params, tensor_bytes, file_size;
     int64_t     type_count[QT_COUNT];
@@ -84,6 +84,8 @@ static void collect(const gguf_ctx *g, model_info *m)
     m->rms_eps = arch_float(g, a, "attention.layer_norm_rms_epsilon", -1.0);
     m->neox = arch_neox(a);
     m->swa = arch_int(g, a, "attention.sliding_window", 0);
+    m->ctx_orig = arch_int(g, a, "rope.scaling.original_context_length", 0);
+    m->rope_attn = arch_float(g, a, "rope.scaling.attn_factor", 0.0);
     m->softcap[0] = arch_float(g, a, "attn_logit_softcapping", 0.0);
     m->softcap[1] = arch_float(g, a, "final_logit_softcapping", 0.0);
     int64_t tok = gguf_find_key(g, "tokenizer.ggml.tokens");
@@ -148,6 +150,10 @@ static void print_text(const gguf_ctx *g, const char *path, const model_info *m,
     if (m->rope_scaling) printf(", scaling %s", m->rope_scaling);
     fmt_num(m->rope_factor, num, sizeof num);
     if (m->rope_factor > 0) printf(", factor %s", num);
+    fmt_num(m->rope_attn, num, sizeof num);
+    if (m->rope_attn > 0) printf(", attn factor %s", num);
+    if (m->ctx_orig > 0) printf(", original context %lld", (long long)m->ctx_orig);
+    if (gguf_find_tensor(g, "rope_factors_long.weight")) printf(", long/short factors");
     printf("\n");
     fmt_num(m->rms_eps, num, sizeof num);
     printf("rms eps         %s\n", m->rms_eps < 0 ? "n/a" : num);
@@ -287,6 +293,10 @@ static void print_json(const gguf_ctx *g, const char *path, const model_info *m,
     printf(", \"scaling_factor\": ");
     if (m->rope_factor > 0) json_num(m->rope_factor);
     else fputs("null", stdout);
+    printf(", \"attn_factor\": ");
+    if (m->rope_attn > 0) json_num(m->rope_attn);
+    else fputs("null", stdout);
+    json_int("original_context_length", m->ctx_orig > 0 ? m->ctx_orig : -1);
     printf("}, \"rms_eps\": ");
     if (m->rms_eps >= 0) json_num(m->rms_eps);
     else fputs("null", stdout);

@@ -15,6 +15,7 @@
  * Exit 0, 1 with one "error: ..." line, 2 for usage. Owner: gguf helper.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +26,8 @@
 #include "synth_util.h"
 
 #define USAGE "usage: llmc synth --shape NAME --type TYPE --vocab-from VOCAB.gguf --seed N -o OUT.gguf\n" \
-              "                  [--arch llama|qwen2|qwen3|gemma3|gemma2] [--threads N]\n" \
-              "shapes: tiny stories110m tinyllama-1.1b llama2-7b llama3-8b qwen3-0.6b qwen3-tiny llama31-tiny gemma3-1b gemma3-tiny gemma2-2b gemma2-tiny\n"
+              "                  [--arch llama|qwen2|qwen3|gemma3|gemma2|phi3] [--threads N]\n" \
+              "shapes: tiny stories110m tinyllama-1.1b llama2-7b llama3-8b qwen3-0.6b qwen3-tiny llama31-tiny gemma3-1b gemma3-tiny gemma2-2b gemma2-tiny phi3-mini phi3-tiny\n"
 
 typedef struct {
     const char *name;
@@ -53,14 +54,17 @@ static const synth_shape shapes[] = {
     {"gemma2-2b", 2304, 26, 8, 4, 9216, 8192, 10000.0, true, 256, false, 4096, {50.0f, 30.0f}},
     /* 26 layers: ik_llama.cpp knows gemma2 by its layer counts; caps small enough to bite */
     {"gemma2-tiny", 64, 26, 4, 2, 128, 8192, 10000.0, true, 32, false, 6, {0.05f, 0.3f}},
+    /* phi3: fused attn_qkv and ffn_up, long/short rope factors for a context 32x the original */
+    {"phi3-mini", 3072, 32, 32, 32, 8192, 131072, 10000.0, false, 0, false, 262144, {0, 0}},
+    {"phi3-tiny", 64, 3, 4, 2, 128, 8192, 10000.0, false, 0, false, 8, {0, 0}},
 };
 
-typedef enum { SYNTH_LLAMA, SYNTH_QWEN2, SYNTH_QWEN3, SYNTH_GEMMA3, SYNTH_GEMMA2, SYNTH_ARCH_COUNT } synth_arch;
-static const char *const synth_arch_names[] = { "llama", "qwen2", "qwen3", "gemma3", "gemma2" };
+typedef enum { SYNTH_LLAMA, SYNTH_QWEN2, SYNTH_QWEN3, SYNTH_GEMMA3, SYNTH_GEMMA2, SYNTH_PHI3, SYNTH_ARCH_COUNT } synth_arch;
+static const char *const synth_arch_names[] = { "llama", "qwen2", "qwen3", "gemma3", "gemma2", "phi3" };
 
 static int64_t shape_head_dim(const synth_shape *s) { return s->head_dim ? s->head_dim : s->embd / s->heads; }
 
-typedef enum { FILL_WEIGHT, FILL_NORM, FILL_BIAS, FILL_FREQ } fill_kind;
+typedef enum { FILL_WEIGHT, FILL_NORM, FILL_BIAS, FILL_FREQ, FILL_FREQ_SHORT } fill_kind;
 
 typedef struct {
     char      name[64];
@@ -152,8 +156,32 @@ static int add_tensor(synth_job *j, uint32_t want, const char *name, int64_t ne0
     return 0;
 }
 
+/* phi3: fused Q/K/V and gate/up, rope factors long and short. */
+static int plan_phi3(synth_job *j, const synth_shape *s, int64_t vocab, uint32_t type)
+{
+    int64_t kv = shape_head_dim(s) * s->heads_kv;
+    char n[64];
+    int rc = add_tensor(j, type, "token_embd.weight", s->embd, vocab, FILL_WEIGHT);
+    for (int64_t l = 0; l < s->layers && rc == 0; l++) {
+        struct { const char *suffix; int64_t ne0, ne1; fill_kind kind; } t[] = {
+            {"attn_norm.weight", s->embd, 0, FILL_NORM}, {"attn_qkv.weight", s->embd, s->embd + 2 * kv, FILL_WEIGHT},
+            {"attn_output.weight", s->embd, s->embd, FILL_WEIGHT}, {"ffn_norm.weight", s->embd, 0, FILL_NORM},
+            {"ffn_up.weight", s->embd, 2 * s->ff, FILL_WEIGHT}, {"ffn_down.weight", s->ff, s->embd, FILL_WEIGHT},
+        };
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            snprintf(n, sizeof n, "blk.%lld.%s", (long long)l, t[i].suffix);
+            rc |= add_tensor(j, type, n, t[i].ne0, t[i].ne1, t[i].kind);
+        }
+    }
+    rc |= add_tensor(j, type, "output_norm.weight", s->embd, 0, FILL_NORM);
+    rc |= add_tensor(j, type, "rope_factors_long.weight", shape_head_dim(s) / 2, 0, FILL_FREQ);
+    rc |= add_tensor(j, type, "rope_factors_short.weight", shape_head_dim(s) / 2, 0, FILL_FREQ_SHORT);
+    return rc | add_tensor(j, type, "output.weight", s->embd, vocab, FILL_WEIGHT);
+}
+
 static int plan(synth_job *j, const synth_shape *s, synth_arch arch, int64_t vocab, uint32_t type)
 {
+    if (arch == SYNTH_PHI3) return plan_phi3(j, s, vocab, type);
     int64_t hd = shape_head_dim(s), kv = hd * s->heads_kv, q = hd * s->heads;
     char n[64];
     int rc = add_tensor(j, type, "token_embd.weight", s->embd, vocab, FILL_WEIGHT);
@@ -221,8 +249,8 @@ static void *fill_worker(void *arg)
         xoshiro rng;
         xo_seed(&rng, p->job->seed, t->name, (uint64_t)c);
         gen_normal(&rng, tmp, rows * t->ne[0], mean, sd);
-        for (int64_t i = 0; t->kind == FILL_FREQ && i < rows * t->ne[0]; i++) /* 1 .. 8, rising */
-            tmp[i] = 1.0f + 7.0f * (float)i / (float)(rows * t->ne[0]);
+        for (int64_t i = 0; t->kind >= FILL_FREQ && i < rows * t->ne[0]; i++) /* 1 .. 8 (short: 1.5), rising */
+            tmp[i] = 1.0f + (t->kind == FILL_FREQ ? 7.0f : 0.5f) * (float)i / (float)(rows * t->ne[0]);
         q->quant(tmp, p->dst + (size_t)r0 * row, rows * t->ne[0]);
     }
     free(tmp);
@@ -334,6 +362,8 @@ static int synth_write(const synth_shape *s, synth_arch sa, uint32_t type, uint6
     }
     char name[96], key[128];
     snprintf(name, sizeof name, "synth-%s%s%s", s->name, qwen ? "-" : "", qwen ? arch : "");
+    if (sa == SYNTH_PHI3) /* a name with "phi3" makes llama.cpp look up Phi-3's special tokens */
+        snprintf(name, sizeof name, "synth-phi-%s", strchr(s->name, '-') + 1);
     gguf_writer_set_str(w, "general.architecture", arch);
     gguf_writer_set_str(w, "general.type", "model");
     gguf_writer_set_str(w, "general.name", name);
@@ -355,8 +385,12 @@ static int synth_write(const synth_shape *s, synth_arch sa, uint32_t type, uint6
     gguf_writer_set_f32(w, KEY("rope.freq_base"), sa == SYNTH_QWEN2 ? 1000000.0f : (float)s->rope_base);
     gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), qwen ? 1e-6f : 1e-5f);
     gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)vocab);
-    if (sa == SYNTH_GEMMA3 || sa == SYNTH_GEMMA2)
+    if (sa == SYNTH_GEMMA3 || sa == SYNTH_GEMMA2 || sa == SYNTH_PHI3)
         gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)(s->swa ? s->swa : 512));
+    if (sa == SYNTH_PHI3) { /* Phi-3.5's long rope: original context 1/32, attn_factor from the ratio */
+        gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)(s->ctx / 32));
+        gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), (float)sqrt(1.0 + log(32.0) / log((double)s->ctx / 32)));
+    }
     if (sa == SYNTH_GEMMA2) {
         gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), s->softcap[0] > 0 ? s->softcap[0] : 50.0f);
         gguf_writer_set_f32(w, KEY("final_logit_softcapping"), s->softcap[1] > 0 ? s->softcap[1] : 30.0f);
@@ -420,7 +454,7 @@ int cmd_synth(int argc, char **argv)
     for (int i = 0; i < SYNTH_ARCH_COUNT; i++)
         if (strcmp(a.arch, synth_arch_names[i]) == 0) sa = i;
     if (sa < 0) {
-        fprintf(stderr, "llmc synth: --arch must be llama, qwen2, qwen3, gemma3 or gemma2, not %s\n", a.arch);
+        fprintf(stderr, "llmc synth: --arch must be llama, qwen2, qwen3, gemma3, gemma2 or phi3, not %s\n", a.arch);
         return 2;
     }
     uint64_t seed, threads = 2;

@@ -40,7 +40,11 @@ typedef struct {
     float   attn_scale;      /* scale of q.k; 0: 1 / sqrt(head_dim) */
     float   attn_softcap;    /* gemma2: scores become c * tanh(s / c) before the softmax; 0: none */
     float   final_softcap;   /* gemma2: the same on the logits; 0: none */
+    float   rope_attn_factor;/* rope.scaling.attn_factor: cos and sin scaled by it (phi3 long rope); 1: none */
+    int32_t n_ctx_orig;      /* rope.scaling.original_context_length (else context_length) */
+    int32_t has_rope_long_short; /* phi3: rope_factors_long/short.weight, long above n_ctx_orig */
+    int32_t pad0;            /* 0: the size stays a multiple of 8 */
 } mdl_config;
-_Static_assert(sizeof(mdl_config) == 136, "mdl_config is part of the segment layout");
+_Static_assert(sizeof(mdl_config) == 152, "mdl_config is part of the segment layout");
 
 #endif

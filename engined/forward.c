@@ -275,11 +275,11 @@ static void rms_norm(const float *x, const float *w, float *out, int n, int dim,
 static void rope_table(const mdl_config *c, float base, float scale, const float *freqs, int pos, float *tab)
 {
     float theta_scale = powf(base, -2.0f / (float)c->n_rot);
-    float theta = (float)pos;
+    float theta = (float)pos, ms = c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0f;
     for (int i = 0; i < c->n_rot / 2; i++) {
         float t = scale * theta / (freqs ? freqs[i] : 1.0f);
-        tab[2 * i] = cosf(t);
-        tab[2 * i + 1] = sinf(t);
+        tab[2 * i] = cosf(t) * ms; /* ms: rope.scaling.attn_factor (phi3), else 1 */
+        tab[2 * i + 1] = sinf(t) * ms;
         theta *= theta_scale;
     }
 }
@@ -517,7 +517,8 @@ static int forward(eng_model *m, eng_session *const *sess, const int *pos, const
         if (te->q8) kern_w_dequant_row(te->wt, te->data, E, tok[i], m->x + (size_t)i * E);
         else memcpy(m->x + (size_t)i * E, (const char *)te->data + (size_t)tok[i] * te->row_bytes,
                     (size_t)E * sizeof(float));
-        rope_table(c, c->rope_base, c->rope_freq_scale, m->w.rope_freqs, pos[i], m->rope + (size_t)i * c->n_rot);
+        const float *ff = mdl_rope_factors(&m->w, c, sess[i]->kv.n_ctx); /* phi3: by the session's context */
+        rope_table(c, c->rope_base, c->rope_freq_scale, ff, pos[i], m->rope + (size_t)i * c->n_rot);
         if (c->rope_base_local > 0)
             rope_table(c, c->rope_base_local, 1.0f, m->w.rope_freqs, pos[i], m->rope_l + (size_t)i * c->n_rot);
         if (mdl_arch_get(c->arch_id)->gemma) { /* embeddings scaled by sqrt(n_embd) */

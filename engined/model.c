@@ -24,6 +24,7 @@ static const mdl_arch arch_table[MDL_ARCH_COUNT] = {
     [MDL_ARCH_QWEN3]   = { "qwen3",   1, 0, 0, 1, 0, 1e-6f },
     [MDL_ARCH_GEMMA3]  = { "gemma3",  1, 0, 1, 1, 1, 1e-6f },
     [MDL_ARCH_GEMMA2]  = { "gemma2",  1, 0, 1, 0, 1, 1e-6f },
+    [MDL_ARCH_PHI3]    = { "phi3",    1, 0, 1, 0, 0, 1e-5f },
 };
 
 const mdl_arch *mdl_arch_get(int arch_id)
@@ -173,6 +174,11 @@ static int read_rope(const gguf_ctx *g, mdl_config *c, const char *a, const mdl_
     }
     c->sliding_window = ar->sliding_window ? (int32_t)arch_int(g, a, "attention.sliding_window", 0) : 0;
     if (c->sliding_window < 0) c->sliding_window = 0;
+    c->rope_attn_factor = (float)arch_float(g, a, "rope.scaling.attn_factor", 1.0);
+    c->n_ctx_orig = (int32_t)arch_int(g, a, "rope.scaling.original_context_length", c->n_ctx_train);
+    if (!(c->rope_attn_factor > 0) || c->n_ctx_orig <= 0) {
+        return errf(err, errlen, "%s.rope.scaling.attn_factor or original_context_length is not positive", a);
+    }
     const gguf_tensor *rf = gguf_find_tensor(g, "rope_freqs.weight");
     c->has_rope_freqs = rf != NULL;
     if (rf && check_tensor(g, "rope_freqs.weight", c->n_rot / 2, 1, err, errlen) != 0) return -1;
@@ -188,7 +194,7 @@ int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t err
     }
     int id = mdl_arch_from_name(a);
     if (id < 0) {
-        return errf(err, errlen, "general.architecture '%s' is not supported (llama, mistral, qwen2, qwen3, gemma3, gemma2)", a);
+        return errf(err, errlen, "general.architecture '%s' is not supported (llama, mistral, qwen2, qwen3, gemma3, gemma2, phi3)", a);
     }
     const mdl_arch *ar = mdl_arch_get(id);
     snprintf(c->arch_name, sizeof c->arch_name, "%s", a);
@@ -210,7 +216,8 @@ int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t err
     if (!c->tied_output && check_tensor(g, "output.weight", c->n_embd, c->n_vocab, err, errlen) != 0)
         return -1;
     c->has_qkv_bias = gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
-    for (int il = 0; il < c->n_layer; il++) {
+    if (id == MDL_ARCH_PHI3 && mdl_phi3_config(g, c, a, err, errlen) != 0) return -1;
+    for (int il = 0; il < c->n_layer && id != MDL_ARCH_PHI3; il++) {
         if (check_layer(g, c, il, err, errlen) != 0) return -1;
         if (c->has_qkv_bias) {
             char name[96];
@@ -303,6 +310,7 @@ static int bind_vec(const seg_map *m, const char *name, int64_t n, const float *
 
 static int bind_layer(const seg_map *m, const mdl_config *c, int il, mdl_layer *L, char *err, size_t errlen)
 {
+    if (c->arch_id == MDL_ARCH_PHI3) return mdl_phi3_bind_layer(m, c, il, L, err, errlen);
     int64_t E = c->n_embd, Q = (int64_t)c->n_head * c->head_dim, KV = (int64_t)c->n_head_kv * c->head_dim;
     char n[9][96];
     const char *names[9] = { "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
@@ -353,6 +361,10 @@ int mdl_weights_bind(const seg_map *m, const mdl_config *c, mdl_weights *w, char
     else if (bind_mat(m, "output.weight", c->n_embd, c->n_vocab, &w->output, err, errlen)) return -1;
     if (c->has_rope_freqs && bind_vec(m, "rope_freqs.weight", c->n_rot / 2, &w->rope_freqs, err, errlen))
         return -1;
+    if (c->has_rope_long_short &&
+        (bind_vec(m, "rope_factors_long.weight", c->n_rot / 2, &w->rope_long, err, errlen) ||
+         bind_vec(m, "rope_factors_short.weight", c->n_rot / 2, &w->rope_short, err, errlen)))
+        return -1;
     w->layers = calloc((size_t)c->n_layer, sizeof *w->layers);
     if (!w->layers) {
         return errf(err, errlen, "out of memory for %d layers", c->n_layer);
@@ -370,4 +382,20 @@ void mdl_weights_free(mdl_weights *w)
 {
     free(w->layers);
     w->layers = NULL;
+}
+
+int mdl_check_tensor(const gguf_ctx *g, const char *name, int64_t d0, int64_t d1, char *err, size_t errlen)
+{
+    return check_tensor(g, name, d0, d1, err, errlen);
+}
+
+int mdl_bind_mat(const seg_map *m, const char *name, int64_t cols, int64_t rows, mdl_mat *out, char *err,
+                 size_t errlen)
+{
+    return bind_mat(m, name, cols, rows, out, err, errlen);
+}
+
+int mdl_bind_vec(const seg_map *m, const char *name, int64_t n, const float **out, char *err, size_t errlen)
+{
+    return bind_vec(m, name, n, out, err, errlen);
 }

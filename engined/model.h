@@ -1,6 +1,7 @@
 /*
  * model.h - a model's configuration, read once from GGUF metadata, and the one table
- * of per-architecture differences (llama, mistral, qwen2, qwen3, gemma3, gemma2).
+ * of per-architecture differences (llama, mistral, qwen2, qwen3, gemma3, gemma2,
+ * phi3: model_phi3.c).
  *
  *   mdl_config c;
  *   if (mdl_config_from_gguf(g, &c, err, sizeof err) != 0) { ... }
@@ -20,7 +21,7 @@
 
 typedef struct gguf_ctx gguf_ctx;
 
-typedef enum { MDL_ARCH_LLAMA = 0, MDL_ARCH_MISTRAL = 1, MDL_ARCH_QWEN2 = 2, MDL_ARCH_QWEN3 = 3, MDL_ARCH_GEMMA3 = 4, MDL_ARCH_GEMMA2 = 5, MDL_ARCH_COUNT } mdl_arch_id;
+typedef enum { MDL_ARCH_LLAMA = 0, MDL_ARCH_MISTRAL = 1, MDL_ARCH_QWEN2 = 2, MDL_ARCH_QWEN3 = 3, MDL_ARCH_GEMMA3 = 4, MDL_ARCH_GEMMA2 = 5, MDL_ARCH_PHI3 = 6, MDL_ARCH_COUNT } mdl_arch_id;
 
 /* What differs between architectures; everything else is one forward pass. */
 typedef struct {
@@ -78,6 +79,7 @@ typedef struct {
     mdl_mat      output;         /* (n_vocab, n_embd): tok_embd when tied */
     const float *output_norm;    /* (n_embd) */
     const float *rope_freqs;     /* (n_rot/2) or NULL */
+    const float *rope_long, *rope_short; /* (n_rot/2) each or NULL: phi3 (mdl_rope_factors) */
     mdl_layer   *layers;         /* (n_layer), malloc'd */
 } mdl_weights;
 
@@ -88,6 +90,24 @@ int mdl_weights_bind(const struct seg_map *m, const mdl_config *c, mdl_weights *
                      char *err, size_t errlen);
 /* Frees the layer array; accepts a zeroed struct. */
 void mdl_weights_free(mdl_weights *w);
+
+/* phi3 (model_phi3.c): the layer tensors (fused attn_qkv [n_embd, q + 2 kv] and ffn_up
+ * [n_embd, 2 n_ff], gate first) checked in a GGUF, the sliding window ik_llama.cpp assumes
+ * when the file names none; and bound in a segment as views of the fused matrices'
+ * rows (each part a whole number of 16-row tiles). 0, or -1 with a message. */
+int mdl_phi3_config(const gguf_ctx *g, mdl_config *c, const char *arch, char *err, size_t errlen);
+int mdl_phi3_bind_layer(const struct seg_map *m, const mdl_config *c, int il, mdl_layer *L, char *err,
+                        size_t errlen);
+/* The rope frequency factors of a session of n_ctx positions: rope_freqs, or phi3's long
+ * factors when n_ctx > n_ctx_orig (as ik_llama.cpp picks by its context), else short. */
+const float *mdl_rope_factors(const mdl_weights *w, const mdl_config *c, int n_ctx);
+
+/* model.c's checks and bindings, for the architecture files. */
+int mdl_check_tensor(const gguf_ctx *g, const char *name, int64_t d0, int64_t d1, char *err, size_t errlen);
+int mdl_bind_mat(const struct seg_map *m, const char *name, int64_t cols, int64_t rows, mdl_mat *out,
+                 char *err, size_t errlen);
+int mdl_bind_vec(const struct seg_map *m, const char *name, int64_t n, const float **out, char *err,
+                 size_t errlen);
 
 /* One-line human summary ("llama: 5 layers, n_embd 64, ...") into buf. */
 void mdl_config_describe(const mdl_config *c, char *buf, size_t len);

@@ -320,6 +320,17 @@ START_TEST(test_reference_gemma2)
 }
 END_TEST
 
+/* phi3: fused attn_qkv and ffn_up (gate first), window 8 on every layer, long rope factors
+ * (the sessions' 512 positions exceed the original context of 256) and
+ * rope.scaling.attn_factor 1.27 on cos and sin. */
+START_TEST(test_reference_phi3)
+{
+    kern_init();
+    check_data_model("phi3-tiny-f32", ENG_FLOAT, 1e-4);
+    check_q8_twin("phi3-tiny-Q8_0", 2e-2);
+}
+END_TEST
+
 /* Memory (issue 13): a native segment of a Q4_0, Q4_K_M or Q6_K file holds at most 1.1x
  * the file's tensor bytes per weight; the widened int8 one holds ~8.5 bits. */
 START_TEST(test_native_segment_bytes)
@@ -901,6 +912,7 @@ Suite *forward_suite(void)
     tcase_add_test(ta, test_reference_llama31);
     tcase_add_test(ta, test_reference_gemma3);
     tcase_add_test(ta, test_reference_gemma2);
+    tcase_add_test(ta, test_reference_phi3);
     tcase_add_test(ta, test_unsupported_arch);
     suite_add_tcase(s, ta);
     return s;
