@@ -201,7 +201,7 @@ static const qwen3_case qwen3_cases[] = {
 
 };
 
-/* Gemma 3, Phi-3.5, Phi-4 and the Mistral instruct family (v0.2 without a system prompt,
+/* Gemma 3, Gemma 2, Phi-3.5, Phi-4 and the Mistral instruct family (v0.2 without a system prompt,
  * v1 with one, v3, v3-tekken, v7) byte for byte against jinja2 renderings of their real
  * templates on a few conversations (tests/data/chat/jinja_cases.inc). */
 typedef struct {
