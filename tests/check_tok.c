@@ -527,6 +527,55 @@ START_TEST(test_load_from_blob)
 }
 END_TEST
 
+/* stories260K's vocabulary with general.name set to name (NULL: none). */
+static tok_vocab *named_vocab(const char *name)
+{
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/models/stories260K-f32.gguf", shared());
+    gguf_ctx *g = gguf_open(path, err, sizeof err);
+    ck_assert_msg(g != NULL, "%s", err);
+    gguf_writer *w = gguf_writer_new();
+    gguf_writer_copy_kv(w, g, "tokenizer.");
+    if (name)
+        gguf_writer_set_str(w, "general.name", name);
+    size_t len;
+    void *blob = gguf_writer_write_mem(w, NULL, NULL, &len, err, sizeof err);
+    ck_assert_msg(blob != NULL, "%s", err);
+    gguf_writer_free(w);
+    gguf_close(g);
+    gguf_ctx *gb = gguf_parse(blob, len, err, sizeof err);
+    ck_assert_msg(gb != NULL, "%s", err);
+    tok_vocab *v = tok_vocab_load(gb, err, sizeof err);
+    ck_assert_msg(v != NULL, "%s", err);
+    gguf_close(gb);
+    free(blob);
+    return v;
+}
+
+/* Phi-3 (issue 21): llama.cpp drops the whitespace after a parsed special token of a
+ * model named Phi-3 (RSTRIP), except after <unk>, <s> and <|endoftext|>. */
+START_TEST(test_phi3_rstrip)
+{
+    tok_vocab *p = named_vocab("Phi-3-mini-4k-instruct"), *n = named_vocab(NULL), *o = named_vocab("phi-2");
+    const char *s = "a</s> \n b<s> c", *stripped = "a</s>b<s> c";
+    int32_t *x, *y, *z;
+    size_t nx = encode(p, s, strlen(s), false, true, &x), ny = encode(n, stripped, strlen(stripped), false, true, &y);
+    ck_assert_int_eq(nx, ny);
+    ck_assert(memcmp(x, y, nx * sizeof *x) == 0);
+    free(y);
+    ny = encode(n, s, strlen(s), false, true, &y);
+    size_t nz = encode(o, s, strlen(s), false, true, &z);
+    ck_assert(ny != nx || memcmp(x, y, nx * sizeof *x) != 0); /* others keep the whitespace */
+    ck_assert(nz == ny && memcmp(y, z, ny * sizeof *y) == 0);
+    free(x);
+    free(y);
+    free(z);
+    tok_vocab_free(p);
+    tok_vocab_free(n);
+    tok_vocab_free(o);
+}
+END_TEST
+
 /* Bad metadata gives NULL and names the key. */
 static void expect_load_error(gguf_writer *w, const char *needle)
 {
@@ -875,6 +924,7 @@ Suite *tok_suite(void)
     tcase_add_test(tc, test_model_prompts);
     tcase_add_test(tc, test_greedy_texts);
     tcase_add_test(tc, test_load_from_blob);
+    tcase_add_test(tc, test_phi3_rstrip);
     suite_add_tcase(s, tc);
     tc = tcase_create("behaviour");
     tcase_set_timeout(tc, 120);

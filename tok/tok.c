@@ -4,6 +4,7 @@
  * fragment at its leftmost non-overlapping occurrences), then SPM or BPE on each text
  * fragment, with BOS/EOS as the vocabulary asks. Owner: tok.
  */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,7 @@ static bool split_special(const tok_vocab *v, const char *text, int32_t id, cons
 {
     size_t slen;
     const char *s = tok_text(v, id, &slen);
+    bool rstrip = tok_special_rstrip(v, id);
     frag_list out = { 0 };
     bool ok = true;
     for (size_t i = 0; ok && i < l->n; i++) {
@@ -86,7 +88,10 @@ static bool split_special(const tok_vocab *v, const char *text, int32_t id, cons
             if (pos > at)
                 ok = frag_push(&out, (fragment){ at, pos - at, -1 });
             ok = ok && frag_push(&out, (fragment){ 0, 0, id });
-            at = from = pos + slen;
+            at = pos + slen;
+            while (rstrip && at < end && isspace((unsigned char)text[at]))
+                at++; /* Phi-3: the whitespace after it goes (llama.cpp's RSTRIP) */
+            from = at;
         }
         if (ok && at < end)
             ok = frag_push(&out, (fragment){ at, end - at, -1 });

@@ -76,6 +76,7 @@ struct tok_vocab {
     int32_t bos, eos, eot, eom, unk, pad;
     bool    add_bos, add_eos, add_space_prefix, ignore_merges, clean_spaces;
     bool    spm_walls; /* no token has U+2581 after another character (tok_spm.c) */
+    bool    special_rstrip; /* Phi-3 (tok_special_rstrip) */
 };
 
 /* A growable id buffer. */
@@ -150,5 +151,10 @@ static inline int32_t vocab_find(const tok_vocab *v, const char *s, size_t len)
         if (h->n) h->v[i] = last;                                                         \
         return top;                                                                       \
     }
+
+/* Whether whitespace after special token id is dropped when it is parsed: llama.cpp marks
+ * the special tokens of a model whose general.name holds "phi-3" or "phi3" so (RSTRIP),
+ * except <unk>, <s> and <|endoftext|>. */
+bool tok_special_rstrip(const tok_vocab *v, int32_t id);
 
 #endif

@@ -4,6 +4,7 @@
  * end-of-generation detection by token text), plus the accessors of tok.h.
  * Owner: tok.
  */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -556,6 +557,30 @@ static int load_settings(tok_vocab *v, const gguf_ctx *g, char *err, size_t errl
     return 0;
 }
 
+/* llama.cpp's test for Phi-3's token attributes: the lowercased general.name. */
+static bool phi3_name(const char *name)
+{
+    char low[256];
+    size_t i = 0;
+    for (; name && name[i] && i + 1 < sizeof low; i++)
+        low[i] = (char)tolower((unsigned char)name[i]);
+    low[i] = 0;
+    return strstr(low, "phi-3") || strstr(low, "phi3");
+}
+
+bool tok_special_rstrip(const tok_vocab *v, int32_t id)
+{
+    if (!v->special_rstrip)
+        return false;
+    size_t n = 0;
+    const char *s = tok_text(v, id, &n);
+    static const char *const keep[] = { "<unk>", "<s>", "<|endoftext|>" };
+    for (size_t k = 0; k < sizeof keep / sizeof *keep; k++)
+        if (n == strlen(keep[k]) && !memcmp(s, keep[k], n))
+            return false;
+    return true;
+}
+
 tok_vocab *tok_vocab_load(const gguf_ctx *g, char *err, size_t errlen)
 {
     if (!g) {
@@ -597,6 +622,7 @@ tok_vocab *tok_vocab_load(const gguf_ctx *g, char *err, size_t errlen)
     }
     if (build_pieces(v, err, errlen) != 0)
         goto fail;
+    v->special_rstrip = phi3_name(gguf_get_str(g, "general.name", NULL));
     return v;
 fail:
     tok_vocab_free(v);
