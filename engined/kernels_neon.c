@@ -341,9 +341,15 @@ static void n_qk_f1(const float *q, int64_t qs, const void *kt, int d, float sca
 static void n_qk_f2(const float *q, int64_t qs, const void *kt, int d, float scale, float *sc, int64_t lds)
 { n_qk_body(q, qs, kt, 0, d, scale, sc, lds, 2); }
 
-static void neon_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,
+/* q8_0 keys and values go through the scalar twin (the same bits). */
+static void neon_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,
                         int64_t ntiles, float scale, float *sc, int64_t lds)
 {
+    if (kvt == KERN_KV_Q8_0) {
+        kern_ops_scalar.att_qk(q, qs, nq, kt, kts, kvt, d, ntiles, scale, sc, lds);
+        return;
+    }
+    const int f16 = kvt == KERN_KV_F16;
     size_t elt = f16 ? 2 : 4;
     for (int r0 = 0; r0 < nq; r0 += 2) {
         int two = nq - r0 >= 2;
@@ -391,9 +397,14 @@ NPV_FN(n_pv_h, 1)
 NPV_FN(n_pv_f, 0)
 
 static void neon_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
-                        int64_t vs, int f16, int d, float *out, int64_t os)
+                        int64_t vs, int kvt, int d, float *out, int64_t os)
 {
     if (a > b) return;
+    if (kvt == KERN_KV_Q8_0) {
+        kern_ops_scalar.att_pv(p, lds, nq, a, b, v, vs, kvt, d, out, os);
+        return;
+    }
+    const int f16 = kvt == KERN_KV_F16;
     size_t elt = f16 ? 2 : 4;
     int d16 = d / 16 * 16;
     for (int d0 = 0; d0 < d16; d0 += 16) {

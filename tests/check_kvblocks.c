@@ -22,7 +22,7 @@ static kvp *make_pool(eng_model *m, const char *tag, uint32_t n_blocks, char nam
     char err[256];
     snprintf(name, SEG_NAME_MAX, "/llm-kv-%u-test%d-%s", (unsigned)geteuid(), (int)getpid(), tag);
     kvp_params p = { .n_blocks = n_blocks };
-    kvs_ident(m, 1, &p.id);
+    kvs_ident(m, ENG_KV_F16, &p.id);
     kvp *pool = NULL;
     ck_assert_msg(kvp_create(name, &p, &pool, err, sizeof err) == 0, "%s", err);
     kvp_close(&pool); /* the creator's handle has no slot: attach like a worker */
