@@ -22,6 +22,13 @@ int eng_kv_parse(const char *name)
     return -1;
 }
 
+size_t kv_cache_bytes(int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type)
+{
+    int kvt = kv_kern_type(type);
+    return kern_kv_bytes(kvt, (int64_t)n_layer * ((n_ctx + 15) / 16 * 16) * kv_dim) +
+           kern_kv_bytes(kvt, (int64_t)n_layer * n_ctx * kv_dim);
+}
+
 int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type,
             char *err, size_t errlen)
 {
@@ -37,7 +44,7 @@ int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type ty
     kv->kvt = kv_kern_type(type);
     kv->n_tiles = (n_ctx + 15) / 16;
     size_t bytes = kern_kv_bytes(kv->kvt, (int64_t)n_layer * n_ctx * kv_dim);
-    kv->k = calloc(1, kern_kv_bytes(kv->kvt, (int64_t)n_layer * kv->n_tiles * 16 * kv_dim));
+    kv->k = calloc(1, kv_cache_bytes(n_layer, n_ctx, kv_dim, type) - bytes);
     kv->v = calloc(1, bytes);
     if (!kv->k || !kv->v) {
         errf(err, errlen, "KV cache: out of memory for 2 x %.1f MB", bytes / 1e6);

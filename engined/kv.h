@@ -79,6 +79,8 @@ struct eng_session {
 /* Allocates a zeroed cache. 0, or -1 with err (bad sizes, no memory). */
 int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type,
             char *err, size_t errlen);
+/* Bytes kv_init allocates for those sizes: keys (whole tiles) and values. */
+size_t kv_cache_bytes(int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type);
 /* Frees the buffers; accepts a zeroed struct. */
 void kv_free(kv_cache *kv);
 /* Stores one position's key and value rows (kv_dim floats each), converted to the
