@@ -946,11 +946,11 @@ int engd_worker_run(const engd_opts *o)
     if (!ur || fread(&wid, sizeof wid, 1, ur) != 1) wid = (uint64_t)getpid() << 20 ^ (uint64_t)t0;
     if (ur) fclose(ur);
     void *front = NULL;
-    eng_session *probe = w.ctx ? eng_session_new(w.m, o->n_ctx, ENG_KV_F16, err, sizeof err) : NULL;
+    eng_session *probe = w.ctx ? eng_session_new(w.m, o->n_ctx, o->kv, err, sizeof err) : NULL; /* --kv checked */
     w.n_ctx = probe ? eng_session_n_ctx(probe) : 0; /* what --ctx 0 resolves to */
     eng_session_free(probe);
     if (!w.s || !w.logits || !w.items || !w.order || !w.lrow || !w.ring || !w.ctx || !w.n_ctx || connect_sockets(&w, dir, &front) != 0) {
-        if (!w.ring) log_error("%s", err);
+        if (!w.ring || (w.ctx && !w.n_ctx)) log_error("%s", err);
         net_close(&front);
         worker_free(&w);
         return 1;
