@@ -431,9 +431,9 @@ TGT_INLINE void z_pv_q_body(const float *p, int64_t lds, int64_t a, int64_t b, c
         _Pragma("GCC unroll 2") for (int k = 0; k < NB; k++) {
             const uint8_t *blk = v + (size_t)t * rb + (size_t)k * 34;
             const __m512 sv = _mm512_set1_ps(_cvtsh_ss(*(const uint16_t *)blk));
-            vv[2 * k] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)))), sv);
-            vv[2 * k + 1] =
-                _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 18)))), sv);
+            __m128i q0 = _mm_loadu_si128((const __m128i *)(blk + 2)), q1 = _mm_loadu_si128((const __m128i *)(blk + 18));
+            vv[2 * k] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), sv);
+            vv[2 * k + 1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), sv);
         }
         _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
             __m512 pb = _mm512_set1_ps(p[r * lds + t]);

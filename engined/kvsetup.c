@@ -38,8 +38,9 @@ int kvs_enabled(const kvs_spec *s) { return s->bytes || s->tokens; }
 void kvs_ident(const eng_model *m, eng_kv_type kv, kvp_ident *id)
 {
     const mdl_config *c = eng_config_of(m);
+    uint32_t type = kv == ENG_KV_F16 ? KVP_F16 : kv == ENG_KV_F32 ? KVP_F32 : KVP_Q8_0;
     *id = (kvp_ident){ .model_id = kvp_model_id(seg_hdr(eng_handle_map(m))), .n_layer = (uint32_t)c->n_layer,
-                       .kv_dim = (uint32_t)(c->n_head_kv * c->head_dim), .type = kv == ENG_KV_F16 ? KVP_F16 : kv == ENG_KV_F32 ? KVP_F32 : KVP_Q8_0,
+                       .kv_dim = (uint32_t)(c->n_head_kv * c->head_dim), .type = type,
                        .block_tokens = KVS_BLOCK_TOKENS };
 }
 

@@ -674,9 +674,10 @@ START_TEST(test_att_products)
 END_TEST
 
 /* q8_0 caches (kernels.h): the key and value writers round as ggml's quantize_row_q8_0
- * (|x - d * q| <= d / 2, plus 127 d 2^-11 for d's f16 rounding), the scalar twin's scores and value sums are those of
- * the dequantized cache within TOL, and every table gives its bits, for one head inside
- * a wider row (its blocks after another head's), any row count and chains continued. */
+ * (|x - d * q| <= d / 2, plus 127 d 2^-11 for d's f16 rounding), the scalar twin's
+ * scores and value sums are those of the dequantized cache within TOL, and every table
+ * gives its bits, for one head inside a wider row (its blocks after another head's), any
+ * row count and tile count, and chains continued. */
 START_TEST(test_att_q8_0)
 {
     static const int dims[] = { 32, 64, 128 };
@@ -696,7 +697,8 @@ START_TEST(test_att_q8_0)
         }
         for (int t = 0; t < n; t++) /* dequantized: the rounding bound, and the tile's transposition */
             for (int g = 0; g < kvd / 32; g++) {
-                const uint8_t *grp = kt + (size_t)(t / 16) * tb + (size_t)g * KERN_KVQ_GROUP, *vb = v + (size_t)t * rb + g * 34;
+                const uint8_t *grp = kt + (size_t)(t / 16) * tb + (size_t)g * KERN_KVQ_GROUP;
+                const uint8_t *vb = v + (size_t)t * rb + g * 34;
                 uint16_t ks, vs;
                 memcpy(&ks, grp + 2 * (t % 16), 2);
                 memcpy(&vs, vb, 2);

@@ -216,13 +216,14 @@ static void invariance_model(const char *file, eng_precision prec)
         ck_assert_msg(memcmp(out, ref, (size_t)N * V * sizeof(float)) == 0, "%s: q8_0 chunks of %d differ", file,
                       chunks[c]);
     }
-    eng_session *o1 = eng_session_new(m, 64, ENG_KV_Q8_0, err, sizeof err), *o2 = eng_session_new(m, 64, ENG_KV_Q8_0, err, sizeof err);
+    eng_session *o1 = eng_session_new(m, 64, ENG_KV_Q8_0, err, sizeof err);
+    eng_session *o2 = eng_session_new(m, 64, ENG_KV_Q8_0, err, sizeof err);
     ck_assert_int_eq(eng_prefill(m, o1, toks + 3, 9, NULL, false, err, sizeof err), 0);
     eng_session_reset(s);
     for (int t = 0; t < N; t += 3) { /* s: 3 tokens a step; o1: one; o2: two */
-        eng_item it[6] = { { o1, toks[t % 20], false, false }, { s, toks[t], true, false }, { s, toks[t + 1], true, false },
-                           { s, toks[t + 2], true, false }, { o2, toks[t / 2 % 20], false, false },
-                           { o2, toks[(t + 1) / 2 % 20], false, false } };
+        eng_item it[6] = { { o1, toks[t % 20], false, false }, { s, toks[t], true, false },
+                           { s, toks[t + 1], true, false }, { s, toks[t + 2], true, false },
+                           { o2, toks[t / 2 % 20], false, false }, { o2, toks[(t + 1) / 2 % 20], false, false } };
         ck_assert_msg(eng_step(m, it, 6, out, err, sizeof err) == 0, "%s", err);
         ck_assert_msg(memcmp(out, ref + (size_t)t * V, 3 * (size_t)V * sizeof(float)) == 0,
                       "%s: q8_0 rows %d..%d in a mixed step differ", file, t, t + 2);
