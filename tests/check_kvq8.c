@@ -276,7 +276,7 @@ START_TEST(test_q8_pool_identity)
     ck_assert_msg(kvp_create(name, &p, &pool, err, sizeof err) == 0, "%s", err);
     ck_assert_uint_eq(kvp_geometry_of(pool)->plane_bytes, (uint64_t)(p.id.kv_dim * 17 + 63) / 64 * 64);
     kvp *other = NULL;
-    ck_assert_int_ne(kvp_attach(name, &f16, &other, err, sizeof err), 0);
+    ck_assert(kvp_attach(name, &f16, &other, err, sizeof err) != 0);
     kvp_close(&pool);
     kvp_remove(name, err, sizeof err);
     test_model_close(m, built);
