@@ -318,6 +318,7 @@ bench: all
 soak: all
 	$(TEST_ENV) SOAK_SECONDS=$${SOAK_SECONDS:-600} bash tests/e2e/60_soak.sh
 	$(TEST_ENV) CHAOS_SECONDS=$${CHAOS_SECONDS:-600} bash tests/e2e/90_chaos.sh
+	$(TEST_ENV) CHAOS_SECONDS=$${CHAOS_SECONDS:-600} CHAOS_KV_POOL=2048 bash tests/e2e/90_chaos.sh
 	$(TEST_ENV) E2E_PERF=1 bash tests/e2e/68_multihost.sh
 
 # Installation, with the GNU variables. Every program goes to BINDIR, the daemons too:
@@ -380,6 +381,8 @@ uninstall:
 # neon table is checked beside it), "neoverse-n1" (dotprod only, as Graviton 2: neon) and
 # "cortex-a53" (neither: the scalar fallback); test-arm-forward the forward suite on
 # "max" (its every-table test covers neoni8mm, neon and scalar; minutes under emulation).
+# The kvq8 suite (q8_0 KV cache: invariance and every table's bits with the NEON q8_0
+# attention) is built too, run by hand: make test-arm ARM_SUITES=kvq8 ARM_CPUS=max_neoni8mm.
 # LLM_TEST_EXPECT_KERNELS makes the dispatch test check the detection on each CPU.
 ARM_CC     ?= aarch64-linux-gnu-gcc
 ARM_AR     ?= aarch64-linux-gnu-ar
@@ -387,16 +390,17 @@ ARM_QEMU   ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
 ARM_BUILD  := $(BUILD)/arm
 ARM_SUITES ?= kernels qn
 ARM_CPUS   ?= max_neoni8mm neoverse-n1_neon cortex-a53_scalar
-# everything the three suites reach, without the ZeroMQ and msgpack parts
+# everything the suites reach, without the ZeroMQ and msgpack parts
 ARM_LIB_SRC := $(filter-out common/net.c common/proto.c common/zap.c,$(COMMON_SRC)) \
                $(filter-out engined/master.c engined/worker.c engined/worker_io.c,$(ENGINE_SRC))
-ARM_TEST_SRC := tests/check_kernels.c tests/check_qn.c tests/check_forward.c tests/runner.c tests/minicheck/minicheck.c
+ARM_TEST_SRC := tests/check_kernels.c tests/check_qn.c tests/check_forward.c tests/check_kvq8.c tests/runner.c \
+                tests/minicheck/minicheck.c
 ARM_CFLAGS  = $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP
 arm_obj = $(patsubst %.c,$(ARM_BUILD)/obj/%.o,$(1))
 
 $(ARM_BUILD)/suites.inc: Makefile
 	@mkdir -p $(dir $@)
-	@for s in kernels qn forward; do echo "SUITE($$s)"; done > $@
+	@for s in kernels qn forward kvq8; do echo "SUITE($$s)"; done > $@
 $(ARM_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(ARM_CC) $(ARM_CFLAGS) $(INC_ALL) -c $< -o $@

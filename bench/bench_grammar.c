@@ -10,6 +10,12 @@
  * first document's states too.
  *
  *   build/bench/bench_grammar [N_DOCS]        (default 20)
+ *   build/bench/bench_grammar --random N [SEED] [MAX_TOKENS]
+ * --random samples as bench/bench_structured.py's requests do on a random-weight model:
+ * its schema, and each token drawn uniformly from the mask (noise at temperature 1.0)
+ * for N documents of at most MAX_TOKENS (128) tokens, on one masker: the mask time per
+ * token a constrained stream pays, the inside-a-character states and the contexts of
+ * bounded strings included.
  * Owner: grammar.
  */
 #include <stdio.h>
@@ -36,6 +42,20 @@ static const char *SCHEMA =
     "\"vip\": {\"type\": \"boolean\"},"
     "\"score\": {\"type\": \"number\"}},"
     "\"required\": [\"name\", \"address\", \"orders\", \"vip\"]}";
+
+/* bench/bench_structured.py's schema */
+static const char *SCHEMA_SERVE =
+    "{\"type\": \"object\", \"required\": [\"id\", \"owner\", \"pets\"], \"properties\": {"
+    "\"id\": {\"type\": \"string\", \"format\": \"uuid\"}, \"owner\": {\"$ref\": \"#/$defs/person\"},"
+    "\"pets\": {\"type\": \"array\", \"maxItems\": 4, \"items\": {\"type\": \"object\","
+    "  \"required\": [\"kind\", \"name\", \"age\"], \"properties\": {\"kind\": {\"enum\": [\"cat\", \"dog\", \"fish\"]},"
+    "  \"name\": {\"type\": \"string\", \"maxLength\": 20},"
+    "  \"age\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 30}}}},"
+    "\"notes\": {\"type\": \"array\", \"items\": {\"type\": \"string\", \"maxLength\": 40}, \"maxItems\": 4}},"
+    "\"$defs\": {\"person\": {\"type\": \"object\", \"required\": [\"name\", \"age\"], \"additionalProperties\": false,"
+    "  \"properties\": {\"name\": {\"type\": \"string\", \"maxLength\": 24},"
+    "  \"age\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 120},"
+    "  \"email\": {\"type\": \"string\", \"maxLength\": 40}}}}}";
 
 static double now(void)
 {
@@ -96,52 +116,109 @@ static void report(const char *what, samples *s)
            sum / (double)s->n * 1e6, s->t[s->n / 2] * 1e6, s->t[p99] * 1e6, s->t[s->n - 1] * 1e6);
 }
 
-int main(int argc, char **argv)
+typedef struct {
+    tok_vocab *tv;
+    int32_t n_vocab;
+    gram_token *toks;
+    char **texts;
+    gram_vocab *gv;
+} vocab;
+
+static int load_vocab(vocab *v)
 {
-    int n_docs = argc > 1 ? atoi(argv[1]) : 20;
     const char *shared = getenv("LLM_SHARED") ? getenv("LLM_SHARED") : "../shared";
     char path[1024], err[512];
     snprintf(path, sizeof path, "%s/reference/tokenizer/ggml-vocab-llama-bpe.gguf", shared);
     double t0 = now();
     gguf_ctx *gg = gguf_open(path, err, sizeof err);
-    tok_vocab *tv = gg ? tok_vocab_load(gg, err, sizeof err) : NULL;
+    v->tv = gg ? tok_vocab_load(gg, err, sizeof err) : NULL;
     gguf_close(gg);
-    if (!tv) {
+    if (!v->tv) {
         fprintf(stderr, "bench_grammar: %s: %s\n", path, err);
-        return 1;
+        return -1;
     }
-    int32_t n_vocab = tok_n_vocab(tv);
-    gram_token *toks = calloc((size_t)n_vocab, sizeof *toks);
-    char **texts = calloc((size_t)n_vocab, sizeof *texts);
-    for (int32_t i = 0; i < n_vocab; i++) {
+    v->n_vocab = tok_n_vocab(v->tv);
+    v->toks = calloc((size_t)v->n_vocab, sizeof *v->toks);
+    v->texts = calloc((size_t)v->n_vocab, sizeof *v->texts);
+    for (int32_t i = 0; i < v->n_vocab; i++) {
         char piece[256];
-        int len = tok_piece(tv, i, false, piece, sizeof piece);
-        texts[i] = malloc((size_t)len + 1);
+        int len = tok_piece(v->tv, i, false, piece, sizeof piece);
+        v->texts[i] = malloc((size_t)len + 1);
         if (len <= (int)sizeof piece)
-            memcpy(texts[i], piece, (size_t)len);
+            memcpy(v->texts[i], piece, (size_t)len);
         else
-            tok_piece(tv, i, false, texts[i], (size_t)len + 1);
-        toks[i] = (gram_token){texts[i], (uint32_t)len, tok_is_eog(tv, i)};
+            tok_piece(v->tv, i, false, v->texts[i], (size_t)len + 1);
+        v->toks[i] = (gram_token){v->texts[i], (uint32_t)len, tok_is_eog(v->tv, i)};
     }
     double t1 = now();
-    gram_vocab *gv = gram_vocab_new(toks, n_vocab, err, sizeof err);
-    double t2 = now();
-    gram *g = jsg_compile(SCHEMA, strlen(SCHEMA), err, sizeof err);
-    double t3 = now();
-    if (!gv || !g) {
+    v->gv = gram_vocab_new(v->toks, v->n_vocab, err, sizeof err);
+    if (!v->gv) {
         fprintf(stderr, "bench_grammar: %s\n", err);
-        return 1;
+        return -1;
     }
-    printf("vocabulary: %d tokens (llama-bpe); load %.0f ms, gram_vocab_new %.0f ms; schema -> grammar: %zu rules, "
-           "%.2f ms\n", n_vocab, (t1 - t0) * 1e3, (t2 - t1) * 1e3, gram_n_rules(g), (t3 - t2) * 1e3);
+    printf("vocabulary: %d tokens (llama-bpe); load %.0f ms, gram_vocab_new %.0f ms\n", v->n_vocab, (t1 - t0) * 1e3,
+           (now() - t1) * 1e3);
+    return 0;
+}
 
-    gram_masker *m = gram_masker_new(g, gv);
-    size_t words = gram_mask_words(gv);
+static void free_vocab(vocab *v)
+{
+    gram_vocab_free(v->gv);
+    for (int32_t i = 0; v->texts && i < v->n_vocab; i++)
+        free(v->texts[i]);
+    free(v->texts);
+    free(v->toks);
+    tok_vocab_free(v->tv);
+}
+
+static gram *compile(const char *schema)
+{
+    char err[512];
+    double t0 = now();
+    gram *g = jsg_compile(schema, strlen(schema), err, sizeof err);
+    if (!g)
+        fprintf(stderr, "bench_grammar: %s\n", err);
+    else
+        printf("schema -> grammar: %zu rules, %.2f ms\n", gram_n_rules(g), (now() - t0) * 1e3);
+    return g;
+}
+
+static void print_stats(gram_masker *m)
+{
+    gram_masker_stats st = gram_masker_get_stats(m);
+    printf("masker: %llu masks, %llu tables (%llu derived) built in %.1f ms, %llu cache hits, %llu walks, "
+           "%llu rechecks\n", (unsigned long long)st.masks, (unsigned long long)st.tables,
+           (unsigned long long)st.derived, st.table_ns / 1e6,
+           (unsigned long long)st.cache_hits, (unsigned long long)st.walks, (unsigned long long)st.rechecks);
+}
+
+/* The longest allowed token that continues doc at at; -1 when none. */
+static int32_t pick_longest(const vocab *v, const uint64_t *mask, const char *doc, size_t len, size_t at)
+{
+    int32_t pick = -1;
+    for (int32_t i = 0; i < v->n_vocab; i++) {
+        uint32_t l = v->toks[i].len;
+        if ((mask[i / 64] >> (i % 64)) & 1 && l && l <= len - at && !memcmp(v->toks[i].text, doc + at, l) &&
+            (pick < 0 || l > v->toks[pick].len))
+            pick = i;
+    }
+    return pick;
+}
+
+/* Writes n_docs fixed documents; 0 or 1 (a failure, printed). */
+static int run_docs(const vocab *v, int n_docs)
+{
+    gram *g = compile(SCHEMA);
+    if (!g)
+        return 1;
+    gram_masker *m = gram_masker_new(g, v->gv);
+    size_t words = gram_mask_words(v->gv);
     uint64_t *mask = malloc(words * 8), *ref = malloc(words * 8);
     samples cold = {0}, warm = {0}, walk = {0}, accept = {0};
     size_t tokens = 0, bytes = 0;
     char doc[4096];
-    for (int d = 0; d < n_docs; d++) {
+    int rc = 0;
+    for (int d = 0; d < n_docs && !rc; d++) {
         make_doc(doc, sizeof doc, d);
         size_t len = strlen(doc), at = 0;
         gram_state *s = gram_state_new(g);
@@ -151,72 +228,151 @@ int main(int argc, char **argv)
             double b = now();
             add(d == 0 ? &cold : &warm, b - a);
             if (d == 0) {
-                gram_mask_walk(gv, s, ref);
+                gram_mask_walk(v->gv, s, ref);
                 add(&walk, now() - b);
                 if (memcmp(ref, mask, words * 8) != 0) {
                     fprintf(stderr, "bench_grammar: masker and walk differ at offset %zu\n", at);
-                    return 1;
+                    rc = 1;
+                    break;
                 }
             }
             if (at == len)
                 break;
-            int32_t pick = -1;
-            for (int32_t i = 0; i < n_vocab; i++) {
-                uint32_t l = toks[i].len;
-                if ((mask[i / 64] >> (i % 64)) & 1 && l && l <= len - at && !memcmp(toks[i].text, doc + at, l) &&
-                    (pick < 0 || l > toks[pick].len))
-                    pick = i;
-            }
+            int32_t pick = pick_longest(v, mask, doc, len, at);
             if (pick < 0) {
                 fprintf(stderr, "bench_grammar: doc %d: no allowed token at offset %zu: %s\n", d, at, doc + at);
-                return 1;
+                rc = 1;
+                break;
             }
             a = now();
-            if (gram_accept_token(gv, s, pick) != 0) {
+            if (gram_accept_token(v->gv, s, pick) != 0) {
                 fprintf(stderr, "bench_grammar: masked token refused\n");
-                return 1;
+                rc = 1;
+                break;
             }
             add(&accept, now() - a);
-            at += toks[pick].len;
+            at += v->toks[pick].len;
             tokens++;
         }
         bytes += len;
-        if (!gram_can_end(s)) {
+        if (!rc && !gram_can_end(s)) {
             fprintf(stderr, "bench_grammar: doc %d incomplete\n", d);
-            return 1;
+            rc = 1;
         }
         gram_state_free(s);
     }
-    gram_masker_stats st = gram_masker_get_stats(m);
-    printf("%d documents, %zu tokens (%.1f bytes/token); masker: %llu tables built in %.1f ms, %llu cache hits, "
-           "%llu walks, %llu rechecks\n", n_docs, tokens, (double)bytes / (double)tokens,
-           (unsigned long long)st.tables, st.table_ns / 1e6, (unsigned long long)st.cache_hits,
-           (unsigned long long)st.walks, (unsigned long long)st.rechecks);
-    report("mask, first document (cold)", &cold);
-    report("mask, other documents (warm)", &warm);
-    samples all = {0};
-    for (size_t i = 0; i < cold.n; i++)
-        add(&all, cold.t[i]);
-    for (size_t i = 0; i < warm.n; i++)
-        add(&all, warm.t[i]);
-    report("mask, all documents", &all);
-    report("plain walk, first document", &walk);
-    report("accept token", &accept);
-
+    if (!rc) {
+        printf("%d documents, %zu tokens (%.1f bytes/token)\n", n_docs, tokens, (double)bytes / (double)tokens);
+        print_stats(m);
+        report("mask, first document (cold)", &cold);
+        report("mask, other documents (warm)", &warm);
+        report("plain walk, first document", &walk);
+        report("accept token", &accept);
+    }
     gram_masker_free(m);
     gram_free(g);
-    gram_vocab_free(gv);
-    for (int32_t i = 0; i < n_vocab; i++)
-        free(texts[i]);
-    free(texts);
-    free(toks);
     free(mask);
     free(ref);
     free(cold.t);
     free(warm.t);
     free(walk.t);
-    free(all.t);
     free(accept.t);
-    tok_vocab_free(tv);
-    return 0;
+    return rc;
+}
+
+static uint64_t rng_next(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* A token drawn uniformly from mask (n_set bits); -1 when empty. */
+static int32_t pick_random(const uint64_t *mask, size_t words, uint64_t *rng)
+{
+    size_t n_set = 0;
+    for (size_t w = 0; w < words; w++)
+        n_set += (size_t)__builtin_popcountll(mask[w]);
+    if (!n_set)
+        return -1;
+    size_t k = (size_t)(rng_next(rng) % n_set);
+    for (size_t w = 0;; w++) {
+        size_t c = (size_t)__builtin_popcountll(mask[w]);
+        if (k < c) {
+            uint64_t b = mask[w];
+            while (k--)
+                b &= b - 1;
+            return (int32_t)(w * 64 + (size_t)__builtin_ctzll(b));
+        }
+        k -= c;
+    }
+}
+
+/* Samples n_docs documents of at most max_tok tokens at random; 0 or 1. */
+static int run_random(const vocab *v, int n_docs, uint64_t seed, int max_tok)
+{
+    gram *g = compile(SCHEMA_SERVE);
+    if (!g)
+        return 1;
+    gram_masker *m = gram_masker_new(g, v->gv);
+    size_t words = gram_mask_words(v->gv);
+    uint64_t *mask = malloc(words * 8), rng = seed * 2654435761u + 1;
+    samples first = {0}, rest = {0};
+    size_t tokens = 0, ended = 0;
+    int rc = 0;
+    for (int d = 0; d < n_docs && !rc; d++) {
+        gram_state *s = gram_state_new(g);
+        for (int t = 0; t < max_tok; t++) {
+            double a = now();
+            gram_mask(m, s, mask);
+            double el = now() - a;
+            add(d == 0 ? &first : &rest, el);
+            int32_t pick = pick_random(mask, words, &rng);
+            if (pick < 0) {
+                fprintf(stderr, "bench_grammar: doc %d: empty mask after %d tokens\n", d, t);
+                rc = 1;
+                break;
+            }
+            if (gram_vocab_is_eog(v->gv, pick)) {
+                ended++;
+                break;
+            }
+            if (gram_accept_token(v->gv, s, pick) != 0) {
+                fprintf(stderr, "bench_grammar: masked token refused\n");
+                rc = 1;
+                break;
+            }
+            tokens++;
+        }
+        gram_state_free(s);
+    }
+    if (!rc) {
+        printf("%d random documents (seed %llu, <= %d tokens), %zu tokens, %zu complete\n", n_docs,
+               (unsigned long long)seed, max_tok, tokens, ended);
+        print_stats(m);
+        report("mask, first document", &first);
+        report("mask, other documents", &rest);
+    }
+    gram_masker_free(m);
+    gram_free(g);
+    free(mask);
+    free(first.t);
+    free(rest.t);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    vocab v = {0};
+    if (load_vocab(&v) != 0)
+        return 1;
+    int rc;
+    if (argc > 1 && !strcmp(argv[1], "--random"))
+        rc = run_random(&v, argc > 2 ? atoi(argv[2]) : 8, argc > 3 ? strtoull(argv[3], NULL, 10) : 1,
+                        argc > 4 ? atoi(argv[4]) : 128);
+    else
+        rc = run_docs(&v, argc > 1 ? atoi(argv[1]) : 20);
+    free_vocab(&v);
+    return rc;
 }

@@ -3,7 +3,7 @@
 # master + workers, tokenizerd) in the background. Used by `make run` / `make stop`.
 #
 #   deploy/pipeline.sh start --model FILE [--workers N] [--run-dir DIR] [--ctx N] [--threads N] [--float]
-#                          [--max-sessions N] [--batch-tokens N] [--idle-batch-tokens N] [--kv f16|f32] [--kv-pool SIZE] (engined)
+#                          [--max-sessions N] [--batch-tokens N] [--idle-batch-tokens N] [--kv f16|f32|q8_0] [--kv-pool SIZE] (engined)
 #                          [--max-requests N] [--max-per-client N] [--stall-timeout MS] [--worker-wait MS] (tokenizerd)
 #                          [--http PORT [--http-host HOST]] [--chat-template NAME]      (gateway, tokenizerd)
 #                          [--no-supervise] do not restart daemons that die (default: each runs
@@ -77,7 +77,7 @@ done
 for v in MAX_SESSIONS BATCH_TOKENS IDLE_TOKENS MAX_REQUESTS MAX_PER_CLIENT STALL_TIMEOUT WORKER_WAIT; do
     case ${!v} in '') ;; *[!0-9]*|0*) die "--$(echo "$v" | tr 'A-Z_' 'a-z-') must be a positive whole number, got '${!v}'" ;; esac
 done
-case $KV in ''|f16|f32) ;; *) die "--kv must be f16 or f32, got '$KV'" ;; esac
+case $KV in ''|f16|f32|q8_0) ;; *) die "--kv must be f16, f32 or q8_0, got '$KV'" ;; esac
 [ "$WORKERS" -ge 1 ] || die "--workers must be at least 1"
 # threads per worker: the cores shared evenly between the workers unless told
 if [ -z "$THREADS" ]; then

@@ -42,15 +42,15 @@ typedef struct {
 static void att_qk(const kv_cache *kv, int layer, int h, int D, const float *qb, int rows, int t0, int ntiles,
                    float scale, float *sc, int64_t lds)
 {
-    const size_t off = (size_t)h * D * 16 * kv->elt;
-    const int f16 = kv->type == ENG_KV_F16;
+    const size_t off = kern_kv_bytes(kv->kvt, (int64_t)h * D * 16);
+    const int kvt = kv->kvt;
     if (!kv->pool) {
         const char *kt = (const char *)kv_ktile(kv, layer, t0) + off;
-        kern_att_qk(qb, D, rows, kt, kv->kv_dim * 16, f16, D, ntiles, scale, sc, lds);
+        kern_att_qk(qb, D, rows, kt, kv->kv_dim * 16, kvt, D, ntiles, scale, sc, lds);
         return;
     }
     for (int t = 0; t < ntiles; t++)
-        kern_att_qk(qb, D, rows, (const char *)kv_ktile(kv, layer, t0 + t) + off, kv->kv_dim * 16, f16, D, 1, scale,
+        kern_att_qk(qb, D, rows, (const char *)kv_ktile(kv, layer, t0 + t) + off, kv->kv_dim * 16, kvt, D, 1, scale,
                     sc + (size_t)t * 16, lds);
 }
 
@@ -59,15 +59,15 @@ static void att_qk(const kv_cache *kv, int layer, int h, int D, const float *qb,
 static void att_pv(const kv_cache *kv, int layer, int h, int D, int p0, const float *p, int64_t lds, int nq, int a,
                    int b, float *out, int64_t os)
 {
-    const size_t off = (size_t)h * D * kv->elt;
-    const int f16 = kv->type == ENG_KV_F16;
+    const size_t off = kern_kv_bytes(kv->kvt, (int64_t)h * D);
+    const int kvt = kv->kvt;
     if (!kv->pool) {
-        kern_att_pv(p, lds, nq, a, b, (const char *)kv_v(kv, layer, p0) + off, kv->kv_dim, f16, D, out, os);
+        kern_att_pv(p, lds, nq, a, b, (const char *)kv_v(kv, layer, p0) + off, kv->kv_dim, kvt, D, out, os);
         return;
     }
     while (a <= b) {
         int ts = a / 16 * 16, te = b < ts + 15 ? b : ts + 15;
-        kern_att_pv(p + ts, lds, nq, a - ts, te - ts, (const char *)kv_v(kv, layer, p0 + ts) + off, kv->kv_dim, f16,
+        kern_att_pv(p + ts, lds, nq, a - ts, te - ts, (const char *)kv_v(kv, layer, p0 + ts) + off, kv->kv_dim, kvt,
                     D, out, os);
         a = te + 1;
     }

@@ -46,8 +46,13 @@
  * The first two run the INT8-activation kernels. */
 typedef enum { ENG_INT8 = 0, ENG_FLOAT = 1, ENG_NATIVE = 2, ENG_PRECISION_COUNT } eng_precision;
 
-/* KV cache element type of a session. */
-typedef enum { ENG_KV_F16 = 0, ENG_KV_F32 = 1, ENG_KV_COUNT } eng_kv_type;
+/* KV cache element type of a session: ENG_KV_Q8_0 is ggml's q8_0 (an f16 scale and 32
+ * int8 per 32 values of a key or value row, 34 bytes), for models whose head_dim is a
+ * multiple of 32. */
+typedef enum { ENG_KV_F16 = 0, ENG_KV_F32 = 1, ENG_KV_Q8_0 = 2, ENG_KV_COUNT } eng_kv_type;
+/* "f16", "f32", "q8_0" (NULL for others); eng_kv_parse: the type of a name, or -1. */
+const char *eng_kv_name(eng_kv_type t);
+int eng_kv_parse(const char *name);
 
 typedef struct eng_model eng_model;
 typedef struct eng_session eng_session;
@@ -94,6 +99,9 @@ int eng_set_threads(eng_model *m, int n_threads);
 /* A session: its KV cache of n_ctx positions (n_ctx <= 0: the model's n_ctx_train,
  * capped at 4096). NULL and a message in err on a bad parameter or no memory. */
 eng_session *eng_session_new(eng_model *m, int n_ctx, eng_kv_type kv, char *err, size_t errlen);
+/* 0 when model m can hold a KV cache of type t, else -1 with err naming why (an unknown
+ * type; q8_0 and a head_dim that is not a multiple of 32). */
+int eng_kv_check(const eng_model *m, eng_kv_type t, char *err, size_t errlen);
 /* Frees a session; accepts NULL. */
 void eng_session_free(eng_session *s);
 /* Forgets every position (the next token is position 0). */

@@ -141,8 +141,18 @@ int eng_set_threads(eng_model *m, int n_threads)
 
 /* ---- sessions ---------------------------------------------------------------------- */
 
+int eng_kv_check(const eng_model *m, eng_kv_type t, char *err, size_t errlen)
+{
+    if (!eng_kv_name(t)) return errf(err, errlen, "KV type %d: unknown (f16, f32 or q8_0)", (int)t);
+    if (t == ENG_KV_Q8_0 && m->cfg.head_dim % 32)
+        return errf(err, errlen, "KV type q8_0 needs a head_dim that is a multiple of 32 (this model's is %d): use f16",
+                    (int)m->cfg.head_dim);
+    return 0;
+}
+
 eng_session *eng_session_new(eng_model *m, int n_ctx, eng_kv_type kv, char *err, size_t errlen)
 {
+    if (eng_kv_check(m, m->kv_pool ? kv_pool_type(m->kv_pool) : kv, err, errlen) != 0) return NULL;
     if (n_ctx <= 0) n_ctx = m->cfg.n_ctx_train < ENG_MAX_CTX_DEFAULT ? m->cfg.n_ctx_train : ENG_MAX_CTX_DEFAULT;
     if (n_ctx > (1 << 20)) {
         errf(err, errlen, "n_ctx %d is too large", n_ctx);

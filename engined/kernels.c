@@ -265,34 +265,65 @@ float kern_expf(float x)
     return expf_core(x);
 }
 
-static float key_at(const void *kt, int f16, int64_t i)
+void kern_kv_q8_row(const float *x, int64_t n, void *row) { qt_get(QT_Q8_0)->quant(x, row, n); }
+
+void kern_kv_q8_key(const float *x, int64_t n, void *tile, int j)
 {
-    return f16 ? f16_to_f32(((const uint16_t *)kt)[i]) : ((const float *)kt)[i];
+    block_q8_0 b;
+    for (int64_t g = 0; g < n / KERN_QK; g++) {
+        uint8_t *grp = (uint8_t *)tile + (size_t)g * KERN_KVQ_GROUP;
+        qt_get(QT_Q8_0)->quant(x + g * KERN_QK, &b, KERN_QK);
+        memcpy(grp + 2 * j, &b.d, 2);
+        for (int k = 0; k < KERN_QK; k++) grp[2 * KERN_TILE + k * KERN_TILE + j] = (uint8_t)b.qs[k];
+    }
 }
 
-static void scalar_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,
+/* Element (dim k, position j) of a key tile. */
+static float key_at(const void *kt, int kvt, int k, int j)
+{
+    int64_t i = (int64_t)k * KERN_TILE + j;
+    if (kvt == KERN_KV_Q8_0) {
+        const uint8_t *g = (const uint8_t *)kt + (size_t)(k / KERN_QK) * KERN_KVQ_GROUP;
+        uint16_t h;
+        memcpy(&h, g + 2 * j, 2);
+        return f16_to_f32(h) * (float)(int8_t)g[2 * KERN_TILE + (k % KERN_QK) * KERN_TILE + j];
+    }
+    return kvt == KERN_KV_F16 ? f16_to_f32(((const uint16_t *)kt)[i]) : ((const float *)kt)[i];
+}
+
+/* Element i of value row t (rows vs elements apart). */
+static float val_at(const void *v, int kvt, int64_t vs, int64_t t, int i)
+{
+    if (kvt == KERN_KV_Q8_0) {
+        const uint8_t *b = (const uint8_t *)v + kern_kv_bytes(kvt, t * vs) + (size_t)(i / KERN_QK) * 34;
+        uint16_t h;
+        memcpy(&h, b, 2);
+        return f16_to_f32(h) * (float)(int8_t)b[2 + i % KERN_QK];
+    }
+    return kvt == KERN_KV_F16 ? f16_to_f32(((const uint16_t *)v)[t * vs + i]) : ((const float *)v)[t * vs + i];
+}
+
+static void scalar_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,
                           int64_t ntiles, float scale, float *sc, int64_t lds)
 {
-    size_t elt = f16 ? 2 : 4;
     for (int r = 0; r < nq; r++)
         for (int64_t i = 0; i < ntiles; i++) {
-            const void *tile = (const char *)kt + (size_t)(i * kts) * elt;
+            const void *tile = (const char *)kt + kern_kv_bytes(kvt, i * kts);
             for (int j = 0; j < KERN_TILE; j++) {
                 float a[2] = { 0.0f, 0.0f };
-                for (int k = 0; k < d; k++)
-                    a[k % 2] = fmaf(q[r * qs + k], key_at(tile, f16, (int64_t)k * KERN_TILE + j), a[k % 2]);
+                for (int k = 0; k < d; k++) a[k % 2] = fmaf(q[r * qs + k], key_at(tile, kvt, k, j), a[k % 2]);
                 sc[r * lds + i * KERN_TILE + j] = (a[0] + a[1]) * scale;
             }
         }
 }
 
 static void scalar_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
-                          int64_t vs, int f16, int d, float *out, int64_t os)
+                          int64_t vs, int kvt, int d, float *out, int64_t os)
 {
     for (int r = 0; r < nq; r++)
         for (int i = 0; i < d; i++) {
             float acc = out[r * os + i];
-            for (int64_t t = a; t <= b; t++) acc = fmaf(p[r * lds + t], key_at(v, f16, t * vs + i), acc);
+            for (int64_t t = a; t <= b; t++) acc = fmaf(p[r * lds + t], val_at(v, kvt, vs, t, i), acc);
             out[r * os + i] = acc;
         }
 }

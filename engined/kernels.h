@@ -137,10 +137,10 @@ typedef struct {
     void  (*f32_matmul)(const float *w, int64_t cols, const float *x, int64_t n_tok,
                         float *y, int64_t ldy, int64_t r0, int64_t r1);
     /* attention and element-wise pieces (see the wrappers below) */
-    void  (*att_qk)(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,
+    void  (*att_qk)(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,
                     int64_t ntiles, float scale, float *sc, int64_t lds);
     void  (*att_pv)(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
-                    int64_t vs, int f16, int d, float *out, int64_t os);
+                    int64_t vs, int kvt, int d, float *out, int64_t os);
     void  (*softmax)(float *s, int64_t n);
     void  (*silu_mul)(float *g, const float *up, int64_t n);
     float (*f32_dot)(const float *a, const float *b, int64_t n);
@@ -289,8 +289,15 @@ static inline void kern_f32_matmul(const float *w, int64_t cols, const float *x,
 /* ---- attention, as matrix products (engined/attn.c) ----
  *
  * Keys are stored transposed in tiles of KERN_TILE positions (kv.h): element (dim d,
- * position j of the tile) at d * 16 + j, f16 or f32. Each output has one order, the
- * same whatever else is computed with it (batch invariance of the whole pass):
+ * position j of the tile) at d * 16 + j, f16 or f32. q8_0 (kvt KERN_KV_Q8_0, ggml's
+ * block: one f16 scale per 32 values of a position's row, 32 int8) keeps the blocks of
+ * a key tile transposed too: per 32 dims a 544-byte group, the 16 positions' f16 scales
+ * then [32 dims][16 positions] int8; a value row is kv_dim / 32 block_q8_0 (34 bytes
+ * each). Every element count of a q8_0 stride or offset is a multiple of 32 and is
+ * kern_kv_bytes() = 34 / 32 of it in bytes; d is a multiple of 32. A q8_0 element is
+ * its scale times its int8 in float, which is exact (11 by 8 bits), so the orders below
+ * hold for every type. Each output has one order, the same whatever else is computed
+ * with it (batch invariance of the whole pass):
  *   score(q, k) = (a_0 + a_1) * scale, a_0 and a_1 the fma chains of q[d] * k[d] over
  *     the even and the odd d, each from +0 (two chains: more accurate than one, and twice
  *     the parallelism);
@@ -299,17 +306,31 @@ static inline void kern_f32_matmul(const float *w, int64_t cols, const float *x,
  *   out[d] = fma chain over the positions t in order of p_t * v_t[d], from +0.
  * Scalar twins in kernels.c; every table gives the same bits. */
 
+/* KV element types of the attention kernels (kv.h's type as the kernels see it). */
+enum { KERN_KV_F32 = 0, KERN_KV_F16 = 1, KERN_KV_Q8_0 = 2 };
+#define KERN_KVQ_GROUP (KERN_TILE * 2 + KERN_QK * KERN_TILE) /* 544: 32 dims of a q8_0 key tile */
+
+/* Bytes of n elements of KV type kvt (q8_0: n a multiple of 32). */
+static inline size_t kern_kv_bytes(int kvt, int64_t n)
+{
+    return kvt == KERN_KV_Q8_0 ? (size_t)n / KERN_QK * 34 : (size_t)n * (kvt == KERN_KV_F16 ? 2 : 4);
+}
+/* Quantizes one position's key (n values, a multiple of 32) into column j of a q8_0
+ * key tile, and a value row into n / 32 block_q8_0: ggml's reference rounding. */
+void kern_kv_q8_key(const float *x, int64_t n, void *tile, int j);
+void kern_kv_q8_row(const float *x, int64_t n, void *row);
+
 /* sc[r * lds + j] = score(q_r, key j) for rows r < nq (q_r = q + r * qs, d floats) and
  * the 16 * ntiles keys of ntiles key tiles, tile i at kt + i * kts elements. */
 static inline void kern_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts,
-                               int f16, int d, int64_t ntiles, float scale, float *sc, int64_t lds)
-{ kern_active->att_qk(q, qs, nq, kt, kts, f16, d, ntiles, scale, sc, lds); }
+                               int kvt, int d, int64_t ntiles, float scale, float *sc, int64_t lds)
+{ kern_active->att_qk(q, qs, nq, kt, kts, kvt, d, ntiles, scale, sc, lds); }
 
 /* Continues, for rows r < nq, the chain out[r * os + i] (i < d) over positions t = a..b
- * (inclusive): fma(p[r * lds + t], v[t * vs + i], out); v rows f16 or f32. */
+ * (inclusive): fma(p[r * lds + t], v[t * vs + i], out); v rows of type kvt. */
 static inline void kern_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
-                               int64_t vs, int f16, int d, float *out, int64_t os)
-{ kern_active->att_pv(p, lds, nq, a, b, v, vs, f16, d, out, os); }
+                               int64_t vs, int kvt, int d, float *out, int64_t os)
+{ kern_active->att_pv(p, lds, nq, a, b, v, vs, kvt, d, out, os); }
 
 /* s[0..n) (n >= 1) -> its softmax, in place, in the order stated above. */
 static inline void kern_softmax(float *s, int64_t n) { kern_active->softmax(s, n); }

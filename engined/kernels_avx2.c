@@ -427,16 +427,58 @@ static TGT void NAME(const float *q, int64_t qs, int R, const void *kt, int d, f
 YQK_FN(y_qk_h, 1)
 YQK_FN(y_qk_f, 0)
 
-TGT void kern_avx2_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,
+/* R query rows x one q8_0 key tile: per 32-dim group its 16 scales, then two chains
+ * over d of exact scale * int8 keys, as y_qk_body. */
+TGT_INLINE void y_qk_q_body(const float *q, int64_t qs, const void *kt, int d, float scale, float *sc, int64_t lds,
+                            const int R)
+{
+    __m256 acc[3][2][2];
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
+        acc[r][0][0] = acc[r][0][1] = acc[r][1][0] = acc[r][1][1] = _mm256_setzero_ps();
+    for (int kb = 0; kb < d; kb += KERN_QK) {
+        const uint8_t *g = (const uint8_t *)kt + (size_t)(kb / KERN_QK) * KERN_KVQ_GROUP;
+        const __m256 s0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        const __m256 s1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16)));
+        for (int k = 0; k < KERN_QK; k += 2) {
+            _Pragma("GCC unroll 2") for (int c = 0; c < 2; c++) {
+                __m128i b = _mm_loadu_si128((const __m128i *)(g + 2 * KERN_TILE + (k + c) * KERN_TILE));
+                __m256 k0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), s0);
+                __m256 k1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))), s1);
+                _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+                    __m256 qb = _mm256_broadcast_ss(q + r * qs + kb + k + c);
+                    acc[r][0][c] = _mm256_fmadd_ps(qb, k0, acc[r][0][c]);
+                    acc[r][1][c] = _mm256_fmadd_ps(qb, k1, acc[r][1][c]);
+                }
+            }
+        }
+    }
+    const __m256 vs = _mm256_set1_ps(scale);
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(sc + r * lds, _mm256_mul_ps(_mm256_add_ps(acc[r][0][0], acc[r][0][1]), vs));
+        _mm256_storeu_ps(sc + r * lds + 8, _mm256_mul_ps(_mm256_add_ps(acc[r][1][0], acc[r][1][1]), vs));
+    }
+}
+
+static TGT void y_qk_q(const float *q, int64_t qs, int R, const void *kt, int d, float scale, float *sc, int64_t lds)
+{
+    switch (R) {
+    case 1: y_qk_q_body(q, qs, kt, d, scale, sc, lds, 1); break;
+    case 2: y_qk_q_body(q, qs, kt, d, scale, sc, lds, 2); break;
+    default: y_qk_q_body(q, qs, kt, d, scale, sc, lds, 3); break;
+    }
+}
+
+TGT void kern_avx2_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,
                           int64_t ntiles, float scale, float *sc, int64_t lds)
 {
-    size_t elt = f16 ? 2 : 4;
     for (int r0 = 0; r0 < nq; r0 += 3) {
         int R = nq - r0 < 3 ? nq - r0 : 3;
         for (int64_t i = 0; i < ntiles; i++) {
-            const void *t = (const char *)kt + (size_t)(i * kts) * elt;
-            if (f16) y_qk_h(q + r0 * qs, qs, R, t, d, scale, sc + r0 * lds + i * KERN_TILE, lds);
-            else y_qk_f(q + r0 * qs, qs, R, t, d, scale, sc + r0 * lds + i * KERN_TILE, lds);
+            const void *t = (const char *)kt + kern_kv_bytes(kvt, i * kts);
+            float *o = sc + r0 * lds + i * KERN_TILE;
+            if (kvt == KERN_KV_Q8_0) y_qk_q(q + r0 * qs, qs, R, t, d, scale, o, lds);
+            else if (kvt == KERN_KV_F16) y_qk_h(q + r0 * qs, qs, R, t, d, scale, o, lds);
+            else y_qk_f(q + r0 * qs, qs, R, t, d, scale, o, lds);
         }
     }
 }
@@ -475,10 +517,57 @@ static TGT void NAME(const float *p, int64_t lds, int R, int64_t a, int64_t b, c
 YPV_FN(y_pv_h, 1)
 YPV_FN(y_pv_f, 0)
 
+/* R rows x 16 output dims at byte offset o of q8_0 value rows (rb bytes apart; the 16
+ * in one block, at value offset h): chains over t of p * (exact scale * int8). */
+TGT_INLINE void y_pv_q_body(const float *p, int64_t lds, int64_t a, int64_t b, const uint8_t *v, size_t rb, int h,
+                            float *out, int64_t os, const int R)
+{
+    __m256 acc[4][2];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        acc[r][0] = _mm256_loadu_ps(out + r * os);
+        acc[r][1] = _mm256_loadu_ps(out + r * os + 8);
+    }
+    for (int64_t t = a; t <= b; t++) {
+        const uint8_t *blk = v + (size_t)t * rb;
+        const __m256 sv = _mm256_set1_ps(half_to_float(*(const uint16_t *)blk));
+        __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2 + h));
+        __m256 v0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), sv);
+        __m256 v1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), sv);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+            __m256 pb = _mm256_broadcast_ss(p + r * lds + t);
+            acc[r][0] = _mm256_fmadd_ps(pb, v0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(pb, v1, acc[r][1]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(out + r * os, acc[r][0]);
+        _mm256_storeu_ps(out + r * os + 8, acc[r][1]);
+    }
+}
+
+static TGT void y_pv_q(const float *p, int64_t lds, int R, int64_t a, int64_t b, const uint8_t *v, size_t rb, int h,
+                       float *out, int64_t os)
+{
+    switch (R) {
+    case 1: y_pv_q_body(p, lds, a, b, v, rb, h, out, os, 1); break;
+    case 2: y_pv_q_body(p, lds, a, b, v, rb, h, out, os, 2); break;
+    case 3: y_pv_q_body(p, lds, a, b, v, rb, h, out, os, 3); break;
+    default: y_pv_q_body(p, lds, a, b, v, rb, h, out, os, 4); break;
+    }
+}
+
 TGT void kern_avx2_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
-                          int64_t vs, int f16, int d, float *out, int64_t os)
+                          int64_t vs, int kvt, int d, float *out, int64_t os)
 {
     if (a > b) return;
+    if (kvt == KERN_KV_Q8_0) { /* d is a multiple of 32 */
+        for (int d0 = 0; d0 < d; d0 += 16)
+            for (int r0 = 0; r0 < nq; r0 += 4)
+                y_pv_q(p + r0 * lds, lds, nq - r0 < 4 ? nq - r0 : 4, a, b, (const uint8_t *)v + (size_t)(d0 / KERN_QK) * 34,
+                       kern_kv_bytes(kvt, vs), d0 % KERN_QK, out + r0 * os + d0, os);
+        return;
+    }
+    const int f16 = kvt == KERN_KV_F16;
     size_t elt = f16 ? 2 : 4;
     int d16 = d / 16 * 16;
     for (int d0 = 0; d0 < d16; d0 += 16) {

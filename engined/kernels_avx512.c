@@ -312,17 +312,67 @@ static TGT void NAME(const float *q, int64_t qs, int R, const void *kt, int64_t 
 QK_FN(z_qk_h, 1)
 QK_FN(z_qk_f, 0)
 
-static TGT void avx512_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,
+/* R query rows x NT q8_0 key tiles (kts bytes apart): per 32-dim group the tiles'
+ * scales, then two chains over d of exact scale * int8 keys, as z_qk_body. */
+TGT_INLINE void z_qk_q_body(const float *q, int64_t qs, const uint8_t *kt, size_t kts, int d, float scale, float *sc,
+                            int64_t lds, const int R, const int NT)
+{
+    __m512 acc[6][2][2];
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++) acc[r][j][0] = acc[r][j][1] = _mm512_setzero_ps();
+    for (int kb = 0; kb < d; kb += KERN_QK) {
+        const uint8_t *g[2];
+        __m512 s[2];
+        _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++) {
+            g[j] = kt + j * kts + (size_t)(kb / KERN_QK) * KERN_KVQ_GROUP;
+            s[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g[j]));
+        }
+        for (int k = 0; k < KERN_QK; k += 2) {
+            _Pragma("GCC unroll 2") for (int c = 0; c < 2; c++) {
+                __m512 kv[2];
+                _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++) {
+                    __m128i b = _mm_loadu_si128((const __m128i *)(g[j] + 2 * KERN_TILE + (k + c) * KERN_TILE));
+                    kv[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), s[j]);
+                }
+                _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                    __m512 qb = _mm512_set1_ps(q[r * qs + kb + k + c]);
+                    _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++)
+                        acc[r][j][c] = _mm512_fmadd_ps(qb, kv[j], acc[r][j][c]);
+                }
+            }
+        }
+    }
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++)
+            _mm512_storeu_ps(sc + r * lds + j * KERN_TILE,
+                             _mm512_mul_ps(_mm512_add_ps(acc[r][j][0], acc[r][j][1]), _mm512_set1_ps(scale)));
+}
+
+#define QKQ_CASE(R)                                                                         \
+    case R: {                                                                               \
+        if (nt == 2) z_qk_q_body(q, qs, kt, kts, d, scale, sc, lds, R, 2);                  \
+        else z_qk_q_body(q, qs, kt, kts, d, scale, sc, lds, R, 1);                          \
+        break;                                                                              \
+    }
+static TGT void z_qk_q(const float *q, int64_t qs, int R, const uint8_t *kt, size_t kts, int d, float scale,
+                       float *sc, int64_t lds, int nt)
+{
+    switch (R) { QKQ_CASE(1) QKQ_CASE(2) QKQ_CASE(3) QKQ_CASE(4) QKQ_CASE(5) QKQ_CASE(6) }
+}
+
+static TGT void avx512_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,
                               int64_t ntiles, float scale, float *sc, int64_t lds)
 {
-    size_t elt = f16 ? 2 : 4;
+    const int f16 = kvt == KERN_KV_F16;
     for (int r0 = 0; r0 < nq; r0 += 6) {
         int R = nq - r0 < 6 ? nq - r0 : 6;
         for (int64_t i = 0; i < ntiles; i += 2) {
             int nt = ntiles - i < 2 ? 1 : 2;
-            const void *t = (const char *)kt + (size_t)(i * kts) * elt;
-            if (f16) z_qk_h(q + r0 * qs, qs, R, t, kts, d, scale, sc + r0 * lds + i * KERN_TILE, lds, nt);
-            else z_qk_f(q + r0 * qs, qs, R, t, kts, d, scale, sc + r0 * lds + i * KERN_TILE, lds, nt);
+            const void *t = (const char *)kt + kern_kv_bytes(kvt, i * kts);
+            float *o = sc + r0 * lds + i * KERN_TILE;
+            if (kvt == KERN_KV_Q8_0) z_qk_q(q + r0 * qs, qs, R, t, kern_kv_bytes(kvt, kts), d, scale, o, lds, nt);
+            else if (f16) z_qk_h(q + r0 * qs, qs, R, t, kts, d, scale, o, lds, nt);
+            else z_qk_f(q + r0 * qs, qs, R, t, kts, d, scale, o, lds, nt);
         }
     }
 }
@@ -368,10 +418,56 @@ static TGT void NAME(const float *p, int64_t lds, int R, int64_t a, int64_t b, c
 PV_FN(z_pv_h, 1)
 PV_FN(z_pv_f, 0)
 
+/* R rows x NB q8_0 blocks of 32 output dims (rows rb bytes apart, blocks 34): chains
+ * over t of p * (exact scale * int8). */
+TGT_INLINE void z_pv_q_body(const float *p, int64_t lds, int64_t a, int64_t b, const uint8_t *v, size_t rb,
+                            float *out, int64_t os, const int R, const int NB)
+{
+    __m512 acc[6][4];
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < 2 * NB; c++) acc[r][c] = _mm512_loadu_ps(out + r * os + 16 * c);
+    for (int64_t t = a; t <= b; t++) {
+        __m512 vv[4];
+        _Pragma("GCC unroll 2") for (int k = 0; k < NB; k++) {
+            const uint8_t *blk = v + (size_t)t * rb + (size_t)k * 34;
+            const __m512 sv = _mm512_set1_ps(_cvtsh_ss(*(const uint16_t *)blk));
+            __m128i q0 = _mm_loadu_si128((const __m128i *)(blk + 2)), q1 = _mm_loadu_si128((const __m128i *)(blk + 18));
+            vv[2 * k] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), sv);
+            vv[2 * k + 1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), sv);
+        }
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            __m512 pb = _mm512_set1_ps(p[r * lds + t]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < 2 * NB; c++) acc[r][c] = _mm512_fmadd_ps(pb, vv[c], acc[r][c]);
+        }
+    }
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < 2 * NB; c++) _mm512_storeu_ps(out + r * os + 16 * c, acc[r][c]);
+}
+
+#define PVQ_CASE(R)                                                                         \
+    case R: {                                                                               \
+        if (nb == 2) z_pv_q_body(p, lds, a, b, v, rb, out, os, R, 2);                       \
+        else z_pv_q_body(p, lds, a, b, v, rb, out, os, R, 1);                               \
+        break;                                                                              \
+    }
+static TGT void z_pv_q(const float *p, int64_t lds, int R, int64_t a, int64_t b, const uint8_t *v, size_t rb,
+                       float *out, int64_t os, int nb)
+{
+    switch (R) { PVQ_CASE(1) PVQ_CASE(2) PVQ_CASE(3) PVQ_CASE(4) PVQ_CASE(5) PVQ_CASE(6) }
+}
+
 static TGT void avx512_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
-                              int64_t vs, int f16, int d, float *out, int64_t os)
+                              int64_t vs, int kvt, int d, float *out, int64_t os)
 {
     if (a > b) return;
+    if (kvt == KERN_KV_Q8_0) { /* d is a multiple of 32: two blocks at a time */
+        for (int d0 = 0; d0 < d; d0 += 64)
+            for (int r0 = 0; r0 < nq; r0 += 6)
+                z_pv_q(p + r0 * lds, lds, nq - r0 < 6 ? nq - r0 : 6, a, b, (const uint8_t *)v + (size_t)d0 / KERN_QK * 34,
+                       kern_kv_bytes(kvt, vs), out + r0 * os + d0, os, d - d0 >= 64 ? 2 : 1);
+        return;
+    }
+    const int f16 = kvt == KERN_KV_F16;
     size_t elt = f16 ? 2 : 4;
     for (int d0 = 0; d0 < d; d0 += 64) {
         int w = d - d0 < 64 ? d - d0 : 64, nv = (w + 15) / 16;

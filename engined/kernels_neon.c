@@ -341,19 +341,96 @@ static void n_qk_f1(const float *q, int64_t qs, const void *kt, int d, float sca
 static void n_qk_f2(const float *q, int64_t qs, const void *kt, int d, float scale, float *sc, int64_t lds)
 { n_qk_body(q, qs, kt, 0, d, scale, sc, lds, 2); }
 
-static void neon_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,
+/* 16 int8 as four vectors of floats, each times its scale (exact: 11 by 8 bits). */
+N_IN void n_q8x16(const int8_t *x, const float32x4_t s[4], float32x4_t out[4])
+{
+    int8x16_t b = vld1q_s8(x);
+    int16x8_t lo = vmovl_s8(vget_low_s8(b)), hi = vmovl_high_s8(b);
+    out[0] = vmulq_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), s[0]);
+    out[1] = vmulq_f32(vcvtq_f32_s32(vmovl_high_s16(lo)), s[1]);
+    out[2] = vmulq_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), s[2]);
+    out[3] = vmulq_f32(vcvtq_f32_s32(vmovl_high_s16(hi)), s[3]);
+}
+
+/* R query rows x one q8_0 key tile: per 32-dim group its 16 scales, then the two chains
+ * of n_qk_body over exact scale * int8 keys. */
+N_IN void n_qk_q_body(const float *q, int64_t qs, const uint8_t *kt, int d, float scale, float *sc, int64_t lds,
+                      const int R)
+{
+    float32x4_t acc[2][2][4];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < 2; c++)
+            for (int j = 0; j < 4; j++) acc[r][c][j] = vdupq_n_f32(0.0f);
+    for (int kb = 0; kb < d; kb += KERN_QK) {
+        const uint8_t *g = kt + (size_t)(kb / KERN_QK) * KERN_KVQ_GROUP;
+        float32x4_t s[4];
+        for (int j = 0; j < 4; j++) s[j] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)g + 4 * j)));
+        for (int k = 0; k < KERN_QK; k += 2)
+            for (int c = 0; c < 2; c++) {
+                float32x4_t kv[4];
+                n_q8x16((const int8_t *)g + 2 * KERN_TILE + (k + c) * KERN_TILE, s, kv);
+                for (int r = 0; r < R; r++) {
+                    const float qb = q[r * qs + kb + k + c];
+                    for (int j = 0; j < 4; j++) acc[r][c][j] = vfmaq_n_f32(acc[r][c][j], kv[j], qb);
+                }
+            }
+    }
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < 4; j++)
+            vst1q_f32(sc + r * lds + 4 * j, vmulq_n_f32(vaddq_f32(acc[r][0][j], acc[r][1][j]), scale));
+}
+
+static void neon_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,
                         int64_t ntiles, float scale, float *sc, int64_t lds)
 {
-    size_t elt = f16 ? 2 : 4;
+    const int f16 = kvt == KERN_KV_F16;
     for (int r0 = 0; r0 < nq; r0 += 2) {
         int two = nq - r0 >= 2;
         for (int64_t i = 0; i < ntiles; i++) {
-            const void *t = (const char *)kt + (size_t)(i * kts) * elt;
+            const void *t = (const char *)kt + kern_kv_bytes(kvt, i * kts);
             const float *qr = q + r0 * qs;
             float *o = sc + r0 * lds + i * KERN_TILE;
-            if (f16) (two ? n_qk_h2 : n_qk_h1)(qr, qs, t, d, scale, o, lds);
+            if (kvt == KERN_KV_Q8_0) {
+                if (two) n_qk_q_body(qr, qs, t, d, scale, o, lds, 2);
+                else n_qk_q_body(qr, qs, t, d, scale, o, lds, 1);
+            } else if (f16) (two ? n_qk_h2 : n_qk_h1)(qr, qs, t, d, scale, o, lds);
             else (two ? n_qk_f2 : n_qk_f1)(qr, qs, t, d, scale, o, lds);
         }
+    }
+}
+
+/* R rows x 16 output dims at value offset h of q8_0 blocks (rows rb bytes apart): chains
+ * over t of p * (exact scale * int8). */
+N_IN void n_pv_q_body(const float *p, int64_t lds, int64_t a, int64_t b, const uint8_t *v, size_t rb, int h,
+                      float *out, int64_t os, const int R)
+{
+    float32x4_t acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < 4; j++) acc[r][j] = vld1q_f32(out + r * os + 4 * j);
+    for (int64_t t = a; t <= b; t++) {
+        const uint8_t *blk = v + (size_t)t * rb;
+        uint16_t hs;
+        memcpy(&hs, blk, 2);
+        const float32x4_t sv = vdupq_n_f32(f16_to_f32(hs)), s[4] = { sv, sv, sv, sv };
+        float32x4_t vv[4];
+        n_q8x16((const int8_t *)blk + 2 + h, s, vv);
+        for (int r = 0; r < R; r++) {
+            const float pb = p[r * lds + t];
+            for (int j = 0; j < 4; j++) acc[r][j] = vfmaq_n_f32(acc[r][j], vv[j], pb);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < 4; j++) vst1q_f32(out + r * os + 4 * j, acc[r][j]);
+}
+
+static void n_pv_q(const float *p, int64_t lds, int R, int64_t a, int64_t b, const uint8_t *v, size_t rb, int h,
+                   float *out, int64_t os)
+{
+    switch (R) {
+    case 1: n_pv_q_body(p, lds, a, b, v, rb, h, out, os, 1); break;
+    case 2: n_pv_q_body(p, lds, a, b, v, rb, h, out, os, 2); break;
+    case 3: n_pv_q_body(p, lds, a, b, v, rb, h, out, os, 3); break;
+    default: n_pv_q_body(p, lds, a, b, v, rb, h, out, os, 4); break;
     }
 }
 
@@ -391,9 +468,17 @@ NPV_FN(n_pv_h, 1)
 NPV_FN(n_pv_f, 0)
 
 static void neon_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
-                        int64_t vs, int f16, int d, float *out, int64_t os)
+                        int64_t vs, int kvt, int d, float *out, int64_t os)
 {
     if (a > b) return;
+    if (kvt == KERN_KV_Q8_0) { /* d is a multiple of 32 */
+        for (int d0 = 0; d0 < d; d0 += 16)
+            for (int r0 = 0; r0 < nq; r0 += 4)
+                n_pv_q(p + r0 * lds, lds, nq - r0 < 4 ? nq - r0 : 4, a, b, (const uint8_t *)v + (size_t)(d0 / KERN_QK) * 34,
+                       kern_kv_bytes(kvt, vs), d0 % KERN_QK, out + r0 * os + d0, os);
+        return;
+    }
+    const int f16 = kvt == KERN_KV_F16;
     size_t elt = f16 ? 2 : 4;
     int d16 = d / 16 * 16;
     for (int d0 = 0; d0 < d16; d0 += 16) {

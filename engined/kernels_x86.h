@@ -19,10 +19,10 @@ void kern_xk_quantize_avx512(const float *x, int64_t n_rows, int64_t cols, void 
 void kern_xk_quantize_avx2(const float *x, int64_t n_rows, int64_t cols, void *dst);
 void kern_avx2_f32_matmul(const float *w, int64_t cols, const float *x, int64_t n_tok,
                           float *y, int64_t ldy, int64_t r0, int64_t r1);
-void kern_avx2_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int f16, int d,
+void kern_avx2_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,
                       int64_t ntiles, float scale, float *sc, int64_t lds);
 void kern_avx2_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
-                      int64_t vs, int f16, int d, float *out, int64_t os);
+                      int64_t vs, int kvt, int d, float *out, int64_t os);
 void kern_avx2_softmax(float *s, int64_t n);
 void kern_avx2_silu_mul(float *g, const float *up, int64_t n);
 float kern_avx2_f32_dot(const float *a, const float *b, int64_t n);

@@ -11,11 +11,29 @@
 #include "log.h"
 #include "errcode.h"
 
+static const char *const kv_names[ENG_KV_COUNT] = { "f16", "f32", "q8_0" };
+
+const char *eng_kv_name(eng_kv_type t) { return (unsigned)t < ENG_KV_COUNT ? kv_names[t] : NULL; }
+
+int eng_kv_parse(const char *name)
+{
+    for (int t = 0; t < ENG_KV_COUNT && name; t++)
+        if (!strcmp(name, kv_names[t])) return t;
+    return -1;
+}
+
+size_t kv_cache_bytes(int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type)
+{
+    int kvt = kv_kern_type(type);
+    return kern_kv_bytes(kvt, (int64_t)n_layer * ((n_ctx + 15) / 16 * 16) * kv_dim) +
+           kern_kv_bytes(kvt, (int64_t)n_layer * n_ctx * kv_dim);
+}
+
 int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type,
             char *err, size_t errlen)
 {
     memset(kv, 0, sizeof *kv);
-    if (n_layer <= 0 || n_ctx <= 0 || kv_dim <= 0 || (type != ENG_KV_F16 && type != ENG_KV_F32)) {
+    if (n_layer <= 0 || n_ctx <= 0 || kv_dim <= 0 || !eng_kv_name(type) || (type == ENG_KV_Q8_0 && kv_dim % 32)) {
         return errf(err, errlen, "KV cache: invalid sizes (layers %d, n_ctx %d, kv_dim %lld) or type %d",
                     n_layer, n_ctx, (long long)kv_dim, (int)type);
     }
@@ -23,10 +41,10 @@ int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type ty
     kv->n_ctx = n_ctx;
     kv->kv_dim = kv_dim;
     kv->type = type;
-    kv->elt = type == ENG_KV_F16 ? 2 : 4;
+    kv->kvt = kv_kern_type(type);
     kv->n_tiles = (n_ctx + 15) / 16;
-    size_t bytes = (size_t)n_layer * (size_t)n_ctx * (size_t)kv_dim * kv->elt;
-    kv->k = calloc(1, (size_t)n_layer * (size_t)kv->n_tiles * 16 * (size_t)kv_dim * kv->elt);
+    size_t bytes = kern_kv_bytes(kv->kvt, (int64_t)n_layer * n_ctx * kv_dim);
+    kv->k = calloc(1, kv_cache_bytes(n_layer, n_ctx, kv_dim, type) - bytes);
     kv->v = calloc(1, bytes);
     if (!kv->k || !kv->v) {
         errf(err, errlen, "KV cache: out of memory for 2 x %.1f MB", bytes / 1e6);
@@ -52,14 +70,14 @@ int kv_init_pool(kv_cache *kv, kvp *pool, int n_ctx, char *err, size_t errlen)
 {
     memset(kv, 0, sizeof *kv);
     const kvp_geometry *g = kvp_geometry_of(pool);
-    if (n_ctx <= 0 || g->id.block_tokens != KV_BLOCK_TOKENS || (g->id.type != KVP_F16 && g->id.type != KVP_F32))
-        return errf(err, errlen, "KV pool: blocks of %u tokens of type %u (need %d tokens of f16 or f32)",
+    if (n_ctx <= 0 || g->id.block_tokens != KV_BLOCK_TOKENS || g->id.type >= KVP_TYPE_COUNT)
+        return errf(err, errlen, "KV pool: blocks of %u tokens of type %u (need %d tokens of f16, f32 or q8_0)",
                     g->id.block_tokens, g->id.type, KV_BLOCK_TOKENS);
     kv->n_layer = (int)g->id.n_layer;
     kv->n_ctx = n_ctx;
     kv->kv_dim = g->id.kv_dim;
-    kv->type = g->id.type == KVP_F16 ? ENG_KV_F16 : ENG_KV_F32;
-    kv->elt = kv->type == ENG_KV_F16 ? 2 : 4;
+    kv->type = kv_pool_type(pool);
+    kv->kvt = kv_kern_type(kv->type);
     kv->n_tiles = (n_ctx + 15) / 16;
     kv->blk = malloc((size_t)kv->n_tiles * sizeof *kv->blk);
     kv->pub = calloc((size_t)kv->n_tiles, 1);
@@ -143,18 +161,22 @@ int kv_reuse(kv_cache *kv, int pos, const int32_t *tokens, int n)
 void kv_store(kv_cache *kv, int layer, int pos, const float *k, const float *v)
 {
     LLM_ASSERT(layer >= 0 && layer < kv->n_layer && pos >= 0 && pos < kv->n_ctx);
-    char *kt = (char *)kv_ktile(kv, layer, pos / 16) + (size_t)(pos % 16) * kv->elt;
+    char *tile = (char *)kv_ktile(kv, layer, pos / 16);
     void *vd = (void *)kv_v(kv, layer, pos);
-    if (kv->type == ENG_KV_F16) {
-        uint16_t h[256];
+    if (kv->type == ENG_KV_Q8_0) {
+        kern_kv_q8_key(k, kv->kv_dim, tile, pos % 16);
+        kern_kv_q8_row(v, kv->kv_dim, vd);
+    } else if (kv->type == ENG_KV_F16) {
+        uint16_t h[256], *kt = (uint16_t *)tile + pos % 16;
         for (int64_t i0 = 0; i0 < kv->kv_dim; i0 += 256) {
             int64_t n = kv->kv_dim - i0 < 256 ? kv->kv_dim - i0 : 256;
             kern_f32_to_f16(k + i0, h, n);
-            for (int64_t i = 0; i < n; i++) ((uint16_t *)kt)[(i0 + i) * 16] = h[i];
+            for (int64_t i = 0; i < n; i++) kt[(i0 + i) * 16] = h[i];
         }
         kern_f32_to_f16(v, vd, kv->kv_dim);
     } else {
-        for (int64_t i = 0; i < kv->kv_dim; i++) ((float *)kt)[i * 16] = k[i];
+        float *kt = (float *)tile + pos % 16;
+        for (int64_t i = 0; i < kv->kv_dim; i++) kt[i * 16] = k[i];
         memcpy(vd, v, (size_t)kv->kv_dim * sizeof(float));
     }
 }

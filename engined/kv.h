@@ -1,6 +1,6 @@
 /*
- * kv.h - a session's KV cache: keys and values of every layer and position, f16 or
- * f32, and the session struct that owns it.
+ * kv.h - a session's KV cache: keys and values of every layer and position, f16, f32
+ * or q8_0, and the session struct that owns it.
  *
  *   kv_cache kv;
  *   if (kv_init(&kv, n_layer, n_ctx, kv_dim, ENG_KV_F16, err, sizeof err) != 0) ...
@@ -13,6 +13,9 @@
  * positions transposed (element (i, j) = key i of position 16 * tile + j), which is
  * what the attention kernels multiply a query with (kernels.h). Values are
  * [n_layer][n_ctx][kv_dim] rows. Positions past n_ctx in the last tile are zero.
+ * q8_0 (kv_dim a multiple of 32): a key tile is kv_dim / 32 groups of 16 f16 scales and
+ * [32][16] int8, a value row kv_dim / 32 block_q8_0 (kernels.h); a tile or row of n
+ * elements takes kern_kv_bytes(kvt, n) bytes whatever the type.
  * Ownership: a kv_cache owns its two buffers (kv_free); an eng_session owns its cache.
  *
  * Block table (kv_init_pool): the cache holds no buffers but one block of a shared
@@ -30,6 +33,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "kernels.h"
 #include "kvpool.h"
 
 #define KV_BLOCK_TOKENS 16 /* a pool block: one key tile */
@@ -40,7 +44,7 @@ typedef struct {
     int         n_tiles;  /* key tiles: ceil(n_ctx / 16) */
     int64_t     kv_dim;   /* n_head_kv * head_dim */
     eng_kv_type type;
-    size_t      elt;      /* bytes per element: 2 (f16) or 4 (f32) */
+    int         kvt;      /* the type as the attention kernels name it (KERN_KV_*) */
     void       *k;        /* (n_layer, n_tiles, kv_dim, 16) */
     void       *v;        /* (n_layer, n_ctx, kv_dim) */
     kvp        *pool;     /* block table mode (then k and v are NULL), else NULL */
@@ -52,6 +56,19 @@ typedef struct {
     uint64_t    reused;   /* positions taken from published blocks (kv_reuse) */
 } kv_cache;
 
+/* The kernels' name of a KV type (KERN_KV_*). */
+static inline int kv_kern_type(eng_kv_type t)
+{
+    return t == ENG_KV_Q8_0 ? KERN_KV_Q8_0 : t == ENG_KV_F16 ? KERN_KV_F16 : KERN_KV_F32;
+}
+
+/* The engine's name of a pool's element type. */
+static inline eng_kv_type kv_pool_type(const kvp *pool)
+{
+    uint32_t t = kvp_geometry_of(pool)->id.type;
+    return t == KVP_F16 ? ENG_KV_F16 : t == KVP_F32 ? ENG_KV_F32 : ENG_KV_Q8_0;
+}
+
 /* The session behind eng_session: its cache and how many positions it holds. */
 struct eng_session {
     eng_model *model;
@@ -62,10 +79,12 @@ struct eng_session {
 /* Allocates a zeroed cache. 0, or -1 with err (bad sizes, no memory). */
 int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type,
             char *err, size_t errlen);
+/* Bytes kv_init allocates for those sizes: keys (whole tiles) and values. */
+size_t kv_cache_bytes(int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type);
 /* Frees the buffers; accepts a zeroed struct. */
 void kv_free(kv_cache *kv);
-/* Stores one position's key and value rows (kv_dim floats each), converting to f16
- * when the cache is f16. */
+/* Stores one position's key and value rows (kv_dim floats each), converted to the
+ * cache's type (q8_0: ggml's reference rounding). */
 void kv_store(kv_cache *kv, int layer, int pos, const float *k, const float *v);
 
 /* A cache of n_ctx positions over a pool's blocks (its type and shape must match the
@@ -89,14 +108,15 @@ int kv_reuse(kv_cache *kv, int pos, const int32_t *tokens, int n);
 static inline const void *kv_ktile(const kv_cache *kv, int layer, int tile)
 {
     if (kv->pool) return kvp_plane(kv->pool, kv->blk[tile], layer, KVP_K);
-    return (const char *)kv->k + (((size_t)layer * kv->n_tiles + tile) * kv->kv_dim * 16) * kv->elt;
+    return (const char *)kv->k + kern_kv_bytes(kv->kvt, ((int64_t)layer * kv->n_tiles + tile) * kv->kv_dim * 16);
 }
 /* Value row of (layer, pos). */
 static inline const void *kv_v(const kv_cache *kv, int layer, int pos)
 {
     if (kv->pool)
-        return (const char *)kvp_plane(kv->pool, kv->blk[pos / 16], layer, KVP_V) + (size_t)(pos % 16) * kv->kv_dim * kv->elt;
-    return (const char *)kv->v + (((size_t)layer * kv->n_ctx + pos) * kv->kv_dim) * kv->elt;
+        return (const char *)kvp_plane(kv->pool, kv->blk[pos / 16], layer, KVP_V) +
+               kern_kv_bytes(kv->kvt, (int64_t)(pos % 16) * kv->kv_dim);
+    return (const char *)kv->v + kern_kv_bytes(kv->kvt, ((int64_t)layer * kv->n_ctx + pos) * kv->kv_dim);
 }
 
 #endif

@@ -31,8 +31,9 @@
  *   [reference bitmaps: n_slots x ceil(n_blocks / 64) words] [block data, 4 KiB aligned]
  * A block's data is [n_layer][K|V][block_tokens][kv_dim] elements of the pool's type,
  * each (layer, K|V) plane padded to 64 bytes; q8_0 rows are ggml's block_q8_0 (f16 scale
- * + 32 int8) and need kv_dim % 32 == 0. The engine (kv.h, 16-token f16/f32 blocks)
- * stores a K plane transposed, [kv_dim][16], the key tile its attention kernels read.
+ * + 32 int8) and need kv_dim % 32 == 0. The engine (kv.h, 16-token blocks) stores a K
+ * plane transposed, [kv_dim][16], the key tile its attention kernels read (q8_0: the
+ * same bytes as 16 rows, in 32-dim groups of 16 f16 scales then [32][16] int8).
  *
  * States: FREE (on the free list) -> kvp_alloc -> WRITING (its writer slot alone may
  * touch its bytes) -> kvp_publish -> PUBLISHED (indexed by hash; its bytes never change

@@ -35,11 +35,12 @@ int kvs_parse(const char *size, kvs_spec *s, char *err, size_t errlen)
 
 int kvs_enabled(const kvs_spec *s) { return s->bytes || s->tokens; }
 
-void kvs_ident(const eng_model *m, int kv_f16, kvp_ident *id)
+void kvs_ident(const eng_model *m, eng_kv_type kv, kvp_ident *id)
 {
     const mdl_config *c = eng_config_of(m);
+    uint32_t type = kv == ENG_KV_F16 ? KVP_F16 : kv == ENG_KV_F32 ? KVP_F32 : KVP_Q8_0;
     *id = (kvp_ident){ .model_id = kvp_model_id(seg_hdr(eng_handle_map(m))), .n_layer = (uint32_t)c->n_layer,
-                       .kv_dim = (uint32_t)(c->n_head_kv * c->head_dim), .type = kv_f16 ? KVP_F16 : KVP_F32,
+                       .kv_dim = (uint32_t)(c->n_head_kv * c->head_dim), .type = type,
                        .block_tokens = KVS_BLOCK_TOKENS };
 }
 
@@ -83,8 +84,9 @@ kvp *kvs_open(const eng_model *m, const kvs_spec *s, int master, char *err, size
         errf(err, errlen, "segment %s: no KV pool name for it", eng_segment_name(m));
         return NULL;
     }
+    if (eng_kv_check(m, s->kv, err, errlen) != 0) return NULL;
     kvp_params p = { .bytes = s->bytes, .tokens = s->tokens };
-    kvs_ident(m, s->kv_f16, &p.id);
+    kvs_ident(m, s->kv, &p.id);
     if (master) return master_open(name, &p, err, errlen);
     kvp *pool = NULL;
     for (int t = 0; t < 50; t++) { /* the master may still be creating it */

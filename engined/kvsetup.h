@@ -12,7 +12,7 @@
  * SIZE: bytes with a K, M or G suffix (binary: 2G = 2 GiB, the whole pool with its
  * metadata), or a bare number of tokens (rounded up to whole blocks). Blocks hold
  * KVS_BLOCK_TOKENS positions, a multiple of the attention kernel's 16-position key tiles.
- * The element type follows --kv (f16 or f32).
+ * The element type follows --kv (f16, f32 or q8_0).
  */
 #ifndef LLM_KVSETUP_H
 #define LLM_KVSETUP_H
@@ -29,19 +29,20 @@
 typedef struct {
     uint64_t bytes;
     uint64_t tokens;
-    int      kv_f16;   /* the element type: 1 f16, 0 f32 */
+    eng_kv_type kv;    /* the element type */
 } kvs_spec;
 
-/* Parses SIZE into s (bytes, tokens; kv_f16 untouched): 0, or -1 with err. */
+/* Parses SIZE into s (bytes, tokens; kv untouched): 0, or -1 with err. */
 int kvs_parse(const char *size, kvs_spec *s, char *err, size_t errlen);
 /* 1 when s asks for a pool. */
 int kvs_enabled(const kvs_spec *s);
-/* The identity of the pool of model m with element type f16 or f32. */
-void kvs_ident(const eng_model *m, int kv_f16, kvp_ident *id);
+/* The identity of the pool of model m with element type kv. */
+void kvs_ident(const eng_model *m, eng_kv_type kv, kvp_ident *id);
 /* master 1: creates the pool of m's segment, or reuses an existing one of the same
  * identity (its blocks stay cached); one of another identity and ours is replaced.
  * master 0: attaches the master's pool, waiting up to 5 s while it is being created.
- * NULL with err (another uid's or open to others, truncated, corrupt, other model). */
+ * NULL with err (another uid's or open to others, truncated, corrupt, other model, a
+ * type the model cannot hold: eng_kv_check). */
 kvp *kvs_open(const eng_model *m, const kvs_spec *s, int master, char *err, size_t errlen);
 
 #endif

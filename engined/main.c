@@ -27,7 +27,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: engined --model FILE --eval TOKENS.txt [--logits-out OUT.f32] [-n N]\n"
-        "               [--precision native|int8|float] [--threads N] [--kv f16|f32] [--ctx N]\n"
+        "               [--precision native|int8|float] [--threads N] [--kv f16|f32|q8_0] [--ctx N]\n"
         "       engined --list-segments\n"
         "       engined --remove-segment NAME | --all\n"
         "       engined --verify-segment NAME | --all    (attach as a worker, check every checksum)\n"
@@ -39,7 +39,7 @@ static void usage(FILE *f)
         "  --precision P      native (default: 2/4/5/6-bit matrices kept at their width, others\n"
         "                     q8), int8 (every matrix widened to q8) or float (f32 reference)\n"
         "  --threads N        compute threads (default 2)\n"
-        "  --kv T             KV cache type f16 (default) or f32\n");
+        "  --kv T             KV cache type f16 (default), f32 or q8_0\n");
 }
 
 static double now_ms(void)
@@ -320,8 +320,8 @@ static int parse_eval(int argc, char **argv, eval_opts *o)
         else if (!strcmp(a, "--ctx") && v) o->n_ctx = atoi(v);
         else if (!strcmp(a, "--precision") && v && (!strcmp(v, "int8") || !strcmp(v, "float") || !strcmp(v, "native")))
             o->prec = !strcmp(v, "float") ? ENG_FLOAT : !strcmp(v, "int8") ? ENG_INT8 : ENG_NATIVE;
-        else if (!strcmp(a, "--kv") && v && (!strcmp(v, "f16") || !strcmp(v, "f32")))
-            o->kv = !strcmp(v, "f32") ? ENG_KV_F32 : ENG_KV_F16;
+        else if (!strcmp(a, "--kv") && v && eng_kv_parse(v) >= 0)
+            o->kv = (eng_kv_type)eng_kv_parse(v);
         else {
             fprintf(stderr, "error: unknown option or missing/invalid value: %s%s%s\n", a, v ? " " : "", v ? v : "");
             return 2;

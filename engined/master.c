@@ -48,7 +48,7 @@ static void usage(FILE *f)
             "  --batch-tokens N    most tokens a worker evaluates per step: one per decoding\n"
             "                      session plus prefill chunks (default %d)\n"
             "  --idle-batch-tokens N  the same when no session is decoding (default %d)\n"
-            "  --kv f16|f32        KV cache type (default f16)\n"
+            "  --kv f16|f32|q8_0   KV cache type (default f16; q8_0 needs head_dim %% 32 == 0)\n"
             "  --kv-pool SIZE      shared KV block pool next to the weights: bytes with a K/M/G\n"
             "                      suffix, or a bare number of tokens; 0 or off (default): none.\n"
             "                      Created, attached and reaped, not yet read by the forward pass\n"
@@ -85,8 +85,8 @@ static int parse(int argc, char **argv, engd_opts *o, int *attach)
         else if (OPT("--batch-tokens")) { if (r > 0 && dmn_int("--batch-tokens", val, 1, 4096, &v) == 0) o->batch_tokens = (int)v; else r = -1; }
         else if (OPT("--max-sessions")) { if (r > 0 && dmn_int("--max-sessions", val, 1, 256, &v) == 0) o->max_sessions = (int)v; else r = -1; }
         else if (OPT("--kv")) {
-            if (r > 0 && (strcmp(val, "f16") == 0 || strcmp(val, "f32") == 0)) o->kv_f16 = val[1] == '1';
-            else { fprintf(stderr, "error: --kv must be f16 or f32\n"); r = -1; }
+            if (r > 0 && eng_kv_parse(val) >= 0) o->kv = (eng_kv_type)eng_kv_parse(val);
+            else { fprintf(stderr, "error: --kv must be f16, f32 or q8_0\n"); r = -1; }
         }
         else if (OPT("--kv-pool")) {
             kvs_spec ks;
@@ -210,7 +210,7 @@ static pid_t spawn(const engd_opts *o, const char *self, const char *seg)
     av[n++] = "--max-sessions"; av[n++] = ms;
     av[n++] = "--batch-tokens"; av[n++] = bt;
     av[n++] = "--idle-batch-tokens"; av[n++] = it;
-    av[n++] = "--kv"; av[n++] = o->kv_f16 ? "f16" : "f32";
+    av[n++] = "--kv"; av[n++] = eng_kv_name(o->kv);
     if (o->kv_pool) { av[n++] = "--kv-pool"; av[n++] = o->kv_pool; }
     if (o->run_dir) { av[n++] = "--run-dir"; av[n++] = o->run_dir; }
     if (o->front) { av[n++] = "--front"; av[n++] = o->front; }
@@ -314,8 +314,13 @@ int engd_master_run(const engd_opts *o, const char *self_exe)
         fprintf(sf, "%s\n", seg);
         fclose(sf);
     }
+    if (eng_kv_check(m, o->kv, err, sizeof err) != 0) {
+        log_error("--kv %s: %s", eng_kv_name(o->kv), err);
+        eng_close(m);
+        return 1;
+    }
     kvp *pool = NULL;
-    kvs_spec ks = { .kv_f16 = o->kv_f16 };
+    kvs_spec ks = { .kv = o->kv };
     if (o->kv_pool && kvs_parse(o->kv_pool, &ks, err, sizeof err) == 0 && kvs_enabled(&ks) &&
         !(pool = kvs_open(m, &ks, 1, err, sizeof err))) {
         log_error("--kv-pool %s: %s", o->kv_pool, err);

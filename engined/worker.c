@@ -134,7 +134,7 @@ void engd_opts_default(engd_opts *o)
     o->max_sessions = 16;
     o->batch_tokens = ENGD_BATCH_TOKENS_DEFAULT;
     o->idle_tokens = ENGD_IDLE_TOKENS_DEFAULT;
-    o->kv_f16 = 1; /* half the memory of f32; the attention kernels read f16 directly */
+    o->kv = ENG_KV_F16; /* half the memory of f32; the attention kernels read f16 directly */
     o->precision = ENG_NATIVE;
 }
 
@@ -539,7 +539,7 @@ static void on_run(worker *w, const proto_msg *pm)
         send_sess_error_code(w, sess, epoch, "worker is full (all sessions busy)", ERR_WORKER_FULL, 0);
         return;
     }
-    if (!s->es && !(s->es = eng_session_new(w->m, w->n_ctx, w->o->kv_f16 ? ENG_KV_F16 : ENG_KV_F32, err, sizeof err))) {
+    if (!s->es && !(s->es = eng_session_new(w->m, w->n_ctx, w->o->kv, err, sizeof err))) {
         send_sess_error(w, sess, epoch, err);
         return;
     }
@@ -908,7 +908,7 @@ int engd_worker_run(const engd_opts *o)
     }
     eng_set_threads(w.m, o->threads);
     log_info("attached segment %s read-only in %lld ms (no reload)", o->segment, (long long)(net_now_ms() - t0));
-    kvs_spec ks = { .kv_f16 = o->kv_f16 };
+    kvs_spec ks = { .kv = o->kv };
     if (o->kv_pool && kvs_parse(o->kv_pool, &ks, err, sizeof err) == 0 && kvs_enabled(&ks)) {
         if (!(w.pool = kvs_open(w.m, &ks, 0, err, sizeof err))) {
             log_error("cannot attach the KV pool: %s", err);
@@ -946,11 +946,11 @@ int engd_worker_run(const engd_opts *o)
     if (!ur || fread(&wid, sizeof wid, 1, ur) != 1) wid = (uint64_t)getpid() << 20 ^ (uint64_t)t0;
     if (ur) fclose(ur);
     void *front = NULL;
-    eng_session *probe = w.ctx ? eng_session_new(w.m, o->n_ctx, ENG_KV_F16, err, sizeof err) : NULL;
+    eng_session *probe = w.ctx ? eng_session_new(w.m, o->n_ctx, o->kv, err, sizeof err) : NULL; /* --kv checked */
     w.n_ctx = probe ? eng_session_n_ctx(probe) : 0; /* what --ctx 0 resolves to */
     eng_session_free(probe);
     if (!w.s || !w.logits || !w.items || !w.order || !w.lrow || !w.ring || !w.ctx || !w.n_ctx || connect_sockets(&w, dir, &front) != 0) {
-        if (!w.ring) log_error("%s", err);
+        if (!w.ring || (w.ctx && !w.n_ctx)) log_error("%s", err);
         net_close(&front);
         worker_free(&w);
         return 1;

@@ -28,7 +28,7 @@ typedef struct {
     int         max_sessions; /* per worker */
     int         batch_tokens; /* most tokens one step evaluates (decode + prefill chunks) */
     int         idle_tokens;  /* the same when no session is decoding (nobody waits) */
-    int         kv_f16;       /* 1: f16 KV cache, 0: f32 */
+    eng_kv_type kv;           /* KV cache element type (--kv) */
     const char *kv_pool;      /* --kv-pool SIZE as given (NULL or "0": no pool; kvsetup.h) */
     int         precision;    /* eng_precision for a segment the master creates */
     int         worker;       /* run as a worker (--worker / --attach) */

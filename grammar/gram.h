@@ -161,8 +161,8 @@ void gram_masker_free(gram_masker *m);
 /* Fills mask (gram_mask_words(v) words) with the tokens allowed after s: those whose
  * bytes gram_accept_bytes would accept, plus the eog tokens when gram_can_end(s). */
 void gram_mask(gram_masker *m, const gram_state *s, uint64_t *mask);
-/* The same by walking every token text from s (the reference, and the path for states
- * that end inside a character). */
+/* The same by walking every token text from s (the reference, and the fallback when the
+ * masker's tables cannot be built). */
 void gram_mask_walk(const gram_vocab *v, const gram_state *s, uint64_t *mask);
 
 /* Counters of a masker (benchmarks, logs). */
@@ -170,6 +170,7 @@ typedef struct {
     uint64_t masks, cache_hits, walks; /* gram_mask calls; answered from the mask cache;
                                           answered by a whole-vocabulary walk */
     uint64_t tables, table_ns;         /* per-context tables built, and their time */
+    uint64_t derived;                  /* of those, derived from a repetition's top table */
     uint64_t rechecks;                 /* context-dependent tokens checked in full */
 } gram_masker_stats;
 gram_masker_stats gram_masker_get_stats(gram_masker *m);

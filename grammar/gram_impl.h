@@ -34,8 +34,14 @@ typedef struct {
     uint32_t lo, hi; /* inclusive code point range */
 } gram_range;
 
+/* A rule of a bounded repetition's chain (x{m,n}: O1 ::= x | "", Ok ::= x O(k-1) | "")
+ * has chain_k = k and chain_top = the chain's largest rule; chain_top is GRAM_NO_CHAIN
+ * for every other rule. gram_mask.c derives the tables of a chain's lower rules from
+ * its top's (a token of at most k bytes cannot tell Ok from the top). */
+#define GRAM_NO_CHAIN UINT32_MAX
 typedef struct {
     uint32_t first_alt, n_alts; /* alt_start[first_alt .. + n_alts) */
+    uint32_t chain_top, chain_k;
 } gram_rule;
 
 struct gram {
@@ -52,6 +58,7 @@ struct gram {
     uint32_t root;         /* rule index of `root` */
     uint64_t hash;         /* gram_text_hash of the source */
     uint8_t *frame_ok;     /* (n_elems) 1 where a stack frame may stand (CLASS or REF) */
+    uint32_t *elem_rule;   /* (n_elems) the rule each element belongs to */
 };
 
 /* A matcher state. Stacks are stored back to back in frames; stack i is

@@ -21,6 +21,16 @@
  * table serves every string of the grammar and the uncertain tokens are those with a
  * closing quote followed by more bytes.
  *
+ * A state inside a character keys its tables by the pending bytes too.
+ *
+ * Bounded repetitions. x{0,n} is a chain of rules O1..On (gram_parse.c), and each
+ * position of, say, a string of at most 40 characters is a context of its own: 40
+ * tables, each a walk over nearly the whole vocabulary. But a token of at most k bytes
+ * cannot use more than k iterations, so from Ok it does just what it does from On: a
+ * table of a lower rule is its top's table for the tokens of at most k bytes, plus a
+ * walk over the longer tokens only (few when k is large; cut short after k + 1 bytes
+ * when k is small).
+ *
  * Masks are also cached by the state's wire form (a small round-robin cache).
  * Caches change only the speed: the tests compare every mask with gram_mask_walk.
  */
@@ -44,6 +54,7 @@ struct gram_vocab {
     uint32_t *len;       /* (n) */
     uint8_t *eog;        /* (n) */
     int32_t *ord;        /* (n_ord) ids with a text, sorted by text */
+    int32_t *by_len;     /* (n_ord) the same ids, longest first */
     uint32_t *lcp;       /* (n_ord) prefix shared with the previous in ord */
     int32_t n_ord;
     uint32_t max_len;
@@ -62,6 +73,22 @@ static int cmp_text(const void *a, const void *b)
     if (lx != ly)
         return lx < ly ? -1 : 1;
     return x < y ? -1 : x > y;
+}
+
+/* v->by_len: a counting sort of ord by length, longest first. */
+static int sort_by_len(gram_vocab *v)
+{
+    uint32_t *start = calloc((size_t)v->max_len + 2, sizeof *start);
+    if (!start)
+        return -1;
+    for (int32_t i = 0; i < v->n_ord; i++)
+        start[v->max_len - v->len[v->ord[i]] + 1]++;
+    for (uint32_t l = 1; l <= v->max_len + 1; l++)
+        start[l] += start[l - 1];
+    for (int32_t i = 0; i < v->n_ord; i++)
+        v->by_len[start[v->max_len - v->len[v->ord[i]]]++] = v->ord[i];
+    free(start);
+    return 0;
 }
 
 gram_vocab *gram_vocab_new(const gram_token *toks, int32_t n, char *err, size_t errlen)
@@ -90,7 +117,8 @@ gram_vocab *gram_vocab_new(const gram_token *toks, int32_t n, char *err, size_t 
     v->eog = malloc(n);
     v->ord = malloc(n * sizeof *v->ord);
     v->lcp = malloc(n * sizeof *v->lcp);
-    if (!v->blob || !v->off || !v->len || !v->eog || !v->ord || !v->lcp)
+    v->by_len = malloc(n * sizeof *v->by_len);
+    if (!v->blob || !v->off || !v->len || !v->eog || !v->ord || !v->lcp || !v->by_len)
         goto oom;
     total = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -120,6 +148,8 @@ gram_vocab *gram_vocab_new(const gram_token *toks, int32_t n, char *err, size_t 
         }
         v->lcp[i] = l;
     }
+    if (sort_by_len(v) != 0)
+        goto oom;
     return v;
 oom:
     snprintf(err, errlen, "grammar vocabulary: out of memory");
@@ -137,6 +167,7 @@ void gram_vocab_free(gram_vocab *v)
     free(v->eog);
     free(v->ord);
     free(v->lcp);
+    free(v->by_len);
     free(v);
 }
 
@@ -222,18 +253,23 @@ static int push_exit(exit_vec *e, uint32_t tok, uint32_t off)
     return 0;
 }
 
-/* Walks every token text from w->st[0] (set by the caller): sets accept's bit of each
- * token the state takes whole; with a truncated start, lists in unc the tokens whose
- * paths return below the bottom with bytes left. */
-static int walk(const gram_vocab *v, walker *w, uint64_t *accept, exit_vec *unc)
+/* Walks every token text of at least min_len bytes from w->st[0] (set by the caller):
+ * sets accept's bit of each token the state takes whole; with a truncated start, lists
+ * in unc the tokens whose paths return below the bottom with bytes left. */
+static int walk(const gram_vocab *v, walker *w, uint64_t *accept, exit_vec *unc, uint32_t min_len)
 {
     const uint32_t INF = UINT32_MAX;
-    uint32_t k = 0, dead = INF;
+    uint32_t k = 0, dead = INF, skipped = INF; /* skipped: the least lcp since the last token walked */
     w->n_exit[0] = 0;
     for (int32_t i = 0; i < v->n_ord; i++) {
         int32_t id = v->ord[i];
         const uint8_t *t = text_of(v, id);
-        uint32_t len = v->len[id], c = v->lcp[i];
+        uint32_t len = v->len[id], c = v->lcp[i] < skipped ? v->lcp[i] : skipped;
+        if (len < min_len) {
+            skipped = c;
+            continue;
+        }
+        skipped = INF;
         if (dead <= c) {
             /* shares a prefix that leads nowhere; only its exits may save it */
         } else {
@@ -273,7 +309,7 @@ void gram_mask_walk(const gram_vocab *v, const gram_state *s, uint64_t *mask)
     memset(mask, 0, words * sizeof *mask);
     walker w = {0};
     if (walker_fit(&w, s->g, v->max_len) == 0 && gram_state_copy(&w.st[0], s) == 0) {
-        if (walk(v, &w, mask, NULL) != 0)
+        if (walk(v, &w, mask, NULL, 0) != 0)
             memset(mask, 0, words * sizeof *mask); /* fail closed */
     }
     walker_free(&w);
@@ -285,10 +321,17 @@ void gram_mask_walk(const gram_vocab *v, const gram_state *s, uint64_t *mask)
 
 /* ---- the masker ---- */
 
-typedef struct table {
-    uint32_t key[GRAM_MASK_CONTEXT];
+/* What a table is built for: the top frames of a stack and the bytes of a character
+ * begun. */
+typedef struct {
+    uint32_t f[GRAM_MASK_CONTEXT];
     uint32_t klen;
-    bool complete;         /* the key is the whole stack: below it the sentence ends */
+    bool complete;         /* the frames are the whole stack: below them the sentence ends */
+    uint8_t pend[4], n_pend;
+} tkey;
+
+typedef struct table {
+    tkey key;
     uint64_t *accept;      /* (words) */
     exit_ent *unc;         /* (n_unc) by token */
     size_t n_unc;
@@ -376,22 +419,93 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static size_t key_bucket(const gram_masker *m, const uint32_t *key, uint32_t klen, bool complete)
+static size_t key_bucket(const gram_masker *m, const tkey *k)
 {
-    uint64_t h = 1469598103934665603ull ^ klen ^ ((uint64_t)complete << 8);
-    for (uint32_t i = 0; i < klen; i++)
-        h = (h ^ key[i]) * 1099511628211ull;
+    uint64_t h = 1469598103934665603ull ^ k->klen ^ ((uint64_t)k->complete << 8) ^ ((uint64_t)k->n_pend << 16);
+    for (uint32_t i = 0; i < k->klen; i++)
+        h = (h ^ k->f[i]) * 1099511628211ull;
+    for (uint32_t i = 0; i < k->n_pend; i++)
+        h = (h ^ k->pend[i]) * 1099511628211ull;
     return (size_t)(h ^ (h >> 29)) & (m->n_buckets - 1);
 }
 
-/* The table of a stack top; *owned when the caller must free it (cache full). NULL on
- * OOM or overflow. */
-static table *get_table(gram_masker *m, const uint32_t *key, uint32_t klen, bool complete, bool *owned)
+static bool key_eq(const tkey *a, const tkey *b)
+{
+    return a->klen == b->klen && a->complete == b->complete && a->n_pend == b->n_pend &&
+           !memcmp(a->f, b->f, a->klen * sizeof *a->f) && !memcmp(a->pend, b->pend, a->n_pend);
+}
+
+/* w->st[0] = the state of key k: its frames expanded, then its pending bytes. */
+static int start_state(gram_masker *m, const tkey *k)
+{
+    if (gram_state_set_stack(&m->w.st[0], k->f, k->klen, !k->complete) != 0)
+        return -1;
+    for (uint32_t i = 0; i < k->n_pend; i++) {
+        gram_state *next = (i & 1) ? &m->t1 : &m->t0;
+        gram_state_step(next, &m->w.st[0], k->pend[i]); /* a stack that cannot take it is dropped */
+        if (gram_state_copy(&m->w.st[0], next) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The lowest frame of k in a lower rule of a bounded repetition's chain: its index, or
+ * -1; *canon is the same position in the chain's top rule, *bound its k. */
+static int chain_frame(const gram *g, const tkey *k, uint32_t *canon, uint32_t *bound)
+{
+    for (uint32_t i = 0; i < k->klen; i++) {
+        const gram_rule *r = &g->rules[g->elem_rule[k->f[i]]];
+        if (r->chain_top == GRAM_NO_CHAIN || r->chain_top == g->elem_rule[k->f[i]])
+            continue;
+        const gram_rule *top = &g->rules[r->chain_top];
+        *canon = g->alt_start[top->first_alt] + (k->f[i] - g->alt_start[r->first_alt]);
+        *bound = r->chain_k;
+        return (int)i;
+    }
+    return -1;
+}
+
+static table *get_table(gram_masker *m, const tkey *key, bool *owned);
+
+/* t's accept bits and uncertain tokens: a walk, or for a lower rule of a chain its
+ * top's table cut to the tokens of at most bound bytes plus a walk of the longer ones. */
+static int fill_table(gram_masker *m, table *t, exit_vec *unc)
+{
+    const gram_vocab *v = m->v;
+    exit_vec *u = t->key.complete ? NULL : unc;
+    uint32_t canon, bound;
+    int at = chain_frame(m->g, &t->key, &canon, &bound);
+    if (at < 0)
+        return start_state(m, &t->key) != 0 || walk(v, &m->w, t->accept, u, 0) != 0 ? -1 : 0;
+    tkey top = t->key;
+    top.f[at] = canon;
+    bool owned;
+    table *base = get_table(m, &top, &owned);
+    if (!base)
+        return -1;
+    memcpy(t->accept, base->accept, gram_mask_words(v) * sizeof *t->accept);
+    for (int32_t i = 0; i < v->n_ord && v->len[v->by_len[i]] > bound; i++)
+        t->accept[v->by_len[i] >> 6] &= ~(1ull << (v->by_len[i] & 63));
+    int rc = 0;
+    for (size_t i = 0; u && i < base->n_unc && rc == 0; i++)
+        if (v->len[base->unc[i].tok] <= bound)
+            rc = push_exit(u, base->unc[i].tok, base->unc[i].off);
+    if (owned)
+        table_free(base);
+    m->stats.derived++;
+    if (rc != 0 || start_state(m, &t->key) != 0)
+        return -1;
+    return walk(v, &m->w, t->accept, u, bound + 1);
+}
+
+/* The table of a key; *owned when the caller must free it (cache full). NULL on OOM or
+ * overflow. */
+static table *get_table(gram_masker *m, const tkey *key, bool *owned)
 {
     *owned = false;
-    size_t b = key_bucket(m, key, klen, complete);
+    size_t b = key_bucket(m, key);
     for (table *t = m->buckets[b]; t; t = t->next)
-        if (t->klen == klen && t->complete == complete && !memcmp(t->key, key, klen * sizeof *key))
+        if (key_eq(&t->key, key))
             return t;
     uint64_t t0 = now_ns();
     size_t words = gram_mask_words(m->v);
@@ -399,12 +513,8 @@ static table *get_table(gram_masker *m, const uint32_t *key, uint32_t klen, bool
     exit_vec unc = {0};
     if (!t || !(t->accept = calloc(words, sizeof *t->accept)))
         goto fail;
-    memcpy(t->key, key, klen * sizeof *key);
-    t->klen = klen;
-    t->complete = complete;
-    if (walker_fit(&m->w, m->g, m->v->max_len) != 0 ||
-        gram_state_set_stack(&m->w.st[0], key, klen, !complete) != 0 ||
-        walk(m->v, &m->w, t->accept, complete ? NULL : &unc) != 0)
+    t->key = *key;
+    if (walker_fit(&m->w, m->g, m->v->max_len) != 0 || fill_table(m, t, &unc) != 0)
         goto fail;
     t->unc = unc.v;
     t->n_unc = unc.n;
@@ -494,8 +604,11 @@ static int mask_by_tables(gram_masker *m, const gram_state *s, uint64_t *mask)
         if (n == 0)
             continue;
         uint32_t k = n < GRAM_MASK_CONTEXT ? n : GRAM_MASK_CONTEXT;
+        tkey key = {.klen = k, .complete = n == k, .n_pend = s->n_pend};
+        memcpy(key.f, f + n - k, k * sizeof *f);
+        memcpy(key.pend, s->pend, s->n_pend);
         bool owned;
-        table *t = get_table(m, f + n - k, k, n == k, &owned);
+        table *t = get_table(m, &key, &owned);
         if (!t)
             return -1;
         for (size_t w = 0; w < words; w++)
@@ -531,10 +644,8 @@ void gram_mask(gram_masker *m, const gram_state *s, uint64_t *mask)
                 return;
             }
     }
-    if (s->n_pend || mask_by_tables(m, s, mask) != 0) {
-        /* inside a character (or the tables failed): the plain walk, cached like the
-         * others (a string's states inside a character recur: the same context and
-         * pending bytes) */
+    if (mask_by_tables(m, s, mask) != 0) {
+        /* the tables failed (out of memory, overflow): the plain walk */
         m->stats.walks++;
         gram_mask_walk(v, s, mask);
     } else if (gram_can_end(s)) {

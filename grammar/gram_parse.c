@@ -33,6 +33,7 @@ typedef struct {
     size_t pos;       /* definition (or creation) offset, for messages */
     size_t ref_pos;   /* first reference, for "undefined rule" */
     bool defined;
+    uint32_t chain_top, chain_k; /* as in gram_rule */
 } b_rule;
 
 typedef struct {
@@ -119,7 +120,7 @@ static uint32_t new_rule(parser *p, char *name, size_t pos)
         fail(p, "out of memory", NULL);
         return 0;
     }
-    p->rules[p->n_rules] = (b_rule){.name = name, .pos = pos, .ref_pos = pos};
+    p->rules[p->n_rules] = (b_rule){.name = name, .pos = pos, .ref_pos = pos, .chain_top = GRAM_NO_CHAIN};
     return (uint32_t)p->n_rules++;
 }
 
@@ -511,9 +512,12 @@ static void parse_repetition(parser *p, elem_vec *e, size_t from)
             push_elem(p, b, GE_END, r);
             push_elem(p, b, GE_END, r);
             p->rules[r].defined = true;
+            p->rules[r].chain_k = k;
             prev = r;
         }
         tail = prev;
+        for (uint32_t k = 1; k <= max - min && !p->failed; k++)
+            p->rules[tail - (max - min - k)].chain_top = tail;
     }
     p->rules[tail].defined = true;
     push_elem(p, e, GE_REF, tail);
@@ -743,9 +747,10 @@ static gram *flatten(parser *p)
     }
     g->elems = malloc((n_elems + 1) * sizeof *g->elems);
     g->frame_ok = calloc(n_elems + 1, 1);
+    g->elem_rule = malloc((n_elems + 1) * sizeof *g->elem_rule);
     g->alt_start = malloc((n_alt + 1) * sizeof *g->alt_start);
     g->rules = malloc(p->n_rules * sizeof *g->rules);
-    if (!g->elems || !g->frame_ok || !g->alt_start || !g->rules) {
+    if (!g->elems || !g->frame_ok || !g->elem_rule || !g->alt_start || !g->rules) {
         gram_free(g);
         return NULL;
     }
@@ -753,12 +758,15 @@ static gram *flatten(parser *p)
     for (size_t r = 0; r < p->n_rules; r++) {
         const elem_vec *b = &p->rules[r].body;
         g->rules[r].first_alt = alt;
+        g->rules[r].chain_top = p->rules[r].chain_top;
+        g->rules[r].chain_k = p->rules[r].chain_k;
         bool start = true;
         for (size_t i = 0; i < b->n; i++) {
             if (start)
                 g->alt_start[alt++] = pos;
             g->elems[pos] = b->v[i];
             g->frame_ok[pos] = b->v[i].kind != GE_END;
+            g->elem_rule[pos] = (uint32_t)r;
             start = b->v[i].kind == GE_END;
             pos++;
         }
@@ -836,6 +844,7 @@ void gram_free(gram *g)
         return;
     free(g->elems);
     free(g->frame_ok);
+    free(g->elem_rule);
     free(g->alt_start);
     free(g->rules);
     free(g->classes);

@@ -19,37 +19,6 @@
 #include "test_model.h"
 
 
-/* Reads a whole file; NULL when absent. */
-static void *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(b);
-    ck_assert_int_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    b[n] = 0;
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
-/* Token ids of a text file, one per line. */
-static int32_t *read_ids(const char *path, int *n)
-{
-    size_t len;
-    char *txt = slurp(path, &len);
-    if (!txt) return NULL;
-    int32_t *ids = malloc((len / 2 + 1) * sizeof *ids);
-    int k = 0;
-    for (char *p = strtok(txt, "\n"); p; p = strtok(NULL, "\n")) ids[k++] = (int32_t)atoi(p);
-    free(txt);
-    *n = k;
-    return ids;
-}
-
 /* Opens a model; remembers to remove the segment afterwards when this test built it. */
 typedef struct {
     double worst_rel;  /* max over rows of |ours - ref| / |ref| */
@@ -62,12 +31,12 @@ static cmp_result eval_case(eng_model *m, const char *dir, eng_kv_type kv)
     char path[1600], err[512];
     int n;
     snprintf(path, sizeof path, "%s/tokens.txt", dir);
-    int32_t *toks = read_ids(path, &n);
+    int32_t *toks = test_read_ids(path, &n);
     ck_assert_ptr_nonnull(toks);
     int V = eng_config_of(m)->n_vocab;
     size_t len;
     snprintf(path, sizeof path, "%s/logits.f32", dir);
-    float *ref = slurp(path, &len);
+    float *ref = test_slurp(path, &len);
     ck_assert_ptr_nonnull(ref);
     ck_assert_uint_eq(len, (size_t)n * V * sizeof(float));
     float *out = malloc(len);
@@ -200,10 +169,10 @@ static void check_data_model(const char *stem, eng_precision prec, double tol)
         int n;
         size_t len;
         snprintf(path, sizeof path, "tests/data/%s/%s/tokens.txt", stem, cases[c]);
-        int32_t *toks = read_ids(path, &n);
+        int32_t *toks = test_read_ids(path, &n);
         ck_assert_ptr_nonnull(toks);
         snprintf(path, sizeof path, "tests/data/%s/%s/logits.f32", stem, cases[c]);
-        float *ref = slurp(path, &len);
+        float *ref = test_slurp(path, &len);
         ck_assert_ptr_nonnull(ref);
         ck_assert_uint_eq(len, (size_t)n * V * sizeof(float));
         float *out = malloc(len);
@@ -267,7 +236,7 @@ END_TEST
 START_TEST(test_unsupported_arch)
 {
     size_t len;
-    char *b = slurp("tests/data/qwen3-tiny-f32/qwen3-tiny-f32.gguf", &len);
+    char *b = test_slurp("tests/data/qwen3-tiny-f32/qwen3-tiny-f32.gguf", &len);
     ck_assert_ptr_nonnull(b);
     for (size_t i = 0; i + 5 <= len; i++)
         if (memcmp(b + i, "qwen3", 5) == 0) memcpy(b + i, "gemma", 5);
@@ -370,9 +339,9 @@ static void check_greedy(eng_model *m, const char *model_stem, const char *cas, 
     char path[1024], err[512];
     int n, ng;
     snprintf(path, sizeof path, "%s/reference/%s/%s/tokens.txt", test_shared(), model_stem, cas);
-    int32_t *toks = read_ids(path, &n);
+    int32_t *toks = test_read_ids(path, &n);
     snprintf(path, sizeof path, "%s/reference/%s/%s/greedy.txt", test_shared(), model_stem, cas);
-    int32_t *want = read_ids(path, &ng);
+    int32_t *want = test_read_ids(path, &ng);
     ck_assert_ptr_nonnull(toks);
     ck_assert_ptr_nonnull(want);
     ck_assert_int_eq(ng, 32);
@@ -724,7 +693,7 @@ static float *variant_logits(const variant *v, int *n_out)
     char tp[1024];
     snprintf(tp, sizeof tp, "%s/reference/stories260K-f32/story/tokens.txt", test_shared());
     int n;
-    int32_t *toks = read_ids(tp, &n);
+    int32_t *toks = test_read_ids(tp, &n);
     float *lg = malloc((size_t)n * 512 * sizeof(float));
     eng_session *s = eng_session_new(m, 64, ENG_KV_F32, err, sizeof err);
     ck_assert_int_eq(eng_prefill(m, s, toks, n, lg, true, err, sizeof err), 0);

@@ -673,6 +673,94 @@ START_TEST(test_att_products)
 }
 END_TEST
 
+/* q8_0 caches (kernels.h): the key and value writers round as ggml's quantize_row_q8_0
+ * (|x - d * q| <= d / 2, plus 127 d 2^-11 for d's f16 rounding), the scalar twin's
+ * scores and value sums are those of the dequantized cache within TOL, and every table
+ * gives its bits, for one head inside a wider row (its blocks after another head's), any
+ * row count and tile count, and chains continued. */
+START_TEST(test_att_q8_0)
+{
+    static const int dims[] = { 32, 64, 128 };
+    for (size_t di = 0; di < sizeof dims / sizeof *dims; di++) {
+        int d = dims[di], nq = 13, ntiles = 5, n = ntiles * 16, kvd = d + 32, h0 = 32; /* head at dims [32, 32 + d) */
+        float *q = malloc((size_t)nq * d * 4), *kf = malloc((size_t)n * kvd * 4), *vf = malloc((size_t)n * kvd * 4);
+        float *kd = malloc((size_t)n * kvd * 4), *vd = malloc((size_t)n * kvd * 4);
+        fill(q, (int64_t)nq * d, 1.0f);
+        fill(kf, (int64_t)n * kvd, 1.0f);
+        fill(vf, (int64_t)n * kvd, 2.0f);
+        size_t tb = kern_kv_bytes(KERN_KV_Q8_0, (int64_t)kvd * 16), rb = kern_kv_bytes(KERN_KV_Q8_0, kvd);
+        ck_assert_uint_eq(tb, (size_t)kvd / 32 * KERN_KVQ_GROUP);
+        uint8_t *kt = calloc((size_t)ntiles, tb), *v = calloc((size_t)n, rb);
+        for (int t = 0; t < n; t++) {
+            kern_kv_q8_key(kf + (size_t)t * kvd, kvd, kt + (size_t)(t / 16) * tb, t % 16);
+            kern_kv_q8_row(vf + (size_t)t * kvd, kvd, v + (size_t)t * rb);
+        }
+        for (int t = 0; t < n; t++) /* dequantized: the rounding bound, and the tile's transposition */
+            for (int g = 0; g < kvd / 32; g++) {
+                const uint8_t *grp = kt + (size_t)(t / 16) * tb + (size_t)g * KERN_KVQ_GROUP;
+                const uint8_t *vb = v + (size_t)t * rb + g * 34;
+                uint16_t ks, vs;
+                memcpy(&ks, grp + 2 * (t % 16), 2);
+                memcpy(&vs, vb, 2);
+                for (int i = 0; i < 32; i++) {
+                    size_t at = (size_t)t * kvd + g * 32 + i;
+                    kd[at] = f16_to_f32(ks) * (float)(int8_t)grp[32 + i * 16 + t % 16];
+                    vd[at] = f16_to_f32(vs) * (float)(int8_t)vb[2 + i];
+                    ck_assert(fabsf(kd[at] - kf[at]) <= f16_to_f32(ks) * 0.57f + 1e-6f);
+                    ck_assert(fabsf(vd[at] - vf[at]) <= f16_to_f32(vs) * 0.57f + 1e-6f);
+                }
+            }
+        float *sr = malloc((size_t)nq * n * 4), *sg = malloc((size_t)nq * n * 4);
+        float *orf = calloc((size_t)nq * d, 4), *og = calloc((size_t)nq * d, 4);
+        const uint8_t *kh = kt + kern_kv_bytes(KERN_KV_Q8_0, (int64_t)h0 * 16), *vh = v + kern_kv_bytes(KERN_KV_Q8_0, h0);
+        kern_ops_scalar.att_qk(q, d, nq, kh, (int64_t)kvd * 16, KERN_KV_Q8_0, d, ntiles, 0.125f, sr, n);
+        for (int r = 0; r < nq; r++)
+            for (int t = 0; t < n; t++) {
+                double sum = 0, m = 0;
+                for (int i = 0; i < d; i++) {
+                    sum += q[r * d + i] * (double)kd[(size_t)t * kvd + h0 + i];
+                    m += fabs(q[r * d + i] * (double)kd[(size_t)t * kvd + h0 + i]);
+                }
+                ck_assert(close_enough(sr[r * n + t], 0.125 * sum, 0.125 * m));
+            }
+        for (int r = 0; r < nq; r++) kern_ops_scalar.softmax(sr + r * n, n);
+        kern_ops_scalar.att_pv(sr, n, nq, 3, 40, vh, kvd, KERN_KV_Q8_0, d, orf, d);
+        kern_ops_scalar.att_pv(sr, n, nq, 41, 77, vh, kvd, KERN_KV_Q8_0, d, orf, d);
+        for (int r = 0; r < nq; r++)
+            for (int i = 0; i < d; i++) {
+                double sum = 0, m = 0;
+                for (int t = 3; t <= 77; t++) {
+                    sum += sr[r * n + t] * (double)vd[(size_t)t * kvd + h0 + i];
+                    m += fabs(sr[r * n + t] * (double)vd[(size_t)t * kvd + h0 + i]);
+                }
+                ck_assert(close_enough(orf[r * d + i], sum, m));
+            }
+        for (int vi = 1; vi < N_TABLES; vi++) {
+            const kern_ops *ops = kern_get(all_names[vi]);
+            if (!ops) continue;
+            for (int rows = 1; rows <= nq; rows++) {
+                float *chk = malloc((size_t)rows * n * 4);
+                for (int nt = 1; nt <= ntiles; nt += 2) {
+                    ops->att_qk(q, d, rows, kh, (int64_t)kvd * 16, KERN_KV_Q8_0, d, nt, 0.125f, sg, n);
+                    kern_ops_scalar.att_qk(q, d, rows, kh, (int64_t)kvd * 16, KERN_KV_Q8_0, d, nt, 0.125f, chk, n);
+                    for (int r = 0; r < rows; r++)
+                        ck_assert_msg(memcmp(sg + r * n, chk + r * n, (size_t)nt * 16 * 4) == 0,
+                                      "%s att_qk q8_0 d %d rows %d tiles %d", ops->name, d, rows, nt);
+                }
+                free(chk);
+                memset(og, 0, (size_t)nq * d * 4);
+                ops->att_pv(sr, n, rows, 3, 40, vh, kvd, KERN_KV_Q8_0, d, og, d);
+                ops->att_pv(sr, n, rows, 41, 77, vh, kvd, KERN_KV_Q8_0, d, og, d);
+                ck_assert_msg(memcmp(og, orf, (size_t)rows * d * 4) == 0, "%s att_pv q8_0 d %d rows %d", ops->name, d,
+                              rows);
+            }
+        }
+        free(q); free(kf); free(vf); free(kd); free(vd); free(kt); free(v);
+        free(sr); free(sg); free(orf); free(og);
+    }
+}
+END_TEST
+
 START_TEST(test_dispatch)
 {
     unsetenv("LLM_KERNELS");
@@ -787,6 +875,7 @@ Suite *kernels_suite(void)
     tcase_add_test(tc, test_expf);
     tcase_add_test(tc, test_softmax_silu);
     tcase_add_test(tc, test_att_products);
+    tcase_add_test(tc, test_att_q8_0);
     tcase_add_test(tc, test_dispatch);
     tcase_add_test(tc, test_cpu_impl_pick);
     suite_add_tcase(s, tc);

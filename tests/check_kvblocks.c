@@ -17,12 +17,12 @@
 #include "segment.h"
 #include "test_model.h"
 
-static kvp *make_pool(eng_model *m, const char *tag, uint32_t n_blocks, char name[SEG_NAME_MAX])
+static kvp *make_pool(eng_model *m, const char *tag, uint32_t n_blocks, eng_kv_type kv, char name[SEG_NAME_MAX])
 {
     char err[256];
     snprintf(name, SEG_NAME_MAX, "/llm-kv-%u-test%d-%s", (unsigned)geteuid(), (int)getpid(), tag);
     kvp_params p = { .n_blocks = n_blocks };
-    kvs_ident(m, 1, &p.id);
+    kvs_ident(m, kv, &p.id);
     kvp *pool = NULL;
     ck_assert_msg(kvp_create(name, &p, &pool, err, sizeof err) == 0, "%s", err);
     kvp_close(&pool); /* the creator's handle has no slot: attach like a worker */
@@ -40,7 +40,7 @@ static void drop_pool(kvp **pool, const char *name)
 
 #define N 70
 
-static void check_model(const char *file)
+static void check_model(const char *file, eng_kv_type kv)
 {
     bool built;
     char err[512], name[SEG_NAME_MAX];
@@ -53,16 +53,17 @@ static void check_model(const char *file)
     }
     float *ref = malloc((size_t)N * V * sizeof(float)), *ralt = malloc((size_t)N * V * sizeof(float));
     float *out = malloc((size_t)N * V * sizeof(float));
-    eng_session *p = eng_session_new(m, 128, ENG_KV_F16, err, sizeof err);
+    eng_session *p = eng_session_new(m, 128, kv, err, sizeof err);
     ck_assert_msg(p && eng_prefill(m, p, toks, N, ref, true, err, sizeof err) == 0, "%s", err);
     eng_session_reset(p);
     ck_assert_msg(eng_prefill(m, p, alt, N, ralt, true, err, sizeof err) == 0, "%s", err);
     eng_session_free(p);
 
-    kvp *pool = make_pool(m, "inv", 64, name);
+    kvp *pool = make_pool(m, "inv", 64, kv, name);
     eng_set_kv_pool(m, pool);
     /* computed in chunks of 7 over a block table: publishes blocks 0..3 */
-    eng_session *a = eng_session_new(m, 128, ENG_KV_F32 /* the pool's type wins */, err, sizeof err);
+    eng_session *a = eng_session_new(m, 128, kv == ENG_KV_F32 ? ENG_KV_F16 : ENG_KV_F32 /* the pool's type wins */, err,
+                                     sizeof err);
     ck_assert_msg(a != NULL, "%s", err);
     for (int done = 0; done < N; done += 7) {
         int k = N - done < 7 ? N - done : 7;
@@ -109,8 +110,9 @@ static void check_model(const char *file)
 
 START_TEST(test_pooled_equals_private)
 {
-    check_model("stories260K-f32.gguf");
-    check_model("tiny-llama2-Q8_0.gguf");
+    check_model("stories260K-f32.gguf", ENG_KV_F16);
+    check_model("tiny-llama2-Q8_0.gguf", ENG_KV_F16);
+    check_model("tiny-llama2-Q8_0.gguf", ENG_KV_Q8_0); /* head_dim 64: q8_0 blocks */
 }
 END_TEST
 
@@ -119,7 +121,7 @@ START_TEST(test_pool_full)
     bool built;
     char err[512], name[SEG_NAME_MAX];
     eng_model *m = test_model_open("stories260K-f32.gguf", ENG_INT8, &built);
-    kvp *pool = make_pool(m, "full", 3, name);
+    kvp *pool = make_pool(m, "full", 3, ENG_KV_F16, name);
     eng_set_kv_pool(m, pool);
     int32_t toks[64];
     for (int t = 0; t < 64; t++) toks[t] = 3 + t;

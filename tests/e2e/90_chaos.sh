@@ -5,14 +5,23 @@
 # while a killer sends kill -9 to a random daemon every 1 to 3 s: a worker, the engine
 # master (its workers go with it), samplerd or tokenizerd. Every request must end with
 # exactly the text of its uninterrupted reference run: 0 errors, 0 hangs. CHAOS_SECONDS
-# sets the duration (40 in make test; make soak runs 600).
+# sets the duration (40 in make test; make soak runs 600). CHAOS_KV_POOL=SIZE runs the
+# workers on the shared KV block pool (make soak does, after the run without it): kill -9
+# must leave the pool consistent and prefixes reused from it (the prompts then share a
+# preamble) must give the same text.
 . "$(dirname "$0")/pipeline.inc"
 secs=${CHAOS_SECONDS:-40}
 e2e_deadline $((secs + 240))
 export E2E_LLMC_TIMEOUT=120
-E2E_CTX=256 start_pipeline 2 --supervise
+E2E_CTX=256 start_pipeline 2 --supervise ${CHAOS_KV_POOL:+--kv-pool "$CHAOS_KV_POOL"}
 prompts=("Once upon a time" "The little dog" "Lily and Tom went to the park" "One day, a big bear"
          "Sam had a red ball" "The sun was hot" "Mom said" "The bird sang" "A cat" "The boy ran")
+if [ -n "${CHAOS_KV_POOL:-}" ]; then
+    # a shared preamble of more than two 16-token blocks: requests reuse it from the pool
+    for i in "${!prompts[@]}"; do
+        prompts[$i]="Once upon a time, in a small town by the sea, there lived a girl who loved to read books about the stars. ${prompts[$i]}"
+    done
+fi
 clients="0 1 2 3 4 5 6 7 8 9"
 args() {
     case $1 in
@@ -64,5 +73,15 @@ kills=$(sort "$RUN/kills.txt" 2>/dev/null | uniq -c | awk '{printf "%s %s, ", $1
 echo "chaos: $secs s, $total requests by 10 clients, kill -9: ${kills:-none}"
 [ -s "$RUN/errors.txt" ] && fail "$(wc -l <"$RUN/errors.txt") bad requests: $(head -n 5 "$RUN/errors.txt")"
 [ "$(wc -l <"$RUN/kills.txt")" -ge $((secs / 4)) ] || fail "too few kills ($(wc -l <"$RUN/kills.txt"))"
+if [ -n "${CHAOS_KV_POOL:-}" ]; then
+    # after the kills the pool still serves: a prompt run twice reuses its blocks
+    # (kvrt: prompt tokens reused, per live worker)
+    wait_until 20 '[ "$(status_field workers)" = 2 ]' || fail "the workers did not come back"
+    for i in 1 2; do llmc -n 8 --temp 0 "${prompts[0]}" >"$RUN/after$i.txt" || fail "request after the chaos failed"; done
+    cmp -s "$RUN/after1.txt" "$RUN/after2.txt" || fail "a prompt from cached blocks gave other text"
+    kvrt() { "$LLM_BIN/llmc" status --json --run-dir "$RUN" | grep -o '"kvrt":[0-9]*' | cut -d: -f2 | awk '{s+=$1} END {print s+0}'; }
+    wait_until 5 '[ "$(kvrt)" -gt 0 ]' || fail "the KV pool reused no prompt tokens after the chaos"
+    echo "KV pool on: $(kvrt) prompt tokens reused since the last kill"
+fi
 echo "all $total requests equal their references: 0 errors, 0 hangs"
 echo "PASS $E2E_NAME"

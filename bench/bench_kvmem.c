@@ -1,0 +1,83 @@
+/*
+ * bench/bench_kvmem - KV cache memory per session for each KV type (f32, f16, q8_0) of a
+ * model, at a given context: the bytes of a private session cache (what kv_init
+ * allocates) and of a shared pool (a real pool of POOL_MIB MiB made with kvp_create
+ * under a name of this process, its geometry read, removed), as one JSON line per type.
+ * Reads only the model's header (no weights are converted).
+ *
+ *   build/bench/bench_kvmem MODEL.gguf [CTX] [POOL_MIB]     (defaults: 2048, 1024)
+ *
+ * Per type: bytes_per_token (private), session_bytes (private, CTX positions),
+ * sessions_per_gib (private: 2^30 / session_bytes), pool_blocks, pool_bytes,
+ * pool_sessions (whole sessions of CTX tokens the pool holds) and pool_sessions_per_gib
+ * (sessions of CTX tokens per GiB of pool, metadata included).
+ * bench/bench_kvmem.py puts them beside llama-server's.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "gguf.h"
+#include "kv.h"
+#include "kvpool.h"
+#include "log.h"
+#include "model.h"
+
+/* One type's line; 0, or -1 with err. */
+static int report(const mdl_config *c, eng_kv_type t, int ctx, uint64_t pool_mib, char *err, size_t errlen)
+{
+    int64_t kv_dim = (int64_t)c->n_head_kv * c->head_dim;
+    size_t sess = kv_cache_bytes(c->n_layer, ctx, kv_dim, t);
+    char name[SEG_NAME_MAX];
+    snprintf(name, sizeof name, "/llm-kv-%u-bench%d-%s", (unsigned)geteuid(), (int)getpid(), eng_kv_name(t));
+    kvp_params p = { .id = { .model_id = 1, .n_layer = (uint32_t)c->n_layer, .kv_dim = (uint32_t)kv_dim,
+                             .type = t == ENG_KV_F16 ? KVP_F16 : t == ENG_KV_F32 ? KVP_F32 : KVP_Q8_0,
+                             .block_tokens = KV_BLOCK_TOKENS },
+                     .bytes = pool_mib << 20 };
+    kvp *pool = NULL;
+    if (kvp_create(name, &p, &pool, err, errlen) != 0) return -1;
+    const kvp_geometry *g = kvp_geometry_of(pool);
+    uint32_t per = (uint32_t)((ctx + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS), blocks = g->n_blocks;
+    uint64_t total = g->total_bytes;
+    kvp_close(&pool);
+    kvp_remove(name, err, errlen);
+    double gib = (double)(1ull << 30);
+    printf("{\"type\":\"%s\",\"ctx\":%d,\"n_layer\":%d,\"kv_dim\":%lld,\"bytes_per_token\":%.1f,"
+           "\"session_bytes\":%zu,\"sessions_per_gib\":%.2f,\"pool_blocks\":%u,\"pool_bytes\":%llu,"
+           "\"pool_sessions\":%u,\"pool_sessions_per_gib\":%.2f}\n",
+           eng_kv_name(t), ctx, c->n_layer, (long long)kv_dim, (double)sess / ctx, sess, gib / (double)sess, blocks,
+           (unsigned long long)total, blocks / per, (double)blocks / per * gib / (double)total);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_kvmem MODEL.gguf [CTX] [POOL_MIB]\n");
+        return 2;
+    }
+    log_init("bench-kvmem", LOG_WARN);
+    int ctx = argc > 2 ? atoi(argv[2]) : 2048;
+    long mib = argc > 3 ? atol(argv[3]) : 1024;
+    char err[512];
+    gguf_ctx *g = gguf_open(argv[1], err, sizeof err);
+    mdl_config c;
+    if (!g || mdl_config_from_gguf(g, &c, err, sizeof err) != 0 || ctx < 1 || mib < 1) {
+        fprintf(stderr, "error: %s\n", g ? (ctx < 1 || mib < 1 ? "bad CTX or POOL_MIB" : err) : err);
+        gguf_close(g);
+        return 1;
+    }
+    int rc = 0;
+    for (int t = 0; t < ENG_KV_COUNT && rc == 0; t++) {
+        static const eng_kv_type order[ENG_KV_COUNT] = { ENG_KV_F32, ENG_KV_F16, ENG_KV_Q8_0 };
+        if (order[t] == ENG_KV_Q8_0 && c.head_dim % 32) {
+            printf("{\"type\":\"q8_0\",\"error\":\"head_dim %d is not a multiple of 32\"}\n", (int)c.head_dim);
+            continue;
+        }
+        rc = report(&c, order[t], ctx, (uint64_t)mib, err, sizeof err);
+    }
+    if (rc) fprintf(stderr, "error: %s\n", err);
+    gguf_close(g);
+    return rc ? 1 : 0;
+}
