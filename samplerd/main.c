@@ -355,12 +355,10 @@ static const float *grammar_mask(sampler_daemon *d, const gram_ent *ge, const gr
         d->glogits[i] = ok ? lg[i] : -INFINITY;
         allowed += ok && lg[i] > -INFINITY;
     }
-    /* the sampler's own bans (ignore_eos, logit_bias -inf) leave fewer */
-    if (allowed && p->ignore_eos && eos >= 0 && (size_t)eos < nv && d->glogits[eos] > -INFINITY) allowed--;
-    for (int i = 0; allowed && i < p->n_logit_bias && i < SMP_MAX_LOGIT_BIAS; i++) {
-        int32_t id = p->logit_bias[i].id;
-        if (id >= 0 && (size_t)id < nv && p->logit_bias[i].bias == -INFINITY && d->glogits[id] > -INFINITY &&
-            !(p->ignore_eos && id == eos)) {
+    /* the sampler's own bans leave fewer: the candidates are eos and the biased tokens */
+    for (int i = -1; allowed && i < p->n_logit_bias && i < SMP_MAX_LOGIT_BIAS; i++) {
+        int32_t id = i < 0 ? eos : p->logit_bias[i].id;
+        if (id >= 0 && (size_t)id < nv && d->glogits[id] > -INFINITY && smp_banned(p, id, eos)) {
             d->glogits[id] = -INFINITY; /* counted once even if listed twice */
             allowed--;
         }

@@ -761,6 +761,16 @@ static int run_mirostat(chain *ch, float *mu, double u)
     return smp_mirostat_v2(&ch->c, p->mirostat_tau, p->mirostat_eta, mu, u);
 }
 
+bool smp_banned(const smp_params *p, int32_t id, int eos_id)
+{
+    if (p->ignore_eos && eos_id >= 0 && id == eos_id)
+        return true;
+    for (int i = 0; i < p->n_logit_bias && i < SMP_MAX_LOGIT_BIAS; i++)
+        if (p->logit_bias[i].id == id && p->logit_bias[i].bias == -INFINITY)
+            return true;
+    return false;
+}
+
 int smp_sample(const smp_params *p, smp_state *st, const float *logits, int n_vocab,
                const int32_t *history, int n_history, int eos_id, smp_result *out,
                smp_work *w)

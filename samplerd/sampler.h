@@ -139,6 +139,11 @@ int smp_sample(const smp_params *p, smp_state *st, const float *logits, int n_vo
                const int32_t *history, int n_history, int eos_id, smp_result *out,
                smp_work *w);
 
+/* Whether p bans token id whatever its logit: eos_id under ignore_eos, or a logit_bias
+ * of -inf. smp_sample never chooses such a token; a mask that leaves only banned tokens
+ * leaves none (samplerd's grammar masks count on this). */
+bool smp_banned(const smp_params *p, int32_t id, int eos_id);
+
 /* ---- the individual samplers over a candidate array (sampler_ops.c) ----
  * smp_sample runs these; they are public so tests can check each one on small rows.
  * Each follows llama.cpp's sampler of the same name; min_keep as there. */
