@@ -38,7 +38,13 @@ typedef struct {
     int32_t swa_pattern;     /* gemma3: layer il uses the sliding window unless (il + 1) % swa_pattern == 0; 0: every layer */
     float   rope_base_local; /* gemma3: rope base of the sliding-window layers; 0: rope_base */
     float   attn_scale;      /* scale of q.k; 0: 1 / sqrt(head_dim) */
+    int32_t n_expert;        /* mixture of experts (engined/moe.h): experts per layer; 0: dense FFN */
+    int32_t n_expert_used;   /* experts each token is routed to (top-k) */
+    int32_t n_ff_exp;        /* an expert's feed-forward length */
+    int32_t n_ff_shexp;      /* the shared expert's; 0: none */
+    int32_t moe_norm_w;      /* 1: the top-k weights are divided by their sum */
+    int32_t moe_reserved[3];
 } mdl_config;
-_Static_assert(sizeof(mdl_config) == 128, "mdl_config is part of the segment layout");
+_Static_assert(sizeof(mdl_config) == 160, "mdl_config is part of the segment layout");
 
 #endif

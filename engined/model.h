@@ -20,7 +20,8 @@
 
 typedef struct gguf_ctx gguf_ctx;
 
-typedef enum { MDL_ARCH_LLAMA = 0, MDL_ARCH_MISTRAL = 1, MDL_ARCH_QWEN2 = 2, MDL_ARCH_QWEN3 = 3, MDL_ARCH_GEMMA3 = 4, MDL_ARCH_COUNT } mdl_arch_id;
+typedef enum { MDL_ARCH_LLAMA = 0, MDL_ARCH_MISTRAL = 1, MDL_ARCH_QWEN2 = 2, MDL_ARCH_QWEN3 = 3, MDL_ARCH_GEMMA3 = 4,
+               MDL_ARCH_QWEN2MOE = 5, MDL_ARCH_QWEN3MOE = 6, MDL_ARCH_COUNT } mdl_arch_id;
 
 /* What differs between architectures; everything else is one forward pass. */
 typedef struct {
@@ -32,6 +33,9 @@ typedef struct {
     int         gemma;         /* 1: embeddings * sqrt(n_embd), GELU-tanh gated FFN, norms after
                                 * attention and FFN too, 5 sliding-window layers to 1 global */
     float       rms_eps_default;
+    int         moe;           /* 0: dense unless <arch>.expert_count > 0 (llama: Mixtral, top-k
+                                * weights normalized); 1: experts, softmax weights as they are
+                                * (qwen2moe); 2: experts, top-k weights normalized (qwen3moe) */
 } mdl_arch;
 
 /* The table row of an architecture id (LLM_ASSERT on an invalid id). */
@@ -69,6 +73,12 @@ typedef struct {
     const float *ffn_post_norm;  /* (n_embd) or NULL: gemma, on the FFN output */
     mdl_mat      gate, up;       /* (n_ff, n_embd) */
     mdl_mat      down;           /* (n_embd, n_ff) */
+    /* mixture of experts (n_expert > 0; then gate, up, down are unset): engined/moe.h */
+    mdl_mat      router;         /* ffn_gate_inp: (n_expert, n_embd), f32 rows always */
+    mdl_mat      gate_exps, up_exps; /* (n_expert * n_ff_exp, n_embd): expert e's rows from e * n_ff_exp */
+    mdl_mat      down_exps;      /* (n_expert * n_embd, n_ff_exp) */
+    mdl_mat      gate_shexp, up_shexp, down_shexp; /* the shared expert (n_ff_shexp > 0) */
+    const float *shexp_gate;     /* ffn_gate_inp_shexp (n_embd) or NULL: sigmoid gate of the shared expert */
 } mdl_layer;
 
 typedef struct {
