@@ -23,9 +23,17 @@ static const mdl_arch arch_table[MDL_ARCH_COUNT] = {
     [MDL_ARCH_QWEN2]   = { "qwen2",   1, 1, 0, 0, 0, 1e-6f },
     [MDL_ARCH_QWEN3]   = { "qwen3",   1, 0, 0, 1, 0, 1e-6f },
     [MDL_ARCH_GEMMA3]  = { "gemma3",  1, 0, 1, 1, 1, 1e-6f },
-    [MDL_ARCH_QWEN2MOE] = { "qwen2moe", 1, 1, 0, 0, 0, 1e-6f, 1 },
-    [MDL_ARCH_QWEN3MOE] = { "qwen3moe", 1, 0, 0, 1, 0, 1e-6f, 2 },
+    [MDL_ARCH_QWEN2MOE] = { "qwen2moe", 1, 1, 0, 0, 0, 1e-6f },
+    [MDL_ARCH_QWEN3MOE] = { "qwen3moe", 1, 0, 0, 1, 0, 1e-6f },
 };
+
+/* Mixture of experts by architecture: 0 dense unless <arch>.expert_count > 0 (llama:
+ * Mixtral, top-k weights normalized); 1 experts, softmax weights as they are (qwen2moe);
+ * 2 experts, top-k weights normalized (qwen3moe). */
+static int arch_moe(int arch_id)
+{
+    return arch_id == MDL_ARCH_QWEN2MOE ? 1 : arch_id == MDL_ARCH_QWEN3MOE ? 2 : 0;
+}
 
 const mdl_arch *mdl_arch_get(int arch_id)
 {
@@ -139,17 +147,18 @@ static int read_dims(const gguf_ctx *g, mdl_config *c, const char *a, char *err,
 }
 
 /* Mixture of experts: the expert counts and lengths, and whether a shared expert is there. */
-static int read_moe(const gguf_ctx *g, mdl_config *c, const char *a, const mdl_arch *ar, char *err, size_t errlen)
+static int read_moe(const gguf_ctx *g, mdl_config *c, const char *a, char *err, size_t errlen)
 {
+    int moe = arch_moe(c->arch_id);
     c->n_expert = (int32_t)arch_int(g, a, "expert_count", 0);
-    if (!ar->moe && c->n_expert == 0) return 0;
+    if (!moe && c->n_expert == 0) return 0;
     c->n_expert_used = (int32_t)arch_int(g, a, "expert_used_count", 0);
     if (c->n_expert < 1 || c->n_expert > 1024 || c->n_expert_used < 1 || c->n_expert_used > c->n_expert) {
         return errf(err, errlen, "%s.expert_count %d / expert_used_count %d are missing or out of range",
                     a, c->n_expert, c->n_expert_used);
     }
     c->n_ff_exp = (int32_t)arch_int(g, a, "expert_feed_forward_length", c->n_ff);
-    c->moe_norm_w = ar->moe != 1;
+    c->moe_norm_w = moe != 1;
     const gguf_tensor *sh = gguf_find_tensor(g, "blk.0.ffn_up_shexp.weight");
     c->n_ff_shexp = sh ? (int32_t)sh->ne[1] : 0;
     if (c->n_ff_exp <= 0 || c->n_ff_exp > (1 << 20) || c->n_ff_shexp < 0 || c->n_ff_shexp > (1 << 20)) {
@@ -233,7 +242,7 @@ int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t err
     c->arch_id = id;
     c->rope_neox = ar->rope_neox;
     if (read_dims(g, c, a, err, errlen) != 0 || read_rope(g, c, a, ar, err, errlen) != 0 ||
-        read_moe(g, c, a, ar, err, errlen) != 0) return -1;
+        read_moe(g, c, a, err, errlen) != 0) return -1;
 
     const gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
     if (!te) {

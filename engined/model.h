@@ -33,9 +33,6 @@ typedef struct {
     int         gemma;         /* 1: embeddings * sqrt(n_embd), GELU-tanh gated FFN, norms after
                                 * attention and FFN too, 5 sliding-window layers to 1 global */
     float       rms_eps_default;
-    int         moe;           /* 0: dense unless <arch>.expert_count > 0 (llama: Mixtral, top-k
-                                * weights normalized); 1: experts, softmax weights as they are
-                                * (qwen2moe); 2: experts, top-k weights normalized (qwen3moe) */
 } mdl_arch;
 
 /* The table row of an architecture id (LLM_ASSERT on an invalid id). */
