@@ -561,6 +561,28 @@ START_TEST(test_batch_invariance_moe)
     check_invariance("tests/data/qwen3moe-tiny-Q8_0/qwen3moe-tiny-Q8_0.gguf", ENG_NATIVE);
     check_invariance("tests/data/mixtral-tiny-f32/mixtral-tiny-f32.gguf", ENG_FLOAT);
     check_invariance("tests/data/qwen2moe-tiny-Q8_0/qwen2moe-tiny-Q8_0.gguf", ENG_INT8);
+    /* and the thread count (units of experts taken as threads free up) changes no bit */
+    char err[512];
+    eng_open_info info;
+    eng_model *m = eng_open("tests/data/qwen2moe-tiny-Q8_0/qwen2moe-tiny-Q8_0.gguf", ENG_NATIVE, &info, err, sizeof err);
+    ck_assert_msg(m != NULL, "%s", err);
+    int V = eng_config_of(m)->n_vocab, n = 40;
+    int32_t toks[40];
+    for (int i = 0; i < n; i++) toks[i] = i == 0 ? 1 : 3 + (i * 97) % (V - 3);
+    float *ref = malloc((size_t)n * V * sizeof(float)), *out = malloc((size_t)n * V * sizeof(float));
+    for (int nt = 1; nt <= 3; nt++) {
+        ck_assert_int_eq(eng_set_threads(m, nt), 0);
+        eng_session *s = eng_session_new(m, 64, ENG_KV_F16, err, sizeof err);
+        ck_assert_msg(s && eng_prefill(m, s, toks, n, nt == 1 ? ref : out, true, err, sizeof err) == 0, "%s", err);
+        if (nt > 1) ck_assert_msg(memcmp(out, ref, (size_t)n * V * sizeof(float)) == 0, "MoE: %d threads differ from 1", nt);
+        eng_session_free(s);
+    }
+    free(ref);
+    free(out);
+    char name[SEG_NAME_MAX];
+    snprintf(name, sizeof name, "%s", eng_segment_name(m));
+    eng_close(m);
+    if (info.converted) seg_remove(name, err, sizeof err);
 }
 END_TEST
 /* native layouts: Q4_K + Q6_K (Q8_K activations), Q4_0, Q5_1 (Q8_1 sums) */
