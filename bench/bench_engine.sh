@@ -16,7 +16,12 @@
 # warm-up does); decode: 128 greedy one-token steps after a 1-token prompt. Peers:
 # `llama-bench -m FILE -p 512 -n 128 -r 3 -t T -fa 0` (its mean of 3). $REPS rounds
 # (default 3) of ours and each peer back to back; each column is its best round.
-# Threads $THREADS (default "1 2"). Then our pp2048 against our pp512 (Q8_0), and
+# Threads $THREADS (default "1 2"). Another shape: SHAPE (default tinyllama-1.1b), ARCH and
+# VOCAB for llmc synth, e.g. the mixture of experts
+#   SHAPE=qwen3moe-a0.6b ARCH=qwen3moe VOCAB=../shared/reference/tokenizer/ggml-vocab-qwen2.gguf \
+#   TYPES=Q4_K_M THREADS=2 REPS=1 bash bench/bench_engine.sh
+# (~4B parameters, 64 experts, top-8; decode GB/s counts the experts a token reads: the
+# expert stacks times used/count). Then our pp2048 against our pp512 (Q8_0), and
 # batched decode of 1..16 sessions (bench/engine). The machine is shared and noisy:
 # compare ratios taken in the same run. Segments this run builds are removed at the end
 # (KEEP_SEGMENTS=1 keeps them).
@@ -30,6 +35,9 @@ REPS=${REPS:-3}
 THREADS=${THREADS:-"1 2"}
 TYPES=${TYPES:-"Q8_0 Q4_0 Q4_K_M"}
 PREC=${PRECISION:-native}
+SHAPE=${SHAPE:-tinyllama-1.1b}
+ARCH=${ARCH:-llama}
+VOCAB=${VOCAB:-$SH/reference/tokenizer/ggml-vocab-llama-spm.gguf}
 mkdir -p "$DIR"
 
 awk 'BEGIN { print 1; for (i = 1; i < 512; i++) print 100 + (i * 7919) % 31000 }' >"$DIR/p512.txt"
@@ -38,16 +46,16 @@ echo 1 >"$DIR/p1.txt"
 
 built=()
 for ty in $TYPES; do
-    f=$DIR/tinyllama-1.1b-$ty.gguf
+    f=$DIR/$SHAPE-$ty.gguf
     if [ ! -f "$f" ] && [ "$ty" = Q4_K_M ]; then
-        [ -f "$DIR/tinyllama-1.1b-Q8_0.gguf" ] || "$BIN/llmc" synth --shape tinyllama-1.1b --type Q8_0 \
-            --vocab-from "$SH/reference/tokenizer/ggml-vocab-llama-spm.gguf" --seed 2001 -o "$DIR/tinyllama-1.1b-Q8_0.gguf"
-        "$BIN/llmc" quantize "$DIR/tinyllama-1.1b-Q8_0.gguf" "$f" Q4_K_M
+        [ -f "$DIR/$SHAPE-Q8_0.gguf" ] || "$BIN/llmc" synth --shape "$SHAPE" --arch "$ARCH" --type Q8_0 \
+            --vocab-from "$VOCAB" --seed 2001 -o "$DIR/$SHAPE-Q8_0.gguf"
+        "$BIN/llmc" quantize "$DIR/$SHAPE-Q8_0.gguf" "$f" Q4_K_M
     fi
     if [ ! -f "$f" ]; then
         echo "making $f with llmc synth (seed 2001) ..."
-        "$BIN/llmc" synth --shape tinyllama-1.1b --type "$ty" \
-            --vocab-from "$SH/reference/tokenizer/ggml-vocab-llama-spm.gguf" --seed 2001 -o "$f"
+        "$BIN/llmc" synth --shape "$SHAPE" --arch "$ARCH" --type "$ty" \
+            --vocab-from "$VOCAB" --seed 2001 -o "$f"
     fi
     # build or attach the segment once, outside the timings
     "$BIN/engined" --model "$f" --precision "$PREC" --eval "$DIR/p1.txt" -n 2 --threads 2 >/dev/null 2>"$DIR/open.log"
@@ -78,15 +86,19 @@ print(pp, tg)'
 }
 
 echo
-echo "engine on tinyllama-1.1b ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg), kernels ${LLM_KERNELS:-auto}, precision $PREC)"
+echo "engine on $SHAPE ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg), kernels ${LLM_KERNELS:-auto}, precision $PREC)"
 echo "ratio = ours / the faster peer"
 echo
 echo "| file | threads | pp512 ours | llama.cpp | ik_llama.cpp | ratio | tg128 ours | llama.cpp | ik_llama.cpp | ratio | decode GB/s |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
-read_bytes() { "$BIN/llmc" inspect "$1" --tensors | awk '$1 != "token_embd.weight" && $NF ~ /^[0-9]+$/ { s += $NF } END { print s }'; }
+# bytes a decoded token reads: every tensor but token_embd (unless it is the tied output),
+# expert stacks (_exps) times used/count
+read_bytes() { "$BIN/llmc" inspect "$1" --tensors | awk '$1 == "experts" { f = $3 / ($2 + 0) }
+    $1 == "output.weight" { o = 1 } $1 == "token_embd.weight" { te = $NF }
+    $1 != "token_embd.weight" && $NF ~ /^[0-9]+$/ { s += ($1 ~ /_exps\./ && f ? f : 1) * $NF } END { print s + (o ? 0 : te) }'; }
 declare -A PP512
 for ty in $TYPES; do
-    f=$DIR/tinyllama-1.1b-$ty.gguf
+    f=$DIR/$SHAPE-$ty.gguf
     for t in $THREADS; do
         # $REPS rounds of ours, llama.cpp, ik_llama.cpp back to back; the best of each
         p=- g=- lp=- lg=- ip=- ig=-
@@ -104,7 +116,7 @@ for ty in $TYPES; do
                            ty, t, p, lp, ip, ratio(p, bp), g, lg, ig, ratio(g, bg), g * rb / 1e9 }'
     done
 done
-if [[ " $TYPES " == *" Q8_0 "* ]]; then
+if [[ " $TYPES " == *" Q8_0 "* && $SHAPE == tinyllama-1.1b ]]; then
     echo
     echo "| file | threads | pp2048 ours | pp512 ours | pp2048 / pp512 |"
     echo "|---|---|---|---|---|"

@@ -23,6 +23,7 @@ typedef struct {
     const char *arch, *name, *tok_model, *tok_pre, *rope_scaling;
     int64_t     ctx, embd, layers, heads, heads_kv, head_dim, ff, vocab, rope_dims;
     int64_t     bos, eos, file_type, swa, ctx_orig;
+    int64_t     experts, experts_used, ff_exp; /* mixture of experts; 0 when dense */
     double      rope_base, rope_factor, rms_eps, softcap[2], rope_attn;
     bool        neox, chat_template;
     uint64_t    params, tensor_bytes, file_size;
@@ -78,6 +79,9 @@ static void collect(const gguf_ctx *g, model_info *m)
                            m->heads > 0 && m->embd > 0 ? m->embd / m->heads : -1);
     m->ff = arch_int(g, a, "feed_forward_length", -1);
     m->rope_dims = arch_int(g, a, "rope.dimension_count", m->head_dim);
+    m->experts = arch_int(g, a, "expert_count", 0);
+    m->experts_used = arch_int(g, a, "expert_used_count", 0);
+    m->ff_exp = arch_int(g, a, "expert_feed_forward_length", m->experts ? m->ff : 0);
     m->rope_base = arch_float(g, a, "rope.freq_base", 10000.0);
     m->rope_scaling = arch_str(g, a, "rope.scaling.type");
     m->rope_factor = arch_float(g, a, "rope.scaling.factor", 0.0);
@@ -143,6 +147,9 @@ static void print_text(const gguf_ctx *g, const char *path, const model_info *m,
     pr_int("kv heads", m->heads_kv);
     pr_int("head dim", m->head_dim);
     pr_int("ffn", m->ff);
+    if (m->experts > 0)
+        printf("experts         %lld, %lld used per token, expert ffn %lld\n", (long long)m->experts,
+               (long long)m->experts_used, (long long)m->ff_exp);
     char num[40];
     fmt_num(m->rope_base, num, sizeof num);
     printf("rope            freq base %s, %lld dims, %s", num, (long long)m->rope_dims,
@@ -285,6 +292,11 @@ static void print_json(const gguf_ctx *g, const char *path, const model_info *m,
     json_int("heads_kv", m->heads_kv);
     json_int("head_dim", m->head_dim);
     json_int("feed_forward_length", m->ff);
+    if (m->experts > 0) {
+        json_int("expert_count", m->experts);
+        json_int("expert_used_count", m->experts_used);
+        json_int("expert_feed_forward_length", m->ff_exp);
+    }
     printf(", \"rope\": {\"freq_base\": ");
     json_num(m->rope_base);
     json_int("dimension_count", m->rope_dims);

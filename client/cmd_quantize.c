@@ -54,6 +54,7 @@ static uint32_t plan_type(const quant_target *q, const gguf_tensor *t, char *why
     why[0] = 0;
     if (q->is_mix) return qmix_tensor_type(&q->mix, t->name, t->n_dims, t->ne, why, whylen);
     if (t->ne[1] * t->ne[2] * t->ne[3] == 1) return QT_F32; /* norms, biases */
+    if (strstr(t->name, "ffn_gate_inp")) return QT_F32;       /* MoE routers, as llama.cpp keeps them */
     return synth_pick_type(q->type, t->ne[0], why, whylen);
 }
 

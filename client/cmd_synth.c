@@ -6,6 +6,9 @@
  *       --vocab-from ../shared/reference/tokenizer/ggml-vocab-llama-spm.gguf \
  *       --seed 1 -o /tmp/tinyllama-q8.gguf [--arch llama|qwen2|qwen3] [--threads N]
  *
+ * Mixture-of-experts shapes (--arch qwen3moe, qwen2moe, or llama for Mixtral) get a router
+ * ffn_gate_inp (F32, N(0, 0.5): decisive routing), 3-D expert stacks ffn_{gate,up,down}_exps
+ * and, with a shared expert, ffn_*_shexp and its gate ffn_gate_inp_shexp.
  * Weights ~ N(0, 0.02), norms 1 + N(0, 0.1) (qwen3 per-head q/k norms too), qwen2 q/k/v biases N(0, 0.05). Every
  * 2-D matrix (token_embd too) gets TYPE, or Q8_0/F16 when its rows do not fit TYPE's
  * blocks; 1-D tensors are F32. The tokenizer.* keys come from the vocabulary file.
@@ -26,8 +29,10 @@
 #include "synth_util.h"
 
 #define USAGE "usage: llmc synth --shape NAME --type TYPE --vocab-from VOCAB.gguf --seed N -o OUT.gguf\n" \
-              "                  [--arch llama|qwen2|qwen3|gemma3|gemma2|phi3] [--threads N]\n" \
-              "shapes: tiny stories110m tinyllama-1.1b llama2-7b llama3-8b qwen3-0.6b qwen3-tiny llama31-tiny gemma3-1b gemma3-tiny gemma2-2b gemma2-tiny phi3-mini phi3-tiny\n"
+              "                  [--arch llama|qwen2|qwen3|gemma3|gemma2|phi3|qwen2moe|qwen3moe] [--threads N]\n" \
+              "shapes: tiny stories110m tinyllama-1.1b llama2-7b llama3-8b qwen3-0.6b qwen3-tiny llama31-tiny gemma3-1b gemma3-tiny\n" \
+              "        gemma2-2b gemma2-tiny phi3-mini phi3-tiny\n" \
+              "        qwen3moe-tiny qwen2moe-tiny mixtral-tiny qwen3moe-a0.6b (mixture of experts)\n"
 
 typedef struct {
     const char *name;
@@ -57,20 +62,48 @@ static const synth_shape shapes[] = {
     /* phi3: fused attn_qkv and ffn_up, long/short rope factors for a context 32x the original */
     {"phi3-mini", 3072, 32, 32, 32, 8192, 131072, 10000.0, false, 0, false, 262144, {0, 0}},
     {"phi3-tiny", 64, 3, 4, 2, 128, 8192, 10000.0, false, 0, false, 8, {0, 0}},
+    /* mixture of experts (moe_shapes below; --arch qwen3moe, qwen2moe, llama: Mixtral) */
+    {"qwen3moe-tiny", 64, 2, 4, 2, 128, 40960, 1000000.0, true, 32, false, 0, {0, 0}},
+    {"qwen2moe-tiny", 64, 2, 4, 2, 128, 8192, 1000000.0, true, 0, false, 0, {0, 0}},
+    {"mixtral-tiny", 64, 2, 4, 2, 128, 32768, 1000000.0, false, 0, false, 0, {0, 0}},
+    {"qwen3moe-a0.6b", 1024, 24, 16, 4, 3072, 40960, 1000000.0, true, 128, false, 0, {0, 0}},
 };
 
-typedef enum { SYNTH_LLAMA, SYNTH_QWEN2, SYNTH_QWEN3, SYNTH_GEMMA3, SYNTH_GEMMA2, SYNTH_PHI3, SYNTH_ARCH_COUNT } synth_arch;
-static const char *const synth_arch_names[] = { "llama", "qwen2", "qwen3", "gemma3", "gemma2", "phi3" };
+/* The experts of the mixture-of-experts shapes (a shape not listed is dense). */
+typedef struct {
+    const char *name;
+    int64_t     experts, used, ff_exp, ff_shexp; /* ff_shexp 0: no shared expert */
+} synth_moe;
+
+static const synth_moe moe_shapes[] = {
+    {"qwen3moe-tiny", 8, 2, 64, 0},
+    {"qwen2moe-tiny", 8, 4, 64, 128},
+    {"mixtral-tiny", 4, 2, 128, 0},
+    {"qwen3moe-a0.6b", 64, 8, 768, 0}, /* ~4B parameters, ~0.6B active */
+};
+
+static const synth_moe *shape_moe(const synth_shape *s)
+{
+    for (size_t i = 0; i < sizeof moe_shapes / sizeof moe_shapes[0]; i++)
+        if (strcmp(moe_shapes[i].name, s->name) == 0) return &moe_shapes[i];
+    return NULL;
+}
+
+typedef enum {
+    SYNTH_LLAMA, SYNTH_QWEN2, SYNTH_QWEN3, SYNTH_GEMMA3, SYNTH_GEMMA2, SYNTH_PHI3, SYNTH_QWEN2MOE, SYNTH_QWEN3MOE,
+    SYNTH_ARCH_COUNT
+} synth_arch;
+static const char *const synth_arch_names[] = { "llama", "qwen2", "qwen3", "gemma3", "gemma2", "phi3", "qwen2moe", "qwen3moe" };
 
 static int64_t shape_head_dim(const synth_shape *s) { return s->head_dim ? s->head_dim : s->embd / s->heads; }
 
-typedef enum { FILL_WEIGHT, FILL_NORM, FILL_BIAS, FILL_FREQ, FILL_FREQ_SHORT } fill_kind;
+typedef enum { FILL_WEIGHT, FILL_NORM, FILL_BIAS, FILL_FREQ, FILL_FREQ_SHORT, FILL_ROUTER } fill_kind;
 
 typedef struct {
     char      name[64];
     uint32_t  type;
     uint32_t  n_dims;
-    int64_t   ne[2];
+    int64_t   ne[3];    /* ne[2]: matrices of a stack (MoE experts), else 1 */
     fill_kind kind;
 } synth_tensor;
 
@@ -146,9 +179,10 @@ static int add_tensor(synth_job *j, uint32_t want, const char *name, int64_t ne0
     t->n_dims = ne1 > 0 ? 2 : 1;
     t->ne[0] = ne0;
     t->ne[1] = ne1 > 0 ? ne1 : 1;
+    t->ne[2] = 1;
     t->kind = kind;
     t->type = QT_F32;
-    if (t->n_dims == 2) {
+    if (t->n_dims == 2 && kind != FILL_ROUTER) { /* MoE routers stay F32, as llama.cpp keeps them */
         char why[200];
         t->type = synth_pick_type(want, ne0, why, sizeof why);
         if (why[0]) fprintf(stderr, "synth: %s: %s\n", name, why);
@@ -179,6 +213,40 @@ static int plan_phi3(synth_job *j, const synth_shape *s, int64_t vocab, uint32_t
     return rc | add_tensor(j, type, "output.weight", s->embd, vocab, FILL_WEIGHT);
 }
 
+/* A stack of n matrices of ne1 rows of ne0 values (MoE experts, ffn_*_exps). */
+static int add_stack(synth_job *j, uint32_t want, const char *name, int64_t ne0, int64_t ne1, int64_t n)
+{
+    if (add_tensor(j, want, name, ne0, ne1, FILL_WEIGHT) != 0) return -1;
+    j->t[j->n - 1].n_dims = 3;
+    j->t[j->n - 1].ne[2] = n;
+    return 0;
+}
+
+/* Rows of a tensor, over every matrix of a stack. */
+static int64_t t_rows(const synth_tensor *t) { return t->ne[1] * t->ne[2]; }
+
+/* The FFN of a MoE layer: router, experts, the shared expert. */
+static int plan_moe(synth_job *j, const synth_shape *sh, int64_t l, uint32_t type)
+{
+    const synth_moe *s = shape_moe(sh);
+    char n[64];
+    int rc = 0;
+    snprintf(n, sizeof n, "blk.%lld.ffn_gate_inp.weight", (long long)l);
+    rc |= add_tensor(j, type, n, sh->embd, s->experts, FILL_ROUTER);
+    const char *stk[3] = { "gate", "up", "down" };
+    for (int k = 0; k < 3; k++) {
+        snprintf(n, sizeof n, "blk.%lld.ffn_%s_exps.weight", (long long)l, stk[k]);
+        rc |= add_stack(j, type, n, k == 2 ? s->ff_exp : sh->embd, k == 2 ? sh->embd : s->ff_exp, s->experts);
+    }
+    for (int k = 0; k < 3 && s->ff_shexp; k++) {
+        snprintf(n, sizeof n, "blk.%lld.ffn_%s_shexp.weight", (long long)l, stk[k]);
+        rc |= add_tensor(j, type, n, k == 2 ? s->ff_shexp : sh->embd, k == 2 ? sh->embd : s->ff_shexp, FILL_WEIGHT);
+    }
+    snprintf(n, sizeof n, "blk.%lld.ffn_gate_inp_shexp.weight", (long long)l);
+    if (s->ff_shexp) rc |= add_tensor(j, type, n, sh->embd, 0, FILL_ROUTER);
+    return rc;
+}
+
 static int plan(synth_job *j, const synth_shape *s, synth_arch arch, int64_t vocab, uint32_t type)
 {
     if (arch == SYNTH_PHI3) return plan_phi3(j, s, vocab, type);
@@ -193,20 +261,23 @@ static int plan(synth_job *j, const synth_shape *s, synth_arch arch, int64_t voc
         T("attn_q.weight", s->embd, q, FILL_WEIGHT)
         T("attn_k.weight", s->embd, kv, FILL_WEIGHT)
         T("attn_v.weight", s->embd, kv, FILL_WEIGHT)
-        if (arch == SYNTH_QWEN3 || arch == SYNTH_GEMMA3) {
+        if (arch == SYNTH_QWEN3 || arch == SYNTH_GEMMA3 || arch == SYNTH_QWEN3MOE) {
             T("attn_q_norm.weight", hd, 0, FILL_NORM)
             T("attn_k_norm.weight", hd, 0, FILL_NORM)
         }
-        if (arch == SYNTH_QWEN2) {
+        if (arch == SYNTH_QWEN2 || arch == SYNTH_QWEN2MOE) {
             T("attn_q.bias", q, 0, FILL_BIAS)
             T("attn_k.bias", kv, 0, FILL_BIAS)
             T("attn_v.bias", kv, 0, FILL_BIAS)
         }
         T("attn_output.weight", q, s->embd, FILL_WEIGHT)
         T("ffn_norm.weight", s->embd, 0, FILL_NORM)
-        T("ffn_gate.weight", s->embd, s->ff, FILL_WEIGHT)
-        T("ffn_up.weight", s->embd, s->ff, FILL_WEIGHT)
-        T("ffn_down.weight", s->ff, s->embd, FILL_WEIGHT)
+        if (shape_moe(s)) rc |= plan_moe(j, s, l, type);
+        else {
+            T("ffn_gate.weight", s->embd, s->ff, FILL_WEIGHT)
+            T("ffn_up.weight", s->embd, s->ff, FILL_WEIGHT)
+            T("ffn_down.weight", s->ff, s->embd, FILL_WEIGHT)
+        }
         if (arch == SYNTH_GEMMA3 || arch == SYNTH_GEMMA2) {
             T("post_attention_norm.weight", s->embd, 0, FILL_NORM)
             T("post_ffw_norm.weight", s->embd, 0, FILL_NORM)
@@ -242,10 +313,11 @@ static void *fill_worker(void *arg)
         return NULL;
     }
     float mean = t->kind == FILL_NORM ? 1.0f : 0.0f;
-    float sd = t->kind == FILL_NORM ? 0.1f : t->kind == FILL_BIAS ? 0.05f : 0.02f;
+    /* routers wider than the rest: decisive routing, as trained routers are */
+    float sd = t->kind == FILL_NORM ? 0.1f : t->kind == FILL_BIAS ? 0.05f : t->kind == FILL_ROUTER ? 0.5f : 0.02f;
     for (int64_t c = p->first; c < p->n_chunks; c += p->step) {
         int64_t r0 = c * p->chunk_rows;
-        int64_t rows = t->ne[1] - r0 < p->chunk_rows ? t->ne[1] - r0 : p->chunk_rows;
+        int64_t rows = t_rows(t) - r0 < p->chunk_rows ? t_rows(t) - r0 : p->chunk_rows;
         xoshiro rng;
         xo_seed(&rng, p->job->seed, t->name, (uint64_t)c);
         gen_normal(&rng, tmp, rows * t->ne[0], mean, sd);
@@ -263,7 +335,7 @@ static int fill_tensor(void *user, int64_t i, const char *name, void *dst, uint6
     const synth_tensor *t = &j->t[i];
     /* chunks of about 64K values: a function of the shape only */
     int64_t chunk_rows = (65536 + t->ne[0] - 1) / t->ne[0];
-    int64_t n_chunks = (t->ne[1] + chunk_rows - 1) / chunk_rows;
+    int64_t n_chunks = (t_rows(t) + chunk_rows - 1) / chunk_rows;
     int nt = j->threads < n_chunks ? j->threads : (int)n_chunks;
     fill_part parts[16];
     pthread_t tid[16];
@@ -395,6 +467,13 @@ static int synth_write(const synth_shape *s, synth_arch sa, uint32_t type, uint6
         gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), s->softcap[0] > 0 ? s->softcap[0] : 50.0f);
         gguf_writer_set_f32(w, KEY("final_logit_softcapping"), s->softcap[1] > 0 ? s->softcap[1] : 30.0f);
     }
+    const synth_moe *mo = shape_moe(s);
+    if (mo) {
+        gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)mo->experts);
+        gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)mo->used);
+        gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)mo->ff_exp);
+        if (mo->ff_shexp) gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)mo->ff_shexp);
+    }
 #undef KEY
     gguf_writer_copy_kv(w, v, "tokenizer.");
     uint64_t total = 0, params = 0;
@@ -404,8 +483,8 @@ static int synth_write(const synth_shape *s, synth_arch sa, uint32_t type, uint6
             fprintf(stderr, "error: %s\n", gguf_writer_error(w));
             goto out;
         }
-        total += qt_row_size(t->type, t->ne[0]) * (uint64_t)t->ne[1];
-        params += (uint64_t)(t->ne[0] * t->ne[1]);
+        total += qt_row_size(t->type, t->ne[0]) * (uint64_t)t_rows(t);
+        params += (uint64_t)(t->ne[0] * t_rows(t));
     }
     fprintf(stderr, "synth: %s (%s, %llu parameters, vocab %lld) %s seed %llu -> %s\n", s->name,
             arch, (unsigned long long)params, (long long)vocab, qt_name(type),
@@ -454,7 +533,13 @@ int cmd_synth(int argc, char **argv)
     for (int i = 0; i < SYNTH_ARCH_COUNT; i++)
         if (strcmp(a.arch, synth_arch_names[i]) == 0) sa = i;
     if (sa < 0) {
-        fprintf(stderr, "llmc synth: --arch must be llama, qwen2, qwen3, gemma3, gemma2 or phi3, not %s\n", a.arch);
+        fprintf(stderr, "llmc synth: --arch must be llama, qwen2, qwen3, gemma3, gemma2, phi3, qwen2moe or qwen3moe, not %s\n", a.arch);
+        return 2;
+    }
+    bool moe_arch = sa == SYNTH_QWEN2MOE || sa == SYNTH_QWEN3MOE;
+    if (moe_arch != (shape_moe(s) != NULL) && !(sa == SYNTH_LLAMA && shape_moe(s))) {
+        fprintf(stderr, "llmc synth: shape %s is %s, --arch %s is not\n", a.shape,
+                shape_moe(s) ? "a mixture of experts" : "dense", a.arch);
         return 2;
     }
     uint64_t seed, threads = 2;

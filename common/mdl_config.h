@@ -44,7 +44,13 @@ typedef struct {
     int32_t n_ctx_orig;      /* rope.scaling.original_context_length (else context_length) */
     int32_t has_rope_long_short; /* phi3: rope_factors_long/short.weight, long above n_ctx_orig */
     int32_t pad0;            /* 0: the size stays a multiple of 8 */
+    int32_t n_expert;        /* mixture of experts (engined/moe.h): experts per layer; 0: dense FFN */
+    int32_t n_expert_used;   /* experts each token is routed to (top-k) */
+    int32_t n_ff_exp;        /* an expert's feed-forward length */
+    int32_t n_ff_shexp;      /* the shared expert's; 0: none */
+    int32_t moe_norm_w;      /* 1: the top-k weights are divided by their sum */
+    int32_t moe_reserved[3];
 } mdl_config;
-_Static_assert(sizeof(mdl_config) == 152, "mdl_config is part of the segment layout");
+_Static_assert(sizeof(mdl_config) == 184, "mdl_config is part of the segment layout");
 
 #endif

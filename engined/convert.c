@@ -36,7 +36,8 @@ _Static_assert(SEG_TILE_ROWS == KERN_TILE, "segment.h and kernels.h disagree on 
 _Static_assert(SEG_T_QN_LAST - SEG_T_QN0 + 2 == KERN_W_COUNT, "segment.h has a type for every native layout");
 
 /* Rows and stored bytes of a GGUF tensor in the segment. 1-D tensors and every tensor
- * of the float path are f32 rows; matrices of the INT8 path are q8t tiles. */
+ * of the float path are f32 rows; matrices of the INT8 path are q8t tiles. A 3-D stack
+ * of matrices (MoE experts) is one matrix of all their rows, expert after expert. */
 static void plan_tensor(const gguf_tensor *t, uint32_t precision, seg_tensor *e)
 {
     memset(e, 0, sizeof *e);
@@ -44,7 +45,8 @@ static void plan_tensor(const gguf_tensor *t, uint32_t precision, seg_tensor *e)
     e->src_type = t->type;
     e->ne[0] = t->ne[0];
     e->ne[1] = t->ne[1] * t->ne[2] * t->ne[3];
-    bool matrix = t->n_dims >= 2 && e->ne[1] > 1;
+    /* MoE routers stay f32 (llama.cpp keeps them so): a rounding there can change the experts chosen */
+    bool matrix = t->n_dims >= 2 && e->ne[1] > 1 && !strstr(t->name, "ffn_gate_inp");
     e->type = SEG_T_F32;
     if (matrix && precision != ENG_FLOAT) e->type = SEG_T_Q8T;
     int wt = kern_qn_from_qtype(t->type);

@@ -23,6 +23,7 @@
 #include "kv.h"
 #include "log.h"
 #include "model.h"
+#include "moe.h"
 #include "pool.h"
 #include "segment.h"
 #include "errcode.h"
@@ -50,6 +51,7 @@ struct eng_model {
     float *rope_l;    /* (cap_tok, n_rot) the same for sliding-window layers (gemma3), or unused */
     int    cap_ctx;   /* positions per thread in scores */
     float *scores;    /* (n_threads, att_scratch_floats(cap_ctx - 1)) attention scratch */
+    moe_scratch *moe; /* mixture of experts (moe.h), or NULL */
     uint64_t progress; /* layers computed (atomic: read by a worker's I/O thread) */
 };
 
@@ -97,6 +99,7 @@ void eng_close(eng_model *m)
     seg_unmap(&m->seg);
     free(m->x); free(m->xn); free(m->q); free(m->k); free(m->v); free(m->att);
     free(m->gate); free(m->up); free(m->xq); free(m->rope); free(m->rope_l); free(m->scores);
+    moe_free(&m->moe);
     free(m);
 }
 
@@ -121,6 +124,7 @@ uint64_t eng_weight_bytes_per_token(const eng_model *m)
         const mdl_layer *L = &m->w.layers[il];
         b += mat_bytes(&L->wq) + mat_bytes(&L->wk) + mat_bytes(&L->wv) + mat_bytes(&L->wo) +
              mat_bytes(&L->gate) + mat_bytes(&L->up) + mat_bytes(&L->down);
+        if (m->cfg.n_expert) b += moe_bytes_per_token(&m->cfg, L);
     }
     return b;
 }
@@ -249,7 +253,8 @@ static int reserve(eng_model *m, int n, int max_pos)
             grow((void **)&m->v, N * KV * 4) || grow((void **)&m->att, N * Q * 4) ||
             grow((void **)&m->gate, N * F * 4) || grow((void **)&m->up, N * F * 4) ||
             grow(&m->xq, N * kern_xq_row_bytes((int64_t)widest)) ||
-            grow((void **)&m->rope, N * (size_t)c->n_rot * 4) || grow((void **)&m->rope_l, N * (size_t)c->n_rot * 4))
+            grow((void **)&m->rope, N * (size_t)c->n_rot * 4) || grow((void **)&m->rope_l, N * (size_t)c->n_rot * 4) ||
+            (c->n_expert && moe_reserve(&m->moe, c, n) != 0))
             return -1;
         m->cap_tok = n;
     }
@@ -486,6 +491,11 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
     for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
 
     par_rms(m, m->x, L->ffn_norm, m->xn, n);
+    if (c->n_expert) { /* mixture of experts: moe.c, the output over its input */
+        moe_ffn(m->moe, m->pool, c, L, m->xn, n, o);
+        for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
+        return;
+    }
     const mdl_mat *gu[2] = { &L->gate, &L->up };
     float *gu_out[2] = { m->gate, m->up };
     matmul(m, m->xn, n, 2, gu, gu_out, NULL);

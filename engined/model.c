@@ -25,7 +25,17 @@ static const mdl_arch arch_table[MDL_ARCH_COUNT] = {
     [MDL_ARCH_GEMMA3]  = { "gemma3",  1, 0, 1, 1, 1, 1e-6f },
     [MDL_ARCH_GEMMA2]  = { "gemma2",  1, 0, 1, 0, 1, 1e-6f },
     [MDL_ARCH_PHI3]    = { "phi3",    1, 0, 1, 0, 0, 1e-5f },
+    [MDL_ARCH_QWEN2MOE] = { "qwen2moe", 1, 1, 0, 0, 0, 1e-6f },
+    [MDL_ARCH_QWEN3MOE] = { "qwen3moe", 1, 0, 0, 1, 0, 1e-6f },
 };
+
+/* Mixture of experts by architecture: 0 dense unless <arch>.expert_count > 0 (llama:
+ * Mixtral, top-k weights normalized); 1 experts, softmax weights as they are (qwen2moe);
+ * 2 experts, top-k weights normalized (qwen3moe). */
+static int arch_moe(int arch_id)
+{
+    return arch_id == MDL_ARCH_QWEN2MOE ? 1 : arch_id == MDL_ARCH_QWEN3MOE ? 2 : 0;
+}
 
 const mdl_arch *mdl_arch_get(int arch_id)
 {
@@ -82,7 +92,7 @@ static int check_layer(const gguf_ctx *g, const mdl_config *c, int il, char *err
         { "ffn_down.weight", c->n_ff, E },
     };
     char name[96];
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    for (size_t i = 0; i < (c->n_expert ? 6 : sizeof want / sizeof want[0]); i++) { /* MoE: check_moe_layer */
         snprintf(name, sizeof name, "blk.%d.%s", il, want[i].n);
         if (check_tensor(g, name, want[i].d0, want[i].d1, err, errlen) != 0) return -1;
     }
@@ -155,6 +165,61 @@ static int read_dims(const gguf_ctx *g, mdl_config *c, const char *a, char *err,
     return 0;
 }
 
+/* Mixture of experts: the expert counts and lengths, and whether a shared expert is there. */
+static int read_moe(const gguf_ctx *g, mdl_config *c, const char *a, char *err, size_t errlen)
+{
+    int moe = arch_moe(c->arch_id);
+    c->n_expert = (int32_t)arch_int(g, a, "expert_count", 0);
+    if (!moe && c->n_expert == 0) return 0;
+    c->n_expert_used = (int32_t)arch_int(g, a, "expert_used_count", 0);
+    if (c->n_expert < 1 || c->n_expert > 1024 || c->n_expert_used < 1 || c->n_expert_used > c->n_expert) {
+        return errf(err, errlen, "%s.expert_count %d / expert_used_count %d are missing or out of range",
+                    a, c->n_expert, c->n_expert_used);
+    }
+    c->n_ff_exp = (int32_t)arch_int(g, a, "expert_feed_forward_length", c->n_ff);
+    c->moe_norm_w = moe != 1;
+    const gguf_tensor *sh = gguf_find_tensor(g, "blk.0.ffn_up_shexp.weight");
+    c->n_ff_shexp = sh ? (int32_t)sh->ne[1] : 0;
+    if (c->n_ff_exp <= 0 || c->n_ff_exp > (1 << 20) || c->n_ff_shexp < 0 || c->n_ff_shexp > (1 << 20)) {
+        return errf(err, errlen, "%s.expert_feed_forward_length %d (or the shared expert's %d) is out of range",
+                    a, c->n_ff_exp, c->n_ff_shexp);
+    }
+    return 0;
+}
+
+/* Checks a stack of n matrices: ne = [d0, d1, n]. */
+static int check_stack(const gguf_ctx *g, const char *name, int64_t d0, int64_t d1, int64_t n, char *err, size_t errlen)
+{
+    const gguf_tensor *t = gguf_find_tensor(g, name);
+    if (!t) return errf(err, errlen, "tensor %s is missing", name);
+    if (t->ne[0] != d0 || t->ne[1] != d1 || t->ne[2] != n || t->ne[3] != 1) {
+        return errf(err, errlen, "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
+                    name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                    (long long)d0, (long long)d1, (long long)n);
+    }
+    return 0;
+}
+
+/* The router, the experts and the shared expert of a MoE layer. */
+static int check_moe_layer(const gguf_ctx *g, const mdl_config *c, int il, char *err, size_t errlen)
+{
+    int64_t E = c->n_embd, F = c->n_ff_exp, X = c->n_expert, S = c->n_ff_shexp;
+    char n[4][96];
+    const char *names[4] = { "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps" };
+    for (int i = 0; i < 4; i++) snprintf(n[i], sizeof n[i], "blk.%d.%s.weight", il, names[i]);
+    if (check_tensor(g, n[0], E, X, err, errlen) || check_stack(g, n[1], E, F, X, err, errlen) ||
+        check_stack(g, n[2], E, F, X, err, errlen) || check_stack(g, n[3], F, E, X, err, errlen))
+        return -1;
+    if (!S) return 0;
+    const char *sh[3] = { "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp" };
+    for (int i = 0; i < 3; i++) snprintf(n[i], sizeof n[i], "blk.%d.%s.weight", il, sh[i]);
+    snprintf(n[3], sizeof n[3], "blk.%d.ffn_gate_inp_shexp.weight", il);
+    if (check_tensor(g, n[0], E, S, err, errlen) || check_tensor(g, n[1], E, S, err, errlen) ||
+        check_tensor(g, n[2], S, E, err, errlen))
+        return -1;
+    return gguf_find_tensor(g, n[3]) ? check_tensor(g, n[3], E, 1, err, errlen) : 0;
+}
+
 static int read_rope(const gguf_ctx *g, mdl_config *c, const char *a, const mdl_arch *ar,
                      char *err, size_t errlen)
 {
@@ -194,13 +259,14 @@ int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t err
     }
     int id = mdl_arch_from_name(a);
     if (id < 0) {
-        return errf(err, errlen, "general.architecture '%s' is not supported (llama, mistral, qwen2, qwen3, gemma3, gemma2, phi3)", a);
+        return errf(err, errlen, "general.architecture '%s' is not supported (llama, mistral, qwen2, qwen3, gemma3, gemma2, phi3, qwen2moe, qwen3moe)", a);
     }
     const mdl_arch *ar = mdl_arch_get(id);
     snprintf(c->arch_name, sizeof c->arch_name, "%s", a);
     c->arch_id = id;
     c->rope_neox = ar->rope_neox;
-    if (read_dims(g, c, a, err, errlen) != 0 || read_rope(g, c, a, ar, err, errlen) != 0) return -1;
+    if (read_dims(g, c, a, err, errlen) != 0 || read_rope(g, c, a, ar, err, errlen) != 0 ||
+        read_moe(g, c, a, err, errlen) != 0) return -1;
 
     const gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
     if (!te) {
@@ -219,6 +285,7 @@ int mdl_config_from_gguf(const gguf_ctx *g, mdl_config *c, char *err, size_t err
     if (id == MDL_ARCH_PHI3 && mdl_phi3_config(g, c, a, err, errlen) != 0) return -1;
     for (int il = 0; il < c->n_layer && id != MDL_ARCH_PHI3; il++) {
         if (check_layer(g, c, il, err, errlen) != 0) return -1;
+        if (c->n_expert && check_moe_layer(g, c, il, err, errlen) != 0) return -1;
         if (c->has_qkv_bias) {
             char name[96];
             int64_t dims[3] = { (int64_t)c->n_head * c->head_dim, (int64_t)c->n_head_kv * c->head_dim,
@@ -249,7 +316,12 @@ void mdl_config_describe(const mdl_config *c, char *buf, size_t len)
              c->rope_neox ? " neox" : "", c->tied_output ? ", tied output" : "",
              c->has_rope_freqs ? ", rope_freqs" : "", c->has_qk_norm ? ", q/k norms" : "",
              c->attn_softcap > 0 ? ", soft-capped" : "");
+    size_t l = strlen(buf);
+    if (c->n_expert && l < len)
+        snprintf(buf + l, len - l, ", %d experts, top-%d%s (n_ff_exp %d), shared expert n_ff %d", c->n_expert,
+                 c->n_expert_used, c->moe_norm_w ? " normalized" : "", c->n_ff_exp, c->n_ff_shexp);
 }
+
 
 /* LLM_ACT_ROUNDING=ik_llama.cpp: activations of Q8_0 weights rounded as ik_llama.cpp
  * rounds them (kern_x2_quantize) instead of as llama.cpp does: a comparison mode for
@@ -308,10 +380,49 @@ static int bind_vec(const seg_map *m, const char *name, int64_t n, const float *
     return 0;
 }
 
+/* A stack of experts: expert e's rows start a tile (tiled) or row (f32) at e * per. */
+static int bind_stack(const seg_map *m, const char *name, int64_t cols, int64_t per, int64_t n, mdl_mat *out,
+                      char *err, size_t errlen)
+{
+    if (bind_mat(m, name, cols, per * n, out, err, errlen) != 0) return -1;
+    if (out->q8 && per % KERN_TILE != 0) {
+        return errf(err, errlen, "segment %s: tensor %s: %lld rows per expert are not a multiple of %d "
+                    "(use the float path)", m->name, name, (long long)per, KERN_TILE);
+    }
+    return 0;
+}
+
+/* The router (f32), the experts and the shared expert of a MoE layer. */
+static int bind_moe_layer(const seg_map *m, const mdl_config *c, int il, mdl_layer *L, char *err, size_t errlen)
+{
+    int64_t E = c->n_embd, F = c->n_ff_exp, X = c->n_expert, S = c->n_ff_shexp;
+    char n[8][96];
+    const char *names[8] = { "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps",
+                             "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ffn_gate_inp_shexp" };
+    for (int i = 0; i < 8; i++) snprintf(n[i], sizeof n[i], "blk.%d.%s.weight", il, names[i]);
+    if (bind_mat(m, n[0], E, X, &L->router, err, errlen) || bind_stack(m, n[1], E, F, X, &L->gate_exps, err, errlen) ||
+        bind_stack(m, n[2], E, F, X, &L->up_exps, err, errlen) ||
+        bind_stack(m, n[3], F, E, X, &L->down_exps, err, errlen))
+        return -1;
+    if (L->router.q8) return errf(err, errlen, "segment %s: router %s is not f32", m->name, n[0]);
+    if (S && (bind_mat(m, n[4], E, S, &L->gate_shexp, err, errlen) || bind_mat(m, n[5], E, S, &L->up_shexp, err, errlen) ||
+              bind_mat(m, n[6], S, E, &L->down_shexp, err, errlen)))
+        return -1;
+    L->shexp_gate = NULL;
+    if (S && seg_find(m, n[7]) && bind_vec(m, n[7], E, &L->shexp_gate, err, errlen) != 0) return -1;
+    /* gate and up read the same quantized rows */
+    if (L->gate_exps.xk != L->up_exps.xk || L->gate_exps.q8 != L->up_exps.q8 ||
+        (S && (L->gate_shexp.xk != L->up_shexp.xk || L->gate_shexp.q8 != L->up_shexp.q8))) {
+        return errf(err, errlen, "segment %s: layer %d: the gate and up experts are of different kinds", m->name, il);
+    }
+    return 0;
+}
+
 static int bind_layer(const seg_map *m, const mdl_config *c, int il, mdl_layer *L, char *err, size_t errlen)
 {
     if (c->arch_id == MDL_ARCH_PHI3) return mdl_phi3_bind_layer(m, c, il, L, err, errlen);
     int64_t E = c->n_embd, Q = (int64_t)c->n_head * c->head_dim, KV = (int64_t)c->n_head_kv * c->head_dim;
+    if (c->n_expert && bind_moe_layer(m, c, il, L, err, errlen) != 0) return -1;
     char n[9][96];
     const char *names[9] = { "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
                              "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight",
@@ -320,9 +431,9 @@ static int bind_layer(const seg_map *m, const mdl_config *c, int il, mdl_layer *
     if (bind_vec(m, n[0], E, &L->attn_norm, err, errlen) || bind_mat(m, n[1], E, Q, &L->wq, err, errlen) ||
         bind_mat(m, n[2], E, KV, &L->wk, err, errlen) || bind_mat(m, n[3], E, KV, &L->wv, err, errlen) ||
         bind_mat(m, n[4], Q, E, &L->wo, err, errlen) || bind_vec(m, n[5], E, &L->ffn_norm, err, errlen) ||
-        bind_mat(m, n[6], E, c->n_ff, &L->gate, err, errlen) ||
-        bind_mat(m, n[7], E, c->n_ff, &L->up, err, errlen) ||
-        bind_mat(m, n[8], c->n_ff, E, &L->down, err, errlen))
+        (!c->n_expert && (bind_mat(m, n[6], E, c->n_ff, &L->gate, err, errlen) ||
+                          bind_mat(m, n[7], E, c->n_ff, &L->up, err, errlen) ||
+                          bind_mat(m, n[8], c->n_ff, E, &L->down, err, errlen))))
         return -1;
     L->bq = L->bk = L->bv = NULL;
     if (c->has_qkv_bias) {

@@ -21,7 +21,9 @@
 
 typedef struct gguf_ctx gguf_ctx;
 
-typedef enum { MDL_ARCH_LLAMA = 0, MDL_ARCH_MISTRAL = 1, MDL_ARCH_QWEN2 = 2, MDL_ARCH_QWEN3 = 3, MDL_ARCH_GEMMA3 = 4, MDL_ARCH_GEMMA2 = 5, MDL_ARCH_PHI3 = 6, MDL_ARCH_COUNT } mdl_arch_id;
+typedef enum { MDL_ARCH_LLAMA = 0, MDL_ARCH_MISTRAL = 1, MDL_ARCH_QWEN2 = 2, MDL_ARCH_QWEN3 = 3, MDL_ARCH_GEMMA3 = 4,
+               MDL_ARCH_GEMMA2 = 5, MDL_ARCH_PHI3 = 6, MDL_ARCH_QWEN2MOE = 7, MDL_ARCH_QWEN3MOE = 8,
+               MDL_ARCH_COUNT } mdl_arch_id;
 
 /* What differs between architectures; everything else is one forward pass. */
 typedef struct {
@@ -72,6 +74,12 @@ typedef struct {
     const float *ffn_post_norm;  /* (n_embd) or NULL: gemma, on the FFN output */
     mdl_mat      gate, up;       /* (n_ff, n_embd) */
     mdl_mat      down;           /* (n_embd, n_ff) */
+    /* mixture of experts (n_expert > 0; then gate, up, down are unset): engined/moe.h */
+    mdl_mat      router;         /* ffn_gate_inp: (n_expert, n_embd), f32 rows always */
+    mdl_mat      gate_exps, up_exps; /* (n_expert * n_ff_exp, n_embd): expert e's rows from e * n_ff_exp */
+    mdl_mat      down_exps;      /* (n_expert * n_embd, n_ff_exp) */
+    mdl_mat      gate_shexp, up_shexp, down_shexp; /* the shared expert (n_ff_shexp > 0) */
+    const float *shexp_gate;     /* ffn_gate_inp_shexp (n_embd) or NULL: sigmoid gate of the shared expert */
 } mdl_layer;
 
 typedef struct {

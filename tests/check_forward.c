@@ -155,7 +155,14 @@ END_TEST
  * tests/data/README.md): the float path on the F32 file, the native path on the Q8_0 file
  * (llama.cpp's Q8_0 activation rounding). ik_llama.cpp keeps V in f32 only with flash attention, so these
  * references were made with an f16 KV cache and are compared with ours in f16. */
+static void check_data_model_kv(const char *stem, eng_precision prec, double tol, eng_kv_type kv);
 static void check_data_model(const char *stem, eng_precision prec, double tol)
+{
+    check_data_model_kv(stem, prec, tol, ENG_KV_F16);
+}
+
+/* The same with the KV cache of the reference (llama.cpp's references keep it in f32). */
+static void check_data_model_kv(const char *stem, eng_precision prec, double tol, eng_kv_type kv)
 {
     char path[1024], err[512];
     snprintf(path, sizeof path, "tests/data/%s/%s.gguf", stem, stem);
@@ -176,7 +183,7 @@ static void check_data_model(const char *stem, eng_precision prec, double tol)
         ck_assert_ptr_nonnull(ref);
         ck_assert_uint_eq(len, (size_t)n * V * sizeof(float));
         float *out = malloc(len);
-        eng_session *s = eng_session_new(m, 512, ENG_KV_F16, err, sizeof err);
+        eng_session *s = eng_session_new(m, 512, kv, err, sizeof err);
         ck_assert_msg(s != NULL, "%s", err);
         ck_assert_msg(eng_prefill(m, s, toks, n, out, true, err, sizeof err) == 0, "%s", err);
         double worst = 0, worst_rel = 0;
@@ -228,6 +235,25 @@ START_TEST(test_reference_qwen3)
     kern_init();
     check_data_model("qwen3-tiny-f32", ENG_FLOAT, 1e-4);
     check_q8_twin("qwen3-tiny-Q8_0", 2e-2);
+}
+END_TEST
+
+/* Mixture of experts (engined/moe.c): qwen3moe (8 experts, top-2, normalized) and qwen2moe
+ * (top-4 unnormalized, a shared expert with its sigmoid gate) against ik_llama.cpp; Mixtral
+ * (llama with 4 experts, top-2) against llama.cpp c392e50 with an f32 KV cache (ik_llama.cpp
+ * 8337e4cd3 adds the normed FFN input as a llama MoE layer's residual). */
+START_TEST(test_reference_moe)
+{
+    kern_init();
+    const char *stems[3] = { "qwen3moe-tiny", "mixtral-tiny", "qwen2moe-tiny" };
+    char f32[64], q8[64];
+    for (int i = 0; i < 3; i++) {
+        snprintf(f32, sizeof f32, "%s-f32", stems[i]);
+        snprintf(q8, sizeof q8, "%s-Q8_0", stems[i]);
+        eng_kv_type kv = i == 1 ? ENG_KV_F32 : ENG_KV_F16;
+        check_data_model_kv(f32, ENG_FLOAT, 1e-4, kv);
+        check_data_model_kv(q8, ENG_NATIVE, 2e-2, kv);
+    }
 }
 END_TEST
 
@@ -451,9 +477,12 @@ END_TEST
 #define INV_SESS 4
 static void check_invariance(const char *file, eng_precision prec)
 {
-    bool built;
-    char err[512];
-    eng_model *m = test_model_open(file, prec, &built);
+    bool built = false;
+    char err[512] = "";
+    eng_open_info info; /* tests/data/...: a path from the repository root; else ../shared/models */
+    eng_model *m = strncmp(file, "tests/", 6) ? test_model_open(file, prec, &built) : eng_open(file, prec, &info, err, sizeof err);
+    ck_assert_msg(m != NULL, "%s: %s", file, err);
+    if (!strncmp(file, "tests/", 6)) built = info.converted;
     int V = eng_config_of(m)->n_vocab;
     const int len[INV_SESS] = { 70, 5, 33, 12 };
     int32_t toks[INV_SESS][70];
@@ -529,6 +558,36 @@ END_TEST
 START_TEST(test_batch_invariance_float) { check_invariance("tiny-llama2-Q8_0.gguf", ENG_FLOAT); }
 END_TEST
 START_TEST(test_batch_invariance_qwen2) { check_invariance("tiny-qwen2-Q8_0.gguf", ENG_INT8); }
+END_TEST
+/* mixture of experts: a step's tokens grouped by expert, the same bits as alone */
+START_TEST(test_batch_invariance_moe)
+{
+    check_invariance("tests/data/qwen3moe-tiny-Q8_0/qwen3moe-tiny-Q8_0.gguf", ENG_NATIVE);
+    check_invariance("tests/data/mixtral-tiny-f32/mixtral-tiny-f32.gguf", ENG_FLOAT);
+    check_invariance("tests/data/qwen2moe-tiny-Q8_0/qwen2moe-tiny-Q8_0.gguf", ENG_INT8);
+    /* and the thread count (units of experts taken as threads free up) changes no bit */
+    char err[512];
+    eng_open_info info;
+    eng_model *m = eng_open("tests/data/qwen2moe-tiny-Q8_0/qwen2moe-tiny-Q8_0.gguf", ENG_NATIVE, &info, err, sizeof err);
+    ck_assert_msg(m != NULL, "%s", err);
+    int V = eng_config_of(m)->n_vocab, n = 40;
+    int32_t toks[40];
+    for (int i = 0; i < n; i++) toks[i] = i == 0 ? 1 : 3 + (i * 97) % (V - 3);
+    float *ref = malloc((size_t)n * V * sizeof(float)), *out = malloc((size_t)n * V * sizeof(float));
+    for (int nt = 1; nt <= 3; nt++) {
+        ck_assert_int_eq(eng_set_threads(m, nt), 0);
+        eng_session *s = eng_session_new(m, 64, ENG_KV_F16, err, sizeof err);
+        ck_assert_msg(s && eng_prefill(m, s, toks, n, nt == 1 ? ref : out, true, err, sizeof err) == 0, "%s", err);
+        if (nt > 1) ck_assert_msg(memcmp(out, ref, (size_t)n * V * sizeof(float)) == 0, "MoE: %d threads differ from 1", nt);
+        eng_session_free(s);
+    }
+    free(ref);
+    free(out);
+    char name[SEG_NAME_MAX];
+    snprintf(name, sizeof name, "%s", eng_segment_name(m));
+    eng_close(m);
+    if (info.converted) seg_remove(name, err, sizeof err);
+}
 END_TEST
 /* native layouts: Q4_K + Q6_K (Q8_K activations), Q4_0, Q5_1 (Q8_1 sums) */
 START_TEST(test_batch_invariance_native)
@@ -882,6 +941,8 @@ Suite *forward_suite(void)
     tcase_add_test(ta, test_reference_gemma3);
     tcase_add_test(ta, test_reference_gemma2);
     tcase_add_test(ta, test_reference_phi3);
+    tcase_add_test(ta, test_reference_moe);
+    tcase_add_test(ta, test_batch_invariance_moe);
     tcase_add_test(ta, test_unsupported_arch);
     suite_add_tcase(s, ta);
     return s;

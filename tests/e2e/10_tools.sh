@@ -81,6 +81,14 @@ say "synth tiny Q8_0: $(stat -c %s "$T/a.gguf") bytes"
     -o "$T/q.gguf" 2>>"$T/synth.log" || bad "synth --arch qwen2 failed"
 "$L" inspect "$T/q.gguf" --tensors | grep -q "^blk.3.attn_v.bias " || bad "synth qwen2: no v bias"
 "$L" synth --shape nope --type Q8_0 --vocab-from x --seed 1 -o "$T/x" 2>/dev/null; [ $? -eq 2 ] || bad "synth --shape nope: exit is not 2"
+# mixture of experts: 3-D expert stacks, an F32 router (quantize keeps it F32 too), inspect's experts line
+"$L" synth --shape qwen3moe-tiny --type Q8_0 --vocab-from "$V/ggml-vocab-qwen2.gguf" --seed 1 --arch qwen3moe \
+    -o "$T/moe.gguf" 2>>"$T/synth.log" || bad "synth qwen3moe-tiny failed"
+"$L" inspect "$T/moe.gguf" | grep -Eq "^experts +8, 2 used per token, expert ffn 64$" || bad "inspect qwen3moe-tiny: no experts line"
+"$L" inspect "$T/moe.gguf" --tensors | grep -Eq "^blk.1.ffn_down_exps.weight +Q8_0 +\[64, 64, 8\]" || bad "synth qwen3moe-tiny: no 3-D down experts"
+"$L" quantize "$T/moe.gguf" "$T/moe4.gguf" Q4_0 2>/dev/null || bad "quantize qwen3moe-tiny Q4_0 failed"
+"$L" inspect "$T/moe4.gguf" --tensors | grep -Eq "^blk.0.ffn_gate_inp.weight +F32 " || bad "quantize: the router is not F32"
+"$L" synth --shape qwen3moe-tiny --type Q8_0 --vocab-from x --seed 1 --arch qwen3 -o "$T/x" 2>/dev/null; [ $? -eq 2 ] || bad "synth MoE shape with a dense arch: exit is not 2"
 
 # 4. quantize: a model to Q4_0 reads back with Q4_0 matrices; fallbacks are said
 "$L" quantize "$SH/models/tiny-llama2-Q8_0.gguf" "$T/q4.gguf" Q4_0 2>"$T/q.log" || bad "quantize failed: $(cat "$T/q.log")"
