@@ -2,9 +2,11 @@
 #include "daemon.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 volatile sig_atomic_t dmn_stop = 0;
 volatile sig_atomic_t dmn_child = 0;
@@ -63,4 +65,37 @@ int dmn_int(const char *what, const char *s, long lo, long hi, long *out)
     }
     *out = v;
     return 0;
+}
+
+uint64_t dmn_proc_start(pid_t pid, char *state)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    *state = '?';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold anything */
+    if (!p || p[1] != ' ') return 0;
+    p += 2;
+    *state = *p;
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p, ' ');
+        if (!p) return 0;
+        p++;
+    }
+    return strtoull(p, NULL, 10);
+}
+
+bool dmn_proc_alive(pid_t pid, uint64_t start_time)
+{
+    if (pid <= 0) return false;
+    if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+    char st;
+    uint64_t start = dmn_proc_start(pid, &st);
+    if (st == 'Z' || st == 'X') return false;
+    return !(start_time != 0 && start != 0 && start != start_time);
 }

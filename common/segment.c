@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "csum.h"
+#include "daemon.h"
 #include "log.h"
 #include "errcode.h"
 
@@ -228,8 +229,7 @@ static void info_of(const char *name, seg_info *in)
                 memcpy(in->src_path, h->src_path, sizeof in->src_path);
                 in->src_path[sizeof in->src_path - 1] = 0;
                 in->age_s = (now_ns() - h->created_ns) / 1e9;
-                in->loader_dead = in->state == SEG_STATE_LOADING &&
-                                  kill(in->loader_pid, 0) != 0 && errno == ESRCH;
+                in->loader_dead = in->state == SEG_STATE_LOADING && !dmn_proc_alive(in->loader_pid, 0);
             }
             munmap(h, sizeof *h);
         }

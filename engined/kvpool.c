@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "csum.h"
+#include "daemon.h"
 #include "errcode.h"
 #include "log.h"
 #include "segment_build.h"
@@ -133,41 +134,9 @@ int kvp_layout(const kvp_ident *id, uint32_t n_blocks, uint32_t n_slots, kvp_geo
 
 /* ---- processes ------------------------------------------------------------------- */
 
-/* Start time (field 22) and state letter (field 3) of /proc/<pid>/stat; 0 when unknown. */
-static uint64_t proc_start(pid_t pid, char *state)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    *state = '?';
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
-    char *p = strrchr(buf, ')'); /* the command name may hold anything */
-    if (!p || p[1] != ' ') return 0;
-    p += 2;
-    *state = *p;
-    for (int field = 3; field < 22; field++) {
-        p = strchr(p, ' ');
-        if (!p) return 0;
-        p++;
-    }
-    return strtoull(p, NULL, 10);
-}
-
 /* Whether the process that took slot s still runs: a gone pid, a zombie, or a pid now
  * worn by another process (another start time) is dead. */
-static bool slot_alive(const kvp_slot *s)
-{
-    if (s->pid <= 0) return false;
-    if (kill(s->pid, 0) != 0 && errno == ESRCH) return false;
-    char st;
-    uint64_t start = proc_start(s->pid, &st);
-    if (st == 'Z' || st == 'X') return false;
-    return !(s->start_time != 0 && start != 0 && start != s->start_time);
-}
+static bool slot_alive(const kvp_slot *s) { return dmn_proc_alive(s->pid, s->start_time); }
 
 /* ---- bitmaps, lists, index (under the mutex) --------------------------------------- */
 
@@ -559,7 +528,7 @@ int kvp_attach(const char *name, const kvp_ident *expect, kvp **out, char *err, 
         return errf(err, errlen, "KV pool %s: out of memory", name);
     }
     char st_letter;
-    uint64_t start = proc_start(getpid(), &st_letter);
+    uint64_t start = dmn_proc_start(getpid(), &st_letter);
     lock(p);
     reap_locked(p);
     for (uint32_t s = 0; s < p->h->g.n_slots && p->slot < 0; s++) {

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "engine.h"
 #include "handle.h"
 #include "log.h"
@@ -49,7 +50,7 @@ static int handle_loading(const char *name, int32_t pid, double t0, char *err, s
     /* pid 0: being created right now; give its creator 2 s to write the header */
     static double unknown_since;
     if (pid == 0 && unknown_since == 0) unknown_since = mono_ms();
-    bool dead = pid < 0 || pid == getpid() || (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) ||
+    bool dead = pid < 0 || pid == getpid() || (pid > 0 && !dmn_proc_alive(pid, 0)) ||
                 (pid == 0 && mono_ms() - unknown_since > 2000);
     if (pid != 0 || dead) unknown_since = 0;
     if (dead) {

@@ -97,6 +97,10 @@ typedef struct {
     uint64_t kv[7];      /* blocks, used, cached, evictions, prompt tokens, reused, preempted */
     char     origin[64]; /* who it is for the per-host cap: its CURVE key, else its peer
                           * address (tcp), else the host it reports (ipc: same uid) */
+    int      watch_pid;  /* connected over ipc: the connecting process (the kernel's word,
+                          * not the worker's), looked at every 20 ms so that a kill -9 moves
+                          * its sessions at once; 0 (tcp): its heartbeats alone tell */
+    uint64_t watch_start;/* that process's start time (a reused pid is another process) */
 } front_worker;
 
 #define FRONT_REFUSED_LOG 32 /* refused worker ids remembered, so each is logged once a minute */
@@ -190,6 +194,7 @@ typedef struct {
     uint64_t     epoch;
     int64_t      start_ms, last_hb_ms;
     int64_t      no_worker_ms; /* since when no worker is up (0: some is) */
+    int64_t      pid_check_ms; /* when the local workers' processes were last looked at */
     front_parked *parked;      /* (FRONT_MAX_PARKED) */
     int          n_parked;
     int          fault_at;     /* test hook (frontd.c, fault_arm): die at this many tokens... */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon.h"
 #include "front.h"
 #include "log.h"
 
@@ -161,15 +162,25 @@ void front_pause_clocks(front *f, int64_t ms)
     if (f->no_worker_ms) f->no_worker_ms += ms;
 }
 
+#define PID_CHECK_MS 20 /* how often the local workers' processes are looked at */
+
 void front_check_workers(front *f, int64_t now)
 {
-    int live = 0;
+    int live = 0, look = now - f->pid_check_ms >= PID_CHECK_MS;
+    if (look) f->pid_check_ms = now;
     for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
         front_worker *w = &f->w[i];
         if (!w->live) continue;
         if (now - w->last_ms > NET_HB_MS * NET_HB_LIVENESS) {
             log_warn("worker pid %d silent for %lld ms: purged, its sessions go to other workers", w->pid,
                      (long long)(now - w->last_ms));
+            front_requeue_worker(f, i, 0);
+            w->live = 0;
+            continue;
+        }
+        if (look && w->watch_pid && !dmn_proc_alive(w->watch_pid, w->watch_start)) {
+            log_warn("worker pid %d is gone (its process ended %lld ms after its last message): purged, its "
+                     "sessions go to other workers", w->pid, (long long)(now - w->last_ms));
             front_requeue_worker(f, i, 0);
             w->live = 0;
             continue;

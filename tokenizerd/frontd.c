@@ -243,6 +243,17 @@ static int worker_admissible(front *f, const uint8_t *rid, size_t rl, const pm_w
     return 0;
 }
 
+/* The process of a worker connected over ipc: libzmq gives its peer address as
+ * "localhost:UID:GID:PID" from the kernel's credentials of the connection (SO_PEERCRED,
+ * in our pid namespace), so the pid is not the worker's word. 0 over tcp. */
+static int ipc_peer_pid(const char *peer)
+{
+    const char *p = strrchr(peer, ':');
+    if (strncmp(peer, "localhost:", 10) != 0 || !p) return 0;
+    long pid = strtol(p + 1, NULL, 10);
+    return pid > 0 && pid < (1L << 30) ? (int)pid : 0;
+}
+
 static int worker_register(front *f, const uint8_t *rid, size_t rl, const pm_worker_hb *hb, const char *peer)
 {
     int wi = -1;
@@ -279,7 +290,12 @@ static int worker_register(front *f, const uint8_t *rid, size_t rl, const pm_wor
         w->bpw = hb->bpw;
         if (!(w->bpw > 0 && w->bpw < 1000)) w->bpw = 0; /* NaN or nonsense: unknown */
         snprintf(w->origin, sizeof w->origin, "%s", origin);
-        log_info("worker pid %d on %s registered (segment %s, %.2f bits/weight)", w->pid, w->host, w->seg, w->bpw);
+        char st;
+        w->watch_pid = ipc_peer_pid(peer);
+        w->watch_start = w->watch_pid ? dmn_proc_start(w->watch_pid, &st) : 0;
+        if (!w->watch_start) w->watch_pid = 0;
+        log_info("worker pid %d on %s registered (segment %s, %.2f bits/weight%s)", w->pid, w->host, w->seg, w->bpw,
+                 w->watch_pid ? ", its process watched" : "");
     }
     return wi;
 }
