@@ -315,14 +315,8 @@ static void rope_apply(const mdl_config *c, float *v, int n_heads, const float *
     }
 }
 
-/* gemma: g = gelu(g) * up, GELU's tanh form as ggml computes it in float. */
-static void geglu(float *g, const float *up, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        float x = g[i];
-        g[i] = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x))) * up[i];
-    }
-}
+/* gemma: g = gelu(g) * up, GELU's tanh form (kernels.h). */
+static void geglu(float *g, const float *up, size_t n) { kern_gelu_mul(g, up, (int64_t)n); }
 
 static void add_bias(float *y, const float *b, int n, int dim)
 {

@@ -348,6 +348,16 @@ static void scalar_silu_mul(float *g, const float *up, int64_t n)
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + kern_expf(-g[i])) * up[i];
 }
 
+static void scalar_gelu_mul(float *g, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float x = g[i];
+        float t = 1.0f + 0.044715f * (x * x);
+        float u = (0.79788456080286535587989211986876f * x) * t;
+        g[i] = x / (1.0f + kern_expf(-(u + u))) * up[i];
+    }
+}
+
 /* ---- float helpers ------------------------------------------------------------------ */
 
 static float scalar_f32_dot(const float *a, const float *b, int64_t n)
@@ -406,6 +416,7 @@ const kern_ops kern_ops_scalar = {
     .att_pv = scalar_att_pv,
     .softmax = scalar_softmax,
     .silu_mul = scalar_silu_mul,
+    .gelu_mul = scalar_gelu_mul,
     .f32_dot = scalar_f32_dot,
     .f32_axpy = scalar_f32_axpy,
     .f16_dot = scalar_f16_dot,

@@ -143,6 +143,7 @@ typedef struct {
                     int64_t vs, int kvt, int d, float *out, int64_t os);
     void  (*softmax)(float *s, int64_t n);
     void  (*silu_mul)(float *g, const float *up, int64_t n);
+    void  (*gelu_mul)(float *g, const float *up, int64_t n);
     float (*f32_dot)(const float *a, const float *b, int64_t n);
     void  (*f32_axpy)(float *y, float a, const float *x, int64_t n);
     float (*f16_dot)(const uint16_t *a, const float *b, int64_t n);
@@ -341,6 +342,10 @@ void kern_softcap(float *s, int64_t n, float cap, int64_t n_vec);
 
 /* g[i] = g[i] / (1 + kern_expf(-g[i])) * up[i] (SwiGLU), element by element. */
 static inline void kern_silu_mul(float *g, const float *up, int64_t n) { kern_active->silu_mul(g, up, n); }
+/* g[i] = gelu(g[i]) * up[i] (gemma's GeGLU): GELU's tanh form 0.5 x (1 + tanh(u)),
+ * u = sqrt(2/pi) x (1 + 0.044715 x^2), computed as x / (1 + kern_expf(-2u)) (the same
+ * value, without the cancellation of 1 + tanh near -1), in this order of float ops. */
+static inline void kern_gelu_mul(float *g, const float *up, int64_t n) { kern_active->gelu_mul(g, up, n); }
 
 /* e^x for float x, as every table computes it: Cephes' degree-6 polynomial on
  * x - n ln2 (n = rint(x log2 e), ln2 in two parts, every step an fmaf) times 2^n; 0

@@ -646,6 +646,27 @@ TGT void kern_avx2_silu_mul(float *g, const float *up, int64_t n)
     }
 }
 
+TGT void kern_avx2_gelu_mul(float *g, const float *up, int64_t n)
+{
+    int64_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 t = _mm256_add_ps(one, _mm256_mul_ps(_mm256_set1_ps(0.044715f), _mm256_mul_ps(x, x)));
+        __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.79788456080286535587989211986876f), x), t);
+        __m256 e = y_expf(_mm256_xor_ps(_mm256_add_ps(u, u), _mm256_set1_ps(-0.0f)));
+        __m256 y = _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i));
+        _mm256_storeu_ps(g + i, y);
+    }
+    if (i < n) {
+        float gb[8] = {0}, ub[8] = {0};
+        memcpy(gb, g + i, (size_t)(n - i) * sizeof(float));
+        memcpy(ub, up + i, (size_t)(n - i) * sizeof(float));
+        kern_avx2_gelu_mul(gb, ub, 8);
+        memcpy(g + i, gb, (size_t)(n - i) * sizeof(float));
+    }
+}
+
 const kern_ops kern_ops_avx2 = {
     .name = "avx2",
     .xq_quantize = kern_x86_xq_quantize,
@@ -660,6 +681,7 @@ const kern_ops kern_ops_avx2 = {
     .att_pv = kern_avx2_att_pv,
     .softmax = kern_avx2_softmax,
     .silu_mul = kern_avx2_silu_mul,
+    .gelu_mul = kern_avx2_gelu_mul,
     .f32_dot = kern_avx2_f32_dot,
     .f32_axpy = kern_avx2_f32_axpy,
     .f16_dot = kern_avx2_f16_dot,
@@ -682,6 +704,7 @@ const kern_ops kern_ops_avxvnni = {
     .att_pv = kern_avx2_att_pv,
     .softmax = kern_avx2_softmax,
     .silu_mul = kern_avx2_silu_mul,
+    .gelu_mul = kern_avx2_gelu_mul,
     .f32_dot = kern_avx2_f32_dot,
     .f32_axpy = kern_avx2_f32_axpy,
     .f16_dot = kern_avx2_f16_dot,

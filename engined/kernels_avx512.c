@@ -541,6 +541,20 @@ static TGT void avx512_silu_mul(float *g, const float *up, int64_t n)
     }
 }
 
+static TGT void avx512_gelu_mul(float *g, const float *up, int64_t n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = (__mmask16)(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+        __m512 x = _mm512_maskz_loadu_ps(k, g + i);
+        __m512 t = _mm512_add_ps(one, _mm512_mul_ps(_mm512_set1_ps(0.044715f), _mm512_mul_ps(x, x)));
+        __m512 u = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.79788456080286535587989211986876f), x), t);
+        __m512 e = z_expf(_mm512_xor_ps(_mm512_add_ps(u, u), _mm512_set1_ps(-0.0f)));
+        __m512 y = _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(k, up + i));
+        _mm512_mask_storeu_ps(g + i, k, y);
+    }
+}
+
 const kern_ops kern_ops_avx512vnni = {
     .name = "avx512vnni",
     .xq_quantize = avx512_xq_quantize,
@@ -555,6 +569,7 @@ const kern_ops kern_ops_avx512vnni = {
     .att_pv = avx512_att_pv,
     .softmax = avx512_softmax,
     .silu_mul = avx512_silu_mul,
+    .gelu_mul = avx512_gelu_mul,
     .f32_dot = kern_avx2_f32_dot,
     .f32_axpy = kern_avx2_f32_axpy,
     .f16_dot = kern_avx2_f16_dot,

@@ -544,6 +544,26 @@ static void neon_silu_mul(float *g, const float *up, int64_t n)
     }
 }
 
+static void neon_gelu_mul(float *g, const float *up, int64_t n)
+{
+    int64_t i = 0;
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t x = vld1q_f32(g + i);
+        float32x4_t t = vaddq_f32(one, vmulq_f32(vdupq_n_f32(0.044715f), vmulq_f32(x, x)));
+        float32x4_t u = vmulq_f32(vmulq_f32(vdupq_n_f32(0.79788456080286535587989211986876f), x), t);
+        float32x4_t e = n_expf(vnegq_f32(vaddq_f32(u, u)));
+        vst1q_f32(g + i, vmulq_f32(vdivq_f32(x, vaddq_f32(one, e)), vld1q_f32(up + i)));
+    }
+    if (i < n) {
+        float gb[4] = {0}, ub[4] = {0};
+        memcpy(gb, g + i, (size_t)(n - i) * sizeof(float));
+        memcpy(ub, up + i, (size_t)(n - i) * sizeof(float));
+        neon_gelu_mul(gb, ub, 4);
+        memcpy(g + i, gb, (size_t)(n - i) * sizeof(float));
+    }
+}
+
 /* The two tables differ only in the products: sdot by element, or smmla for token pairs
  * where the CPU has i8mm (here and in kernels_qn_neon.c). */
 #define NEON_TABLE(NAME, Q8T_BLOCK, QN_BLOCK)                                              \
@@ -561,6 +581,7 @@ static void neon_silu_mul(float *g, const float *up, int64_t n)
         .att_pv = neon_att_pv,                                                             \
         .softmax = neon_softmax,                                                           \
         .silu_mul = neon_silu_mul,                                                         \
+        .gelu_mul = neon_gelu_mul,                                                         \
         .f32_dot = neon_f32_dot,                                                           \
         .f32_axpy = neon_f32_axpy,                                                         \
         .f16_dot = neon_f16_dot,                                                           \

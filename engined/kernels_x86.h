@@ -25,6 +25,7 @@ void kern_avx2_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b,
                       int64_t vs, int kvt, int d, float *out, int64_t os);
 void kern_avx2_softmax(float *s, int64_t n);
 void kern_avx2_silu_mul(float *g, const float *up, int64_t n);
+void kern_avx2_gelu_mul(float *g, const float *up, int64_t n);
 float kern_avx2_f32_dot(const float *a, const float *b, int64_t n);
 void kern_avx2_f32_axpy(float *y, float a, const float *x, int64_t n);
 float kern_avx2_f16_dot(const uint16_t *a, const float *b, int64_t n);

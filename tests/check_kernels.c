@@ -572,9 +572,17 @@ START_TEST(test_softmax_silu)
         float *silu = malloc(n * 4);
         memcpy(silu, s, n * 4);
         if (n > 3) { silu[0] = 100.0f; silu[3] = -100.0f; } /* exp underflow, overflow */
-        float *silu_ref = malloc(n * 4);
+        float *silu_ref = malloc(n * 4), *gelu_ref = malloc(n * 4);
         memcpy(silu_ref, silu, n * 4);
         kern_ops_scalar.silu_mul(silu_ref, up, n);
+        memcpy(gelu_ref, silu, n * 4);
+        kern_ops_scalar.gelu_mul(gelu_ref, up, n);
+        for (int64_t i = 0; i < n; i++) { /* GELU's tanh form against libm's tanh, in double */
+            double x = silu[i], u = 0.7978845608028654 * x * (1 + 0.044715 * x * x);
+            double want = 0.5 * x * (1 + tanh(u)) * up[i];
+            ck_assert_msg(fabs(gelu_ref[i] - want) <= 1e-6 * (1 + fabs(want)), "gelu n %ld [%ld]: %g vs %g", (long)n,
+                          (long)i, gelu_ref[i], want);
+        }
         for (int v = 1; v < N_TABLES; v++) {
             const kern_ops *ops = kern_get(all_names[v]);
             if (!ops) continue;
@@ -584,8 +592,11 @@ START_TEST(test_softmax_silu)
             memcpy(got, silu, n * 4);
             ops->silu_mul(got, up, n);
             ck_assert_msg(memcmp(got, silu_ref, n * 4) == 0, "%s silu_mul n %ld", ops->name, (long)n);
+            memcpy(got, silu, n * 4);
+            ops->gelu_mul(got, up, n);
+            ck_assert_msg(memcmp(got, gelu_ref, n * 4) == 0, "%s gelu_mul n %ld", ops->name, (long)n);
         }
-        free(silu); free(silu_ref);
+        free(silu); free(silu_ref); free(gelu_ref);
         free(s); free(ref); free(got); free(up);
     }
 }
