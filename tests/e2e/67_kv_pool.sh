@@ -71,6 +71,11 @@ wait_until 20 'grep -q "engined\\[.*KV pool /llm-kv-.*: released 1 slot of dead 
     || fail "the master did not reap the dead worker's pool slot"
 wait_until 20 '[ "$(grep -c "attached KV pool" "$RUN/engined.log")" -ge 3 ]' || fail "the replacement did not attach the pool"
 grep -q "re-dispatching at step" "$RUN/tokenizerd.log" || echo "note: the stream finished before the kill landed"
+# the front door saw the worker's process end (ipc: the kernel's pid of the connection)
+# and moved the stream at once, not after 1 s of missed heartbeats
+grep -q "worker pid $victim is gone (its process ended" "$RUN/tokenizerd.log" \
+    || fail "the front door did not see the worker's process end: $(grep "worker pid $victim" "$RUN/tokenizerd.log" | tail -n 2)"
+grep -q "worker pid $victim silent for" "$RUN/tokenizerd.log" && fail "the stream waited out the heartbeats"
 echo "pool $pool: created 0600, attached by 3 workers, dead worker reaped, stream exact after kill -9"
 sleep 1 # the adopting worker's counts reach the front door with its next beats
 echo "after the kill (the dead worker's tallies are gone; the adopter's reused positions count):"
