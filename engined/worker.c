@@ -92,6 +92,7 @@ typedef struct {
                             * then PT_EMBEDDING and the session is dropped; 0: generation */
     double      *eacc;     /* (n_embd) its hidden states pooled so far */
     int          kv_wait;  /* preempted for KV blocks: waits while others run */
+    int64_t      kv_wait_ms; /* since when it waits for blocks other workers hold (0: not) */
 } wsess;
 
 typedef struct {
@@ -122,6 +123,7 @@ typedef struct {
     kvp        *pool;      /* the master's KV block pool (--kv-pool), or NULL */
     uint64_t    kv_prompt; /* prompt tokens of the runs this worker started (pool on) */
     uint64_t    kv_reused; /* of them, positions not computed again (held or from the pool) */
+    int64_t     kv_retry_ms; /* sessions waiting for other workers' blocks retry from then */
     uint64_t    kv_preempt;/* sessions preempted (or held chats reset) for KV blocks */
     int64_t     kv_ms;     /* when the pool's counts were last published */
 } worker;
@@ -487,6 +489,7 @@ static int kv_start(worker *w, wsess *s, uint64_t sess, uint64_t epoch, int keep
 {
     uint64_t cap = kvp_geometry_of(w->pool)->n_blocks, n = (uint64_t)s->n_toks;
     s->kv_wait = 0;
+    s->kv_wait_ms = 0;
     if ((n + 16) / 16 > cap) { /* its prompt and first token never fit */
         char msg[160];
         snprintf(msg, sizeof msg, "the prompt (%llu tokens) needs more KV blocks than the whole pool has "
@@ -699,6 +702,33 @@ static int kv_preempt(worker *w)
     return freed;
 }
 
+#define KV_RETRY_MS 50     /* a session waiting for other workers' blocks tries again this often */
+#define KV_WAIT_MAX_MS 60000 /* and gives up (the step's error) after this long */
+
+/* The pool is full and nothing of ours could be freed (kv_preempt gave 0): if other
+ * workers hold blocks, our running sessions give theirs back and wait, retrying one at a
+ * time every KV_RETRY_MS (they recompute from what is still published, so their tokens
+ * do not change); waiting sessions hold nothing, so two workers never wait on each other.
+ * 0 (the step fails with its error) when nobody else holds a block, or after
+ * KV_WAIT_MAX_MS. */
+static int kv_wait_others(worker *w, int64_t now)
+{
+    int64_t oldest = now;
+    for (int i = 0; i < w->n_s; i++) {
+        wsess *s = &w->s[i];
+        if (s->state != WS_READY) continue;
+        eng_session_reset(s->es);
+        s->kv_wait = 1;
+        if (!s->kv_wait_ms) s->kv_wait_ms = now;
+        if (s->kv_wait_ms < oldest) oldest = s->kv_wait_ms;
+    }
+    kvp_stats_t st;
+    kvp_stats(w->pool, &st);
+    if (st.writing + st.referenced == 0 || now - oldest > KV_WAIT_MAX_MS) return 0;
+    if (now - oldest < KV_RETRY_MS) log_info("KV pool full with other workers' blocks: sessions wait for room");
+    w->kv_retry_ms = now + KV_RETRY_MS;
+    return 1;
+}
 
 /* Builds and runs one step: every READY session with one token left (decoding), then the
  * READY sessions with more (prefill) in arrival order, up to batch_tokens items in all.
@@ -722,7 +752,7 @@ static int step(worker *w)
         wsess *s = &w->s[i];
         if (s->state != WS_READY) continue;
         if (s->kv_wait) { /* preempted: resumes alone, from what is still published */
-            if (kv_others_run(w)) continue;
+            if (kv_others_run(w) || now < w->kv_retry_ms) continue;
             s->kv_wait = 0;
             eng_session_reuse(s->es, s->toks, s->n_toks - 1);
         }
@@ -771,7 +801,10 @@ static int step(worker *w)
     int rc = eng_step_hidden(w->m, w->items, n, w->logits, w->hidden, err, sizeof err);
     log_debug("step: %d items (%d rows of logits, %d sessions prefilling) in %lld ms", n, nl, no,
               (long long)(net_now_ms() - t0));
-    if (rc != 0 && w->pool && strstr(err, "KV pool full") && kv_preempt(w)) return 1; /* next step, with room */
+    if (rc != 0 && w->pool && strstr(err, "KV pool full") && (kv_preempt(w) || kv_wait_others(w, net_now_ms())))
+        return 1; /* next step, with room (or after other workers' sessions give some back) */
+    for (int i = 0; i < w->n_s && rc == 0; i++) /* a step went through: nobody waits for room */
+        if (w->s[i].state == WS_READY && !w->s[i].kv_wait) w->s[i].kv_wait_ms = 0;
     if (rc != 0) {
         for (int i = 0; i < n; i++) { /* every session of the step (tokens were checked: out of memory) */
             wsess *s = NULL;

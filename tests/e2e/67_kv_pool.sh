@@ -110,6 +110,17 @@ grep -q "needs more KV blocks than the whole pool has" "$RUN/err.txt" || fail "t
 echo "small pool: 3 concurrent runs exact with preemption; too large a prompt: $(cat "$RUN/err.txt")"
 $PIPELINE stop --run-dir "$RUN" >/dev/null 2>&1
 
+# the same 10 blocks shared by 2 workers: a worker whose one session finds the pool full
+# of the other's blocks waits for room (it cannot preempt another worker's sessions)
+start_pipeline 2 --kv-pool 160
+wait_until 20 '[ "$(status_field workers)" = 2 ]' || fail "small pool, 2 workers: no workers"
+pids=()
+for i in 0 1 2; do llmc -n 100 --temp 0 "${prompts[$i]}" >"$RUN/wout$i.txt" 2>"$RUN/werr$i.txt" & pids+=($!); done
+for i in 0 1 2; do wait "${pids[$i]}" || fail "small pool, 2 workers: run $i failed: $(cat "$RUN/werr$i.txt")"; done
+for i in 0 1 2; do cmp -s "$RUN/wout$i.txt" "$RUN/sref$i.txt" || fail "small pool, 2 workers: run $i differs"; done
+grep -c "sessions wait for room" "$RUN/engined.log" | sed 's/^/small pool, 2 workers: 3 runs exact; waits for room: /'
+$PIPELINE stop --run-dir "$RUN" >/dev/null 2>&1
+
 # hostile pools: refused by the master (open to others, another uid's) and a worker (truncated)
 master() { timeout 30 "$LLM_BIN/engined" --model "$MODEL" --workers 1 --kv-pool 16384 --run-dir "$RUN" 2>"$RUN/hostile.txt"; }
 chmod 644 "$pool"
