@@ -30,7 +30,7 @@
 
 #define USAGE "usage: llmc synth --shape NAME --type TYPE --vocab-from VOCAB.gguf --seed N -o OUT.gguf\n" \
               "                  [--arch llama|qwen2|qwen3|gemma3|gemma2|phi3|qwen2moe|qwen3moe] [--threads N]\n" \
-              "shapes: tiny stories110m tinyllama-1.1b llama2-7b llama3-8b qwen3-0.6b qwen3-tiny llama31-tiny gemma3-1b gemma3-tiny\n" \
+              "shapes: tiny stories110m tinyllama-1.1b llama2-7b llama3-8b qwen3-0.6b qwen3-tiny qwen3-yarn-tiny llama31-tiny gemma3-1b gemma3-tiny\n" \
               "        gemma2-2b gemma2-tiny phi3-mini phi3-tiny\n" \
               "        qwen3moe-tiny qwen2moe-tiny mixtral-tiny qwen3moe-a0.6b (mixture of experts)\n"
 
@@ -53,6 +53,8 @@ static const synth_shape shapes[] = {
     {"llama3-8b", 4096, 32, 32, 8, 14336, 8192, 500000.0, false, 0, false, 0, {0, 0}},
     {"qwen3-0.6b", 1024, 28, 16, 8, 3072, 40960, 1000000.0, true, 128, false, 0, {0, 0}},
     {"qwen3-tiny", 64, 2, 4, 2, 128, 2048, 1000000.0, true, 32, false, 0, {0, 0}},
+    /* YaRN: rope.scaling.type yarn, factor 4 over an original context of ctx / 4 */
+    {"qwen3-yarn-tiny", 64, 2, 4, 2, 128, 8192, 1000000.0, true, 32, false, 0, {0, 0}},
     {"llama31-tiny", 64, 2, 4, 2, 128, 131072, 500000.0, true, 0, true, 0, {0, 0}},
     {"gemma3-1b", 1152, 26, 4, 1, 6912, 32768, 1000000.0, true, 256, false, 512, {0, 0}},
     {"gemma3-tiny", 64, 7, 4, 2, 128, 32768, 1000000.0, true, 32, false, 6, {0, 0}},
@@ -462,6 +464,11 @@ static int synth_write(const synth_shape *s, synth_arch sa, uint32_t type, uint6
     if (sa == SYNTH_PHI3) { /* Phi-3.5's long rope: original context 1/32, attn_factor from the ratio */
         gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)(s->ctx / 32));
         gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), (float)sqrt(1.0 + log(32.0) / log((double)s->ctx / 32)));
+    }
+    if (strstr(s->name, "yarn")) {
+        gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn");
+        gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 4.0f);
+        gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)(s->ctx / 4));
     }
     if (sa == SYNTH_GEMMA2) {
         gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), s->softcap[0] > 0 ? s->softcap[0] : 50.0f);

@@ -50,7 +50,11 @@ typedef struct {
     int32_t n_ff_shexp;      /* the shared expert's; 0: none */
     int32_t moe_norm_w;      /* 1: the top-k weights are divided by their sum */
     int32_t moe_reserved[3];
+    float   yarn_ext_factor; /* YaRN (rope.scaling.type yarn): mix of extrapolated frequencies; 0: no YaRN */
+    float   yarn_beta_fast;  /* rope.scaling.yarn_beta_fast (32): rotations that bound the ramp's start */
+    float   yarn_beta_slow;  /* rope.scaling.yarn_beta_slow (1): and its end */
+    int32_t pad1;            /* 0: the size stays a multiple of 8 */
 } mdl_config;
-_Static_assert(sizeof(mdl_config) == 184, "mdl_config is part of the segment layout");
+_Static_assert(sizeof(mdl_config) == 200, "mdl_config is part of the segment layout");
 
 #endif

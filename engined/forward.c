@@ -287,13 +287,33 @@ static void rms_norm(const float *x, const float *w, float *out, int n, int dim,
 
 /* cos/sin of every rotated pair for position pos: tab[2i], tab[2i+1]. The angle is
  * built as llama.cpp builds it (a running product of base^(-2/n_rot) in float). */
+/* YaRN: the dimension whose wavelength turns n_rot_turns times over the original context. */
+static float yarn_corr_dim(const mdl_config *c, float base, float turns)
+{
+    return (float)c->n_rot * logf((float)c->n_ctx_orig / (turns * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+/* cos/sin of each rotated pair at one position. Linear scaling multiplies the angle by scale;
+ * YaRN (ext_factor > 0) ramps from the unscaled angle (fast dimensions, below corr dim of
+ * beta_fast) to the scaled one (slow, above beta_slow's) and scales cos/sin by 1 + 0.1 ln(1/scale). */
 static void rope_table(const mdl_config *c, float base, float scale, const float *freqs, int pos, float *tab)
 {
     float theta_scale = powf(base, -2.0f / (float)c->n_rot);
     float theta = (float)pos, ms = c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0f;
+    float ext = scale != 1.0f ? c->yarn_ext_factor : 0.0f, lo = 0, hi = 0;
+    if (ext != 0) {
+        lo = fmaxf(0.0f, floorf(yarn_corr_dim(c, base, c->yarn_beta_fast)));
+        hi = fminf((float)c->n_rot - 1, ceilf(yarn_corr_dim(c, base, c->yarn_beta_slow)));
+        ms *= 1.0f + 0.1f * logf(1.0f / scale);
+    }
     for (int i = 0; i < c->n_rot / 2; i++) {
-        float t = scale * theta / (freqs ? freqs[i] : 1.0f);
-        tab[2 * i] = cosf(t) * ms; /* ms: rope.scaling.attn_factor (phi3), else 1 */
+        float te = theta / (freqs ? freqs[i] : 1.0f), t = scale * te;
+        if (ext != 0) {
+            float y = ((float)i - lo) / fmaxf(0.001f, hi - lo);
+            float mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * ext;
+            t = t * (1.0f - mix) + te * mix;
+        }
+        tab[2 * i] = cosf(t) * ms; /* ms: rope.scaling.attn_factor (phi3), YaRN's mscale, else 1 */
         tab[2 * i + 1] = sinf(t) * ms;
         theta *= theta_scale;
     }

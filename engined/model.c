@@ -231,8 +231,11 @@ static int read_rope(const gguf_ctx *g, mdl_config *c, const char *a, const mdl_
     const char *st = gguf_get_str(g, key, "none");
     double factor = arch_float(g, a, "rope.scaling.factor", 0.0);
     if (strcmp(st, "linear") == 0 && factor > 0) c->rope_freq_scale = (float)(1.0 / factor);
-    else if (strcmp(st, "yarn") == 0) {
-        return errf(err, errlen, "%s: yarn rope scaling is not supported", key);
+    else if (strcmp(st, "yarn") == 0 && factor > 0) {
+        c->rope_freq_scale = (float)(1.0 / factor);
+        c->yarn_ext_factor = (float)arch_float(g, a, "rope.scaling.yarn_ext_factor", 1.0);
+        c->yarn_beta_fast = (float)arch_float(g, a, "rope.scaling.yarn_beta_fast", 32.0);
+        c->yarn_beta_slow = (float)arch_float(g, a, "rope.scaling.yarn_beta_slow", 1.0);
     }
     if (!(c->rope_base > 0) || !(c->rms_eps > 0)) {
         return errf(err, errlen, "%s.rope.freq_base or layer_norm_rms_epsilon is not positive", a);

@@ -235,6 +235,8 @@ START_TEST(test_reference_qwen3)
     kern_init();
     check_data_model("qwen3-tiny-f32", ENG_FLOAT, 1e-4);
     check_q8_twin("qwen3-tiny-Q8_0", 2e-2);
+    check_data_model("qwen3-yarn-tiny-f32", ENG_FLOAT, 1e-4);
+    check_q8_twin("qwen3-yarn-tiny-Q8_0", 2e-2);
 }
 END_TEST
 

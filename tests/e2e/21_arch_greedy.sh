@@ -22,7 +22,7 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
-for arch in qwen3 llama31 gemma3 gemma2 phi3; do
+for arch in qwen3 qwen3-yarn llama31 gemma3 gemma2 phi3; do
     for ty in f32 Q8_0; do
         stem=$arch-tiny-$ty
         p=float && [ $ty = Q8_0 ] && p=native
