@@ -77,6 +77,24 @@ class Ours(bs.Pipeline):
             return {}
 
 
+def fresh(srv, args, extra):
+    """A setup on a KV pool that kept blocks from an earlier run (a pool outlives its
+    pipeline, like the weight segment) would answer the cold request from them: the
+    segment and its pool are removed and the setup started again."""
+    time.sleep(0.6)  # the workers' first beats carry the pool's counts
+    st = srv.status()
+    if not (st.get("kvc") or st.get("kvu")):
+        return srv
+    with open(os.path.join(srv.run, "segment")) as f:
+        seg = f.read().strip()
+    srv.stop()
+    subprocess.run([os.path.join(srv.bin, "engined"), "--remove-segment", seg], env=srv.env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print("%s: the KV pool held %d cached blocks from an earlier run: removed, setup started again"
+          % (" ".join(extra), st.get("kvc", 0)), file=sys.stderr)
+    return Ours(args, extra)
+
+
 def one(server, text, n):
     st = bs.Stream()
     server.request(text, n, st)
@@ -153,7 +171,7 @@ def main():
             srv = bs.LlamaServer(os.environ["LLAMA_SERVER"], peer_args, args.streams, ctx_per_slot=args.ctx,
                                  cache_prompt=True)
         else:
-            srv = Ours(args, extra)
+            srv = fresh(Ours(args, extra), args, extra)
         try:
             cold = one(srv, prefix + question(99, args.question), 4)
             one(srv, prefix + question(98, args.question), 4)  # warm-up
