@@ -78,9 +78,11 @@ static int8_t sat_i8(float v)
     return (int8_t)r;
 }
 
-/* llama.cpp's AVX2 quantize_row_q8_0 rounding: id = 127/amax, q = rint(x * id); the
- * scale is stored as the float value of its half; the padding blocks are zero. */
-static void scalar_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
+/* Rows to the xq layout. ik: ik_llama.cpp's rounding for Q8_0 weights (its Q8_2_X4
+ * activations: scale amax / 127 rounded to bf16, values rint(x / scale) with that rounded
+ * scale); else llama.cpp's AVX2 quantize_row_q8_0 rounding (id = 127/amax, q = rint(x *
+ * id), the scale stored as the float value of its half). The padding blocks are zero. */
+static void xq_rows(const float *x, int64_t n_rows, int64_t cols, void *dst, bool ik)
 {
     int64_t nb = (cols + KERN_QK - 1) / KERN_QK, nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
     for (int64_t r = 0; r < n_rows; r++) {
@@ -92,10 +94,15 @@ static void scalar_xq_quantize(const float *x, int64_t n_rows, int64_t cols, voi
             float v[KERN_QK] = {0};
             int64_t n = i >= nb ? 0 : cols - i * KERN_QK < KERN_QK ? cols - i * KERN_QK : KERN_QK;
             memcpy(v, src + i * KERN_QK, (size_t)n * sizeof(float));
-            float amax = 0.0f;
+            float amax = 0.0f, id;
             for (int j = 0; j < KERN_QK; j++) amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
-            float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-            d[i] = f16_to_f32(f32_to_f16(amax / 127.0f));
+            if (ik) {
+                d[i] = bf16_to_f32(f32_to_bf16(amax / 127.0f));
+                id = d[i] > 0.0f ? 1.0f / d[i] : 0.0f;
+            } else {
+                id = amax != 0.0f ? 127.0f / amax : 0.0f;
+                d[i] = f16_to_f32(f32_to_f16(amax / 127.0f));
+            }
             int32_t sum = 0;
             for (int j = 0; j < KERN_QK; j++) sum += q[i * KERN_QK + j] = sat_i8(v[j] * id);
             c[i] = -128 * sum;
@@ -103,31 +110,13 @@ static void scalar_xq_quantize(const float *x, int64_t n_rows, int64_t cols, voi
     }
 }
 
-/* ik_llama.cpp's rounding for Q8_0 weights (its Q8_2_X4 activations): the scale is
- * amax / 127 rounded to bf16, and the values are rint(x / scale) with that rounded
- * scale; the same xq layout as scalar_xq_quantize. Plain C (a comparison mode, below). */
-void kern_x2_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
+static void scalar_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst)
 {
-    int64_t nb = (cols + KERN_QK - 1) / KERN_QK, nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
-    for (int64_t r = 0; r < n_rows; r++) {
-        const float *src = x + r * cols;
-        int8_t *q = (int8_t *)dst + (size_t)r * kern_xq_row_bytes(cols);
-        float *d = (float *)(q + nbp * KERN_QK);
-        int32_t *c = (int32_t *)(d + nbp);
-        for (int64_t i = 0; i < nbp; i++) {
-            float v[KERN_QK] = {0};
-            int64_t n = i >= nb ? 0 : cols - i * KERN_QK < KERN_QK ? cols - i * KERN_QK : KERN_QK;
-            memcpy(v, src + i * KERN_QK, (size_t)n * sizeof(float));
-            float amax = 0.0f;
-            for (int j = 0; j < KERN_QK; j++) amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
-            d[i] = bf16_to_f32(f32_to_bf16(amax / 127.0f));
-            float id = d[i] > 0.0f ? 1.0f / d[i] : 0.0f;
-            int32_t sum = 0;
-            for (int j = 0; j < KERN_QK; j++) sum += q[i * KERN_QK + j] = sat_i8(v[j] * id);
-            c[i] = -128 * sum;
-        }
-    }
+    xq_rows(x, n_rows, cols, dst, false);
 }
+
+/* ik_llama.cpp's rounding (a comparison mode, below). */
+void kern_x2_quantize(const float *x, int64_t n_rows, int64_t cols, void *dst) { xq_rows(x, n_rows, cols, dst, true); }
 
 /* ggml's vector expf (ggml_v_expf), lane for lane. */
 static float ggml_expf(float x)
