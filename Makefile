@@ -392,7 +392,7 @@ ARM_SUITES ?= kernels qn
 ARM_CPUS   ?= max_neoni8mm neoverse-n1_neon cortex-a53_scalar
 # everything the suites reach, without the ZeroMQ and msgpack parts
 ARM_LIB_SRC := $(filter-out common/net.c common/proto.c common/zap.c,$(COMMON_SRC)) \
-               $(filter-out engined/master.c engined/worker.c engined/worker_io.c,$(ENGINE_SRC))
+               $(filter-out engined/master.c engined/worker.c engined/worker_kv.c engined/worker_io.c,$(ENGINE_SRC))
 ARM_TEST_SRC := tests/check_kernels.c tests/check_qn.c tests/check_forward.c tests/check_kvq8.c tests/runner.c \
                 tests/minicheck/minicheck.c
 ARM_CFLAGS  = $(CSTD) $(WARN) $(OPT) -pthread -MMD -MP

@@ -242,7 +242,7 @@ static void on_status(gwb *b, const proto_msg *m)
     s.queued = r.queued;
     s.held = r.held;
     s.has_kv = r.has_kvb;
-    uint64_t kv[7] = {r.kvb, r.kvu, r.kvc, r.kvev, r.kvpt, r.kvrt, r.kvpre};
+    uint64_t kv[PROTO_KV_COUNTS] = {r.kvb, r.kvu, r.kvc, r.kvev, r.kvpt, r.kvrt, r.kvpre, r.kvdef};
     memcpy(s.kv, kv, sizeof kv);
     s.served = r.served;
     s.failed = r.failed;

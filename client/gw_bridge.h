@@ -60,7 +60,7 @@ typedef struct {
     char     segment[64];
     char     tmpl[32];       /* chat template name */
     int      has_kv;         /* the workers share a KV pool (engined --kv-pool): */
-    uint64_t kv[7];          /* blocks, used, cached, evictions, prompt tokens, reused, preempted */
+    uint64_t kv[PROTO_KV_COUNTS]; /* PM_KV's counts: blocks, used, cached, evictions, prompt tokens, ... */
 } gwb_status;
 
 /* Connects a DEALER to endpoint (nothing needs to listen yet) and starts the thread;

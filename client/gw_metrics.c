@@ -142,6 +142,8 @@ char *gwm_render(gwm *m, const gwm_front *fr, size_t *len)
             one(f, "llm_kv_prompt_tokens_reused_total", "counter",
                 "Of them, positions not computed again (held or from the KV pool).", fr->kv[5]);
             one(f, "llm_kv_preemptions_total", "counter", "Sessions preempted for KV blocks.", fr->kv[6]);
+            one(f, "llm_kv_deferred_total", "counter", "Runs sent back to the queue until the KV pool had room.",
+                fr->kv[7]);
         }
         if (fr->max_requests || fr->max_per_client)
             fprintf(f, "# HELP llm_queue_capacity Requests (running + queued) the front door admits.\n"

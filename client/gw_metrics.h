@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto.h" /* PROTO_KV_COUNTS */
+
 typedef enum { GWM_EP_CHAT, GWM_EP_COMPLETIONS, GWM_EP_MODELS, GWM_EP_HEALTH, GWM_EP_METRICS, GWM_EP_OTHER,
                GWM_EP_TOKENIZE, GWM_EP_DETOKENIZE, GWM_EP_EMBEDDINGS, GWM_EP_COUNT } gwm_ep;
 
@@ -57,7 +59,7 @@ typedef struct {
     uint64_t max_requests, max_per_client; /* queue caps, 0 when the front door does not say */
     int      samplerd_up;             /* 1, 0, or -1 when the gateway cannot tell */
     int      has_kv;                  /* the KV pool (engined --kv-pool): gwb_status's kv */
-    uint64_t kv[7];
+    uint64_t kv[PROTO_KV_COUNTS];
 } gwm_front;
 
 void gwm_init(gwm *m);

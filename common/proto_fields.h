@@ -113,7 +113,8 @@
     X(KVEV, "kvev", U64)             /* cached blocks evicted for new ones */           \
     X(KVPT, "kvpt", U64)             /* prompt tokens of runs started */                \
     X(KVRT, "kvrt", U64)             /* of them, reused (held or from the pool) */      \
-    X(KVPRE, "kvpre", U64)           /* sessions preempted for blocks */
+    X(KVPRE, "kvpre", U64)           /* sessions preempted for blocks */                \
+    X(KVDEF, "kvdef", U64)           /* runs sent back to the queue for KV room */
 
 typedef enum {
 #define PROTO_FIELD_ENUM(id, name, kind) MF_##id,

@@ -31,13 +31,19 @@
 #define PM_ACCEPTED(R, O, K) R(NTOK, ntok) R(SESS, sess) O(KEY, key) O(SEED, seed) O(POS, pos)
 #define PM_PIECE(R, O, K) R(TEXT, text) R(NTOK, ntok) O(PROBS, probs)
 #define PM_DONE(R, O, K) R(REASON, reason) R(NTOK_PROMPT, ntok_prompt) R(NTOK, ntok) O(SESS, sess) O(MOVES, moves)
+/* The KV pool's counts (engined --kv-pool), in a worker's heartbeat, the STATUS_REPLY
+ * (the pool's counts, the workers' tallies summed) and its worker rows, in this order:
+ * blocks, used, cached, evictions, prompt tokens, reused, preempted, deferred. */
+#define PM_KV(O) O(KVB, kvb) O(KVU, kvu) O(KVC, kvc) O(KVEV, kvev) O(KVPT, kvpt) O(KVRT, kvrt) O(KVPRE, kvpre) \
+    O(KVDEF, kvdef)
+#define PROTO_KV_COUNTS 8
 #define PM_STATUS_REPLY(R, O, K)                                                         \
     R(WORKERS, workers) R(UPTIME, uptime) R(ACTIVE, active) O(QUEUE, queue)              \
     O(MAX_REQUESTS, max_requests) O(MAX_PER_CLIENT, max_per_client) O(SEGMENT, segment)  \
     O(BPW, bpw) O(MODEL, model) O(QUEUED, queued) O(HELD, held) O(SERVED, served)        \
     O(FAILED, failed) O(PID, pid) O(TEMPLATE, template_name) O(NV, nv) O(VID, vid)       \
     O(SWAIT, swait)                                                                      \
-    O(KVB, kvb) O(KVU, kvu) O(KVC, kvc) O(KVEV, kvev) O(KVPT, kvpt) O(KVRT, kvrt) O(KVPRE, kvpre)
+    PM_KV(O)
 #define PM_PONG(R, O, K)
 /* any -> whoever asked; a worker's about one session carries sess, epoch, and full (its
  * context is full) or end (the generation ends: DONE's reason, e.g. "grammar") */
@@ -48,7 +54,7 @@
     R(PID, pid) R(HOST, host) R(SEG, seg) R(ACTIVE, active) R(WID, wid) O(BYE, bye)      \
     O(BUSY, busy) O(PROG, prog) O(CAP, cap) O(CTX, ctx) O(NV, nv) O(VID, vid)            \
     O(SWAIT, swait) O(BPW, bpw)                                                          \
-    O(KVB, kvb) O(KVU, kvu) O(KVC, kvc) O(KVEV, kvev) O(KVPT, kvpt) O(KVRT, kvrt) O(KVPRE, kvpre)
+    PM_KV(O)
 #define PM_FRONT_HB(R, O, K) R(EPOCH, epoch)
 #define PM_STOP(R, O, K) R(SESS, sess)
 #define PM_TOKEN(R, O, K) R(SESS, sess) R(STEP, step) R(TOK, tok) R(EPOCH, epoch) O(MU, mu) O(LOGPROB, logprob) O(TOP, top)
@@ -83,7 +89,7 @@
 #define PM_STATUS_WORKER(R, O, K)                                                        \
     O(PID, pid) O(HOST, host) O(SEG, seg) O(SESSIONS, sessions) O(BUSY, busy) O(CAP, cap) \
     O(CTX, ctx) O(STALLED, stalled) O(UP, up) O(SWAIT, swait) O(BPW, bpw)                 \
-    O(KVB, kvb) O(KVU, kvu) O(KVC, kvc) O(KVEV, kvev) O(KVPT, kvpt) O(KVRT, kvrt) O(KVPRE, kvpre)
+    PM_KV(O)
 #define PM_STATUS_QUEUED(R, O, K) O(POS, pos) O(NTOK, ntok) O(WAIT, wait)
 /* an entry of a PIECE's probs: a token, its text, its log-prob, the most probable ones */
 #define PM_PROB(R, O, K) R(ID, id) R(TEXT, text) R(LOGPROB, logprob) O(TOP, top)

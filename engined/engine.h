@@ -127,6 +127,9 @@ void eng_set_kv_pool(eng_model *m, struct kvp *pool);
 int eng_session_reuse(eng_session *s, const int32_t *tokens, int n);
 /* Positions this session took from published blocks since it was made. */
 uint64_t eng_session_reused(const eng_session *s);
+/* Blocks a pooled session must take from the pool to add n positions after its own
+ * (0 with no pool): what admission and chunked prefill count. */
+int eng_session_kv_need(const eng_session *s, int n);
 
 /* Evaluates n tokens at the session's next positions in one batched pass. logits gets
  * n_vocab floats for the last position, or n x n_vocab (row p = after token p) when

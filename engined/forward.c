@@ -205,6 +205,13 @@ int eng_session_reuse(eng_session *s, const int32_t *tokens, int n)
 }
 
 uint64_t eng_session_reused(const eng_session *s) { return s->kv.reused; }
+
+int eng_session_kv_need(const eng_session *s, int n)
+{
+    if (!s->kv.pool || n <= 0) return 0;
+    int need = (s->pos + n + 15) / 16 - s->kv.n_blk;
+    return need > 0 ? need : 0;
+}
 int eng_session_pos(const eng_session *s) { return s->pos; }
 int eng_session_n_ctx(const eng_session *s) { return s->kv.n_ctx; }
 

@@ -753,6 +753,14 @@ void kvp_stats(kvp *p, kvp_stats_t *s)
     unlock(p);
 }
 
+uint32_t kvp_available(kvp *p)
+{
+    lock(p);
+    uint32_t n = p->h->n_free + p->h->n_cached;
+    unlock(p);
+    return n;
+}
+
 /* ---- the sanity check ----------------------------------------------------------------- */
 
 static int check_locked(kvp *p, char *err, size_t errlen)

@@ -279,6 +279,9 @@ int kvp_slot_of(const kvp *p);
 int kvp_reap(kvp *p);
 /* A snapshot of the counts and counters. */
 void kvp_stats(kvp *p, kvp_stats_t *s);
+/* Blocks kvp_alloc can hand out now without reaping: FREE ones plus cached ones (the
+ * header's counts, one lock: cheap enough for every step). */
+uint32_t kvp_available(kvp *p);
 /* Checks every invariant above under the mutex (the debug sanity function): 0, or -1
  * with err naming the first broken one. */
 int kvp_check(kvp *p, char *err, size_t errlen);

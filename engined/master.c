@@ -44,21 +44,22 @@ static void usage(FILE *f)
             "  --workers N         workers the master keeps running (default 1) [LLM_WORKERS_N]\n"
             "  --threads N         threads per worker (default 1) [LLM_THREADS]\n"
             "  --ctx N             context per session (default: the model's, capped at 4096)\n"
-            "  --max-sessions N    sessions per worker (default 16)\n"
+            "  --max-sessions N    sessions per worker (default %d; %d with --kv-pool, where free\n"
+            "                      KV blocks decide how many run)\n"
             "  --batch-tokens N    most tokens a worker evaluates per step: one per decoding\n"
             "                      session plus prefill chunks (default %d)\n"
             "  --idle-batch-tokens N  the same when no session is decoding (default %d)\n"
             "  --kv f16|f32|q8_0   KV cache type (default f16; q8_0 needs head_dim %% 32 == 0)\n"
             "  --kv-pool SIZE      shared KV block pool next to the weights: bytes with a K/M/G\n"
-            "                      suffix, or a bare number of tokens; 0 or off (default): none.\n"
-            "                      Created, attached and reaped, not yet read by the forward pass\n"
+            "                      suffix, or a bare number of tokens; 0 or off (default): none;\n"
+            "                      sessions hold blocks of it, and share published prefixes\n"
             "  --precision P       native (default: 2/4/5/6-bit weights kept at their width, the\n"
             "                      rest INT8), int8 (every matrix widened to Q8) or float (f32)\n"
             "  --float             the same as --precision float\n"
             "  --front EP          front door's worker endpoint (default ipc://RUN_DIR/workers.sock) [LLM_WORKERS]\n"
             "  --sampler EP        samplerd endpoint (default ipc://RUN_DIR/sampler.sock) [LLM_SAMPLER]\n"
             "one-shot commands: engined --eval/--list-segments/--remove-segment/--verify-segment (above)\n",
-            ENGD_BATCH_TOKENS_DEFAULT, ENGD_IDLE_TOKENS_DEFAULT);
+            ENGD_SESSIONS_DEFAULT, ENGD_POOL_SESSIONS_DEFAULT, ENGD_BATCH_TOKENS_DEFAULT, ENGD_IDLE_TOKENS_DEFAULT);
 }
 
 static int parse(int argc, char **argv, engd_opts *o, int *attach)
@@ -207,7 +208,7 @@ static pid_t spawn(const engd_opts *o, const char *self, const char *seg)
     av[n++] = "--segment"; av[n++] = seg;
     av[n++] = "--threads"; av[n++] = th;
     av[n++] = "--ctx"; av[n++] = ctx;
-    av[n++] = "--max-sessions"; av[n++] = ms;
+    if (o->max_sessions > 0) { av[n++] = "--max-sessions"; av[n++] = ms; }
     av[n++] = "--batch-tokens"; av[n++] = bt;
     av[n++] = "--idle-batch-tokens"; av[n++] = it;
     av[n++] = "--kv"; av[n++] = eng_kv_name(o->kv);

@@ -46,94 +46,14 @@
 #include "worker.h"
 #include "worker_io.h"
 
-#define SAMPLE_RETRY_MS 400
-#define SAMPLE_WAIT_MS  20     /* a step waits this long for the last step's tokens */
-#define HIST_MAX 4096          /* history tokens sent to samplerd at most (penalties, DRY) */
-#define PREFILL_MIN 32         /* prefill tokens a step takes however many sessions decode */
-#define SAMPLE_BATCH_BYTES (PROTO_MAX_MSG / 2) /* a PT_SAMPLE is split beyond this */
-
-/* FREE: slot unused; READY: tokens [pos, n_toks) wait to be evaluated; WAIT: the logits
- * of the last token are in the ring slot, a sample request is out; IDLE: budget spent,
- * end of generation or an error (the front door decides what comes next). */
-typedef enum { WS_FREE, WS_READY, WS_WAIT, WS_IDLE } ws_state;
-
-/* Invariants: state != WS_FREE => es != NULL and n_toks >= 1; READY => pos < n_toks;
- * WAIT => pos == n_toks and the slot holds the logits of the token at step. */
-typedef struct {
-    ws_state     state;
-    uint64_t     sess, epoch;
-    uint64_t     seq;      /* arrival order of its last RUN: prefill is first come, first served */
-    eng_session *es;
-    int32_t     *toks;     /* (cap_toks) every token of the session */
-    int          n_toks, cap_toks;
-    uint32_t     step;     /* index of the next token to sample */
-    uint64_t     budget;   /* tokens still to generate */
-    uint8_t      sp[SMP_WIRE_MAX]; /* sampler parameters, wire form (parsed once at the front) */
-    size_t       sp_len;
-    uint8_t     *fb;       /* the front door's record of the request (opaque; echoed in REPORT) */
-    size_t       fb_len;
-    double       mu;
-    int          mu_set;
-    char        *grammar;  /* (grammar_len) GBNF text constraining the output, or NULL */
-    size_t       grammar_len;
-    uint8_t     *gst;      /* (gst_len) the grammar matcher's state after the tokens so far
-                            * (samplerd's last answer); gst_len 0: none, samplerd replays */
-    size_t       gst_len;
-    uint64_t     ghash;    /* gram_text_hash of grammar: rows carry it; the text goes... */
-    int64_t      gtext_step; /* ...only in the row of this step (-1: not yet sent; samplerd
-                            * caches it by hash and asks again with grammar_unknown) */
-    int32_t      eog[PROTO_MAX_EOG];
-    int          n_eog;
-    int          n_hist;   /* history tokens samplerd needs (penalties, DRY) */
-    uint64_t     req;      /* id of the sample batch this session's row went in */
-    int64_t      sent_ms;
-    int64_t      wait_since; /* when its current step's row was first sent to samplerd */
-    int          embed;    /* an embedding session (its pooling, ENG_POOL_*): prefill only,
-                            * then PT_EMBEDDING and the session is dropped; 0: generation */
-    double      *eacc;     /* (n_embd) its hidden states pooled so far */
-    int          kv_wait;  /* preempted for KV blocks: waits while others run */
-    int64_t      kv_wait_ms; /* since when it waits for blocks other workers hold (0: not) */
-} wsess;
-
-typedef struct {
-    const engd_opts *o;
-    eng_model  *m;
-    int         n_vocab, eos, n_ctx, batch_tokens, idle_tokens;
-    lshm       *ring;
-    wsess      *s;         /* (max_sessions) one per ring slot */
-    int         n_s;
-    void       *ctx, *pipe, *samp;
-    wio         io;
-    uint64_t    next_req, next_seq, epoch, steps;
-    int64_t     last_front_ms;
-    float      *logits;    /* (max_sessions, n_vocab) rows of one step */
-    int        *order;     /* (max_sessions) prefill sessions of a step, by arrival */
-    wsess     **lrow;      /* (max_sessions) sessions whose logits a step computes */
-    eng_item   *items;     /* (max(batch_tokens, idle_tokens) + PREFILL_MIN + max_sessions) */
-    int         registered;
-    long        stall_step; /* fault injection for tests: LLM_FAULT_STALL_STEP */
-    long        step_delay_ms; /* test hook: LLM_FAULT_STEP_DELAY_MS slows every step */
-    int64_t     step_due_ms;   /* the hook's schedule: when the next step may start */
-    int64_t     sampler_timeout_ms; /* a sample row unanswered this long fails its session
-                                     * (LLM_SAMPLER_TIMEOUT_MS, default 20 s) */
-    int64_t     retry_log_ms;
-    int         n_items_cap; /* items' capacity */
-    float      *hidden;    /* (n_items_cap, n_embd) a step's hidden rows, and */
-    wsess     **hrow;      /* (n_items_cap) their sessions; made by the first embedding */
-    kvp        *pool;      /* the master's KV block pool (--kv-pool), or NULL */
-    uint64_t    kv_prompt; /* prompt tokens of the runs this worker started (pool on) */
-    uint64_t    kv_reused; /* of them, positions not computed again (held or from the pool) */
-    int64_t     kv_retry_ms; /* sessions waiting for other workers' blocks retry from then */
-    uint64_t    kv_preempt;/* sessions preempted (or held chats reset) for KV blocks */
-    int64_t     kv_ms;     /* when the pool's counts were last published */
-} worker;
+#include "worker_int.h"
+#include "worker_kv.h"
 
 void engd_opts_default(engd_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->n_workers = 1;
     o->threads = 1;
-    o->max_sessions = 16;
     o->batch_tokens = ENGD_BATCH_TOKENS_DEFAULT;
     o->idle_tokens = ENGD_IDLE_TOKENS_DEFAULT;
     o->kv = ENG_KV_F16; /* half the memory of f32; the attention kernels read f16 directly */
@@ -151,12 +71,13 @@ static void publish_load(worker *w)
     }
     wio_set_load(&w->io, active, busy);
     wio_set_sampler_wait(&w->io, (int)(now - oldest));
+    if (w->pool && w->kv_blocked) wio_set_cap(&w->io, wkv_cap(w)); /* until the room is free */
     if (w->pool && now - w->kv_ms >= 200) { /* the pool's lock, five times a second at most */
         kvp_stats_t st;
         kvp_stats(w->pool, &st);
         w->kv_ms = now;
-        uint64_t kv[7] = {st.n_blocks, st.writing + st.referenced, st.cached, st.c.evictions, w->kv_prompt,
-                          w->kv_reused, w->kv_preempt};
+        uint64_t kv[PROTO_KV_COUNTS] = {st.n_blocks, st.writing + st.referenced, st.cached, st.c.evictions,
+                                        w->kv_prompt, w->kv_reused, w->kv_preempt, w->kv_deferred};
         wio_set_kv(&w->io, kv);
     }
 }
@@ -170,7 +91,7 @@ static void send_front(worker *w, proto_writer *pw)
 /* A PT_ERROR about session sess; code (ERR_NONE: none) tells the front door what to do
  * (worker_full: queue it again; unavailable: a daemon behind the worker is down), full
  * that its context is full (the generation ends with reason "context"). */
-static void send_sess_error_code(worker *w, uint64_t sess, uint64_t epoch, const char *msg, errcode code, int full)
+void wrk_sess_error_code(worker *w, uint64_t sess, uint64_t epoch, const char *msg, errcode code, int full)
 {
     pm_error e = {.msg = proto_sv_of(msg), .sess = sess, .has_sess = 1, .epoch = epoch, .has_epoch = 1,
                   .full = full, .has_full = full != 0, .code = proto_sv_of(errcode_name(code)),
@@ -183,10 +104,10 @@ static void send_sess_error_code(worker *w, uint64_t sess, uint64_t epoch, const
 
 static void send_sess_error(worker *w, uint64_t sess, uint64_t epoch, const char *msg)
 {
-    send_sess_error_code(w, sess, epoch, msg, ERR_NONE, 0);
+    wrk_sess_error_code(w, sess, epoch, msg, ERR_NONE, 0);
 }
 
-static void sess_drop(wsess *s)
+void wrk_sess_drop(wsess *s)
 {
     s->state = WS_FREE;
     s->sess = 0;
@@ -359,7 +280,7 @@ static void on_sampled_row(worker *w, uint64_t id, const pm_sampled_row *row)
     int full = s->n_toks >= w->n_ctx || s->n_toks >= s->cap_toks;
     s->state = s->budget == 0 || is_eog(s, t) || full ? WS_IDLE : WS_READY;
     if (full && s->budget && !is_eog(s, t))
-        send_sess_error_code(w, s->sess, s->epoch, "the session's context is full", ERR_NONE, 1);
+        wrk_sess_error_code(w, s->sess, s->epoch, "the session's context is full", ERR_NONE, 1);
 }
 
 static void on_sampler(worker *w, const proto_msg *pm)
@@ -403,7 +324,7 @@ static void retry_samples(worker *w, int64_t now)
             char msg[200];
             snprintf(msg, sizeof msg, "samplerd has not answered for %lld s (is it running? 'llmc status')",
                      (long long)(now - s->wait_since) / 1000);
-            send_sess_error_code(w, s->sess, s->epoch, msg, ERR_UNAVAILABLE, 0);
+            wrk_sess_error_code(w, s->sess, s->epoch, msg, ERR_UNAVAILABLE, 0);
             s->state = WS_IDLE;
             gave_up++;
             continue;
@@ -478,30 +399,8 @@ static void embed_rows(worker *w, int nh)
         pm_embedding_put(&pw, &e);
         send_front(w, &pw);
         log_debug("session %llu: embedding of %d tokens", (unsigned long long)s->sess, s->n_toks);
-        sess_drop(s);
+        wrk_sess_drop(s);
     }
-}
-
-/* A run on the KV pool: a prompt that can never fit fails at once (the session is
- * dropped: -1); else the session takes the longest published prefix past its own keep
- * positions, from whichever worker computed it. Returns the positions it now holds. */
-static int kv_start(worker *w, wsess *s, uint64_t sess, uint64_t epoch, int keep)
-{
-    uint64_t cap = kvp_geometry_of(w->pool)->n_blocks, n = (uint64_t)s->n_toks;
-    s->kv_wait = 0;
-    s->kv_wait_ms = 0;
-    if ((n + 16) / 16 > cap) { /* its prompt and first token never fit */
-        char msg[160];
-        snprintf(msg, sizeof msg, "the prompt (%llu tokens) needs more KV blocks than the whole pool has "
-                 "(%llu blocks of 16 tokens)", (unsigned long long)n, (unsigned long long)cap);
-        send_sess_error_code(w, sess, epoch, msg, ERR_CONTEXT, 0);
-        sess_drop(s);
-        return -1;
-    }
-    if (eng_session_pos(s->es) == keep) keep = eng_session_reuse(s->es, s->toks, s->n_toks - 1);
-    w->kv_prompt += n;
-    w->kv_reused += (uint64_t)keep;
-    return keep;
 }
 
 /* PT_RUN: (re)start a session from the front door's tokens. */
@@ -539,7 +438,7 @@ static void on_run(worker *w, const proto_msg *pm)
     for (int i = 0; i < w->n_s && !s; i++)
         if (w->s[i].state == WS_FREE) s = &w->s[i];
     if (!s) {
-        send_sess_error_code(w, sess, epoch, "worker is full (all sessions busy)", ERR_WORKER_FULL, 0);
+        wrk_sess_error_code(w, sess, epoch, "worker is full (all sessions busy)", ERR_WORKER_FULL, 0);
         return;
     }
     if (!s->es && !(s->es = eng_session_new(w->m, w->n_ctx, w->o->kv, err, sizeof err))) {
@@ -559,7 +458,7 @@ static void on_run(worker *w, const proto_msg *pm)
     eng_session_truncate(s->es, keep);
     for (uint32_t i = 0; i < n; i++) s->toks[i] = (int32_t)toks->via.array.ptr[i].via.u64;
     s->n_toks = (int)n;
-    if (w->pool && !rec.embed && (keep = kv_start(w, s, sess, epoch, keep)) < 0) return;
+    if (w->pool && !rec.embed && (keep = wkv_start(w, s, sess, epoch, keep)) < 0) return;
     s->sess = sess;
     s->epoch = epoch;
     s->seq = ++w->next_seq;
@@ -598,7 +497,7 @@ static void on_run(worker *w, const proto_msg *pm)
     size_t E = (size_t)eng_config_of(w->m)->n_embd;
     if (s->embed && !s->eacc && !(s->eacc = malloc(E * sizeof *s->eacc))) {
         send_sess_error(w, sess, epoch, "worker out of memory");
-        sess_drop(s);
+        wrk_sess_drop(s);
         return;
     }
     if (s->embed) memset(s->eacc, 0, E * sizeof *s->eacc);
@@ -625,7 +524,7 @@ static void on_front(worker *w, const proto_msg *pm)
                  * would be refused and stopped, its KV cache lost */
                 if (s->state == WS_FREE || s->epoch == e) continue;
                 if (s->embed) { /* nothing to adopt: its client asks the new front door again */
-                    sess_drop(s);
+                    wrk_sess_drop(s);
                     continue;
                 }
                 s->epoch = e;
@@ -644,7 +543,7 @@ static void on_front(worker *w, const proto_msg *pm)
         pm_stop st;
         pm_stop_get(pm, &st);
         wsess *s = sess_find(w, st.sess);
-        if (s) sess_drop(s);
+        if (s) wrk_sess_drop(s);
         break;
     }
     default: log_warn("front door sent an unexpected %s", proto_type_name(pm->type));
@@ -665,69 +564,59 @@ static void step_delay(worker *w)
     if (w->step_due_ms > now) usleep((useconds_t)(w->step_due_ms - now) * 1000);
 }
 
-/* 1 when a READY session not waiting for KV blocks exists. */
-static int kv_others_run(const worker *w)
-{
-    for (int i = 0; i < w->n_s; i++)
-        if (w->s[i].state == WS_READY && !w->s[i].kv_wait) return 1;
-    return 0;
-}
+/* A step being planned: n items, nl sessions whose logits it computes (w->lrow), nh
+ * hidden rows of embedding sessions (w->hrow), no sessions to prefill (w->order). */
+typedef struct { int n, nl, nh, no; } splan;
 
-/* A step found the KV pool full. Held chats give their blocks back first (published ones
- * stay cached: their next turn finds them unless evicted), else the newest running
- * session is preempted: its blocks go back and it waits, recomputing later from what is
- * still published. 0 when nothing could be freed (one session alone needs more). */
-static int kv_preempt(worker *w)
+/* Every READY session with one token left (decoding) goes into the step; the others wait
+ * in w->order, by arrival. A session preempted for KV blocks resumes alone, from what is
+ * still published. */
+static void plan_decode(worker *w, splan *p, int64_t now)
 {
-    int freed = 0, ready = 0;
-    wsess *newest = NULL;
-    for (int i = 0; i < w->n_s; i++) {
-        wsess *s = &w->s[i];
-        if (s->state == WS_IDLE && eng_session_pos(s->es) > 0) {
-            eng_session_reset(s->es);
-            freed++;
-        }
-        if (s->state == WS_READY && !s->kv_wait) {
-            ready++;
-            if (!newest || s->seq > newest->seq) newest = s;
-        }
-    }
-    if (!freed && ready > 1) {
-        eng_session_reset(newest->es);
-        newest->kv_wait = 1;
-        freed = 1;
-    }
-    w->kv_preempt += (uint64_t)freed;
-    if (freed) log_info("KV pool full: %d session%s gave their blocks back", freed, freed > 1 ? "s" : "");
-    return freed;
-}
-
-#define KV_RETRY_MS 50     /* a session waiting for other workers' blocks tries again this often */
-#define KV_WAIT_MAX_MS 60000 /* and gives up (the step's error) after this long */
-
-/* The pool is full and nothing of ours could be freed (kv_preempt gave 0): if other
- * workers hold blocks, our running sessions give theirs back and wait, retrying one at a
- * time every KV_RETRY_MS (they recompute from what is still published, so their tokens
- * do not change); waiting sessions hold nothing, so two workers never wait on each other.
- * 0 (the step fails with its error) when nobody else holds a block, or after
- * KV_WAIT_MAX_MS. */
-static int kv_wait_others(worker *w, int64_t now)
-{
-    int64_t oldest = now;
     for (int i = 0; i < w->n_s; i++) {
         wsess *s = &w->s[i];
         if (s->state != WS_READY) continue;
-        eng_session_reset(s->es);
-        s->kv_wait = 1;
-        if (!s->kv_wait_ms) s->kv_wait_ms = now;
-        if (s->kv_wait_ms < oldest) oldest = s->kv_wait_ms;
+        if (s->kv_wait) {
+            if (!wkv_resume_ok(w, now)) continue;
+            s->kv_wait = 0;
+            eng_session_reuse(s->es, s->toks, s->n_toks - 1);
+        }
+        if (s->n_toks - eng_session_pos(s->es) == 1 && !s->embed) {
+            w->items[p->n++] = (eng_item){ s->es, s->toks[s->n_toks - 1], true, false };
+            w->lrow[p->nl++] = s;
+        } else {
+            w->order[p->no++] = i;
+        }
     }
-    kvp_stats_t st;
-    kvp_stats(w->pool, &st);
-    if (st.writing + st.referenced == 0 || now - oldest > KV_WAIT_MAX_MS) return 0;
-    if (now - oldest < KV_RETRY_MS) log_info("KV pool full with other workers' blocks: sessions wait for room");
-    w->kv_retry_ms = now + KV_RETRY_MS;
-    return 1;
+    int *order = w->order;
+    for (int a = 1; a < p->no; a++) /* insertion sort by arrival: few sessions */
+        for (int b = a; b > 0 && w->s[order[b]].seq < w->s[order[b - 1]].seq; b--) {
+            int t = order[b]; order[b] = order[b - 1]; order[b - 1] = t;
+        }
+}
+
+/* Prefill chunks of the sessions in w->order, first come first served, up to room tokens
+ * in all and to the positions that avail more KV blocks hold (avail < 0: no pool). */
+static void plan_prefill(worker *w, splan *p, int room, int avail)
+{
+    for (int k = 0; k < p->no && room > 0; k++) {
+        wsess *s = &w->s[w->order[k]];
+        int pos = eng_session_pos(s->es), take = s->n_toks - pos;
+        if (take > room) take = room;
+        while (avail >= 0 && take > 0 && eng_session_kv_need(s->es, take) > avail)
+            take = (pos + take - 1) / 16 * 16 - pos; /* one block less */
+        if (take <= 0) continue;
+        if (avail >= 0) avail -= eng_session_kv_need(s->es, take);
+        room -= take;
+        for (int j = 0; j < take; j++) {
+            if (s->embed) w->hrow[p->nh++] = s;
+            w->items[p->n++] = (eng_item){ s->es, s->toks[pos + j], false, s->embed != 0 };
+        }
+        if (pos + take == s->n_toks && !s->embed) {
+            w->items[p->n - 1].logits = true;
+            w->lrow[p->nl++] = s;
+        }
+    }
 }
 
 /* Builds and runs one step: every READY session with one token left (decoding), then the
@@ -746,49 +635,20 @@ static int step(worker *w)
         if (now - x->sent_ms < SAMPLE_WAIT_MS) return 0;
         generating = 1;
     }
-    int n = 0, nl = 0, nh = 0, no = 0, *order = w->order;
-    wsess **lrow = w->lrow;
-    for (int i = 0; i < w->n_s; i++) {
-        wsess *s = &w->s[i];
-        if (s->state != WS_READY) continue;
-        if (s->kv_wait) { /* preempted: resumes alone, from what is still published */
-            if (kv_others_run(w) || now < w->kv_retry_ms) continue;
-            s->kv_wait = 0;
-            eng_session_reuse(s->es, s->toks, s->n_toks - 1);
-        }
-        int left = s->n_toks - eng_session_pos(s->es);
-        if (left == 1 && !s->embed) {
-            w->items[n++] = (eng_item){ s->es, s->toks[s->n_toks - 1], true, false };
-            lrow[nl++] = s;
-        } else {
-            order[no++] = i;
-        }
-    }
-    for (int a = 1; a < no; a++) /* insertion sort by arrival: few sessions */
-        for (int b = a; b > 0 && w->s[order[b]].seq < w->s[order[b - 1]].seq; b--) {
-            int t = order[b]; order[b] = order[b - 1]; order[b - 1] = t;
-        }
+    splan p = {0};
+    plan_decode(w, &p, now);
     /* prefill gets what the decode tokens leave of the budget, but never less than
      * PREFILL_MIN (or the whole budget if smaller): many decoders cannot starve a newcomer */
     /* nobody decoding: nobody waits on this step, so it may take more (one pass over the
      * weights serves every prompt that arrived together) */
-    int budget = n || generating ? w->batch_tokens : w->idle_tokens;
-    int room = budget - n, floor = budget < PREFILL_MIN ? budget : PREFILL_MIN;
+    int budget = p.n || generating ? w->batch_tokens : w->idle_tokens;
+    int room = budget - p.n, floor = budget < PREFILL_MIN ? budget : PREFILL_MIN;
     if (room < floor) room = floor;
-    for (int k = 0; k < no && room > 0; k++) {
-        wsess *s = &w->s[order[k]];
-        int pos = eng_session_pos(s->es), take = s->n_toks - pos;
-        if (take > room) take = room;
-        room -= take;
-        for (int j = 0; j < take; j++) {
-            if (s->embed) w->hrow[nh++] = s;
-            w->items[n++] = (eng_item){ s->es, s->toks[pos + j], false, s->embed != 0 };
-        }
-        if (pos + take == s->n_toks && !s->embed) {
-            w->items[n - 1].logits = true;
-            lrow[nl++] = s;
-        }
-    }
+    plan_prefill(w, &p, room, wkv_avail(w));
+    if (!p.n && p.no) plan_prefill(w, &p, room, -1); /* no room at all: the step meets the full
+                                                      * pool, and preempts or waits */
+    int n = p.n, nl = p.nl, nh = p.nh, no = p.no;
+    wsess **lrow = w->lrow;
     if (!n) return 0;
     if (w->stall_step && (long)++w->steps >= w->stall_step) {
         log_warn("LLM_FAULT_STALL_STEP=%ld: the compute thread stops making progress (test)", w->stall_step);
@@ -801,7 +661,7 @@ static int step(worker *w)
     int rc = eng_step_hidden(w->m, w->items, n, w->logits, w->hidden, err, sizeof err);
     log_debug("step: %d items (%d rows of logits, %d sessions prefilling) in %lld ms", n, nl, no,
               (long long)(net_now_ms() - t0));
-    if (rc != 0 && w->pool && strstr(err, "KV pool full") && (kv_preempt(w) || kv_wait_others(w, net_now_ms())))
+    if (rc != 0 && w->pool && strstr(err, "KV pool full") && wkv_full(w, net_now_ms()))
         return 1; /* next step, with room (or after other workers' sessions give some back) */
     for (int i = 0; i < w->n_s && rc == 0; i++) /* a step went through: nobody waits for room */
         if (w->s[i].state == WS_READY && !w->s[i].kv_wait) w->s[i].kv_wait_ms = 0;
@@ -876,7 +736,7 @@ static void worker_free(worker *w)
 {
     wio_stop(&w->io);
     for (int i = 0; w->s && i < w->n_s; i++) {
-        sess_drop(&w->s[i]);
+        wrk_sess_drop(&w->s[i]);
         eng_session_free(w->s[i].es);
         free(w->s[i].toks);
         free(w->s[i].eacc);
@@ -954,7 +814,7 @@ int engd_worker_run(const engd_opts *o)
     }
     w.n_vocab = eng_config_of(w.m)->n_vocab;
     w.eos = eng_config_of(w.m)->eos_id;
-    w.n_s = o->max_sessions;
+    w.n_s = o->max_sessions > 0 ? o->max_sessions : w.pool ? ENGD_POOL_SESSIONS_DEFAULT : ENGD_SESSIONS_DEFAULT;
     w.batch_tokens = o->batch_tokens > 0 ? o->batch_tokens : ENGD_BATCH_TOKENS_DEFAULT;
     w.idle_tokens = o->idle_tokens > 0 ? o->idle_tokens : ENGD_IDLE_TOKENS_DEFAULT;
     const char *fs = getenv("LLM_FAULT_STALL_STEP");

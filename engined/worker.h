@@ -25,7 +25,8 @@ typedef struct {
     int         n_workers;    /* master: workers to keep running */
     int         threads;      /* per worker */
     int         n_ctx;        /* per session (0: model's, capped by the engine) */
-    int         max_sessions; /* per worker */
+    int         max_sessions; /* per worker (0: ENGD_SESSIONS_DEFAULT, or ENGD_POOL_SESSIONS_DEFAULT
+                               * with a KV pool, where free blocks decide admission) */
     int         batch_tokens; /* most tokens one step evaluates (decode + prefill chunks) */
     int         idle_tokens;  /* the same when no session is decoding (nobody waits) */
     eng_kv_type kv;           /* KV cache element type (--kv) */
@@ -38,8 +39,13 @@ typedef struct {
  * (chosen with bench/bench_serve.py). */
 #define ENGD_BATCH_TOKENS_DEFAULT 128
 #define ENGD_IDLE_TOKENS_DEFAULT  512
+/* Sessions per worker by default: each private KV cache is n_ctx positions of every
+ * layer; with the KV pool a session holds only the blocks it uses, and admission counts
+ * free blocks (worker_kv.c), so the slots may be many. */
+#define ENGD_SESSIONS_DEFAULT      16
+#define ENGD_POOL_SESSIONS_DEFAULT 64
 
-/* Defaults: 1 worker, 1 thread, n_ctx 0, 16 sessions, ENGD_BATCH_TOKENS_DEFAULT tokens
+/* Defaults: 1 worker, 1 thread, n_ctx 0, max_sessions 0 (above), ENGD_BATCH_TOKENS_DEFAULT tokens
  * per step, f32 KV, INT8. */
 void engd_opts_default(engd_opts *o);
 /* Runs one worker until SIGTERM/SIGINT; returns the exit status. */

@@ -43,13 +43,15 @@ void wio_set_sampler_wait(wio *io, int ms)
     __atomic_store_n(&io->swait, ms, __ATOMIC_RELAXED);
 }
 
-void wio_set_kv(wio *io, const uint64_t kv[7])
+void wio_set_kv(wio *io, const uint64_t kv[PROTO_KV_COUNTS])
 {
     pthread_mutex_lock(&io->kv_mu);
     memcpy(io->kv, kv, sizeof io->kv);
     io->kv_on = 1;
     pthread_mutex_unlock(&io->kv_mu);
 }
+
+void wio_set_cap(wio *io, int cap) { __atomic_store_n(&io->cap, cap, __ATOMIC_RELAXED); }
 
 void wio_set_load(wio *io, int active, int busy)
 {
@@ -64,7 +66,8 @@ static void send_beat(wio *io, int bye)
         .pid = (uint64_t)getpid(), .host = proto_sv_of(io->host), .seg = proto_sv_of(eng_segment_name(io->m)),
         .active = (uint64_t)__atomic_load_n(&io->active, __ATOMIC_RELAXED),
         .busy = (uint64_t)__atomic_load_n(&io->busy, __ATOMIC_RELAXED), .has_busy = 1,
-        .prog = eng_progress(io->m), .has_prog = 1, .cap = (uint64_t)io->cap, .has_cap = 1,
+        .prog = eng_progress(io->m), .has_prog = 1,
+        .cap = (uint64_t)__atomic_load_n(&io->cap, __ATOMIC_RELAXED), .has_cap = 1,
         .ctx = (uint64_t)io->n_ctx, .has_ctx = 1, .wid = io->wid, .nv = io->n_vocab, .has_nv = 1,
         .vid = io->vocab_id, .has_vid = 1,
         .swait = (uint64_t)__atomic_load_n(&io->swait, __ATOMIC_RELAXED), .has_swait = 1,
@@ -72,8 +75,9 @@ static void send_beat(wio *io, int bye)
     pthread_mutex_lock(&io->kv_mu);
     if (io->kv_on) {
         const uint64_t *k = io->kv;
-        hb.kvb = k[0], hb.kvu = k[1], hb.kvc = k[2], hb.kvev = k[3], hb.kvpt = k[4], hb.kvrt = k[5], hb.kvpre = k[6];
-        hb.has_kvb = hb.has_kvu = hb.has_kvc = hb.has_kvev = hb.has_kvpt = hb.has_kvrt = hb.has_kvpre = 1;
+        hb.kvb = k[0], hb.kvu = k[1], hb.kvc = k[2], hb.kvev = k[3], hb.kvpt = k[4], hb.kvrt = k[5], hb.kvpre = k[6],
+            hb.kvdef = k[7];
+        hb.has_kvb = hb.has_kvu = hb.has_kvc = hb.has_kvev = hb.has_kvpt = hb.has_kvrt = hb.has_kvpre = hb.has_kvdef = 1;
     }
     pthread_mutex_unlock(&io->kv_mu);
     proto_writer pw;

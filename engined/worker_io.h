@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "proto.h" /* PROTO_KV_COUNTS */
 
 typedef struct {
     void       *ctx;
@@ -38,13 +39,13 @@ typedef struct {
     eng_model  *m;         /* for eng_progress */
     uint64_t    wid;
     char        host[64];
-    int         cap, n_ctx;
+    int         cap, n_ctx;   /* cap: atomic (wio_set_cap) */
     int         active, busy; /* sessions held / with compute pending (atomic) */
     int         swait;        /* ms its oldest sample request has waited for samplerd (atomic) */
     uint32_t    n_vocab;      /* the vocabulary's identity (gguf_vocab_id of the segment's */
     uint64_t    vocab_id;     /* tokenizer blob): the front door refuses a different one */
     double      bpw;          /* bits per weight of the segment, for llmc status */
-    uint64_t    kv[7];        /* KV pool counts (wio_set_kv; under kv_mu), kv_on: any */
+    uint64_t    kv[PROTO_KV_COUNTS];        /* KV pool counts (wio_set_kv; under kv_mu), kv_on: any */
     int         kv_on;
     pthread_mutex_t kv_mu;
     int         stop;         /* atomic: the I/O thread says goodbye and ends */
@@ -58,10 +59,12 @@ void wio_init(wio *io, void *ctx, void *front, eng_model *m, uint64_t wid, const
  * thread's end of the relay, or NULL with err. */
 void *wio_start(wio *io, char *err, size_t errlen);
 /* Publishes the KV pool's counts the next heartbeats report: blocks, used, cached,
- * evictions, and this worker's prompt tokens, reused tokens and preemptions. */
-void wio_set_kv(wio *io, const uint64_t kv[7]);
+ * evictions, and this worker's prompt tokens, reused tokens, preemptions and deferred runs. */
+void wio_set_kv(wio *io, const uint64_t kv[PROTO_KV_COUNTS]);
 /* Publishes the counts the next heartbeat reports. */
 void wio_set_load(wio *io, int active, int busy);
+/* Publishes the sessions the next heartbeat offers (the front door sends no more). */
+void wio_set_cap(wio *io, int cap);
 /* Publishes how long (ms) the oldest unanswered sample request has waited (0: none):
  * the front door shows samplerd's health from it. */
 void wio_set_sampler_wait(wio *io, int ms);

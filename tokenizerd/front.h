@@ -94,7 +94,7 @@ typedef struct {
     int      swait;      /* ms its oldest sample request has waited for samplerd (last beat) */
     double   bpw;        /* bits per weight of its segment (0: an older worker did not say) */
     int      has_kv;     /* it reports a KV pool (engined --kv-pool): the kv counts below */
-    uint64_t kv[7];      /* blocks, used, cached, evictions, prompt tokens, reused, preempted */
+    uint64_t kv[PROTO_KV_COUNTS]; /* PM_KV's counts: blocks, used, cached, evictions, prompt tokens, ... */
     char     origin[64]; /* who it is for the per-host cap: its CURVE key, else its peer
                           * address (tcp), else the host it reports (ipc: same uid) */
     int      watch_pid;  /* connected over ipc: the connecting process (the kernel's word,

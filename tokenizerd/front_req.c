@@ -427,8 +427,8 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
     proto_sv_copy(e.msg, msg, sizeof msg);
     errcode code = errcode_from_name(proto_sv_copy(e.code, name, sizeof name));
     if (code == ERR_WORKER_FULL) {
-        f->w[wi].cap = f->w[wi].assigned; /* no more until its heartbeat says otherwise */
         front_detach(f, r, 0);
+        f->w[wi].cap = f->w[wi].assigned; /* no more, this one included, until its heartbeat says otherwise */
         r->state = RQ_QUEUED;
         return;
     }

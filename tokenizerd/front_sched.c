@@ -136,7 +136,7 @@ void front_worker_beat(front *f, int wi, const pm_worker_hb *hb, int64_t now)
     w->ctx = (int)hb->ctx;
     w->swait = (int)hb->swait;
     w->has_kv = hb->has_kvb;
-    uint64_t kv[7] = {hb->kvb, hb->kvu, hb->kvc, hb->kvev, hb->kvpt, hb->kvrt, hb->kvpre};
+    uint64_t kv[PROTO_KV_COUNTS] = {hb->kvb, hb->kvu, hb->kvc, hb->kvev, hb->kvpt, hb->kvrt, hb->kvpre, hb->kvdef};
     memcpy(w->kv, kv, sizeof kv);
     if (prog != w->prog || (busy && !w->busy)) {
         if (w->stalled && prog != w->prog)

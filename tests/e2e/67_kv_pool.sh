@@ -108,6 +108,24 @@ huge=$(for i in $(seq 40); do printf 'Once upon a time there was a dog. '; done)
 if llmc -n 4 --temp 0 "$huge" >/dev/null 2>"$RUN/err.txt"; then fail "a prompt larger than the pool was served"; fi
 grep -q "needs more KV blocks than the whole pool has" "$RUN/err.txt" || fail "too large: $(cat "$RUN/err.txt")"
 echo "small pool: 3 concurrent runs exact with preemption; too large a prompt: $(cat "$RUN/err.txt")"
+# admission counts blocks: three concurrent prompts of 7 blocks each cannot run side by
+# side in 10; the second and third wait in the queue until the first's blocks are free
+# (deferred, not preempted: nothing is computed twice), and each gives its text alone
+kvjson() { "$LLM_BIN/llmc" status --json --run-dir "$RUN" | grep -o "\"$1\":[0-9]*" | head -n 1 | cut -d: -f2; }
+dog=$(for i in $(seq 17); do printf ' there was a dog.'; done)
+sleep 0.5 # the last counts reach the front door with the next beats
+pre0=$(kvjson kvpre) def0=$(kvjson kvdef)
+pids=() # first, so that no block of these prompts is cached yet
+for i in 0 1 2; do llmc -n 20 --temp 0 "${prompts[$i]}$dog" >"$RUN/aout$i.txt" 2>"$RUN/aerr$i.txt" & pids+=($!); done
+for i in 0 1 2; do wait "${pids[$i]}" || fail "admission: concurrent run $i failed: $(cat "$RUN/aerr$i.txt")"; done
+wait_until 5 '[ "$(kvjson kvdef)" -gt "$def0" ]' || fail "admission: no run deferred ($def0 before)"
+sleep 0.5
+pre1=$(kvjson kvpre) def1=$(kvjson kvdef)
+for i in 0 1 2; do llmc -n 20 --temp 0 "${prompts[$i]}$dog" >"$RUN/aref$i.txt" || fail "admission: run $i alone failed"; done
+for i in 0 1 2; do cmp -s "$RUN/aout$i.txt" "$RUN/aref$i.txt" || fail "admission: run $i differs"; done
+[ "$pre1" = "$pre0" ] || fail "admission: preemptions $pre0 -> $pre1 (a deferred run should not be preempted)"
+"$LLM_BIN/llmc" status --run-dir "$RUN" | grep -q "[1-9][0-9]* runs deferred for room" || fail "status: no runs deferred"
+echo "admission by blocks: 3 runs of ~7 blocks in a 10-block pool exact, $((def1 - def0)) deferred, no preemption"
 $PIPELINE stop --run-dir "$RUN" >/dev/null 2>&1
 
 # the same 10 blocks shared by 2 workers: a worker whose one session finds the pool full
