@@ -403,6 +403,94 @@ static void embed_rows(worker *w, int nh)
     }
 }
 
+/* Checks a PT_RUN's record before any slot is touched: its sampler parameters, its length
+ * against the context, its tokens against the vocabulary, an embedding's pooling. 0, or
+ * -1 with err. */
+static int run_check(worker *w, const proto_sessrec *rec, const msgpack_object *toks, smp_params *p, char *err,
+                     size_t cap)
+{
+    uint32_t n = rec->n_toks;
+    if (smp_params_from_wire(rec->sp, rec->sp_len, w->n_vocab, p, err, cap) != 0) return -1;
+    if (n == 0 || n >= (uint32_t)w->n_ctx)
+        return errf(err, cap, "session needs %u tokens; the context holds %d", n, w->n_ctx);
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object *e = &toks->via.array.ptr[i];
+        if (e->type != MSGPACK_OBJECT_POSITIVE_INTEGER || e->via.u64 >= (uint64_t)w->n_vocab)
+            return errf(err, cap, "token %u of the session is outside the vocabulary (0..%d)", i, w->n_vocab - 1);
+    }
+    return rec->embed ? embed_ready(w, rec->embed, err, cap) : 0;
+}
+
+/* The slot of session sess: its own (a held chat's next turn, an adopted session), else a
+ * free one with an engine session and room for n_ctx + 1 tokens. NULL when there is none
+ * (the error is sent: worker_full when every slot is taken). */
+static wsess *run_slot(worker *w, uint64_t sess, uint64_t epoch)
+{
+    char err[256];
+    wsess *s = sess_find(w, sess);
+    for (int i = 0; i < w->n_s && !s; i++)
+        if (w->s[i].state == WS_FREE) s = &w->s[i];
+    if (!s) {
+        wrk_sess_error_code(w, sess, epoch, "worker is full (all sessions busy)", ERR_WORKER_FULL, 0);
+        return NULL;
+    }
+    if (!s->es && !(s->es = eng_session_new(w->m, w->n_ctx, w->o->kv, err, sizeof err))) {
+        send_sess_error(w, sess, epoch, err);
+        return NULL;
+    }
+    if (s->cap_toks < w->n_ctx + 1) { /* the session can never hold more tokens */
+        int32_t *t = realloc(s->toks, (size_t)(w->n_ctx + 1) * sizeof *t);
+        if (!t) {
+            send_sess_error(w, sess, epoch, "worker out of memory");
+            return NULL;
+        }
+        s->toks = t;
+        s->cap_toks = w->n_ctx + 1;
+    }
+    return s;
+}
+
+/* Copies into s what its record carries besides the tokens: the front door's record, the
+ * grammar (its state is rebuilt from the generated tokens), the sampler's needs and
+ * state, the end-of-generation tokens, an embedding's accumulator. 0, or -1 when out of
+ * memory. */
+static int sess_take(worker *w, wsess *s, const proto_sessrec *rec, const smp_params *p)
+{
+    s->step = (uint32_t)rec->step;
+    s->budget = rec->budget;
+    memcpy(s->sp, rec->sp, rec->sp_len);
+    s->sp_len = rec->sp_len;
+    free(s->fb);
+    s->fb = NULL;
+    s->fb_len = 0;
+    if (rec->fb_len && (s->fb = malloc(rec->fb_len))) {
+        memcpy(s->fb, rec->fb, rec->fb_len);
+        s->fb_len = rec->fb_len;
+    }
+    free(s->grammar);
+    s->grammar = NULL;
+    s->grammar_len = 0;
+    s->gst_len = 0;
+    s->gtext_step = -1;
+    if (rec->grammar && !(s->grammar = malloc(rec->grammar_len + 1))) return -1;
+    if (rec->grammar) {
+        memcpy(s->grammar, rec->grammar, rec->grammar_len);
+        s->grammar_len = rec->grammar_len;
+        s->ghash = hash_fnv1a(HASH_FNV_SEED, rec->grammar, rec->grammar_len); /* = gram_text_hash */
+    }
+    int nh = smp_history_needed(p);
+    s->n_hist = nh < 0 || nh > HIST_MAX ? HIST_MAX : nh;
+    s->mu_set = rec->mu_set;
+    s->mu = rec->mu;
+    memcpy(s->eog, rec->eog, sizeof s->eog);
+    s->n_eog = rec->n_eog;
+    s->embed = rec->embed;
+    size_t E = (size_t)eng_config_of(w->m)->n_embd;
+    if (s->embed && !s->eacc && !(s->eacc = malloc(E * sizeof *s->eacc))) return -1;
+    if (s->embed) memset(s->eacc, 0, E * sizeof *s->eacc);
+    return 0;
+}
+
 /* PT_RUN: (re)start a session from the front door's tokens. */
 static void on_run(worker *w, const proto_msg *pm)
 {
@@ -413,44 +501,12 @@ static void on_run(worker *w, const proto_msg *pm)
     uint32_t n = rec.n_toks;
     char err[256];
     smp_params p;
-    if (smp_params_from_wire(rec.sp, rec.sp_len, w->n_vocab, &p, err, sizeof err) != 0) {
+    if (run_check(w, &rec, toks, &p, err, sizeof err) != 0) {
         send_sess_error(w, sess, epoch, err);
         return;
     }
-    if (n == 0 || n >= (uint32_t)w->n_ctx) {
-        errf(err, sizeof err, "session needs %u tokens; the context holds %d", n, w->n_ctx);
-        send_sess_error(w, sess, epoch, err);
-        return;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        const msgpack_object *e = &toks->via.array.ptr[i];
-        if (e->type != MSGPACK_OBJECT_POSITIVE_INTEGER || e->via.u64 >= (uint64_t)w->n_vocab) {
-            errf(err, sizeof err, "token %u of the session is outside the vocabulary (0..%d)", i, w->n_vocab - 1);
-            send_sess_error(w, sess, epoch, err);
-            return;
-        }
-    }
-    if (rec.embed && embed_ready(w, rec.embed, err, sizeof err) != 0) {
-        send_sess_error(w, sess, epoch, err);
-        return;
-    }
-    wsess *s = sess_find(w, sess);
-    for (int i = 0; i < w->n_s && !s; i++)
-        if (w->s[i].state == WS_FREE) s = &w->s[i];
-    if (!s) {
-        wrk_sess_error_code(w, sess, epoch, "worker is full (all sessions busy)", ERR_WORKER_FULL, 0);
-        return;
-    }
-    if (!s->es && !(s->es = eng_session_new(w->m, w->n_ctx, w->o->kv, err, sizeof err))) {
-        send_sess_error(w, sess, epoch, err);
-        return;
-    }
-    if (s->cap_toks < w->n_ctx + 1) { /* the session can never hold more tokens */
-        int32_t *t = realloc(s->toks, (size_t)(w->n_ctx + 1) * sizeof *t);
-        if (!t) { send_sess_error(w, sess, epoch, "worker out of memory"); return; }
-        s->toks = t;
-        s->cap_toks = w->n_ctx + 1;
-    }
+    wsess *s = run_slot(w, sess, epoch);
+    if (!s) return;
     /* keep the cached prefix that matches; at least one token must be evaluated */
     int pos = s->state == WS_FREE || rec.embed ? 0 : eng_session_pos(s->es), keep = 0; /* embed: every row */
     while (keep < pos && keep < (int)n && s->toks[keep] == (int32_t)toks->via.array.ptr[keep].via.u64) keep++;
@@ -462,45 +518,11 @@ static void on_run(worker *w, const proto_msg *pm)
     s->sess = sess;
     s->epoch = epoch;
     s->seq = ++w->next_seq;
-    s->step = (uint32_t)rec.step;
-    s->budget = rec.budget;
-    memcpy(s->sp, rec.sp, rec.sp_len);
-    s->sp_len = rec.sp_len;
-    free(s->fb);
-    s->fb = NULL;
-    s->fb_len = 0;
-    if (rec.fb_len && (s->fb = malloc(rec.fb_len))) {
-        memcpy(s->fb, rec.fb, rec.fb_len);
-        s->fb_len = rec.fb_len;
-    }
-    free(s->grammar); /* the grammar's state is rebuilt from the generated tokens */
-    s->grammar = NULL;
-    s->grammar_len = 0;
-    s->gst_len = 0;
-    s->gtext_step = -1;
-    if (rec.grammar && (s->grammar = malloc(rec.grammar_len + 1))) {
-        memcpy(s->grammar, rec.grammar, rec.grammar_len);
-        s->grammar_len = rec.grammar_len;
-        s->ghash = hash_fnv1a(HASH_FNV_SEED, rec.grammar, rec.grammar_len); /* = gram_text_hash */
-    } else if (rec.grammar) {
-        send_sess_error(w, sess, epoch, "worker out of memory");
-        s->state = WS_IDLE;
-        return;
-    }
-    int nh = smp_history_needed(&p);
-    s->n_hist = nh < 0 || nh > HIST_MAX ? HIST_MAX : nh;
-    s->mu_set = rec.mu_set;
-    s->mu = rec.mu;
-    memcpy(s->eog, rec.eog, sizeof s->eog);
-    s->n_eog = rec.n_eog;
-    s->embed = rec.embed;
-    size_t E = (size_t)eng_config_of(w->m)->n_embd;
-    if (s->embed && !s->eacc && !(s->eacc = malloc(E * sizeof *s->eacc))) {
+    if (sess_take(w, s, &rec, &p) != 0) {
         send_sess_error(w, sess, epoch, "worker out of memory");
         wrk_sess_drop(s);
         return;
     }
-    if (s->embed) memset(s->eacc, 0, E * sizeof *s->eacc);
     s->state = s->budget || s->embed ? WS_READY : WS_IDLE;
     log_debug("session %llu: run %u tokens (cached %d), step %u, budget %llu", (unsigned long long)sess, n, keep,
               s->step, (unsigned long long)s->budget);
