@@ -146,12 +146,13 @@ static inline const void *kv_v(const kv_cache *kv, int layer, int pos)
     return (const char *)kv->v + kern_kv_bytes(kv->kvt, kv->v0[layer] + (int64_t)(pos % kv->cap[layer]) * kv->kv_dim);
 }
 /* Positions from pos (a tile start for keys) that follow one another in memory, key
- * tiles and value rows alike: to the end of a pool block or of a ring. */
+ * tiles and value rows alike: to the end of a pool block, of a ring, or of the last
+ * whole tile of a layer that keeps every position (a multiple of 16 from a tile start). */
 static inline int kv_run(const kv_cache *kv, int layer, int pos)
 {
     if (kv->pool) return 16 - pos % 16;
     int cap = kv->cap[layer];
-    return cap == kv->n_ctx ? cap - pos : cap - pos % cap;
+    return cap == kv->n_ctx ? kv->n_tiles * 16 - pos : cap - pos % cap;
 }
 
 #endif
