@@ -195,9 +195,7 @@ uint64_t eng_session_kv_bytes(const eng_session *s)
 {
     const kv_cache *kv = &s->kv;
     if (kv->pool) return (uint64_t)kv->n_blk * kvp_geometry_of(kv->pool)->block_bytes;
-    int64_t keys = kv->k0[kv->n_layer - 1] + (int64_t)(kv->cap[kv->n_layer - 1] + 15) / 16 * 16 * kv->kv_dim;
-    int64_t rows = kv->v0[kv->n_layer - 1] + (int64_t)kv->cap[kv->n_layer - 1] * kv->kv_dim;
-    return kern_kv_bytes(kv->kvt, keys) + kern_kv_bytes(kv->kvt, rows);
+    return kv_cache_bytes(kv->n_layer, kv->n_ctx, kv->kv_dim, kv->type, kv->win, kv->step);
 }
 
 void eng_session_free(eng_session *s)
@@ -547,9 +545,6 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
     for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
 }
 
-/* What a pass over n items needs before it starts: valid tokens, pool blocks for their
- * positions, scratch. Once it returns 0 the passes over these items cannot fail. 0, or
- * -1 with err (nothing computed). */
 /* 0 when every token is in the vocabulary, else -1 with err naming the first that is not. */
 static int check_tokens(const mdl_config *c, const int32_t *tok, int n, char *err, size_t errlen)
 {
@@ -560,6 +555,9 @@ static int check_tokens(const mdl_config *c, const int32_t *tok, int n, char *er
     return 0;
 }
 
+/* What a pass over n items needs before it starts: valid tokens, pool blocks for their
+ * positions, scratch. Once it returns 0 the passes over these items cannot fail. 0, or
+ * -1 with err (nothing computed). */
 static int forward_prepare(eng_model *m, eng_session *const *sess, const int *pos, const int32_t *tok, int n,
                            char *err, size_t errlen)
 {

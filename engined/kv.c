@@ -41,8 +41,9 @@ size_t kv_cache_bytes(int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type, 
     return kern_kv_bytes(kvt, keys) + kern_kv_bytes(kvt, rows);
 }
 
-/* The layers' capacities and plane offsets; 0, or -1 (no memory). */
-static int kv_layers(kv_cache *kv, const int *window, int step)
+/* The layers' capacities and plane offsets, and the elements of all keys and all
+ * values; 0, or -1 (no memory). */
+static int kv_layers(kv_cache *kv, const int *window, int step, int64_t *keys, int64_t *rows)
 {
     int L = kv->n_layer;
     kv->cap = malloc((size_t)L * sizeof *kv->cap);
@@ -62,6 +63,8 @@ static int kv_layers(kv_cache *kv, const int *window, int step)
         k0 += (int64_t)(kv->cap[l] + 15) / 16 * 16 * kv->kv_dim;
         v0 += (int64_t)kv->cap[l] * kv->kv_dim;
     }
+    *keys = k0;
+    *rows = v0;
     return 0;
 }
 
@@ -80,15 +83,14 @@ int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type ty
     kv->type = type;
     kv->kvt = kv_kern_type(type);
     kv->n_tiles = (n_ctx + 15) / 16;
-    size_t all = kv_cache_bytes(n_layer, n_ctx, kv_dim, type, window, step);
-    if (kv_layers(kv, window, step) == 0) {
-        int64_t last = (int64_t)(kv->cap[n_layer - 1] + 15) / 16 * 16 * kv_dim;
-        size_t kbytes = kern_kv_bytes(kv->kvt, kv->k0[n_layer - 1] + last);
-        kv->k = calloc(1, kbytes);
-        kv->v = calloc(1, all - kbytes);
+    int64_t keys = 0, rows = 0;
+    if (kv_layers(kv, window, step, &keys, &rows) == 0) {
+        kv->k = calloc(1, kern_kv_bytes(kv->kvt, keys));
+        kv->v = calloc(1, kern_kv_bytes(kv->kvt, rows));
     }
     if (!kv->k || !kv->v) {
-        errf(err, errlen, "KV cache: out of memory for %.1f MB", all / 1e6);
+        errf(err, errlen, "KV cache: out of memory for %.1f MB",
+             (double)(kern_kv_bytes(kv->kvt, keys) + kern_kv_bytes(kv->kvt, rows)) / 1e6);
         kv_free(kv);
         return -1;
     }
