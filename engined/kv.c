@@ -99,7 +99,7 @@ int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type ty
 
 int kv_keeps(const kv_cache *kv, int pos)
 {
-    for (int l = 0; kv->step && l < kv->n_layer; l++) {
+    for (int l = 0; kv->step && pos > 0 && l < kv->n_layer; l++) { /* at 0 nothing is needed */
         int need = pos - kv->win[l] + 1; /* the first position the row at pos sees */
         if (kv->win[l] && (need > 0 ? need : 0) < kv->top - kv->cap[l]) return 0;
     }

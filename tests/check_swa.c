@@ -105,6 +105,9 @@ static void check_ring(const char *stem, eng_precision prec, eng_kv_type kv)
         ck_assert_msg(eng_decode(t.m, &one, toks + i, 1, out + (size_t)i * V, err, sizeof err) == 0, "%s", err);
     }
     same_rows(out, ref, N, V, "decode one token at a time", stem);
+    ck_assert_int_eq(eng_session_truncate(r, 0), 0); /* always whole */
+    prefill(t.m, r, toks, 40, out);
+    same_rows(out, ref, 40, V, "prefill after a rewind to 0", stem);
     eng_session_free(r);
     eng_session_free(f);
     free(ref); free(ralt); free(out);
