@@ -34,7 +34,9 @@
  * taken as positions are reached (kv_reserve), a tile is published under the hash of
  * its token chain once all its positions are written (kv_publish), and a new session
  * starts from the longest published prefix of full blocks (kv_reuse). A published block
- * is never written again: truncating into one copies it first.
+ * is never written again: truncating into one copies it first. A block holds every
+ * layer of its 16 positions, so a block table keeps the sliding-window layers' whole KV
+ * too (no rings: a published prefix must serve any later position).
  */
 #ifndef LLM_KV_H
 #define LLM_KV_H
