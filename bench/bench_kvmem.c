@@ -1,14 +1,17 @@
 /*
  * bench/bench_kvmem - KV cache memory per session for each KV type (f32, f16, q8_0) of a
  * model, at a given context: the bytes of a private session cache (what kv_init
- * allocates) and of a shared pool (a real pool of POOL_MIB MiB made with kvp_create
+ * allocates, the sliding-window layers' rings of window - 1 + ENG_SWA_STEP_DEFAULT
+ * positions included, as eng_session_new makes them) and of a shared pool (a real pool of POOL_MIB MiB made with kvp_create
  * under a name of this process, its geometry read, removed), as one JSON line per type.
  * Reads only the model's header (no weights are converted).
  *
  *   build/bench/bench_kvmem MODEL.gguf [CTX] [POOL_MIB]     (defaults: 2048, 1024)
  *
  * Per type: bytes_per_token (private), session_bytes (private, CTX positions),
- * sessions_per_gib (private: 2^30 / session_bytes), pool_blocks, pool_bytes,
+ * session_bytes_full (the same if every layer kept CTX positions: what the pool's
+ * blocks hold), swa_layers (layers kept as rings), sessions_per_gib (private: 2^30 /
+ * session_bytes), pool_blocks, pool_bytes,
  * pool_sessions (whole sessions of CTX tokens the pool holds) and pool_sessions_per_gib
  * (sessions of CTX tokens per GiB of pool, metadata included).
  * bench/bench_kvmem.py puts them beside llama-server's.
@@ -18,6 +21,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "errcode.h"
 #include "gguf.h"
 #include "kv.h"
 #include "kvpool.h"
@@ -28,7 +32,15 @@
 static int report(const mdl_config *c, eng_kv_type t, int ctx, uint64_t pool_mib, char *err, size_t errlen)
 {
     int64_t kv_dim = (int64_t)c->n_head_kv * c->head_dim;
-    size_t sess = kv_cache_bytes(c->n_layer, ctx, kv_dim, t);
+    int *win = malloc((size_t)c->n_layer * sizeof *win), rings = 0;
+    if (!win) return errf(err, errlen, "out of memory");
+    for (int l = 0; l < c->n_layer; l++) {
+        win[l] = mdl_layer_window(c, l);
+        rings += kv_layer_cap(ctx, win[l], ENG_SWA_STEP_DEFAULT) < ctx;
+    }
+    size_t sess = kv_cache_bytes(c->n_layer, ctx, kv_dim, t, win, ENG_SWA_STEP_DEFAULT);
+    size_t full = kv_cache_bytes(c->n_layer, ctx, kv_dim, t, NULL, 0);
+    free(win);
     char name[SEG_NAME_MAX];
     snprintf(name, sizeof name, "/llm-kv-%u-bench%d-%s", (unsigned)geteuid(), (int)getpid(), eng_kv_name(t));
     kvp_params p = { .id = { .model_id = 1, .n_layer = (uint32_t)c->n_layer, .kv_dim = (uint32_t)kv_dim,
@@ -44,9 +56,10 @@ static int report(const mdl_config *c, eng_kv_type t, int ctx, uint64_t pool_mib
     kvp_remove(name, err, errlen);
     double gib = (double)(1ull << 30);
     printf("{\"type\":\"%s\",\"ctx\":%d,\"n_layer\":%d,\"kv_dim\":%lld,\"bytes_per_token\":%.1f,"
-           "\"session_bytes\":%zu,\"sessions_per_gib\":%.2f,\"pool_blocks\":%u,\"pool_bytes\":%llu,"
-           "\"pool_sessions\":%u,\"pool_sessions_per_gib\":%.2f}\n",
-           eng_kv_name(t), ctx, c->n_layer, (long long)kv_dim, (double)sess / ctx, sess, gib / (double)sess, blocks,
+           "\"session_bytes\":%zu,\"session_bytes_full\":%zu,\"swa_layers\":%d,\"sessions_per_gib\":%.2f,"
+           "\"pool_blocks\":%u,\"pool_bytes\":%llu,\"pool_sessions\":%u,\"pool_sessions_per_gib\":%.2f}\n",
+           eng_kv_name(t), ctx, c->n_layer, (long long)kv_dim, (double)sess / ctx, sess, full, rings,
+           gib / (double)sess, blocks,
            (unsigned long long)total, blocks / per, (double)blocks / per * gib / (double)total);
     return 0;
 }

@@ -7,7 +7,8 @@ types (f32, f16, q8_0) side by side with llama-server's (issue 19's "sessions pe
     LLAMA_SERVER=/path/to/llama-server python3 bench/bench_kvmem.py ...   # + the peer
 
 Ours: build/bench/bench_kvmem (the bytes kv_init allocates for a private session of CTX
-positions, and a real pool of POOL_MIB MiB made with kvp_create, its geometry read and
+positions, sliding-window layers as rings of window - 1 + 512 positions as sessions
+keep them, and a real pool of POOL_MIB MiB made with kvp_create, its geometry read and
 removed: metadata and 16-token blocks included; no weights are converted).
 llama-server: started once per peer type with -c CTX -np 1 -ctk T -ctv T (-fa for a
 quantized V, which it needs) and stopped as soon as it has logged its KV buffer size
@@ -101,7 +102,8 @@ def main():
             print("ours %-5s  n/a: %s" % (r["type"], r["error"]))
             continue
         rows.append({"who": "ours", "type": r["type"], "session_bytes": r["session_bytes"],
-                     "sessions_per_gib": r["sessions_per_gib"], "pool_sessions_per_gib": r["pool_sessions_per_gib"]})
+                     "sessions_per_gib": r["sessions_per_gib"], "pool_sessions_per_gib": r["pool_sessions_per_gib"],
+                     "session_bytes_full": r["session_bytes_full"], "swa_layers": r["swa_layers"]})
     server = os.environ.get("LLAMA_SERVER")
     for t in filter(None, args.peer_types.split(",")) if server else []:
         b = peer(server, args, t)
@@ -110,6 +112,11 @@ def main():
                          "pool_sessions_per_gib": None})
     ref = next((r for r in rows if r["who"] == "ours" and r["type"] == "f32"), None)
     print("model %s, context %d tokens (GiB = 2^30 bytes)" % (os.path.basename(args.model), args.ctx))
+    swa = next((r for r in rows if r.get("swa_layers")), None)
+    if swa:  # the pool's blocks hold every layer whole
+        print("ours: %d sliding-window layers kept as rings in a private session (%s: %.2f MiB, %.2f MiB if whole; "
+              "pooled sessions keep them whole)" % (swa["swa_layers"], swa["type"], swa["session_bytes"] / 2**20,
+                                                   swa["session_bytes_full"] / 2**20))
     print("%-13s %-5s %12s %14s %16s %9s" % ("", "KV", "MiB/session", "sessions/GiB", "pooled/GiB", "vs f32"))
     for r in rows:
         pooled = "%.2f" % r["pool_sessions_per_gib"] if r["pool_sessions_per_gib"] is not None else "-"

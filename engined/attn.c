@@ -11,11 +11,10 @@
 #include "kernels.h"
 #include "kv.h"
 
-/* First visible position of an item at position p in layer il (sliding window; gemma3:
- * every swa_pattern-th layer is global). */
+/* First visible position of an item at position p in layer il (its sliding window). */
 static int att_lo(const mdl_config *c, int il, int p)
 {
-    int w = c->swa_pattern > 0 && (il + 1) % c->swa_pattern == 0 ? 0 : c->sliding_window;
+    int w = mdl_layer_window(c, il);
     return w > 0 && p - w + 1 > 0 ? p - w + 1 : 0;
 }
 
@@ -37,38 +36,33 @@ typedef struct {
 } att_job;
 
 /* Scores of query rows qb against key tiles [t0, t0 + ntiles) of kv head h: one call
- * over a private cache's contiguous tiles, one per tile over a block table's (the same
- * bits: each tile's scores depend on that tile alone). */
+ * per run of tiles that follow one another in memory (all of a private cache's, one
+ * pool block, a ring up to its end; the same bits: each tile's scores depend on that
+ * tile alone). */
 static void att_qk(const kv_cache *kv, int layer, int h, int D, const float *qb, int rows, int t0, int ntiles,
                    float scale, float *sc, int64_t lds)
 {
     const size_t off = kern_kv_bytes(kv->kvt, (int64_t)h * D * 16);
-    const int kvt = kv->kvt;
-    if (!kv->pool) {
-        const char *kt = (const char *)kv_ktile(kv, layer, t0) + off;
-        kern_att_qk(qb, D, rows, kt, kv->kv_dim * 16, kvt, D, ntiles, scale, sc, lds);
-        return;
+    for (int t = 0; t < ntiles;) {
+        int run = kv_run(kv, layer, (t0 + t) * 16) / 16;
+        run = run < ntiles - t ? run : ntiles - t;
+        kern_att_qk(qb, D, rows, (const char *)kv_ktile(kv, layer, t0 + t) + off, kv->kv_dim * 16, kv->kvt, D, run,
+                    scale, sc + (size_t)t * 16, lds);
+        t += run;
     }
-    for (int t = 0; t < ntiles; t++)
-        kern_att_qk(qb, D, rows, (const char *)kv_ktile(kv, layer, t0 + t) + off, kv->kv_dim * 16, kvt, D, 1, scale,
-                    sc + (size_t)t * 16, lds);
 }
 
 /* Continues the chains of rows nq over positions p0 + [a, b] (p0 a tile start), kv head h:
- * cut at tile ends for a block table (kern_att_pv continues a chain exactly). */
+ * cut where the positions stop following one another in memory (a pool block's or a
+ * ring's end; kern_att_pv continues a chain exactly). */
 static void att_pv(const kv_cache *kv, int layer, int h, int D, int p0, const float *p, int64_t lds, int nq, int a,
                    int b, float *out, int64_t os)
 {
     const size_t off = kern_kv_bytes(kv->kvt, (int64_t)h * D);
-    const int kvt = kv->kvt;
-    if (!kv->pool) {
-        kern_att_pv(p, lds, nq, a, b, (const char *)kv_v(kv, layer, p0) + off, kv->kv_dim, kvt, D, out, os);
-        return;
-    }
     while (a <= b) {
-        int ts = a / 16 * 16, te = b < ts + 15 ? b : ts + 15;
-        kern_att_pv(p + ts, lds, nq, a - ts, te - ts, (const char *)kv_v(kv, layer, p0 + ts) + off, kv->kv_dim, kvt,
-                    D, out, os);
+        int ts = a / 16 * 16, run = kv_run(kv, layer, p0 + ts), te = b < ts + run - 1 ? b : ts + run - 1;
+        kern_att_pv(p + ts, lds, nq, a - ts, te - ts, (const char *)kv_v(kv, layer, p0 + ts) + off, kv->kv_dim,
+                    kv->kvt, D, out, os);
         a = te + 1;
     }
 }

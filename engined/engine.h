@@ -97,8 +97,24 @@ double eng_bits_per_weight(const eng_model *m);
 int eng_set_threads(eng_model *m, int n_threads);
 
 /* A session: its KV cache of n_ctx positions (n_ctx <= 0: the model's n_ctx_train,
- * capped at 4096). NULL and a message in err on a bad parameter or no memory. */
+ * capped at 4096); a private cache keeps only a ring of each sliding-window layer's last
+ * positions (eng_set_swa_step). NULL and a message in err on a bad parameter or no memory. */
 eng_session *eng_session_new(eng_model *m, int n_ctx, eng_kv_type kv, char *err, size_t errlen);
+/* Sliding-window layers (gemma2, gemma3, phi3, mistral; mdl_layer_window): the private
+ * caches of sessions made after this call keep, for each such layer, only a ring of its
+ * window - 1 + step positions (whole tiles of 16), when that is less than n_ctx, as
+ * llama.cpp keeps only the window's KV. step is the most tokens of one session a pass
+ * evaluates: eng_prefill and eng_embed passes take at most that many, and an eng_step
+ * that brings more of one session runs as several passes (the same bits). The cost: a
+ * session can only go back (eng_session_truncate) to a position whose window its rings
+ * still hold. step <= 0: every layer keeps n_ctx positions. Default
+ * ENG_SWA_STEP_DEFAULT. Pooled sessions (eng_set_kv_pool) always keep every position of
+ * every layer: a block holds all layers. */
+#define ENG_SWA_STEP_DEFAULT 512
+void eng_set_swa_step(eng_model *m, int step);
+/* Bytes of KV cache the session holds: its private cache (rings included), or its
+ * blocks of a pool. */
+uint64_t eng_session_kv_bytes(const eng_session *s);
 /* 0 when model m can hold a KV cache of type t, else -1 with err naming why (an unknown
  * type; q8_0 and a head_dim that is not a multiple of 32). */
 int eng_kv_check(const eng_model *m, eng_kv_type t, char *err, size_t errlen);
@@ -110,8 +126,11 @@ void eng_session_reset(eng_session *s);
 int eng_session_pos(const eng_session *s);
 /* Capacity of the cache in positions. */
 int eng_session_n_ctx(const eng_session *s);
-/* Drops positions >= pos (pos <= current position), to rewind a session. 0, or -1 (a
- * bad pos, or a pooled session that got no block to copy a published one into). */
+/* Drops positions >= pos (pos <= current position), to rewind a session. 0, or -1 when
+ * it could not keep pos: a bad pos (nothing changes), a pooled session that got no
+ * block to copy a published one into (it keeps pos's block start), or a sliding-window
+ * ring that no longer holds the window before pos (it keeps nothing: position 0). After
+ * -1, eng_session_pos says what it holds: evaluate the tokens from there. */
 int eng_session_truncate(eng_session *s, int pos);
 
 /* Shared KV: sessions made after this call hold block tables in the pool (kvpool.h, a
@@ -156,8 +175,10 @@ typedef struct {
  * whose logits flag is set, in item order (NULL when none is set). Every session then
  * advances by its item count. The rows are bit-identical to those the same tokens give
  * through any other split into steps (prefill at once, in chunks, one by one, alone or
- * batched with other sessions). 0, or -1 with err (bad token, a full cache, more than
- * ENG_MAX_STEP items); on error no session moves. */
+ * batched with other sessions). A session with sliding-window rings that brings more
+ * items than its step (eng_set_swa_step) makes the step run as several passes. 0, or -1
+ * with err (bad token, a full cache, more than ENG_MAX_STEP items); on error no session
+ * moves. */
 #define ENG_MAX_STEP 4096
 int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *err, size_t errlen);
 /* eng_step, and hidden gets one n_embd row per item whose hidden flag is set, in item

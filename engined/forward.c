@@ -38,6 +38,7 @@ struct eng_model {
     eng_precision prec;
     pool_t       *pool;
     struct kvp   *kv_pool;  /* eng_set_kv_pool: sessions' block tables, or NULL */
+    int           swa_step; /* eng_set_swa_step: sliding-window rings' step, 0: none */
     /* scratch, grown on demand (never per token once warm) */
     int    cap_tok;   /* rows of the buffers below */
     float *x;         /* (cap_tok, n_embd) residual stream */
@@ -83,6 +84,7 @@ eng_model *eng_handle_new(seg_map *sm, char *err, size_t errlen)
         return NULL;
     }
     kern_init();
+    m->swa_step = ENG_SWA_STEP_DEFAULT;
     if (eng_set_threads(m, ENG_DEFAULT_THREADS) != 0) {
         errf(err, errlen, "cannot start the thread pool");
         eng_close(m);
@@ -175,12 +177,25 @@ eng_session *eng_session_new(eng_model *m, int n_ctx, eng_kv_type kv, char *err,
         free(s);
         return NULL;
     }
-    if ((m->kv_pool ? kv_init_pool(&s->kv, m->kv_pool, n_ctx, err, errlen)
-                    : kv_init(&s->kv, m->cfg.n_layer, n_ctx, kv_dim, kv, err, errlen)) != 0) {
+    /* a pool's blocks hold every layer: its sessions keep the sliding layers' whole KV */
+    int *win = m->kv_pool ? NULL : malloc((size_t)m->cfg.n_layer * sizeof *win);
+    for (int l = 0; win && l < m->cfg.n_layer; l++) win[l] = mdl_layer_window(&m->cfg, l);
+    int rc = m->kv_pool ? kv_init_pool(&s->kv, m->kv_pool, n_ctx, err, errlen)
+           : win ? kv_init(&s->kv, m->cfg.n_layer, n_ctx, kv_dim, kv, win, m->swa_step, err, errlen)
+                 : errf(err, errlen, "out of memory");
+    free(win);
+    if (rc != 0) {
         free(s);
         return NULL;
     }
     return s;
+}
+
+uint64_t eng_session_kv_bytes(const eng_session *s)
+{
+    const kv_cache *kv = &s->kv;
+    if (kv->pool) return (uint64_t)kv->n_blk * kvp_geometry_of(kv->pool)->block_bytes;
+    return kv_cache_bytes(kv->n_layer, kv->n_ctx, kv->kv_dim, kv->type, kv->win, kv->step);
 }
 
 void eng_session_free(eng_session *s)
@@ -197,6 +212,7 @@ void eng_session_reset(eng_session *s)
 }
 
 void eng_set_kv_pool(eng_model *m, struct kvp *pool) { m->kv_pool = pool; }
+void eng_set_swa_step(eng_model *m, int step) { m->swa_step = step > 0 ? step : 0; }
 
 int eng_session_reuse(eng_session *s, const int32_t *tokens, int n)
 {
@@ -218,6 +234,10 @@ int eng_session_n_ctx(const eng_session *s) { return s->kv.n_ctx; }
 int eng_session_truncate(eng_session *s, int pos)
 {
     if (pos < 0 || pos > s->pos) return -1;
+    if (!kv_keeps(&s->kv, pos)) { /* a ring lost the window before pos: start again */
+        eng_session_reset(s);
+        return -1;
+    }
     if (kv_truncate(&s->kv, pos) != 0) {
         s->pos = pos / 16 * 16; /* the copy failed: the partial block was dropped */
         kv_truncate(&s->kv, s->pos);
@@ -532,18 +552,25 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
     for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
 }
 
-/* Runs n items through the model; the final states of items lrows[0..nl) become logits
- * rows 0..nl (logits may be NULL). Positions must have been checked by the caller. */
-static int forward(eng_model *m, eng_session *const *sess, const int *pos, const int32_t *tok,
-                   int n, float *logits, const int *lrows, int nl, char *err, size_t errlen)
+/* 0 when every token is in the vocabulary, else -1 with err naming the first that is not. */
+static int check_tokens(const mdl_config *c, const int32_t *tok, int n, char *err, size_t errlen)
 {
-    const mdl_config *c = &m->cfg;
+    for (int i = 0; i < n; i++)
+        if (tok[i] < 0 || tok[i] >= c->n_vocab)
+            return errf(err, errlen, "token %d at batch index %d is outside the vocabulary (0..%d)", tok[i], i,
+                        c->n_vocab - 1);
+    return 0;
+}
+
+/* What a pass over n items needs before it starts: valid tokens, pool blocks for their
+ * positions, scratch. Once it returns 0 the passes over these items cannot fail. 0, or
+ * -1 with err (nothing computed). */
+static int forward_prepare(eng_model *m, eng_session *const *sess, const int *pos, const int32_t *tok, int n,
+                           char *err, size_t errlen)
+{
     int max_pos = 0;
+    if (check_tokens(&m->cfg, tok, n, err, errlen) != 0) return -1;
     for (int i = 0; i < n; i++) {
-        if (tok[i] < 0 || tok[i] >= c->n_vocab) {
-            return errf(err, errlen, "token %d at batch index %d is outside the vocabulary (0..%d)",
-                        tok[i], i, c->n_vocab - 1);
-        }
         if (pos[i] > max_pos) max_pos = pos[i];
         if (sess[i]->kv.pool && kv_reserve(&sess[i]->kv, pos[i]) != 0)
             return errf(err, errlen, "KV pool full: no free block for position %d (every block is in use)", pos[i]);
@@ -552,6 +579,16 @@ static int forward(eng_model *m, eng_session *const *sess, const int *pos, const
     if (reserve(m, n, max_pos) != 0) {
         return errf(err, errlen, "out of memory for a batch of %d tokens", n);
     }
+    return 0;
+}
+
+/* Runs n prepared items through the model; the final states of items lrows[0..nl)
+ * become logits rows 0..nl (logits may be NULL). A ring session (kv.step) gets at most
+ * its step items. */
+static void forward_run(eng_model *m, eng_session *const *sess, const int *pos, const int32_t *tok, int n,
+                        float *logits, const int *lrows, int nl)
+{
+    const mdl_config *c = &m->cfg;
     int E = c->n_embd;
     const mdl_mat *te = &m->w.tok_embd;
     for (int i = 0; i < n; i++) {
@@ -572,18 +609,32 @@ static int forward(eng_model *m, eng_session *const *sess, const int *pos, const
         __atomic_fetch_add(&m->progress, 1, __ATOMIC_RELAXED);
     }
     for (int i = 0; i < n; i++) kv_publish(&sess[i]->kv, pos[i]); /* its block's last position */
-    if (!logits || nl <= 0) return 0;
+    if (!logits || nl <= 0) return;
     for (int j = 0; j < nl; j++)
         rms_norm(m->x + (size_t)lrows[j] * E, m->w.output_norm, m->xn + (size_t)j * E, 1, E, c->rms_eps);
     const mdl_mat *out = &m->w.output;
     matmul(m, m->xn, nl, 1, &out, &logits, NULL);
     for (int j = 0; j < nl && c->final_softcap > 0; j++) /* gemma2; the reference's row tail in tanhf */
         kern_softcap(logits + (size_t)j * c->n_vocab, c->n_vocab, c->final_softcap, c->n_vocab / 16 * 16);
+}
+
+/* Checks and runs n items in one pass (at most a ring session's step of its items). */
+static int forward(eng_model *m, eng_session *const *sess, const int *pos, const int32_t *tok,
+                   int n, float *logits, const int *lrows, int nl, char *err, size_t errlen)
+{
+    if (forward_prepare(m, sess, pos, tok, n, err, errlen) != 0) return -1;
+    forward_run(m, sess, pos, tok, n, logits, lrows, nl);
     return 0;
 }
 
 /* Largest prefill pass: longer prompts go through in chunks of this many tokens. */
 #define ENG_MAX_BATCH 512
+
+/* Largest prefill pass of session s: ENG_MAX_BATCH, or its rings' step when smaller. */
+static int pass_tokens(const eng_session *s)
+{
+    return s->kv.step && s->kv.step < ENG_MAX_BATCH ? s->kv.step : ENG_MAX_BATCH;
+}
 
 int eng_prefill(eng_model *m, eng_session *s, const int32_t *tokens, int n,
                 float *logits, bool all_logits, char *err, size_t errlen)
@@ -595,7 +646,8 @@ int eng_prefill(eng_model *m, eng_session *s, const int32_t *tokens, int n,
         return errf(err, errlen, "prefill: %d tokens at position %d exceed the context of %d",
                     n, s->pos, s->kv.n_ctx);
     }
-    int chunk = n < ENG_MAX_BATCH ? n : ENG_MAX_BATCH;
+    if (check_tokens(&m->cfg, tokens, n, err, errlen) != 0) return -1; /* before any chunk */
+    int chunk = n < pass_tokens(s) ? n : pass_tokens(s);
     eng_session **sess = malloc((size_t)chunk * sizeof *sess);
     int *pos = malloc((size_t)chunk * sizeof *pos), *lrows = malloc((size_t)chunk * sizeof *lrows);
     if (!sess || !pos || !lrows) {
@@ -617,6 +669,7 @@ int eng_prefill(eng_model *m, eng_session *s, const int32_t *tokens, int n,
         if (rc == 0) s->pos += k;
     }
     if (rc != 0) s->pos = start;
+    if (rc != 0 && !kv_keeps(&s->kv, start)) eng_session_reset(s); /* out of memory after chunks past a ring */
     free(sess);
     free(pos);
     free(lrows);
@@ -651,10 +704,10 @@ int eng_decode(eng_model *m, eng_session *const *sessions, const int32_t *tokens
     return 0;
 }
 
-/* Per distinct session of a step: its items so far. */
+/* Per distinct session of a step: its items so far, and in the current pass. */
 typedef struct {
     eng_session *s;
-    int          count;
+    int          count, pass;
 } step_sess;
 
 int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *err, size_t errlen)
@@ -662,14 +715,39 @@ int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *er
     return eng_step_hidden(m, items, n, logits, NULL, err, errlen);
 }
 
-/* The final states of the items that want them, through the output norm, into hidden. */
-static void hidden_rows(eng_model *m, const eng_item *items, int n, float *hidden)
+/* The final states of the items that want them, through the output norm, into hidden;
+ * returns the rows written. */
+static int hidden_rows(eng_model *m, const eng_item *items, int n, float *hidden)
 {
     const mdl_config *c = &m->cfg;
     int E = c->n_embd, k = 0;
     for (int i = 0; i < n; i++)
         if (items[i].hidden)
             rms_norm(m->x + (size_t)i * E, m->w.output_norm, hidden + (size_t)k++ * E, 1, E, c->rms_eps);
+    return k;
+}
+
+/* Runs a prepared step's n items as passes in which no ring session gets more than its
+ * rings' step of items (one pass unless one brings more; the rows are the same bits
+ * however a step is split): logits and hidden rows in item order. */
+static void step_passes(eng_model *m, const eng_item *items, eng_session *const *sess, const int *pos,
+                        const int32_t *tok, int n, step_sess *ss, int nss, int *lrows, float *logits, float *hidden)
+{
+    size_t V = (size_t)m->cfg.n_vocab, E = (size_t)m->cfg.n_embd;
+    for (int a = 0, b; a < n; a = b) {
+        int nl = 0;
+        for (int k = 0; k < nss; k++) ss[k].pass = 0;
+        for (b = a; b < n; b++) {
+            int k = 0;
+            while (ss[k].s != sess[b]) k++;
+            if (sess[b]->kv.step && ss[k].pass == sess[b]->kv.step) break;
+            ss[k].pass++;
+            if (items[b].logits) lrows[nl++] = b - a;
+        }
+        forward_run(m, sess + a, pos + a, tok + a, b - a, logits, lrows, nl);
+        if (hidden) hidden += (size_t)hidden_rows(m, items + a, b - a, hidden) * E;
+        if (logits) logits += (size_t)nl * V;
+    }
 }
 
 int eng_step_hidden(eng_model *m, const eng_item *items, int n, float *logits, float *hidden, char *err,
@@ -696,7 +774,7 @@ int eng_step_hidden(eng_model *m, const eng_item *items, int n, float *logits, f
         }
         int k = 0; /* few distinct sessions per step: a linear search is cheapest */
         while (k < nss && ss[k].s != s) k++;
-        if (k == nss) ss[nss++] = (step_sess){s, 0};
+        if (k == nss) ss[nss++] = (step_sess){s, 0, 0};
         pos[i] = s->pos + ss[k].count++;
         if (pos[i] >= s->kv.n_ctx) {
             errf(err, errlen, "step: item %d goes past the context of its session (%d positions)", i,
@@ -709,14 +787,14 @@ int eng_step_hidden(eng_model *m, const eng_item *items, int n, float *logits, f
         }
         sess[i] = s;
         tok[i] = items[i].tok;
-        if (items[i].logits) lrows[nl++] = i;
+        nl += items[i].logits;
     }
     if (nl && !logits) {
         errf(err, errlen, "step: logits are wanted but no buffer was given");
         goto out;
     }
-    rc = forward(m, sess, pos, tok, n, logits, lrows, nl, err, errlen);
-    if (rc == 0 && hidden) hidden_rows(m, items, n, hidden);
+    rc = forward_prepare(m, sess, pos, tok, n, err, errlen); /* every pass's, so that none fails */
+    if (rc == 0) step_passes(m, items, sess, pos, tok, n, ss, nss, lrows, logits, hidden);
     if (rc == 0)
         for (int k = 0; k < nss; k++) ss[k].s->pos += ss[k].count;
 out:
@@ -757,7 +835,7 @@ int eng_embed(eng_model *m, eng_session *s, const int32_t *tokens, int n, int po
     if (n > s->kv.n_ctx - s->pos)
         return errf(err, errlen, "embed: %d tokens at position %d exceed the context of %d", n, s->pos, s->kv.n_ctx);
     const mdl_config *c = &m->cfg;
-    int E = c->n_embd, chunk = n < ENG_MAX_BATCH ? n : ENG_MAX_BATCH, rc = 0;
+    int E = c->n_embd, chunk = n < pass_tokens(s) ? n : pass_tokens(s), rc = 0;
     eng_session **sess = malloc((size_t)chunk * sizeof *sess);
     int *pos = malloc((size_t)chunk * sizeof *pos);
     double *acc = calloc((size_t)E, sizeof *acc);

@@ -22,20 +22,60 @@ int eng_kv_parse(const char *name)
     return -1;
 }
 
-size_t kv_cache_bytes(int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type)
+int kv_layer_cap(int n_ctx, int w, int step)
 {
-    int kvt = kv_kern_type(type);
-    return kern_kv_bytes(kvt, (int64_t)n_layer * ((n_ctx + 15) / 16 * 16) * kv_dim) +
-           kern_kv_bytes(kvt, (int64_t)n_layer * n_ctx * kv_dim);
+    if (w <= 0 || step <= 0) return n_ctx;
+    int64_t ring = ((int64_t)w - 1 + step + 15) / 16 * 16;
+    return ring < n_ctx ? (int)ring : n_ctx;
 }
 
-int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type,
+size_t kv_cache_bytes(int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type, const int *window, int step)
+{
+    int kvt = kv_kern_type(type);
+    int64_t keys = 0, rows = 0;
+    for (int l = 0; l < n_layer; l++) {
+        int cap = kv_layer_cap(n_ctx, window ? window[l] : 0, step);
+        keys += (int64_t)(cap + 15) / 16 * 16 * kv_dim;
+        rows += (int64_t)cap * kv_dim;
+    }
+    return kern_kv_bytes(kvt, keys) + kern_kv_bytes(kvt, rows);
+}
+
+/* The layers' capacities and plane offsets, and the elements of all keys and all
+ * values; 0, or -1 (no memory). */
+static int kv_layers(kv_cache *kv, const int *window, int step, int64_t *keys, int64_t *rows)
+{
+    int L = kv->n_layer;
+    kv->cap = malloc((size_t)L * sizeof *kv->cap);
+    kv->win = calloc((size_t)L, sizeof *kv->win);
+    kv->k0 = malloc((size_t)L * sizeof *kv->k0);
+    kv->v0 = malloc((size_t)L * sizeof *kv->v0);
+    if (!kv->cap || !kv->win || !kv->k0 || !kv->v0) return -1;
+    int64_t k0 = 0, v0 = 0;
+    for (int l = 0; l < L; l++) {
+        kv->cap[l] = kv_layer_cap(kv->n_ctx, window ? window[l] : 0, step);
+        if (kv->cap[l] < kv->n_ctx) {
+            kv->win[l] = window[l];
+            kv->step = step;
+        }
+        kv->k0[l] = k0;
+        kv->v0[l] = v0;
+        k0 += (int64_t)(kv->cap[l] + 15) / 16 * 16 * kv->kv_dim;
+        v0 += (int64_t)kv->cap[l] * kv->kv_dim;
+    }
+    *keys = k0;
+    *rows = v0;
+    return 0;
+}
+
+int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type, const int *window, int step,
             char *err, size_t errlen)
 {
     memset(kv, 0, sizeof *kv);
-    if (n_layer <= 0 || n_ctx <= 0 || kv_dim <= 0 || !eng_kv_name(type) || (type == ENG_KV_Q8_0 && kv_dim % 32)) {
-        return errf(err, errlen, "KV cache: invalid sizes (layers %d, n_ctx %d, kv_dim %lld) or type %d",
-                    n_layer, n_ctx, (long long)kv_dim, (int)type);
+    if (n_layer <= 0 || n_ctx <= 0 || kv_dim <= 0 || !eng_kv_name(type) || (type == ENG_KV_Q8_0 && kv_dim % 32) ||
+        step < 0) {
+        return errf(err, errlen, "KV cache: invalid sizes (layers %d, n_ctx %d, kv_dim %lld, step %d) or type %d",
+                    n_layer, n_ctx, (long long)kv_dim, step, (int)type);
     }
     kv->n_layer = n_layer;
     kv->n_ctx = n_ctx;
@@ -43,15 +83,27 @@ int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type ty
     kv->type = type;
     kv->kvt = kv_kern_type(type);
     kv->n_tiles = (n_ctx + 15) / 16;
-    size_t bytes = kern_kv_bytes(kv->kvt, (int64_t)n_layer * n_ctx * kv_dim);
-    kv->k = calloc(1, kv_cache_bytes(n_layer, n_ctx, kv_dim, type) - bytes);
-    kv->v = calloc(1, bytes);
+    int64_t keys = 0, rows = 0;
+    if (kv_layers(kv, window, step, &keys, &rows) == 0) {
+        kv->k = calloc(1, kern_kv_bytes(kv->kvt, keys));
+        kv->v = calloc(1, kern_kv_bytes(kv->kvt, rows));
+    }
     if (!kv->k || !kv->v) {
-        errf(err, errlen, "KV cache: out of memory for 2 x %.1f MB", bytes / 1e6);
+        errf(err, errlen, "KV cache: out of memory for %.1f MB",
+             (double)(kern_kv_bytes(kv->kvt, keys) + kern_kv_bytes(kv->kvt, rows)) / 1e6);
         kv_free(kv);
         return -1;
     }
     return 0;
+}
+
+int kv_keeps(const kv_cache *kv, int pos)
+{
+    for (int l = 0; kv->step && pos > 0 && l < kv->n_layer; l++) { /* at 0 nothing is needed */
+        int need = pos - kv->win[l] + 1; /* the first position the row at pos sees */
+        if (kv->win[l] && (need > 0 ? need : 0) < kv->top - kv->cap[l]) return 0;
+    }
+    return 1;
 }
 
 void kv_free(kv_cache *kv)
@@ -59,6 +111,10 @@ void kv_free(kv_cache *kv)
     if (kv->pool) kv_truncate(kv, 0);
     free(kv->k);
     free(kv->v);
+    free(kv->cap);
+    free(kv->win);
+    free(kv->k0);
+    free(kv->v0);
     free(kv->blk);
     free(kv->pub);
     free(kv->hash);
@@ -119,6 +175,7 @@ void kv_publish(kv_cache *kv, int pos)
 
 int kv_truncate(kv_cache *kv, int pos)
 {
+    if (pos == 0) kv->top = 0; /* nothing kept: the rings start empty again */
     if (!kv->pool) return 0;
     int keep = (pos + 15) / 16;
     while (kv->n_blk > keep) {
@@ -161,6 +218,7 @@ int kv_reuse(kv_cache *kv, int pos, const int32_t *tokens, int n)
 void kv_store(kv_cache *kv, int layer, int pos, const float *k, const float *v)
 {
     LLM_ASSERT(layer >= 0 && layer < kv->n_layer && pos >= 0 && pos < kv->n_ctx);
+    if (pos >= kv->top) kv->top = pos + 1;
     char *tile = (char *)kv_ktile(kv, layer, pos / 16);
     void *vd = (void *)kv_v(kv, layer, pos);
     if (kv->type == ENG_KV_Q8_0) {

@@ -3,20 +3,30 @@
  * or q8_0, and the session struct that owns it.
  *
  *   kv_cache kv;
- *   if (kv_init(&kv, n_layer, n_ctx, kv_dim, ENG_KV_F16, err, sizeof err) != 0) ...
+ *   if (kv_init(&kv, n_layer, n_ctx, kv_dim, ENG_KV_F16, NULL, 0, err, sizeof err) != 0) ...
  *   kv_store(&kv, layer, pos, k_row, v_row);        // kv_dim floats each
  *   const void *kt = kv_ktile(&kv, layer, pos / 16); // keys of 16 positions, transposed
  *   const void *v = kv_v(&kv, layer, pos);          // f16 or f32 row of kv_dim
  *   kv_free(&kv);
  *
- * Layout: keys are [n_layer][n_tiles][kv_dim][16]: each tile holds 16 consecutive
+ * Layout: a layer's keys are [n_tiles][kv_dim][16]: each tile holds 16 consecutive
  * positions transposed (element (i, j) = key i of position 16 * tile + j), which is
- * what the attention kernels multiply a query with (kernels.h). Values are
- * [n_layer][n_ctx][kv_dim] rows. Positions past n_ctx in the last tile are zero.
+ * what the attention kernels multiply a query with (kernels.h); its values are
+ * [cap][kv_dim] rows. The layers' planes follow one another in one key and one value
+ * buffer. Positions past n_ctx in the last tile are zero.
  * q8_0 (kv_dim a multiple of 32): a key tile is kv_dim / 32 groups of 16 f16 scales and
  * [32][16] int8, a value row kv_dim / 32 block_q8_0 (kernels.h); a tile or row of n
  * elements takes kern_kv_bytes(kvt, n) bytes whatever the type.
- * Ownership: a kv_cache owns its two buffers (kv_free); an eng_session owns its cache.
+ * Ownership: a kv_cache owns its buffers (kv_free); an eng_session owns its cache.
+ *
+ * Sliding-window rings (kv_init with windows and a step): a layer of window w keeps the
+ * last cap = kv_layer_cap(n_ctx, w, step) positions instead of n_ctx, position p at
+ * p % cap (tile p / 16 at (p / 16) % (cap / 16); cap is whole tiles), as llama.cpp keeps
+ * only the window's KV. step is the most positions one pass may add: then every row of
+ * the pass still finds the w - 1 positions before it (the ring holds w - 1 + step). The
+ * ring holds positions [top - cap, top) (top: one past the highest position stored), so
+ * a session can only go back to a position whose window is still there: kv_keeps.
+ * A pass must store at most step positions of a ring session (eng_step splits larger).
  *
  * Block table (kv_init_pool): the cache holds no buffers but one block of a shared
  * pool (kvpool.h, KV_BLOCK_TOKENS = 16 positions) per key tile: the block's K plane of a
@@ -24,7 +34,9 @@
  * taken as positions are reached (kv_reserve), a tile is published under the hash of
  * its token chain once all its positions are written (kv_publish), and a new session
  * starts from the longest published prefix of full blocks (kv_reuse). A published block
- * is never written again: truncating into one copies it first.
+ * is never written again: truncating into one copies it first. A block holds every
+ * layer of its 16 positions, so a block table keeps the sliding-window layers' whole KV
+ * too (no rings: a published prefix must serve any later position).
  */
 #ifndef LLM_KV_H
 #define LLM_KV_H
@@ -45,8 +57,13 @@ typedef struct {
     int64_t     kv_dim;   /* n_head_kv * head_dim */
     eng_kv_type type;
     int         kvt;      /* the type as the attention kernels name it (KERN_KV_*) */
-    void       *k;        /* (n_layer, n_tiles, kv_dim, 16) */
-    void       *v;        /* (n_layer, n_ctx, kv_dim) */
+    void       *k;        /* each layer's (ceil(cap / 16), kv_dim, 16), from element k0[layer] */
+    void       *v;        /* each layer's (cap, kv_dim), from element v0[layer] */
+    int        *cap;      /* (n_layer) positions a layer keeps: n_ctx, or its ring's; NULL: pool */
+    int        *win;      /* (n_layer) a ring layer's window, else 0 */
+    int64_t    *k0, *v0;  /* (n_layer) element offsets of the layers' planes */
+    int         step;     /* rings: the most positions one pass may add; 0: no ring */
+    int         top;      /* one past the highest position stored */
     kvp        *pool;     /* block table mode (then k and v are NULL), else NULL */
     int32_t    *blk;      /* (n_tiles) pool block of each tile, -1 none */
     uint8_t    *pub;      /* (n_tiles) 1: the block is published (read-only) */
@@ -76,11 +93,21 @@ struct eng_session {
     int        pos;       /* positions filled, the next token goes here */
 };
 
-/* Allocates a zeroed cache. 0, or -1 with err (bad sizes, no memory). */
-int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type,
+/* Positions a layer of window w (0: none) keeps in a cache of n_ctx positions whose
+ * passes add at most step (0: no ring): n_ctx, or a ring of w - 1 + step rounded up to
+ * whole tiles when that is smaller. */
+int kv_layer_cap(int n_ctx, int w, int step);
+/* Allocates a zeroed cache; window (n_layer values, or NULL: none) and step make the
+ * sliding-window layers rings (step 0: every layer keeps n_ctx positions). 0, or -1
+ * with err (bad sizes, no memory). */
+int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type, const int *window, int step,
             char *err, size_t errlen);
 /* Bytes kv_init allocates for those sizes: keys (whole tiles) and values. */
-size_t kv_cache_bytes(int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type);
+size_t kv_cache_bytes(int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type, const int *window, int step);
+/* 1 when the cache can go back to position pos (the next one written): every ring
+ * still holds the positions of its window before pos; 0 when one has overwritten them
+ * (the session must start again from 0). Always 1 without rings. */
+int kv_keeps(const kv_cache *kv, int pos);
 /* Frees the buffers; accepts a zeroed struct. */
 void kv_free(kv_cache *kv);
 /* Stores one position's key and value rows (kv_dim floats each), converted to the
@@ -97,8 +124,9 @@ int kv_reserve(kv_cache *kv, int pos);
 static inline void kv_note(kv_cache *kv, int pos, int32_t tok) { if (kv->pool) kv->toks[pos] = tok; }
 /* Block table: publishes the tile of pos when pos is its last position. */
 void kv_publish(kv_cache *kv, int pos);
-/* Block table: drops the positions from pos on (blocks past it released, a published
- * tile written into again copied first). 0, or -1 when no block is left for the copy. */
+/* Drops the positions from pos on: a block table releases the blocks past it (a
+ * published tile written into again copied first); at 0 the rings start empty. The
+ * caller checks kv_keeps first. 0, or -1 when no block is left for the copy. */
 int kv_truncate(kv_cache *kv, int pos);
 /* Block table: from position pos (a tile start), takes the published blocks of the
  * tokens that follow while whole tiles fit in n tokens; returns the new position. */
@@ -108,7 +136,8 @@ int kv_reuse(kv_cache *kv, int pos, const int32_t *tokens, int n);
 static inline const void *kv_ktile(const kv_cache *kv, int layer, int tile)
 {
     if (kv->pool) return kvp_plane(kv->pool, kv->blk[tile], layer, KVP_K);
-    return (const char *)kv->k + kern_kv_bytes(kv->kvt, ((int64_t)layer * kv->n_tiles + tile) * kv->kv_dim * 16);
+    int slot = tile % ((kv->cap[layer] + 15) / 16);
+    return (const char *)kv->k + kern_kv_bytes(kv->kvt, kv->k0[layer] + (int64_t)slot * kv->kv_dim * 16);
 }
 /* Value row of (layer, pos). */
 static inline const void *kv_v(const kv_cache *kv, int layer, int pos)
@@ -116,7 +145,16 @@ static inline const void *kv_v(const kv_cache *kv, int layer, int pos)
     if (kv->pool)
         return (const char *)kvp_plane(kv->pool, kv->blk[pos / 16], layer, KVP_V) +
                kern_kv_bytes(kv->kvt, (int64_t)(pos % 16) * kv->kv_dim);
-    return (const char *)kv->v + kern_kv_bytes(kv->kvt, ((int64_t)layer * kv->n_ctx + pos) * kv->kv_dim);
+    return (const char *)kv->v + kern_kv_bytes(kv->kvt, kv->v0[layer] + (int64_t)(pos % kv->cap[layer]) * kv->kv_dim);
+}
+/* Positions from pos (a tile start for keys) that follow one another in memory, key
+ * tiles and value rows alike: to the end of a pool block, of a ring, or of the last
+ * whole tile of a layer that keeps every position (a multiple of 16 from a tile start). */
+static inline int kv_run(const kv_cache *kv, int layer, int pos)
+{
+    if (kv->pool) return 16 - pos % 16;
+    int cap = kv->cap[layer];
+    return cap == kv->n_ctx ? kv->n_tiles * 16 - pos : cap - pos % cap;
 }
 
 #endif

@@ -160,6 +160,7 @@ static int run_eval(const eval_opts *o)
         if (!lg) errf(err, sizeof err, "out of memory for the logits");
         goto fail;
     }
+    log_info("session: %d positions, %.2f MiB of KV cache", n_ctx, eng_session_kv_bytes(s) / 1048576.0);
     eng_warm(m); /* page faults of the first touch are not prompt processing */
     double t0 = now_ms();
     if (eng_prefill(m, s, toks, n, lg, all, err, sizeof err) != 0) goto fail;

@@ -117,6 +117,14 @@ int mdl_bind_mat(const struct seg_map *m, const char *name, int64_t cols, int64_
 int mdl_bind_vec(const struct seg_map *m, const char *name, int64_t n, const float **out, char *err,
                  size_t errlen);
 
+/* The sliding window of layer il: the positions a row attends to (itself included), or
+ * 0 for a layer that sees every earlier position (gemma3: every swa_pattern-th layer is
+ * global; swa_pattern 0: every layer slides when sliding_window > 0). */
+static inline int mdl_layer_window(const mdl_config *c, int il)
+{
+    return c->swa_pattern > 0 && (il + 1) % c->swa_pattern == 0 ? 0 : c->sliding_window;
+}
+
 /* One-line human summary ("llama: 5 layers, n_embd 64, ...") into buf. */
 void mdl_config_describe(const mdl_config *c, char *buf, size_t len);
 

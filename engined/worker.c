@@ -512,6 +512,7 @@ static void on_run(worker *w, const proto_msg *pm)
     while (keep < pos && keep < (int)n && s->toks[keep] == (int32_t)toks->via.array.ptr[keep].via.u64) keep++;
     if (keep >= (int)n) keep = rec.embed ? 0 : (int)n - 1;
     eng_session_truncate(s->es, keep);
+    keep = eng_session_pos(s->es); /* less when a ring no longer holds keep's window (it restarts) */
     for (uint32_t i = 0; i < n; i++) s->toks[i] = (int32_t)toks->via.array.ptr[i].via.u64;
     s->n_toks = (int)n;
     if (w->pool && !rec.embed && (keep = wkv_start(w, s, sess, epoch, keep)) < 0) return;

@@ -38,7 +38,7 @@ START_TEST(test_q8_roundtrip)
     char err[256];
     kv_cache kv;
     const int L = 2, C = 40, KD = 96;
-    ck_assert_msg(kv_init(&kv, L, C, KD, ENG_KV_Q8_0, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(kv_init(&kv, L, C, KD, ENG_KV_Q8_0, NULL, 0, err, sizeof err) == 0, "%s", err);
     float k[96], v[96];
     block_q8_0 kb[3], vb[3];
     for (int l = 0; l < L; l++)
@@ -66,7 +66,7 @@ START_TEST(test_q8_roundtrip)
             }
         }
     kv_free(&kv);
-    ck_assert_int_eq(kv_init(&kv, L, C, 48, ENG_KV_Q8_0, err, sizeof err), -1); /* kv_dim % 32 */
+    ck_assert_int_eq(kv_init(&kv, L, C, 48, ENG_KV_Q8_0, NULL, 0, err, sizeof err), -1); /* kv_dim % 32 */
     for (int t = 0; t < ENG_KV_COUNT; t++) ck_assert_int_eq(eng_kv_parse(eng_kv_name((eng_kv_type)t)), t);
     ck_assert_int_eq(eng_kv_parse("q4_0"), -1);
     ck_assert_ptr_null(eng_kv_name(ENG_KV_COUNT));
