@@ -804,6 +804,52 @@ static void *warm_main(void *m)
     return NULL;
 }
 
+/* Maps the segment read-only (no reload) and attaches the master's KV pool if --kv-pool
+ * says so. 0, or 1 with the error logged. */
+static int attach(worker *w, const engd_opts *o)
+{
+    char err[256];
+    int64_t t0 = net_now_ms();
+    w->m = eng_attach(o->segment, err, sizeof err);
+    if (!w->m) {
+        log_error("cannot attach segment %s: %s", o->segment, err);
+        return 1;
+    }
+    eng_set_threads(w->m, o->threads);
+    log_info("attached segment %s read-only in %lld ms (no reload)", o->segment, (long long)(net_now_ms() - t0));
+    kvs_spec ks = { .kv = o->kv };
+    if (o->kv_pool && kvs_parse(o->kv_pool, &ks, err, sizeof err) == 0 && kvs_enabled(&ks)) {
+        if (!(w->pool = kvs_open(w->m, &ks, 0, err, sizeof err))) {
+            log_error("cannot attach the KV pool: %s", err);
+            eng_close(w->m);
+            w->m = NULL;
+            return 1;
+        }
+        log_info("attached KV pool: %u blocks of %u tokens (slot %d)", kvp_geometry_of(w->pool)->n_blocks,
+                 kvp_geometry_of(w->pool)->id.block_tokens, kvp_slot_of(w->pool));
+        eng_set_kv_pool(w->m, w->pool); /* every session holds a block table */
+    }
+    return 0;
+}
+
+/* The worker's sizes from the options and the model, and the test hooks from the
+ * environment. */
+static void knobs(worker *w, const engd_opts *o)
+{
+    w->n_vocab = eng_config_of(w->m)->n_vocab;
+    w->eos = eng_config_of(w->m)->eos_id;
+    w->n_s = o->max_sessions > 0 ? o->max_sessions : w->pool ? ENGD_POOL_SESSIONS_DEFAULT : ENGD_SESSIONS_DEFAULT;
+    w->batch_tokens = o->batch_tokens > 0 ? o->batch_tokens : ENGD_BATCH_TOKENS_DEFAULT;
+    w->idle_tokens = o->idle_tokens > 0 ? o->idle_tokens : ENGD_IDLE_TOKENS_DEFAULT;
+    const char *fs = getenv("LLM_FAULT_STALL_STEP");
+    w->stall_step = fs ? atol(fs) : 0;
+    const char *fd = getenv("LLM_FAULT_STEP_DELAY_MS");
+    w->step_delay_ms = fd && atol(fd) > 0 && atol(fd) < 10000 ? atol(fd) : 0;
+    if (w->step_delay_ms) log_warn("LLM_FAULT_STEP_DELAY_MS=%ld: every step is slowed (test)", w->step_delay_ms);
+    const char *st = getenv("LLM_SAMPLER_TIMEOUT_MS");
+    w->sampler_timeout_ms = st && atol(st) > 0 ? atol(st) : 20000;
+}
+
 int engd_worker_run(const engd_opts *o)
 {
     worker w = {.o = o};
@@ -817,36 +863,8 @@ int engd_worker_run(const engd_opts *o)
         log_error("a worker needs --segment NAME (or --model FILE with --attach)");
         return 2;
     }
-    w.m = eng_attach(o->segment, err, sizeof err);
-    if (!w.m) {
-        log_error("cannot attach segment %s: %s", o->segment, err);
-        return 1;
-    }
-    eng_set_threads(w.m, o->threads);
-    log_info("attached segment %s read-only in %lld ms (no reload)", o->segment, (long long)(net_now_ms() - t0));
-    kvs_spec ks = { .kv = o->kv };
-    if (o->kv_pool && kvs_parse(o->kv_pool, &ks, err, sizeof err) == 0 && kvs_enabled(&ks)) {
-        if (!(w.pool = kvs_open(w.m, &ks, 0, err, sizeof err))) {
-            log_error("cannot attach the KV pool: %s", err);
-            eng_close(w.m);
-            return 1;
-        }
-        log_info("attached KV pool: %u blocks of %u tokens (slot %d)", kvp_geometry_of(w.pool)->n_blocks,
-                 kvp_geometry_of(w.pool)->id.block_tokens, kvp_slot_of(w.pool));
-        eng_set_kv_pool(w.m, w.pool); /* every session holds a block table */
-    }
-    w.n_vocab = eng_config_of(w.m)->n_vocab;
-    w.eos = eng_config_of(w.m)->eos_id;
-    w.n_s = o->max_sessions > 0 ? o->max_sessions : w.pool ? ENGD_POOL_SESSIONS_DEFAULT : ENGD_SESSIONS_DEFAULT;
-    w.batch_tokens = o->batch_tokens > 0 ? o->batch_tokens : ENGD_BATCH_TOKENS_DEFAULT;
-    w.idle_tokens = o->idle_tokens > 0 ? o->idle_tokens : ENGD_IDLE_TOKENS_DEFAULT;
-    const char *fs = getenv("LLM_FAULT_STALL_STEP");
-    w.stall_step = fs ? atol(fs) : 0;
-    const char *fd = getenv("LLM_FAULT_STEP_DELAY_MS");
-    w.step_delay_ms = fd && atol(fd) > 0 && atol(fd) < 10000 ? atol(fd) : 0;
-    if (w.step_delay_ms) log_warn("LLM_FAULT_STEP_DELAY_MS=%ld: every step is slowed (test)", w.step_delay_ms);
-    const char *st = getenv("LLM_SAMPLER_TIMEOUT_MS");
-    w.sampler_timeout_ms = st && atol(st) > 0 ? atol(st) : 20000;
+    if (attach(&w, o) != 0) return 1;
+    knobs(&w, o);
     w.s = calloc((size_t)w.n_s, sizeof *w.s);
     w.logits = malloc((size_t)w.n_s * (size_t)w.n_vocab * sizeof(float));
     w.order = malloc((size_t)w.n_s * sizeof *w.order);
