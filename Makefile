@@ -319,6 +319,7 @@ soak: all
 	$(TEST_ENV) SOAK_SECONDS=$${SOAK_SECONDS:-600} bash tests/e2e/60_soak.sh
 	$(TEST_ENV) CHAOS_SECONDS=$${CHAOS_SECONDS:-600} bash tests/e2e/90_chaos.sh
 	$(TEST_ENV) CHAOS_SECONDS=$${CHAOS_SECONDS:-600} CHAOS_KV_POOL=2048 bash tests/e2e/90_chaos.sh
+	$(TEST_ENV) CHAOS_SECONDS=$${CHAOS_SECONDS:-600} CHAOS_KV_POOL=272 bash tests/e2e/90_chaos.sh
 	$(TEST_ENV) E2E_PERF=1 bash tests/e2e/68_multihost.sh
 
 # Installation, with the GNU variables. Every program goes to BINDIR, the daemons too:

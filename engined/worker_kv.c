@@ -150,25 +150,37 @@ static int preempt(worker *w)
     return freed;
 }
 
-/* The pool is full and nothing of ours could be freed: if other workers hold blocks, our
- * running sessions give theirs back and wait, retrying one at a time every KV_RETRY_MS
- * (they recompute from what is still published, so their tokens do not change); waiting
- * sessions hold nothing, so two workers never wait on each other. 0 (the step fails with
- * its error) when nobody else holds a block, or after KV_WAIT_MAX_MS. */
+/* The pool is full and nothing of ours could be freed: a session that alone needs more
+ * blocks than the whole pool ends as if its context were full; the others give their
+ * blocks back and wait, retrying one at a time every KV_RETRY_MS (they recompute from
+ * what is still published, so their tokens do not change), while other workers hold
+ * blocks; waiting sessions hold nothing, so two workers never wait on each other. When
+ * nobody else holds a block (another worker just gave its back) they retry at once.
+ * 0 (the step fails with its error) after KV_WAIT_MAX_MS. */
 static int wait_others(worker *w, int64_t now)
 {
+    uint32_t n_blocks = kvp_geometry_of(w->pool)->n_blocks;
     int64_t oldest = now;
     for (int i = 0; i < w->n_s; i++) {
         wsess *s = &w->s[i];
         if (s->state != WS_READY) continue;
         eng_session_reset(s->es);
+        if ((uint32_t)(s->n_toks + 15) / 16 > n_blocks) { /* it never fits again */
+            wrk_sess_error_code(w, s->sess, s->epoch, "the session outgrew the KV pool", ERR_NONE, 1);
+            s->state = WS_IDLE;
+            continue;
+        }
         s->kv_wait = 1;
         if (!s->kv_wait_ms) s->kv_wait_ms = now;
         if (s->kv_wait_ms < oldest) oldest = s->kv_wait_ms;
     }
     kvp_stats_t st;
     kvp_stats(w->pool, &st);
-    if (st.writing + st.referenced == 0 || now - oldest > KV_WAIT_MAX_MS) return 0;
+    if (now - oldest > KV_WAIT_MAX_MS) return 0;
+    if (st.writing + st.referenced == 0) {
+        w->kv_retry_ms = now;
+        return 1;
+    }
     if (now - oldest < KV_RETRY_MS) log_info("KV pool full with other workers' blocks: sessions wait for room");
     w->kv_retry_ms = now + KV_RETRY_MS;
     return 1;

@@ -8,12 +8,19 @@
 # sets the duration (40 in make test; make soak runs 600). CHAOS_KV_POOL=SIZE runs the
 # workers on the shared KV block pool (make soak does, after the run without it): kill -9
 # must leave the pool consistent and prefixes reused from it (the prompts then share a
-# preamble) must give the same text.
+# preamble) must give the same text; a pool of 272 tokens (17 blocks, the context and one
+# block) keeps admission, preemption and cross-worker waits busy all along.
 . "$(dirname "$0")/pipeline.inc"
 secs=${CHAOS_SECONDS:-40}
 e2e_deadline $((secs + 240))
 export E2E_LLMC_TIMEOUT=120
 E2E_CTX=256 start_pipeline 2 --supervise ${CHAOS_KV_POOL:+--kv-pool "$CHAOS_KV_POOL"}
+if [ -n "${CHAOS_KV_POOL:-}" ] && grep -q "KV pool /llm-kv-.* reused:" "$RUN/engined.log"; then
+    # an earlier run's pool has its own size (and cached blocks): remove it with its segment
+    $PIPELINE stop --run-dir "$RUN" >/dev/null 2>&1
+    "$LLM_BIN/engined" --remove-segment "$(cat "$RUN/segment")" >/dev/null
+    E2E_CTX=256 start_pipeline 2 --supervise --kv-pool "$CHAOS_KV_POOL"
+fi
 prompts=("Once upon a time" "The little dog" "Lily and Tom went to the park" "One day, a big bear"
          "Sam had a red ball" "The sun was hot" "Mom said" "The bird sang" "A cat" "The boy ran")
 if [ -n "${CHAOS_KV_POOL:-}" ]; then
