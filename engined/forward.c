@@ -298,18 +298,50 @@ static int reserve(eng_model *m, int n, int max_pos)
 
 /* ---- element-wise pieces --------------------------------------------------------- */
 
-/* out = x / rms(x) * w over n rows of dim values; squares in float summed in double,
- * as llama.cpp does (the last bit matters: it decides some activation roundings). */
-static void rms_norm(const float *x, const float *w, float *out, int n, int dim, float eps)
+/* out = x / rms(x) * w over n rows of dim values (out += that, when add); squares in
+ * float summed in double, as llama.cpp does (the last bit matters: it decides some
+ * activation roundings). Four rows at a time: four independent chains, each in its
+ * row's order, so the latency of one double add per value is paid once per four. */
+static void rms_scale_rows(const float *x, const float *w, float *out, int n, int dim, const float *scale, bool add)
 {
     for (int r = 0; r < n; r++) {
         const float *xr = x + (size_t)r * dim;
-        float *o = out + (size_t)r * dim;
+        float *o = out + (size_t)r * dim, sc = scale[r];
+        if (add)
+            for (int i = 0; i < dim; i++) o[i] += xr[i] * sc * w[i];
+        else
+            for (int i = 0; i < dim; i++) o[i] = xr[i] * sc * w[i];
+    }
+}
+
+static void rms_norm_add(const float *x, const float *w, float *out, int n, int dim, float eps, bool add)
+{
+    int r = 0;
+    for (; r + 4 <= n; r += 4) {
+        const float *a = x + (size_t)r * dim, *b = a + dim, *c = b + dim, *d = c + dim;
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int i = 0; i < dim; i++) {
+            s0 += (double)(a[i] * a[i]);
+            s1 += (double)(b[i] * b[i]);
+            s2 += (double)(c[i] * c[i]);
+            s3 += (double)(d[i] * d[i]);
+        }
+        float sc[4] = { 1.0f / sqrtf((float)(s0 / dim) + eps), 1.0f / sqrtf((float)(s1 / dim) + eps),
+                        1.0f / sqrtf((float)(s2 / dim) + eps), 1.0f / sqrtf((float)(s3 / dim) + eps) };
+        rms_scale_rows(a, w, out + (size_t)r * dim, 4, dim, sc, add);
+    }
+    for (; r < n; r++) {
+        const float *xr = x + (size_t)r * dim;
         double ss = 0;
         for (int i = 0; i < dim; i++) ss += (double)(xr[i] * xr[i]);
-        float scale = 1.0f / sqrtf((float)(ss / dim) + eps);
-        for (int i = 0; i < dim; i++) o[i] = xr[i] * scale * w[i];
+        float sc = 1.0f / sqrtf((float)(ss / dim) + eps);
+        rms_scale_rows(xr, w, out + (size_t)r * dim, 1, dim, &sc, add);
     }
+}
+
+static void rms_norm(const float *x, const float *w, float *out, int n, int dim, float eps)
+{
+    rms_norm_add(x, w, out, n, dim, eps, false);
 }
 
 /* cos/sin of every rotated pair for position pos: tab[2i], tab[2i+1]. The angle is
@@ -377,14 +409,15 @@ static void add_bias(float *y, const float *b, int n, int dim)
 
 #define ENG_PAR_MIN_ROWS 8
 
-typedef enum { ROWS_RMS, ROWS_SWIGLU, ROWS_QUANT } rows_op;
+typedef enum { ROWS_RMS, ROWS_SWIGLU, ROWS_GEGLU, ROWS_ADD, ROWS_QUANT } rows_op;
 
 typedef struct {
     rows_op      op;
     const float *x;     /* input rows */
     const float *w;     /* RMS: norm weight */
-    float       *y;     /* RMS: output rows; SWIGLU: gate rows, updated in place */
-    const float *up;    /* SWIGLU: up rows */
+    float       *y;     /* RMS: output rows; SWIGLU, GEGLU: gate rows, updated in place; ADD: y += x */
+    const float *up;    /* SWIGLU, GEGLU: up rows */
+    bool         add;   /* RMS: y += the normed rows (gemma's post-norms into the residual) */
     void        *q;     /* QUANT: xq rows */
     int          xk;    /* QUANT: KERN_X_Q8_0, _Q8_K (kern_xk_quantize), _Q8_1 or _Q8_2 */
     int          native;/* QUANT: a native matrix reads the rows (kern_xq_finish) */
@@ -399,8 +432,11 @@ static void rows_do(const rows_job *j, int64_t r0, int64_t r1)
 {
     size_t d = (size_t)j->dim;
     if (r0 >= r1) return;
-    if (j->op == ROWS_RMS) rms_norm(j->x + r0 * d, j->w, j->y + r0 * d, (int)(r1 - r0), j->dim, j->eps);
+    if (j->op == ROWS_RMS) rms_norm_add(j->x + r0 * d, j->w, j->y + r0 * d, (int)(r1 - r0), j->dim, j->eps, j->add);
     else if (j->op == ROWS_SWIGLU) swiglu_rows(j->y + r0 * d, j->up + r0 * d, (size_t)(r1 - r0) * d);
+    else if (j->op == ROWS_GEGLU) geglu(j->y + r0 * d, j->up + r0 * d, (size_t)(r1 - r0) * d);
+    else if (j->op == ROWS_ADD)
+        for (size_t i = (size_t)r0 * d; i < (size_t)r1 * d; i++) j->y[i] += j->x[i];
     else {
         const float *x = j->x + r0 * d;
         char *q = (char *)j->q + (size_t)r0 * kern_xq_row_bytes(j->dim);
@@ -430,9 +466,17 @@ static void rows_run(eng_model *m, rows_job *j, int n)
     else rows_do(j, 0, n);
 }
 
-static void par_rms(eng_model *m, const float *x, const float *w, float *y, int n)
+/* y = rms_norm(x) * w over n rows of dim values (y += that, when add), on the pool. */
+static void par_rms(eng_model *m, const float *x, const float *w, float *y, int n, int dim, bool add)
 {
-    rows_job j = { .op = ROWS_RMS, .x = x, .w = w, .y = y, .dim = m->cfg.n_embd, .eps = m->cfg.rms_eps };
+    rows_job j = { .op = ROWS_RMS, .x = x, .w = w, .y = y, .add = add, .dim = dim, .eps = m->cfg.rms_eps };
+    rows_run(m, &j, n);
+}
+
+/* The residual: x += o over n rows of n_embd values, on the pool. */
+static void par_add(eng_model *m, float *x, const float *o, int n)
+{
+    rows_job j = { .op = ROWS_ADD, .x = o, .y = x, .dim = m->cfg.n_embd };
     rows_run(m, &j, n);
 }
 
@@ -467,6 +511,13 @@ static void mm_part(void *arg, int ith, int nth)
     }
 }
 
+/* Decode-sized products (up to ENG_STREAM_TOKENS tokens) read each weight once, so a
+ * work unit need not be an L2 panel: about ENG_STREAM_UNITS units per thread balance the
+ * threads' shares (a compute-bound native kernel otherwise leaves one thread idle while
+ * the other finishes a 480-row panel). */
+#define ENG_STREAM_TOKENS 8
+#define ENG_STREAM_UNITS 8
+
 /* y[i] (n x rows_i, row stride ldy_i) = x (n x cols) times each of nw matrices that
  * share cols, in one pool run. */
 static void matmul(eng_model *m, const float *x, int n, int nw, const mdl_mat *const *w,
@@ -479,6 +530,12 @@ static void matmul(eng_model *m, const float *x, int n, int nw, const mdl_mat *c
         }
     mm_job j = { .nw = nw, .x = x, .n_tok = n };
     j.unit = w[0]->q8 ? kern_w_panel_rows(w[0]->wt, w[0]->cols, n) : 64;
+    if (n <= ENG_STREAM_TOKENS) { /* no panel to reuse: units small enough that threads finish together */
+        int64_t rows = 0;
+        for (int i = 0; i < nw; i++) rows += w[i]->rows;
+        int64_t u = (rows / (ENG_STREAM_UNITS * pool_threads(m->pool)) + KERN_TILE - 1) / KERN_TILE * KERN_TILE;
+        if (u < j.unit) j.unit = u < KERN_TILE ? KERN_TILE : u;
+    }
     atomic_init(&j.next, 0);
     for (int i = 0; i < nw; i++) {
         LLM_ASSERT(w[i]->cols == w[0]->cols && w[i]->q8 == w[0]->q8);
@@ -504,7 +561,7 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
     const mdl_layer *L = &m->w.layers[il];
     int E = c->n_embd, Q = c->n_head * c->head_dim, KV = c->n_head_kv * c->head_dim, F = c->n_ff;
 
-    par_rms(m, m->x, L->attn_norm, m->xn, n);
+    par_rms(m, m->x, L->attn_norm, m->xn, n, E, false);
     const mdl_mat *qkv[3] = { &L->wq, &L->wk, &L->wv };
     float *qkv_out[3] = { m->q, m->k, m->v };
     matmul(m, m->xn, n, 3, qkv, qkv_out, NULL);
@@ -512,8 +569,8 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
     add_bias(m->k, L->bk, n, KV);
     add_bias(m->v, L->bv, n, KV);
     if (L->q_norm) { /* qwen3: every head of every row normalized on its own */
-        rms_norm(m->q, L->q_norm, m->q, n * c->n_head, c->head_dim, c->rms_eps);
-        rms_norm(m->k, L->k_norm, m->k, n * c->n_head_kv, c->head_dim, c->rms_eps);
+        par_rms(m, m->q, L->q_norm, m->q, n * c->n_head, c->head_dim, false);
+        par_rms(m, m->k, L->k_norm, m->k, n * c->n_head_kv, c->head_dim, false);
     }
     bool local = c->rope_base_local > 0 && c->swa_pattern > 0 && (il + 1) % c->swa_pattern != 0;
     for (int i = 0; i < n; i++) {
@@ -528,28 +585,24 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
     const mdl_mat *wo = &L->wo;
     float *o = m->xn; /* n x E, free again */
     matmul(m, m->att, n, 1, &wo, &o, NULL);
-    if (L->attn_post_norm) rms_norm(o, L->attn_post_norm, o, n, E, c->rms_eps);
-    for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
+    if (L->attn_post_norm) par_rms(m, o, L->attn_post_norm, m->x, n, E, true); /* x += norm(o) */
+    else par_add(m, m->x, o, n);
 
-    par_rms(m, m->x, L->ffn_norm, m->xn, n);
+    par_rms(m, m->x, L->ffn_norm, m->xn, n, E, false);
     if (c->n_expert) { /* mixture of experts: moe.c, the output over its input */
         moe_ffn(m->moe, m->pool, c, L, m->xn, n, o);
-        for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
+        par_add(m, m->x, o, n);
         return;
     }
     const mdl_mat *gu[2] = { &L->gate, &L->up };
     float *gu_out[2] = { m->gate, m->up };
     matmul(m, m->xn, n, 2, gu, gu_out, NULL);
-    if (L->ffn_post_norm) {
-        geglu(m->gate, m->up, (size_t)n * F);
-    } else {
-        rows_job sw = { .op = ROWS_SWIGLU, .y = m->gate, .up = m->up, .dim = F };
-        rows_run(m, &sw, n);
-    }
+    rows_job act = { .op = L->ffn_post_norm ? ROWS_GEGLU : ROWS_SWIGLU, .y = m->gate, .up = m->up, .dim = F };
+    rows_run(m, &act, n);
     const mdl_mat *dn = &L->down;
     matmul(m, m->gate, n, 1, &dn, &o, NULL);
-    if (L->ffn_post_norm) rms_norm(o, L->ffn_post_norm, o, n, E, c->rms_eps);
-    for (size_t i = 0; i < (size_t)n * E; i++) m->x[i] += o[i];
+    if (L->ffn_post_norm) par_rms(m, o, L->ffn_post_norm, m->x, n, E, true); /* x += norm(o) */
+    else par_add(m, m->x, o, n);
 }
 
 /* 0 when every token is in the vocabulary, else -1 with err naming the first that is not. */
