@@ -23,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -80,8 +81,11 @@ def peer(path, flavour, args, kv, ids):
         body = json.dumps({"prompt": ids, "n_predict": args.gen, "ignore_eos": True, "cache_prompt": False,
                            "temperature": 0}).encode()
         req = urllib.request.Request(base + "/completion", body, {"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=1800) as r:
-            t = json.load(r)["timings"]
+        try:
+            with urllib.request.urlopen(req, timeout=1800) as r:
+                t = json.load(r)["timings"]
+        except urllib.error.HTTPError as e:
+            raise SystemExit("%s (--kv %s): HTTP %d: %s" % (flavour, kv, e.code, e.read()[:300]))
         return t["prompt_per_second"], t["predicted_per_second"]
     finally:
         p.terminate()
