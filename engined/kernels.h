@@ -243,6 +243,9 @@ enum { KERN_X_Q8_0 = 0, KERN_X_Q8_K = 1, KERN_X_Q8_1 = 2, KERN_X_Q8_2 = 3 };
 
 /* ---- native layouts (kernels_qn.c) ---- */
 
+/* Bytes of one 32-value block of 16 rows in a native super-block: its nibbles (256) and
+ * then its 5th / 6th bits (64 / 128), or its 2-bit fields (128). */
+static inline size_t kern_qn_block_bytes(int bits) { return bits == 2 ? 128 : (size_t)(64 * bits); }
 /* Super-blocks of a native row (the last one may be partial). */
 static inline int64_t kern_qn_nsb(int64_t cols) { return (cols + 255) / 256; }
 /* The layout of type wt (KERN_W_Q4_0..), or NULL for q8t and invalid values. */

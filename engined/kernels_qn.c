@@ -176,12 +176,12 @@ static void put_block(int wt, uint8_t *sb, int b, int r, const qn_src *s)
         }
         return;
     }
-    uint8_t *nib = sb + D->hdr + 256 * b, *hi = sb + D->hdr + 2048;
+    uint8_t *nib = sb + D->hdr + kern_qn_block_bytes(D->bits) * b, *hi = nib + 256;
     for (int j = 0; j < KERN_QK; j++) {
         int g = j / 4, i = 4 * r + j % 4, v = s->q[j];
         nib[64 * (g % 4) + i] |= (uint8_t)((v & 15) << (4 * (g / 4)));
-        if (D->bits == 5) hi[64 * b + i] |= (uint8_t)(((v >> 4) & 1) << g);
-        if (D->bits == 6) hi[128 * b + 64 * (g / 4) + i] |= (uint8_t)(((v >> 4) & 3) << (2 * (g % 4)));
+        if (D->bits == 5) hi[i] |= (uint8_t)(((v >> 4) & 1) << g);
+        if (D->bits == 6) hi[64 * (g / 4) + i] |= (uint8_t)(((v >> 4) & 3) << (2 * (g % 4)));
     }
 }
 
@@ -207,10 +207,10 @@ static int qn_value(const kern_qn_desc *D, const uint8_t *sb, int b, int r, int 
 {
     int g = j / 4, i = 4 * r + j % 4;
     if (D->bits == 2) return (sb[D->hdr + 128 * b + 64 * (g / 4) + i] >> (2 * (g % 4))) & 3;
-    const uint8_t *nib = sb + D->hdr + 256 * b, *hi = sb + D->hdr + 2048;
+    const uint8_t *nib = sb + D->hdr + kern_qn_block_bytes(D->bits) * b, *hi = nib + 256;
     int v = (nib[64 * (g % 4) + i] >> (4 * (g / 4))) & 15;
-    if (D->bits == 5) v |= ((hi[64 * b + i] >> g) & 1) << 4;
-    if (D->bits == 6) v |= ((hi[128 * b + 64 * (g / 4) + i] >> (2 * (g % 4))) & 3) << 4;
+    if (D->bits == 5) v |= ((hi[i] >> g) & 1) << 4;
+    if (D->bits == 6) v |= ((hi[64 * (g / 4) + i] >> (2 * (g % 4))) & 3) << 4;
     return v;
 }
 

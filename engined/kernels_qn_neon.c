@@ -34,13 +34,13 @@ QN_IN int8x16_t n_group(const uint8_t *sb, size_t hdr, int bits, int b, int g, i
         uint8x16_t v2 = vld1q_u8(sb + hdr + 128 * b + 64 * (g / 4) + 16 * q);
         return vreinterpretq_s8_u8(vandq_u8(vshlq_u8(v2, vdupq_n_s8((int8_t)(-2 * (g % 4)))), vdupq_n_u8(3)));
     }
-    uint8x16_t nv = vld1q_u8(sb + hdr + 256 * b + 64 * (g % 4) + 16 * q);
+    uint8x16_t nv = vld1q_u8(sb + hdr + kern_qn_block_bytes(bits) * b + 64 * (g % 4) + 16 * q);
     uint8x16_t v = g < 4 ? vandq_u8(nv, vdupq_n_u8(15)) : vshrq_n_u8(nv, 4);
     if (bits == 5) { /* bit g of the block's byte -> bit 4 */
-        uint8x16_t h = vld1q_u8(sb + hdr + 2048 + 64 * b + 16 * q);
+        uint8x16_t h = vld1q_u8(sb + hdr + kern_qn_block_bytes(bits) * b + 256 + 16 * q);
         v = vorrq_u8(v, vandq_u8(vshlq_u8(h, vdupq_n_s8((int8_t)(4 - g))), vdupq_n_u8(0x10)));
     } else if (bits == 6) { /* bits 2(g % 4), +1 -> bits 4, 5 */
-        uint8x16_t h = vld1q_u8(sb + hdr + 2048 + 128 * b + 64 * (g / 4) + 16 * q);
+        uint8x16_t h = vld1q_u8(sb + hdr + kern_qn_block_bytes(bits) * b + 256 + 64 * (g / 4) + 16 * q);
         v = vorrq_u8(v, vandq_u8(vshlq_u8(h, vdupq_n_s8((int8_t)(4 - 2 * (g % 4)))), vdupq_n_u8(0x30)));
     }
     return vreinterpretq_s8_u8(v);

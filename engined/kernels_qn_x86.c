@@ -40,14 +40,14 @@ Z_IN __m512i z_group(const uint8_t *sb, size_t hdr, int bits, int b, int g)
         __m512i v2 = _mm512_load_si512((const void *)(sb + hdr + 128 * b + 64 * (g / 4)));
         return _mm512_and_si512(_mm512_srli_epi16(v2, 2 * (g % 4)), _mm512_set1_epi8(3));
     }
-    __m512i nv = _mm512_load_si512((const void *)(sb + hdr + 256 * b + 64 * (g % 4)));
+    __m512i nv = _mm512_load_si512((const void *)(sb + hdr + kern_qn_block_bytes(bits) * b + 64 * (g % 4)));
     __m512i v = g < 4 ? _mm512_and_si512(nv, m4) : _mm512_and_si512(_mm512_srli_epi16(nv, 4), m4);
     if (bits == 5) {
-        __m512i h = _mm512_load_si512((const void *)(sb + hdr + 2048 + 64 * b));
+        __m512i h = _mm512_load_si512((const void *)(sb + hdr + kern_qn_block_bytes(bits) * b + 256));
         h = g <= 4 ? _mm512_slli_epi16(h, 4 - g) : _mm512_srli_epi16(h, g - 4);
         v = _mm512_or_si512(v, _mm512_and_si512(h, _mm512_set1_epi8(0x10)));
     } else if (bits == 6) {
-        __m512i h = _mm512_load_si512((const void *)(sb + hdr + 2048 + 128 * b + 64 * (g / 4)));
+        __m512i h = _mm512_load_si512((const void *)(sb + hdr + kern_qn_block_bytes(bits) * b + 256 + 64 * (g / 4)));
         int j = g % 4;
         h = j < 2 ? _mm512_slli_epi16(h, 4 - 2 * j) : j == 2 ? h : _mm512_srli_epi16(h, 2);
         v = _mm512_or_si512(v, _mm512_and_si512(h, _mm512_set1_epi8(0x30)));
@@ -200,14 +200,14 @@ Y_IN __m256i y_group(const uint8_t *sb, size_t hdr, int bits, int b, int g, int 
         __m256i v2 = _mm256_load_si256((const __m256i *)(sb + hdr + 128 * b + 64 * (g / 4) + 32 * half));
         return _mm256_and_si256(_mm256_srli_epi16(v2, 2 * (g % 4)), _mm256_set1_epi8(3));
     }
-    __m256i nv = _mm256_load_si256((const __m256i *)(sb + hdr + 256 * b + 64 * (g % 4) + 32 * half));
+    __m256i nv = _mm256_load_si256((const __m256i *)(sb + hdr + kern_qn_block_bytes(bits) * b + 64 * (g % 4) + 32 * half));
     __m256i v = g < 4 ? _mm256_and_si256(nv, m4) : _mm256_and_si256(_mm256_srli_epi16(nv, 4), m4);
     if (bits == 5) {
-        __m256i h = _mm256_load_si256((const __m256i *)(sb + hdr + 2048 + 64 * b + 32 * half));
+        __m256i h = _mm256_load_si256((const __m256i *)(sb + hdr + kern_qn_block_bytes(bits) * b + 256 + 32 * half));
         h = g <= 4 ? _mm256_slli_epi16(h, 4 - g) : _mm256_srli_epi16(h, g - 4);
         v = _mm256_or_si256(v, _mm256_and_si256(h, _mm256_set1_epi8(0x10)));
     } else if (bits == 6) {
-        __m256i h = _mm256_load_si256((const __m256i *)(sb + hdr + 2048 + 128 * b + 64 * (g / 4) + 32 * half));
+        __m256i h = _mm256_load_si256((const __m256i *)(sb + hdr + kern_qn_block_bytes(bits) * b + 256 + 64 * (g / 4) + 32 * half));
         int j = g % 4;
         h = j < 2 ? _mm256_slli_epi16(h, 4 - 2 * j) : j == 2 ? h : _mm256_srli_epi16(h, 2);
         v = _mm256_or_si256(v, _mm256_and_si256(h, _mm256_set1_epi8(0x30)));
