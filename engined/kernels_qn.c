@@ -295,7 +295,7 @@ static float qn_dot_k(const kern_qn_desc *D, const uint8_t *tile, int lane, int6
     const int8_t *xq = (const int8_t *)xr;
     const float *dx = (const float *)(xr + o.d);
     const int32_t *cx = (const int32_t *)(xr + o.c), *hs = (const int32_t *)(xr + o.hs);
-    float acc = 0.0f;
+    float acc = 0.0f, accm = 0.0f;
     for (int64_t k0 = 0; k0 < nb; k0 += KERN_QN_BLOCKS) {
         const uint8_t *sb = tile + (size_t)(k0 / KERN_QN_BLOCKS) * D->sb_bytes;
         int32_t is = 0, ms = 0;
@@ -316,9 +316,9 @@ static float qn_dot_k(const kern_qn_desc *D, const uint8_t *tile, int lane, int6
         }
         float Dx = dx[k0];
         acc = fmaf((float)is, h16(sb, lane) * Dx, acc);
-        if (D->kind != KERN_QN_K6) acc = fmaf(-(float)ms, h16(sb, KERN_TILE + lane) * Dx, acc);
+        if (D->kind != KERN_QN_K6) accm = fmaf((float)ms, h16(sb, KERN_TILE + lane) * Dx, accm);
     }
-    return acc;
+    return acc - accm;
 }
 
 void kern_qn_block_ref(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,

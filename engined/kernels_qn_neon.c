@@ -6,10 +6,11 @@
  *
  * Per quarter and 32-value block, the eight groups are unpacked once into bytes (the
  * values fit int8: at most 63) and the block's row factors made once (as the x86 tiles:
- * d, d * sc, dmin * mn; K2's int32 scales and mins); then every token of the call passes
- * over them: its int32 dots (exact in any order) start from the integer offset term
- * (B0, K6) and go into the chain as kernels.h states, the same fma and multiplications
- * as the scalar twin, four rows a vector.
+ * B kinds d, B1's min; K kinds the int32 scales and mins); then every token of the call
+ * passes over them: its int32 dots (exact in any order) start from the integer offset
+ * term (B0, K6) and go into the chain as kernels.h states (the K kinds: int32 sums over
+ * a super-block, then its float step), the same fma and multiplications as the scalar
+ * twin, four rows a vector.
  *
  * smmla multiplies a 2x8 by an 8x2 block of int8: two groups zipped (values 4g..4g+7 of
  * rows 0-1, then of rows 2-3) against eight values of two tokens, so a token pair costs
@@ -145,14 +146,14 @@ QN_IN void n_ktoken(int kind, const int32x4_t d[2], const int32x4_t sc[4], const
     if (kind == KERN_QN_K2) *ms = vmlaq_n_s32(vmlaq_n_s32(*ms, sc[2], h0), sc[3], S - h0);
 }
 
-/* acc plus a K kind's super-block (from block k0 on) of one token: its float step. */
-QN_IN float32x4_t n_kend(int kind, const uint8_t *sb, int r4, int32x4_t is, int32x4_t ms, const uint8_t *xr,
-                         kern_xq_offs o, int64_t k0, float32x4_t acc)
+/* A K kind's super-block (from block k0 on) of one token: its float step, into acc
+ * (the scaled dots) and accm (the scaled mins). */
+QN_IN void n_kend(int kind, const uint8_t *sb, int r4, int32x4_t is, int32x4_t ms, const uint8_t *xr,
+                  kern_xq_offs o, int64_t k0, float32x4_t *acc, float32x4_t *accm)
 {
     const float D = ((const float *)(xr + o.d))[k0];
-    acc = vfmaq_f32(acc, vcvtq_f32_s32(is), vmulq_n_f32(n_h16(sb + 2 * r4), D));
-    if (kind != KERN_QN_K6) acc = vfmsq_f32(acc, vcvtq_f32_s32(ms), vmulq_n_f32(n_h16(sb + 32 + 2 * r4), D));
-    return acc;
+    *acc = vfmaq_f32(*acc, vcvtq_f32_s32(is), vmulq_n_f32(n_h16(sb + 2 * r4), D));
+    if (kind != KERN_QN_K6) *accm = vfmaq_f32(*accm, vcvtq_f32_s32(ms), vmulq_n_f32(n_h16(sb + 32 + 2 * r4), D));
 }
 
 typedef void (*nqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs, float *,

@@ -19,9 +19,9 @@ static inline __attribute__((always_inline)) QN_ATTR void QN(tile)(int kind, int
     const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq, size_t xs, kern_xq_offs o, float *y,
     int64_t ldy, int q, int lo, int hi)
 {
-    float32x4_t acc[QN_TMAX];
+    float32x4_t acc[QN_TMAX], accm[QN_TMAX]; /* K, K2: the scaled mins apart */
     int32x4_t is[QN_TMAX], ms[QN_TMAX];
-    for (int t = 0; t < QN_TMAX; t++) acc[t] = vdupq_n_f32(0.0f), is[t] = ms[t] = vdupq_n_s32(0);
+    for (int t = 0; t < QN_TMAX; t++) acc[t] = accm[t] = vdupq_n_f32(0.0f), is[t] = ms[t] = vdupq_n_s32(0);
     for (int64_t k = 0; k < nb; k++) {
         const uint8_t *sb = w + (size_t)(k / KERN_QN_BLOCKS) * sbb;
         const int b = (int)(k % KERN_QN_BLOCKS);
@@ -68,14 +68,14 @@ static inline __attribute__((always_inline)) QN_ATTR void QN(tile)(int kind, int
         }
         if (kind == KERN_QN_B0 || kind == KERN_QN_B1 || (b + 1 < KERN_QN_BLOCKS && k + 1 < nb)) continue;
         for (int u = 0; u < nt; u++) { /* the end of a K kind's super-block: its float step */
-            acc[u] = n_kend(kind, sb, 4 * q, is[u], ms[u], xq + (size_t)u * xs, o, k - b, acc[u]);
+            n_kend(kind, sb, 4 * q, is[u], ms[u], xq + (size_t)u * xs, o, k - b, &acc[u], &accm[u]);
             is[u] = ms[u] = vdupq_n_s32(0);
         }
     }
     const int a = lo > 4 * q ? lo - 4 * q : 0, z = hi < 4 * q + 4 ? hi - 4 * q : 4;
     for (int t = 0; t < nt; t++) {
         float out[4];
-        vst1q_f32(out, acc[t]);
+        vst1q_f32(out, vsubq_f32(acc[t], accm[t]));
         for (int i = a; i < z; i++) y[t * ldy + 4 * q + i] = out[i];
     }
 }

@@ -6,11 +6,13 @@
  *
  * Per tile and 32-value block, the eight groups are unpacked once into unsigned bytes
  * (low nibbles, plus the 5th or 5th-6th bits shifted into place; or 2-bit fields) and
- * the block's row factors (d, d * sc, dmin * mn; K2's int32 scales and mins) made once;
+ * the block's row factors (B kinds: d, B1's min; K kinds: the int32 scales) made once;
  * then every token of the call passes over them: its int32 dots start from the integer
- * offset term (B0, K6),
- * take 8 vpdpbusd (or maddubs + madd on plain AVX2, exact: values <= 63), and go into
- * the chain as kernels.h states. Decode is memory-bound: each byte is read once.
+ * offset term (B0, K6), take 8 vpdpbusd (or maddubs + madd on plain AVX2, exact: values
+ * <= 63), and go into the chain as kernels.h states: the B kinds' float step per block,
+ * the K kinds' int32 sums (vpmulld by the scales; K's mins per super-block as int16
+ * pairs, vpdpwssd) and one float step per super-block. Decode is memory-bound: each
+ * byte is read once, front to back.
  */
 #include "kernels.h"
 

@@ -115,11 +115,11 @@ QN_INLINE VI QN(kmins)(const VI mp[4], const uint8_t *xr, kern_xq_offs o, int64_
 QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, size_t hdr, size_t sbb, int64_t nb,
                         const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy, int half, QN_MASK mask)
 {
-    VF acc[QN_TMAX];
+    VF acc[QN_TMAX], accm[QN_TMAX]; /* K, K2: the scaled mins apart, as llama.cpp keeps them */
     VI is[QN_TMAX], ms[QN_TMAX];
     const int r8 = 8 * half;
 #pragma GCC unroll 8
-    for (int t = 0; t < QN_TMAX; t++) acc[t] = V(setzero_ps)(), is[t] = ms[t] = VI_ZERO();
+    for (int t = 0; t < QN_TMAX; t++) acc[t] = accm[t] = V(setzero_ps)(), is[t] = ms[t] = VI_ZERO();
     for (int64_t k = 0; k < nb; k++) {
         const uint8_t *sb = w + (size_t)(k / KERN_QN_BLOCKS) * sbb;
         const int b = (int)(k % KERN_QN_BLOCKS);
@@ -153,13 +153,13 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
             const VF vD = V(set1_ps)(((const float *)(xr + o.d))[k0]);
             if (kind == KERN_QN_K) ms[t] = QN(kmins)(mp, xr, o, k0, b + 1);
             acc[t] = V(fmadd_ps)(V(cvtepi32_ps)(is[t]), V(mul_ps)(d, vD), acc[t]);
-            if (kind != KERN_QN_K6) acc[t] = V(fnmadd_ps)(V(cvtepi32_ps)(ms[t]), V(mul_ps)(dmin, vD), acc[t]);
+            if (kind != KERN_QN_K6) accm[t] = V(fmadd_ps)(V(cvtepi32_ps)(ms[t]), V(mul_ps)(dmin, vD), accm[t]);
             is[t] = ms[t] = VI_ZERO();
         }
     }
 #pragma GCC unroll 8
     for (int t = 0; t < QN_TMAX; t++)
-        if (t < nt) QN_STORE(y + t * ldy + r8, mask, acc[t]);
+        if (t < nt) QN_STORE(y + t * ldy + r8, mask, V(sub_ps)(acc[t], accm[t]));
 }
 
 /* The instantiations: NAME_T for T tokens, and the kind's table NAME[T]. */
