@@ -38,21 +38,29 @@
  * t): the same bits whatever the number of tokens, the row range, the thread split or
  * the kernel table (batch invariance; tests/check_kernels.c asserts it).
  *
- * The native layouts keep one chain per output the same way; per block k, with
- * p = the exact int32 dot of the unsigned values and the block's int8 activations
- * (p_0, p_1 over its two halves), S = sum of the block's activations, D its scale:
+ * The native layouts keep one chain per output the same way. With p = the exact int32
+ * dot of a block's unsigned values and its int8 activations (p_0, p_1 over its two
+ * halves), S = the sum of the block's activations (S_0, S_1), D its scale, the B kinds
+ * go block by block:
  *   B0: acc = fmaf((float)(p - off * S), d * D, acc)
  *   B1: acc = fmaf((float)p, d * D, acc); acc = fmaf(m, S * D, acc)
- *   K:  acc = fmaf((float)p, (d * sc) * D, acc); acc = fmaf(dmin * mn, -(S * D), acc)
- *   K6: for h = 0, 1: acc = fmaf((float)(p_h - 32 * S_h), (d * sc_h) * D, acc)
- *   K2: acc = fmaf((float)(sc_0 p_0 + sc_1 p_1), d * D, acc);
- *       acc = fmaf(-(float)(mn_0 S_0 + mn_1 S_1), dmin * D, acc)
- * (d * sc and dmin * mn are exact in float; K2's integer terms are exact in int32).
- * Same properties: batch invariance, and the same bits from every table.
+ * and the K kinds (whose activations have Q8_K rounding: one D per 256 values, so per
+ * super-block) sum each super-block exactly in int32 over its blocks b, then take one
+ * float step per super-block with D of its first block, as llama.cpp's K-quant dot
+ * products do (the scaled mins in a chain of their own, subtracted at the end):
+ *   K:  I = sum sc_b p_b,  M = sum mn_b S_b
+ *   K6: I = sum over the halves h of sc_bh (p_bh - 32 S_bh)
+ *   K2: I = sum sc_bh p_bh, M = sum mn_bh S_bh
+ *   acc = fmaf((float)I, d * D, acc); accm = fmaf((float)M, dmin * D, accm);
+ *   y = acc - accm (K6: accm = 0).
+ * (every integer term fits int32: |I| < 2^28). Same properties: batch invariance, and
+ * the same bits from every table.
  * A native super-block holds 8 blocks of 16 rows: a header (f16 d per row, then the
  * kind's per-block or per-half scales, B1's mins, K's dmin), then the unsigned values
  * in 64-byte groups as q8t's: 4-, 5- and 6-bit kinds as nibbles (256 bytes a block,
- * groups 0-3 low, 4-7 high) plus the 5th/6th bits after them; K2 (Q2_K) at 2 bits,
+ * groups 0-3 low, 4-7 high), each block's 5th bits (64 bytes: bit g of group g) or
+ * 5th-6th bits (128: bits 2(g % 4) of half g / 4) right after its nibbles, so that a
+ * super-block is read front to back (kern_qn_block_bytes); K2 (Q2_K) at 2 bits,
  * 128 bytes a block, group g in bits 2(g % 4) of the block's 64-byte half g / 4, its
  * header d, dmin and Q2_K's own byte (scale | min << 4) per 16-value half.
  *
@@ -243,6 +251,9 @@ enum { KERN_X_Q8_0 = 0, KERN_X_Q8_K = 1, KERN_X_Q8_1 = 2, KERN_X_Q8_2 = 3 };
 
 /* ---- native layouts (kernels_qn.c) ---- */
 
+/* Bytes of one 32-value block of 16 rows in a native super-block: its nibbles (256) and
+ * then its 5th / 6th bits (64 / 128), or its 2-bit fields (128). */
+static inline size_t kern_qn_block_bytes(int bits) { return bits == 2 ? 128 : (size_t)(64 * bits); }
 /* Super-blocks of a native row (the last one may be partial). */
 static inline int64_t kern_qn_nsb(int64_t cols) { return (cols + 255) / 256; }
 /* The layout of type wt (KERN_W_Q4_0..), or NULL for q8t and invalid values. */

@@ -176,12 +176,12 @@ static void put_block(int wt, uint8_t *sb, int b, int r, const qn_src *s)
         }
         return;
     }
-    uint8_t *nib = sb + D->hdr + 256 * b, *hi = sb + D->hdr + 2048;
+    uint8_t *nib = sb + D->hdr + kern_qn_block_bytes(D->bits) * b, *hi = nib + 256;
     for (int j = 0; j < KERN_QK; j++) {
         int g = j / 4, i = 4 * r + j % 4, v = s->q[j];
         nib[64 * (g % 4) + i] |= (uint8_t)((v & 15) << (4 * (g / 4)));
-        if (D->bits == 5) hi[64 * b + i] |= (uint8_t)(((v >> 4) & 1) << g);
-        if (D->bits == 6) hi[128 * b + 64 * (g / 4) + i] |= (uint8_t)(((v >> 4) & 3) << (2 * (g % 4)));
+        if (D->bits == 5) hi[i] |= (uint8_t)(((v >> 4) & 1) << g);
+        if (D->bits == 6) hi[64 * (g / 4) + i] |= (uint8_t)(((v >> 4) & 3) << (2 * (g % 4)));
     }
 }
 
@@ -207,10 +207,10 @@ static int qn_value(const kern_qn_desc *D, const uint8_t *sb, int b, int r, int 
 {
     int g = j / 4, i = 4 * r + j % 4;
     if (D->bits == 2) return (sb[D->hdr + 128 * b + 64 * (g / 4) + i] >> (2 * (g % 4))) & 3;
-    const uint8_t *nib = sb + D->hdr + 256 * b, *hi = sb + D->hdr + 2048;
+    const uint8_t *nib = sb + D->hdr + kern_qn_block_bytes(D->bits) * b, *hi = nib + 256;
     int v = (nib[64 * (g % 4) + i] >> (4 * (g / 4))) & 15;
-    if (D->bits == 5) v |= ((hi[64 * b + i] >> g) & 1) << 4;
-    if (D->bits == 6) v |= ((hi[128 * b + 64 * (g / 4) + i] >> (2 * (g % 4))) & 3) << 4;
+    if (D->bits == 5) v |= ((hi[i] >> g) & 1) << 4;
+    if (D->bits == 6) v |= ((hi[64 * (g / 4) + i] >> (2 * (g % 4))) & 3) << 4;
     return v;
 }
 
@@ -264,52 +264,61 @@ void kern_qn_dequant_row(int wt, const void *w, int64_t cols, int64_t r, float *
 
 /* ---- the product: the definition ------------------------------------------------------ */
 
-/* y for row i, token t (kernels.h states this order). */
-static float qn_dot(const kern_qn_desc *D, const uint8_t *tile, int lane, int64_t nb, const uint8_t *xr, kern_xq_offs o)
+/* y for row i, token t (kernels.h states this order): the B kinds block by block. */
+static float qn_dot_b(const kern_qn_desc *D, const uint8_t *tile, int lane, int64_t nb, const uint8_t *xr,
+                      kern_xq_offs o)
 {
     const int8_t *xq = (const int8_t *)xr;
     const float *dx = (const float *)(xr + o.d), *sd = (const float *)(xr + o.sd);
-    const int32_t *cx = (const int32_t *)(xr + o.c), *hs = (const int32_t *)(xr + o.hs);
+    const int32_t *cx = (const int32_t *)(xr + o.c);
     float acc = 0.0f;
     for (int64_t k = 0; k < nb; k++) {
         const uint8_t *sb = tile + (size_t)(k / KERN_QN_BLOCKS) * D->sb_bytes;
         int b = (int)(k % KERN_QN_BLOCKS);
-        int32_t part[2] = { 0, 0 }, bs = -cx[k] / 128;
-        for (int j = 0; j < KERN_QK; j++) part[j / 16] += qn_value(D, sb, b, lane, j) * xq[k * KERN_QK + j];
-        float D_x = dx[k];
-        switch (D->kind) {
-        case KERN_QN_B0:
-            acc = fmaf((float)(part[0] + part[1] - D->offset * bs), h16(sb, b * KERN_TILE + lane) * D_x, acc);
-            break;
-        case KERN_QN_B1:
-            acc = fmaf((float)(part[0] + part[1]), h16(sb, b * KERN_TILE + lane) * D_x, acc);
+        int32_t p = 0;
+        for (int j = 0; j < KERN_QK; j++) p += qn_value(D, sb, b, lane, j) * xq[k * KERN_QK + j];
+        float d = h16(sb, b * KERN_TILE + lane);
+        if (D->kind == KERN_QN_B0) {
+            acc = fmaf((float)(p - D->offset * (-cx[k] / 128)), d * dx[k], acc);
+        } else {
+            acc = fmaf((float)p, d * dx[k], acc);
             acc = fmaf(h16(sb, (KERN_QN_BLOCKS + b) * KERN_TILE + lane), sd[k], acc);
-            break;
-        case KERN_QN_K: {
-            float ds = h16(sb, lane) * (float)sb[64 + b * KERN_TILE + lane];
-            float dm = h16(sb, KERN_TILE + lane) * (float)sb[192 + b * KERN_TILE + lane];
-            acc = fmaf((float)(part[0] + part[1]), ds * D_x, acc);
-            acc = fmaf(dm, -sd[k], acc);
-            break;
-        }
-        case KERN_QN_K2: {
-            int s0 = sb[64 + 2 * b * KERN_TILE + lane], s1 = sb[64 + (2 * b + 1) * KERN_TILE + lane];
-            int32_t is = (s0 & 15) * part[0] + (s1 & 15) * part[1];
-            int32_t ms = (s0 >> 4) * hs[k] + (s1 >> 4) * (bs - hs[k]);
-            acc = fmaf((float)is, h16(sb, lane) * D_x, acc);
-            acc = fmaf(-(float)ms, h16(sb, KERN_TILE + lane) * D_x, acc);
-            break;
-        }
-        default: /* K6 */
-            for (int h = 0; h < 2; h++) {
-                int32_t half_sum = h == 0 ? hs[k] : bs - hs[k];
-                float ds = h16(sb, lane) * (float)(int8_t)sb[64 + (2 * b + h) * KERN_TILE + lane];
-                acc = fmaf((float)(part[h] - 32 * half_sum), ds * D_x, acc);
-            }
-            break;
         }
     }
     return acc;
+}
+
+/* The K kinds: exact int32 sums over each super-block, then its float step. */
+static float qn_dot_k(const kern_qn_desc *D, const uint8_t *tile, int lane, int64_t nb, const uint8_t *xr,
+                      kern_xq_offs o)
+{
+    const int8_t *xq = (const int8_t *)xr;
+    const float *dx = (const float *)(xr + o.d);
+    const int32_t *cx = (const int32_t *)(xr + o.c), *hs = (const int32_t *)(xr + o.hs);
+    float acc = 0.0f, accm = 0.0f;
+    for (int64_t k0 = 0; k0 < nb; k0 += KERN_QN_BLOCKS) {
+        const uint8_t *sb = tile + (size_t)(k0 / KERN_QN_BLOCKS) * D->sb_bytes;
+        int32_t is = 0, ms = 0;
+        for (int b = 0; b < KERN_QN_BLOCKS && k0 + b < nb; b++) {
+            int64_t k = k0 + b;
+            int32_t p[2] = { 0, 0 }, S = -cx[k] / 128, S0 = hs[k];
+            for (int j = 0; j < KERN_QK; j++) p[j / 16] += qn_value(D, sb, b, lane, j) * xq[k * KERN_QK + j];
+            const uint8_t *sc = sb + 64 + 2 * b * KERN_TILE + lane; /* K6, K2: the two halves' bytes */
+            if (D->kind == KERN_QN_K) {
+                is += sb[64 + b * KERN_TILE + lane] * (p[0] + p[1]);
+                ms += sb[192 + b * KERN_TILE + lane] * S;
+            } else if (D->kind == KERN_QN_K6) {
+                is += (int8_t)sc[0] * (p[0] - 32 * S0) + (int8_t)sc[KERN_TILE] * (p[1] - 32 * (S - S0));
+            } else {
+                is += (sc[0] & 15) * p[0] + (sc[KERN_TILE] & 15) * p[1];
+                ms += (sc[0] >> 4) * S0 + (sc[KERN_TILE] >> 4) * (S - S0);
+            }
+        }
+        float Dx = dx[k0];
+        acc = fmaf((float)is, h16(sb, lane) * Dx, acc);
+        if (D->kind != KERN_QN_K6) accm = fmaf((float)ms, h16(sb, KERN_TILE + lane) * Dx, accm);
+    }
+    return acc - accm;
 }
 
 void kern_qn_block_ref(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
@@ -320,8 +329,8 @@ void kern_qn_block_ref(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols
     kern_xq_offs o = kern_xq_offsets(cols);
     for (int i = lo; i < hi; i++)
         for (int t = 0; t < nt; t++)
-            y[(int64_t)t * ldy + i] = qn_dot(D, w + (size_t)(i / KERN_TILE) * tb, i % KERN_TILE, cols / KERN_QK,
-                                             xq + (size_t)t * xs, o);
+            y[(int64_t)t * ldy + i] = (D->kind >= KERN_QN_K ? qn_dot_k : qn_dot_b)(
+                D, w + (size_t)(i / KERN_TILE) * tb, i % KERN_TILE, cols / KERN_QK, xq + (size_t)t * xs, o);
 }
 
 

@@ -6,10 +6,11 @@
  *
  * Per quarter and 32-value block, the eight groups are unpacked once into bytes (the
  * values fit int8: at most 63) and the block's row factors made once (as the x86 tiles:
- * d, d * sc, dmin * mn; K2's int32 scales and mins); then every token of the call passes
- * over them: its int32 dots (exact in any order) start from the integer offset term
- * (B0, K6) and go into the chain as kernels.h states, the same fma and multiplications
- * as the scalar twin, four rows a vector.
+ * B kinds d, B1's min; K kinds the int32 scales and mins); then every token of the call
+ * passes over them: its int32 dots (exact in any order) start from the integer offset
+ * term (B0, K6) and go into the chain as kernels.h states (the K kinds: int32 sums over
+ * a super-block, then its float step), the same fma and multiplications as the scalar
+ * twin, four rows a vector.
  *
  * smmla multiplies a 2x8 by an 8x2 block of int8: two groups zipped (values 4g..4g+7 of
  * rows 0-1, then of rows 2-3) against eight values of two tokens, so a token pair costs
@@ -34,13 +35,13 @@ QN_IN int8x16_t n_group(const uint8_t *sb, size_t hdr, int bits, int b, int g, i
         uint8x16_t v2 = vld1q_u8(sb + hdr + 128 * b + 64 * (g / 4) + 16 * q);
         return vreinterpretq_s8_u8(vandq_u8(vshlq_u8(v2, vdupq_n_s8((int8_t)(-2 * (g % 4)))), vdupq_n_u8(3)));
     }
-    uint8x16_t nv = vld1q_u8(sb + hdr + 256 * b + 64 * (g % 4) + 16 * q);
+    uint8x16_t nv = vld1q_u8(sb + hdr + kern_qn_block_bytes(bits) * b + 64 * (g % 4) + 16 * q);
     uint8x16_t v = g < 4 ? vandq_u8(nv, vdupq_n_u8(15)) : vshrq_n_u8(nv, 4);
     if (bits == 5) { /* bit g of the block's byte -> bit 4 */
-        uint8x16_t h = vld1q_u8(sb + hdr + 2048 + 64 * b + 16 * q);
+        uint8x16_t h = vld1q_u8(sb + hdr + kern_qn_block_bytes(bits) * b + 256 + 16 * q);
         v = vorrq_u8(v, vandq_u8(vshlq_u8(h, vdupq_n_s8((int8_t)(4 - g))), vdupq_n_u8(0x10)));
     } else if (bits == 6) { /* bits 2(g % 4), +1 -> bits 4, 5 */
-        uint8x16_t h = vld1q_u8(sb + hdr + 2048 + 128 * b + 64 * (g / 4) + 16 * q);
+        uint8x16_t h = vld1q_u8(sb + hdr + kern_qn_block_bytes(bits) * b + 256 + 64 * (g / 4) + 16 * q);
         v = vorrq_u8(v, vandq_u8(vshlq_u8(h, vdupq_n_s8((int8_t)(4 - 2 * (g % 4)))), vdupq_n_u8(0x30)));
     }
     return vreinterpretq_s8_u8(v);
@@ -66,23 +67,22 @@ QN_IN int32x4_t n_i8i(const uint8_t *p)
     return vmovl_s16(vget_low_s16(vmovl_s8(vld1_s8(b))));
 }
 
-/* Block b's row factors for rows r4..r4+3 (as kernels_qn_x86_tile.h's). */
-QN_IN void n_factors(int kind, const uint8_t *sb, int b, int r4, float32x4_t *f0, float32x4_t *f1, int32x4_t sm[4])
+/* Block b's row factors for rows r4..r4+3 (as kernels_qn_x86_tile.h's): B kinds f0, f1;
+ * K kinds the int32 scales sc[0..1] and mins sc[2..3] (K: of the block; K6, K2: of its
+ * two halves). */
+QN_IN void n_factors(int kind, const uint8_t *sb, int b, int r4, float32x4_t *f0, float32x4_t *f1, int32x4_t sc[4])
 {
     if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
         *f0 = n_h16(sb + 32 * b + 2 * r4);
         *f1 = kind == KERN_QN_B1 ? n_h16(sb + 256 + 32 * b + 2 * r4) : *f0;
     } else if (kind == KERN_QN_K2) {
-        *f0 = n_h16(sb + 2 * r4), *f1 = n_h16(sb + 32 + 2 * r4);
         const int32x4_t s0 = n_u8i(sb + 64 + 32 * b + r4), s1 = n_u8i(sb + 80 + 32 * b + r4);
-        sm[0] = vandq_s32(s0, vdupq_n_s32(15)), sm[2] = vshrq_n_s32(s0, 4);
-        sm[1] = vandq_s32(s1, vdupq_n_s32(15)), sm[3] = vshrq_n_s32(s1, 4);
+        sc[0] = vandq_s32(s0, vdupq_n_s32(15)), sc[2] = vshrq_n_s32(s0, 4);
+        sc[1] = vandq_s32(s1, vdupq_n_s32(15)), sc[3] = vshrq_n_s32(s1, 4);
     } else if (kind == KERN_QN_K) {
-        *f0 = vmulq_f32(n_h16(sb + 2 * r4), vcvtq_f32_s32(n_u8i(sb + 64 + 16 * b + r4)));
-        *f1 = vmulq_f32(n_h16(sb + 32 + 2 * r4), vcvtq_f32_s32(n_u8i(sb + 192 + 16 * b + r4)));
+        sc[0] = n_u8i(sb + 64 + 16 * b + r4), sc[2] = n_u8i(sb + 192 + 16 * b + r4);
     } else {
-        *f0 = vmulq_f32(n_h16(sb + 2 * r4), vcvtq_f32_s32(n_i8i(sb + 64 + 32 * b + r4)));
-        *f1 = vmulq_f32(n_h16(sb + 2 * r4), vcvtq_f32_s32(n_i8i(sb + 64 + 32 * b + 16 + r4)));
+        sc[0] = n_i8i(sb + 64 + 32 * b + r4), sc[1] = n_i8i(sb + 64 + 32 * b + 16 + r4);
     }
 }
 
@@ -115,31 +115,45 @@ QN_IN_MM void n_dots_mm(const int8x16_t wz[8], const int8_t *a, const int8_t *b,
     }
 }
 
-/* acc plus one token's product with block k, from its dots d (the chain of kernels.h). */
+/* acc plus one token's product with block k of a B kind, from its dots d (the chain of
+ * kernels.h). */
 QN_IN float32x4_t n_token(int kind, int off, const int32x4_t d[2], float32x4_t f0, float32x4_t f1,
-                          const int32x4_t sm[4], const uint8_t *xr, kern_xq_offs o, int64_t k, float32x4_t acc)
+                          const uint8_t *xr, kern_xq_offs o, int64_t k, float32x4_t acc)
 {
     const float D = ((const float *)(xr + o.d))[k];
     const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128;
-    if (kind == KERN_QN_K2 || kind == KERN_QN_K6) {
-        const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];
-        if (kind == KERN_QN_K6) {
-            const int32x4_t i0 = vaddq_s32(d[0], vdupq_n_s32(-32 * h0));
-            const int32x4_t i1 = vaddq_s32(d[1], vdupq_n_s32(-32 * (S - h0)));
-            acc = vfmaq_f32(acc, vcvtq_f32_s32(i0), vmulq_n_f32(f0, D));
-            return vfmaq_f32(acc, vcvtq_f32_s32(i1), vmulq_n_f32(f1, D));
-        }
-        const int32x4_t is = vaddq_s32(vmulq_s32(d[0], sm[0]), vmulq_s32(d[1], sm[1]));
-        const int32x4_t ms = vaddq_s32(vmulq_n_s32(sm[2], h0), vmulq_n_s32(sm[3], S - h0));
-        acc = vfmaq_f32(acc, vcvtq_f32_s32(is), vmulq_n_f32(f0, D));
-        return vfmsq_f32(acc, vcvtq_f32_s32(ms), vmulq_n_f32(f1, D));
-    }
     int32x4_t is = vaddq_s32(d[0], d[1]);
     if (kind == KERN_QN_B0) is = vaddq_s32(is, vdupq_n_s32(-off * S));
     acc = vfmaq_f32(acc, vcvtq_f32_s32(is), vmulq_n_f32(f0, D));
     if (kind == KERN_QN_B1) acc = vfmaq_f32(acc, f1, vdupq_n_f32(((const float *)(xr + o.sd))[k]));
-    if (kind == KERN_QN_K) acc = vfmaq_f32(acc, f1, vdupq_n_f32(-((const float *)(xr + o.sd))[k]));
     return acc;
+}
+
+/* The same for a K kind: the super-block's exact int32 sums is (scaled dots) and ms
+ * (scaled mins) plus block k's terms. */
+QN_IN void n_ktoken(int kind, const int32x4_t d[2], const int32x4_t sc[4], const uint8_t *xr, kern_xq_offs o,
+                    int64_t k, int32x4_t *is, int32x4_t *ms)
+{
+    const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128, h0 = ((const int32_t *)(xr + o.hs))[k];
+    if (kind == KERN_QN_K) {
+        *is = vmlaq_s32(*is, vaddq_s32(d[0], d[1]), sc[0]);
+        *ms = vmlaq_n_s32(*ms, sc[2], S);
+        return;
+    }
+    int32x4_t i0 = d[0], i1 = d[1];
+    if (kind == KERN_QN_K6) i0 = vaddq_s32(i0, vdupq_n_s32(-32 * h0)), i1 = vaddq_s32(i1, vdupq_n_s32(-32 * (S - h0)));
+    *is = vmlaq_s32(vmlaq_s32(*is, i0, sc[0]), i1, sc[1]);
+    if (kind == KERN_QN_K2) *ms = vmlaq_n_s32(vmlaq_n_s32(*ms, sc[2], h0), sc[3], S - h0);
+}
+
+/* A K kind's super-block (from block k0 on) of one token: its float step, into acc
+ * (the scaled dots) and accm (the scaled mins). */
+QN_IN void n_kend(int kind, const uint8_t *sb, int r4, int32x4_t is, int32x4_t ms, const uint8_t *xr,
+                  kern_xq_offs o, int64_t k0, float32x4_t *acc, float32x4_t *accm)
+{
+    const float D = ((const float *)(xr + o.d))[k0];
+    *acc = vfmaq_f32(*acc, vcvtq_f32_s32(is), vmulq_n_f32(n_h16(sb + 2 * r4), D));
+    if (kind != KERN_QN_K6) *accm = vfmaq_f32(*accm, vcvtq_f32_s32(ms), vmulq_n_f32(n_h16(sb + 32 + 2 * r4), D));
 }
 
 typedef void (*nqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs, float *,

@@ -19,8 +19,9 @@ static inline __attribute__((always_inline)) QN_ATTR void QN(tile)(int kind, int
     const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq, size_t xs, kern_xq_offs o, float *y,
     int64_t ldy, int q, int lo, int hi)
 {
-    float32x4_t acc[QN_TMAX];
-    for (int t = 0; t < QN_TMAX; t++) acc[t] = vdupq_n_f32(0.0f);
+    float32x4_t acc[QN_TMAX], accm[QN_TMAX]; /* K, K2: the scaled mins apart */
+    int32x4_t is[QN_TMAX], ms[QN_TMAX];
+    for (int t = 0; t < QN_TMAX; t++) acc[t] = accm[t] = vdupq_n_f32(0.0f), is[t] = ms[t] = vdupq_n_s32(0);
     for (int64_t k = 0; k < nb; k++) {
         const uint8_t *sb = w + (size_t)(k / KERN_QN_BLOCKS) * sbb;
         const int b = (int)(k % KERN_QN_BLOCKS);
@@ -28,7 +29,7 @@ static inline __attribute__((always_inline)) QN_ATTR void QN(tile)(int kind, int
         int32x4_t sm[4] = { vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0) };
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) wv[g] = n_group(sb, hdr, bits, b, g, q);
-        float32x4_t f0, f1;
+        float32x4_t f0 = vdupq_n_f32(0.0f), f1 = f0;
         n_factors(kind, sb, b, 4 * q, &f0, &f1, sm);
         int t = 0;
 #if QN_MM
@@ -46,8 +47,13 @@ static inline __attribute__((always_inline)) QN_ATTR void QN(tile)(int kind, int
                 const uint8_t *xa = xq + (size_t)t * xs, *xb = xa + xs;
                 int32x4_t da[2], db[2];
                 n_dots_mm(wz, (const int8_t *)xa + k * KERN_QK, (const int8_t *)xb + k * KERN_QK, da, db);
-                acc[t] = n_token(kind, off, da, f0, f1, sm, xa, o, k, acc[t]);
-                acc[t + 1] = n_token(kind, off, db, f0, f1, sm, xb, o, k, acc[t + 1]);
+                if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
+                    acc[t] = n_token(kind, off, da, f0, f1, xa, o, k, acc[t]);
+                    acc[t + 1] = n_token(kind, off, db, f0, f1, xb, o, k, acc[t + 1]);
+                } else {
+                    n_ktoken(kind, da, sm, xa, o, k, &is[t], &ms[t]);
+                    n_ktoken(kind, db, sm, xb, o, k, &is[t + 1], &ms[t + 1]);
+                }
             }
         }
 #endif
@@ -57,13 +63,19 @@ static inline __attribute__((always_inline)) QN_ATTR void QN(tile)(int kind, int
             const uint8_t *xr = xq + (size_t)t * xs;
             int32x4_t d[2];
             n_dots(wv, (const int8_t *)xr + k * KERN_QK, d);
-            acc[t] = n_token(kind, off, d, f0, f1, sm, xr, o, k, acc[t]);
+            if (kind == KERN_QN_B0 || kind == KERN_QN_B1) acc[t] = n_token(kind, off, d, f0, f1, xr, o, k, acc[t]);
+            else n_ktoken(kind, d, sm, xr, o, k, &is[t], &ms[t]);
+        }
+        if (kind == KERN_QN_B0 || kind == KERN_QN_B1 || (b + 1 < KERN_QN_BLOCKS && k + 1 < nb)) continue;
+        for (int u = 0; u < nt; u++) { /* the end of a K kind's super-block: its float step */
+            n_kend(kind, sb, 4 * q, is[u], ms[u], xq + (size_t)u * xs, o, k - b, &acc[u], &accm[u]);
+            is[u] = ms[u] = vdupq_n_s32(0);
         }
     }
     const int a = lo > 4 * q ? lo - 4 * q : 0, z = hi < 4 * q + 4 ? hi - 4 * q : 4;
     for (int t = 0; t < nt; t++) {
         float out[4];
-        vst1q_f32(out, acc[t]);
+        vst1q_f32(out, vsubq_f32(acc[t], accm[t]));
         for (int i = a; i < z; i++) y[t * ldy + 4 * q + i] = out[i];
     }
 }

@@ -6,11 +6,13 @@
  *
  * Per tile and 32-value block, the eight groups are unpacked once into unsigned bytes
  * (low nibbles, plus the 5th or 5th-6th bits shifted into place; or 2-bit fields) and
- * the block's row factors (d, d * sc, dmin * mn; K2's int32 scales and mins) made once;
+ * the block's row factors (B kinds: d, B1's min; K kinds: the int32 scales) made once;
  * then every token of the call passes over them: its int32 dots start from the integer
- * offset term (B0, K6),
- * take 8 vpdpbusd (or maddubs + madd on plain AVX2, exact: values <= 63), and go into
- * the chain as kernels.h states. Decode is memory-bound: each byte is read once.
+ * offset term (B0, K6), take 8 vpdpbusd (or maddubs + madd on plain AVX2, exact: values
+ * <= 63), and go into the chain as kernels.h states: the B kinds' float step per block,
+ * the K kinds' int32 sums (vpmulld by the scales; K's mins per super-block as int16
+ * pairs, vpdpwssd) and one float step per super-block. Decode is memory-bound: each
+ * byte is read once, front to back.
  */
 #include "kernels.h"
 
@@ -40,14 +42,14 @@ Z_IN __m512i z_group(const uint8_t *sb, size_t hdr, int bits, int b, int g)
         __m512i v2 = _mm512_load_si512((const void *)(sb + hdr + 128 * b + 64 * (g / 4)));
         return _mm512_and_si512(_mm512_srli_epi16(v2, 2 * (g % 4)), _mm512_set1_epi8(3));
     }
-    __m512i nv = _mm512_load_si512((const void *)(sb + hdr + 256 * b + 64 * (g % 4)));
+    __m512i nv = _mm512_load_si512((const void *)(sb + hdr + kern_qn_block_bytes(bits) * b + 64 * (g % 4)));
     __m512i v = g < 4 ? _mm512_and_si512(nv, m4) : _mm512_and_si512(_mm512_srli_epi16(nv, 4), m4);
     if (bits == 5) {
-        __m512i h = _mm512_load_si512((const void *)(sb + hdr + 2048 + 64 * b));
+        __m512i h = _mm512_load_si512((const void *)(sb + hdr + kern_qn_block_bytes(bits) * b + 256));
         h = g <= 4 ? _mm512_slli_epi16(h, 4 - g) : _mm512_srli_epi16(h, g - 4);
         v = _mm512_or_si512(v, _mm512_and_si512(h, _mm512_set1_epi8(0x10)));
     } else if (bits == 6) {
-        __m512i h = _mm512_load_si512((const void *)(sb + hdr + 2048 + 128 * b + 64 * (g / 4)));
+        __m512i h = _mm512_load_si512((const void *)(sb + hdr + kern_qn_block_bytes(bits) * b + 256 + 64 * (g / 4)));
         int j = g % 4;
         h = j < 2 ? _mm512_slli_epi16(h, 4 - 2 * j) : j == 2 ? h : _mm512_srli_epi16(h, 2);
         v = _mm512_or_si512(v, _mm512_and_si512(h, _mm512_set1_epi8(0x30)));
@@ -56,10 +58,8 @@ Z_IN __m512i z_group(const uint8_t *sb, size_t hdr, int bits, int b, int g)
 }
 
 Z_IN __m512 z_h16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
-Z_IN __m512 z_u8f(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
-Z_IN __m512 z_i8f(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))); }
-
 Z_IN __m512i z_u8i(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+Z_IN __m512i z_i8i(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
 
 /* The per-kind tile products at this width (kernels_qn_x86_tile.h): z_tables[kind][T]. */
 typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs, float *,
@@ -76,12 +76,13 @@ typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
 #define V(op) _mm512_##op
 #define VI_ZERO _mm512_setzero_si512
 #define VI_AND _mm512_and_si512
+#define VI_OR _mm512_or_si512
 #define QN_DOT(acc, w, x) _mm512_dpbusd_epi32(acc, w, x)
+#define QN_DOTW(acc, a, b) _mm512_dpwssd_epi32(acc, a, b)
 #define QN_GROUP(sb, hdr, bits, b, g, half) z_group(sb, hdr, bits, b, g)
 #define QN_H16 z_h16
-#define QN_U8F z_u8f
-#define QN_I8F z_i8f
 #define QN_U8I z_u8i
+#define QN_I8I z_i8i
 #define QN_STORE(p, mask, v) _mm512_mask_storeu_ps(p, mask, v)
 #include "kernels_qn_x86_tile.h"
 #undef QN
@@ -96,12 +97,13 @@ typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
 #undef V
 #undef VI_ZERO
 #undef VI_AND
+#undef VI_OR
 #undef QN_DOT
+#undef QN_DOTW
 #undef QN_GROUP
 #undef QN_H16
-#undef QN_U8F
-#undef QN_I8F
 #undef QN_U8I
+#undef QN_I8I
 #undef QN_STORE
 
 void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
@@ -200,14 +202,14 @@ Y_IN __m256i y_group(const uint8_t *sb, size_t hdr, int bits, int b, int g, int 
         __m256i v2 = _mm256_load_si256((const __m256i *)(sb + hdr + 128 * b + 64 * (g / 4) + 32 * half));
         return _mm256_and_si256(_mm256_srli_epi16(v2, 2 * (g % 4)), _mm256_set1_epi8(3));
     }
-    __m256i nv = _mm256_load_si256((const __m256i *)(sb + hdr + 256 * b + 64 * (g % 4) + 32 * half));
+    __m256i nv = _mm256_load_si256((const __m256i *)(sb + hdr + kern_qn_block_bytes(bits) * b + 64 * (g % 4) + 32 * half));
     __m256i v = g < 4 ? _mm256_and_si256(nv, m4) : _mm256_and_si256(_mm256_srli_epi16(nv, 4), m4);
     if (bits == 5) {
-        __m256i h = _mm256_load_si256((const __m256i *)(sb + hdr + 2048 + 64 * b + 32 * half));
+        __m256i h = _mm256_load_si256((const __m256i *)(sb + hdr + kern_qn_block_bytes(bits) * b + 256 + 32 * half));
         h = g <= 4 ? _mm256_slli_epi16(h, 4 - g) : _mm256_srli_epi16(h, g - 4);
         v = _mm256_or_si256(v, _mm256_and_si256(h, _mm256_set1_epi8(0x10)));
     } else if (bits == 6) {
-        __m256i h = _mm256_load_si256((const __m256i *)(sb + hdr + 2048 + 128 * b + 64 * (g / 4) + 32 * half));
+        __m256i h = _mm256_load_si256((const __m256i *)(sb + hdr + kern_qn_block_bytes(bits) * b + 256 + 64 * (g / 4) + 32 * half));
         int j = g % 4;
         h = j < 2 ? _mm256_slli_epi16(h, 4 - 2 * j) : j == 2 ? h : _mm256_srli_epi16(h, 2);
         v = _mm256_or_si256(v, _mm256_and_si256(h, _mm256_set1_epi8(0x30)));
@@ -216,10 +218,8 @@ Y_IN __m256i y_group(const uint8_t *sb, size_t hdr, int bits, int b, int g, int 
 }
 
 Y_IN __m256 y_h16(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
-Y_IN __m256 y_u8f(const uint8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
-Y_IN __m256 y_i8f(const uint8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
-
 Y_IN __m256i y_u8i(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+Y_IN __m256i y_i8i(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 
 /* The per-kind tile products at this width (kernels_qn_x86_tile.h), once with plain AVX2
  * (y2_tables: maddubs + madd, exact since values <= 63) and once with AVX-VNNI
@@ -236,28 +236,32 @@ typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
 #define V(op) _mm256_##op
 #define VI_ZERO _mm256_setzero_si256
 #define VI_AND _mm256_and_si256
+#define VI_OR _mm256_or_si256
 #define QN_GROUP y_group
 #define QN_H16 y_h16
-#define QN_U8F y_u8f
-#define QN_I8F y_i8f
 #define QN_U8I y_u8i
+#define QN_I8I y_i8i
 #define QN_STORE(p, mask, v) _mm256_maskstore_ps(p, mask, v)
 
 #define QN(name) y2_##name
 #define QN_ATTR Y_ATTR(0)
 #define QN_DOT(acc, w, x) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)))
+#define QN_DOTW(acc, a, b) _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
 #include "kernels_qn_x86_tile.h"
 #undef QN
 #undef QN_ATTR
 #undef QN_DOT
+#undef QN_DOTW
 
 #define QN(name) yv_##name
 #define QN_ATTR Y_ATTR(1)
 #define QN_DOT(acc, w, x) _mm256_dpbusd_avx_epi32(acc, w, x)
+#define QN_DOTW(acc, a, b) _mm256_dpwssd_avx_epi32(acc, a, b)
 #include "kernels_qn_x86_tile.h"
 #undef QN
 #undef QN_ATTR
 #undef QN_DOT
+#undef QN_DOTW
 
 #undef QN_TMAX
 #undef QN_FN
@@ -269,11 +273,11 @@ typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
 #undef V
 #undef VI_ZERO
 #undef VI_AND
+#undef VI_OR
 #undef QN_GROUP
 #undef QN_H16
-#undef QN_U8F
-#undef QN_I8F
 #undef QN_U8I
+#undef QN_I8I
 #undef QN_STORE
 
 /* Lanes [lo, hi) of half h (rows 8h..8h+7) as a maskstore mask. */

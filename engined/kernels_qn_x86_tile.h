@@ -13,11 +13,12 @@
  *   QN_MASK           the store mask's type
  *   VF, VI            the float and integer vector types
  *   V(op)             the width's intrinsic op (_mm512_##op or _mm256_##op)
- *   VI_ZERO(), VI_AND(a, b)                  the integer ones whose names differ
+ *   VI_ZERO(), VI_AND(a, b), VI_OR(a, b)     the integer ones whose names differ
  *   QN_DOT(acc, w, x) acc + the exact int32 dots of 4 unsigned bytes of w with 4 int8 of x
  *   QN_GROUP(sb, hdr, bits, b, g, half)      group g of block b, unsigned values
- *   QN_H16(p), QN_U8F(p), QN_I8F(p)          f16 / u8 / i8 row factors as floats
- *   QN_U8I(p)                                u8 row factors as int32
+ *   QN_DOTW(acc, a, b) acc + the exact int32 dots of 2 int16 of a with 2 int16 of b
+ *   QN_H16(p)                                f16 row factors as floats
+ *   QN_U8I(p), QN_I8I(p)                     u8 / i8 row factors as int32
  *   QN_STORE(p, mask, v)                     a masked store of one token's rows
  *
  * and gets QN(tables)[KERN_W_COUNT]: per weight kind, the products for 1..QN_TMAX tokens.
@@ -28,91 +29,137 @@
 
 #define QN_INLINE static inline __attribute__((always_inline)) QN_ATTR
 
-/* Block b's row factors (kernels.h's chain): f0 and f1, and for K2 the int32 sub-block
- * scales sm[0..1] and mins sm[2..3] of its two halves. r8 is the first row of the half. */
-QN_INLINE void QN(factors)(int kind, const uint8_t *sb, int b, int r8, VF *f0, VF *f1, VI sm[4])
+/* Block b's row factors (kernels.h's chain): B kinds: f0 and f1 (d; B1's min); K kinds:
+ * the int32 scales sc[0..1] (K: of the block; K6, K2: of its two halves) and K2's mins
+ * sc[2..3]. r8 is the first row of the half. */
+QN_INLINE void QN(factors)(int kind, const uint8_t *sb, int b, int r8, VF *f0, VF *f1, VI sc[4])
 {
     if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
         *f0 = QN_H16(sb + 32 * b + 2 * r8);
         *f1 = kind == KERN_QN_B1 ? QN_H16(sb + 256 + 32 * b + 2 * r8) : *f0;
     } else if (kind == KERN_QN_K2) {
-        *f0 = QN_H16(sb + 2 * r8), *f1 = QN_H16(sb + 32 + 2 * r8);
         const VI s0 = QN_U8I(sb + 64 + 32 * b + r8), s1 = QN_U8I(sb + 80 + 32 * b + r8);
-        sm[0] = VI_AND(s0, V(set1_epi32)(15)), sm[2] = V(srli_epi32)(s0, 4);
-        sm[1] = VI_AND(s1, V(set1_epi32)(15)), sm[3] = V(srli_epi32)(s1, 4);
+        sc[0] = VI_AND(s0, V(set1_epi32)(15)), sc[2] = V(srli_epi32)(s0, 4);
+        sc[1] = VI_AND(s1, V(set1_epi32)(15)), sc[3] = V(srli_epi32)(s1, 4);
     } else if (kind == KERN_QN_K) {
-        *f0 = V(mul_ps)(QN_H16(sb + 2 * r8), QN_U8F(sb + 64 + 16 * b + r8));
-        *f1 = V(mul_ps)(QN_H16(sb + 32 + 2 * r8), QN_U8F(sb + 192 + 16 * b + r8));
+        sc[0] = QN_U8I(sb + 64 + 16 * b + r8);
     } else {
-        *f0 = V(mul_ps)(QN_H16(sb + 2 * r8), QN_I8F(sb + 64 + 32 * b + r8));
-        *f1 = V(mul_ps)(QN_H16(sb + 2 * r8), QN_I8F(sb + 64 + 32 * b + 16 + r8));
+        sc[0] = QN_I8I(sb + 64 + 32 * b + r8), sc[1] = QN_I8I(sb + 64 + 32 * b + 16 + r8);
     }
 }
 
-/* acc plus one token's product with block k (unpacked in wv, factors f0 f1 sm); xr is the
- * token's activation row. */
-QN_INLINE VF QN(token)(int kind, int off, const VI wv[8], VF f0, VF f1, const VI sm[4], const uint8_t *xr,
-                       kern_xq_offs o, int64_t k, VF acc)
+/* acc plus one token's product with block k of a B kind (unpacked in wv, factors f0 f1);
+ * xr is the token's activation row. */
+QN_INLINE VF QN(token)(int kind, int off, const VI wv[8], VF f0, VF f1, const uint8_t *xr, kern_xq_offs o,
+                       int64_t k, VF acc)
 {
     const int8_t *a = (const int8_t *)xr + k * KERN_QK;
     const float D = ((const float *)(xr + o.d))[k];
     const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128;
-    if (kind == KERN_QN_K2 || kind == KERN_QN_K6) {
-        /* the two halves of the block apart: sub-block scales (K2) or offsets (K6) */
-        const int32_t h0 = ((const int32_t *)(xr + o.hs))[k];
-        VI i0 = kind == KERN_QN_K6 ? V(set1_epi32)(-32 * h0) : VI_ZERO();
-        VI i1 = kind == KERN_QN_K6 ? V(set1_epi32)(-32 * (S - h0)) : VI_ZERO();
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
-            i0 = QN_DOT(i0, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
-            i1 = QN_DOT(i1, wv[g + 4], V(set1_epi32)(ld32(a + 16 + 4 * g)));
-        }
-        const VF vD = V(set1_ps)(D);
-        if (kind == KERN_QN_K6) {
-            acc = V(fmadd_ps)(V(cvtepi32_ps)(i0), V(mul_ps)(f0, vD), acc);
-            return V(fmadd_ps)(V(cvtepi32_ps)(i1), V(mul_ps)(f1, vD), acc);
-        }
-        const VI is = V(add_epi32)(V(mullo_epi32)(i0, sm[0]), V(mullo_epi32)(i1, sm[1]));
-        const VI ms = V(add_epi32)(V(mullo_epi32)(sm[2], V(set1_epi32)(h0)),
-                                   V(mullo_epi32)(sm[3], V(set1_epi32)(S - h0)));
-        acc = V(fmadd_ps)(V(cvtepi32_ps)(is), V(mul_ps)(f0, vD), acc);
-        return V(fnmadd_ps)(V(cvtepi32_ps)(ms), V(mul_ps)(f1, vD), acc);
-    }
     VI is = V(set1_epi32)(kind == KERN_QN_B0 ? -off * S : 0);
 #pragma GCC unroll 8
     for (int g = 0; g < 8; g++) is = QN_DOT(is, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
     acc = V(fmadd_ps)(V(cvtepi32_ps)(is), V(mul_ps)(f0, V(set1_ps)(D)), acc);
     if (kind == KERN_QN_B1) acc = V(fmadd_ps)(f1, V(set1_ps)(((const float *)(xr + o.sd))[k]), acc);
-    if (kind == KERN_QN_K) acc = V(fmadd_ps)(f1, V(set1_ps)(-((const float *)(xr + o.sd))[k]), acc);
     return acc;
 }
 
+/* The same for a K kind: the super-block's int32 sums is (scaled dots) and ms (K2's
+ * scaled mins; K's come at the end of the super-block) plus block k's terms. */
+QN_INLINE void QN(ktoken)(int kind, const VI wv[8], const VI sc[4], const uint8_t *xr, kern_xq_offs o, int64_t k,
+                          VI *is, VI *ms)
+{
+    const int8_t *a = (const int8_t *)xr + k * KERN_QK;
+    if (kind == KERN_QN_K) {
+        VI p = VI_ZERO();
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) p = QN_DOT(p, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
+        *is = V(add_epi32)(*is, V(mullo_epi32)(p, sc[0]));
+        return;
+    }
+    const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128, h0 = ((const int32_t *)(xr + o.hs))[k];
+    VI i0 = kind == KERN_QN_K6 ? V(set1_epi32)(-32 * h0) : VI_ZERO();
+    VI i1 = kind == KERN_QN_K6 ? V(set1_epi32)(-32 * (S - h0)) : VI_ZERO();
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        i0 = QN_DOT(i0, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
+        i1 = QN_DOT(i1, wv[g + 4], V(set1_epi32)(ld32(a + 16 + 4 * g)));
+    }
+    *is = V(add_epi32)(*is, V(add_epi32)(V(mullo_epi32)(i0, sc[0]), V(mullo_epi32)(i1, sc[1])));
+    if (kind == KERN_QN_K2)
+        *ms = V(add_epi32)(*ms, V(add_epi32)(V(mullo_epi32)(sc[2], V(set1_epi32)(h0)),
+                                             V(mullo_epi32)(sc[3], V(set1_epi32)(S - h0))));
+}
+
+/* K's mins of super-block sb (blocks k0..k0+7, n of them in the row) times one token's
+ * block sums: pairs of blocks at once, the mins as int16 pairs (mp) against the sums as
+ * int16 pairs (exact: |S| <= 4096). */
+QN_INLINE VI QN(kmins)(const VI mp[4], const uint8_t *xr, kern_xq_offs o, int64_t k0, int n)
+{
+    const int32_t *c = (const int32_t *)(xr + o.c) + k0;
+    VI ms = VI_ZERO();
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        uint32_t s0 = 2 * j < n ? (uint32_t)(-c[2 * j] / 128) : 0, s1 = 2 * j + 1 < n ? (uint32_t)(-c[2 * j + 1] / 128) : 0;
+        ms = QN_DOTW(ms, mp[j], V(set1_epi32)((int32_t)((s0 & 0xffff) | s1 << 16)));
+    }
+    return ms;
+}
+
 /* One tile (or half tile) times nt tokens over nb blocks, for one layout (kind, bits, off):
- * each block's groups are unpacked and its factors made once, then every token passes.
+ * each block's groups are unpacked and its factors made once, then every token passes;
+ * the K kinds take each super-block's float step at its end.
  * The token loops run to the constant QN_TMAX and skip t >= nt: a compiler that unrolls
  * this function before inlining it (clang) then unrolls them completely, as it would with
  * nt known; once nt is a constant the skipped copies vanish. */
 QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, size_t hdr, size_t sbb, int64_t nb,
                         const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy, int half, QN_MASK mask)
 {
-    VF acc[QN_TMAX];
+    VF acc[QN_TMAX], accm[QN_TMAX]; /* K, K2: the scaled mins apart, as llama.cpp keeps them */
+    VI is[QN_TMAX], ms[QN_TMAX];
+    const int r8 = 8 * half;
 #pragma GCC unroll 8
-    for (int t = 0; t < QN_TMAX; t++) acc[t] = V(setzero_ps)();
+    for (int t = 0; t < QN_TMAX; t++) acc[t] = accm[t] = V(setzero_ps)(), is[t] = ms[t] = VI_ZERO();
     for (int64_t k = 0; k < nb; k++) {
         const uint8_t *sb = w + (size_t)(k / KERN_QN_BLOCKS) * sbb;
         const int b = (int)(k % KERN_QN_BLOCKS);
-        VI wv[8], sm[4] = { VI_ZERO(), VI_ZERO(), VI_ZERO(), VI_ZERO() };
+        VI wv[8], sc[4] = { VI_ZERO(), VI_ZERO(), VI_ZERO(), VI_ZERO() };
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) wv[g] = QN_GROUP(sb, hdr, bits, b, g, half);
-        VF f0, f1;
-        QN(factors)(kind, sb, b, 8 * half, &f0, &f1, sm);
+        VF f0 = V(setzero_ps)(), f1 = f0;
+        QN(factors)(kind, sb, b, r8, &f0, &f1, sc);
+        if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
+#pragma GCC unroll 8
+            for (int t = 0; t < QN_TMAX; t++)
+                if (t < nt) acc[t] = QN(token)(kind, off, wv, f0, f1, xq + (size_t)t * xs, o, k, acc[t]);
+            continue;
+        }
 #pragma GCC unroll 8
         for (int t = 0; t < QN_TMAX; t++)
-            if (t < nt) acc[t] = QN(token)(kind, off, wv, f0, f1, sm, xq + (size_t)t * xs, o, k, acc[t]);
+            if (t < nt) QN(ktoken)(kind, wv, sc, xq + (size_t)t * xs, o, k, &is[t], &ms[t]);
+        if (b + 1 < KERN_QN_BLOCKS && k + 1 < nb) continue;
+        /* the super-block's float step */
+        const int64_t k0 = k - b;
+        const VF d = QN_H16(sb + 2 * r8), dmin = QN_H16(sb + 32 + 2 * r8);
+        VI mp[4];
+        if (kind == KERN_QN_K)
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++)
+                mp[j] = VI_OR(QN_U8I(sb + 192 + 32 * j + r8), V(slli_epi32)(QN_U8I(sb + 208 + 32 * j + r8), 16));
+#pragma GCC unroll 8
+        for (int t = 0; t < QN_TMAX; t++) {
+            if (t >= nt) continue;
+            const uint8_t *xr = xq + (size_t)t * xs;
+            const VF vD = V(set1_ps)(((const float *)(xr + o.d))[k0]);
+            if (kind == KERN_QN_K) ms[t] = QN(kmins)(mp, xr, o, k0, b + 1);
+            acc[t] = V(fmadd_ps)(V(cvtepi32_ps)(is[t]), V(mul_ps)(d, vD), acc[t]);
+            if (kind != KERN_QN_K6) accm[t] = V(fmadd_ps)(V(cvtepi32_ps)(ms[t]), V(mul_ps)(dmin, vD), accm[t]);
+            is[t] = ms[t] = VI_ZERO();
+        }
     }
 #pragma GCC unroll 8
     for (int t = 0; t < QN_TMAX; t++)
-        if (t < nt) QN_STORE(y + t * ldy + 8 * half, mask, acc[t]);
+        if (t < nt) QN_STORE(y + t * ldy + r8, mask, V(sub_ps)(acc[t], accm[t]));
 }
 
 /* The instantiations: NAME_T for T tokens, and the kind's table NAME[T]. */

@@ -58,13 +58,19 @@ static qmat make(int wt, int64_t rows, int64_t cols) { return make_from(wt, kern
 
 static void drop(qmat *m) { free(m->src); free(m->tiles); }
 
-static uint8_t *make_xq(int64_t n, int64_t cols, float **xf_out)
+/* Activations as the engine gives them to wt: Q8_K rounding (one scale per 256 values,
+ * which the K kinds' super-block sums take) for the K kinds, Q8_0 for the others. */
+static uint8_t *make_xq(int wt, int64_t n, int64_t cols, float **xf_out)
 {
     float *xf = malloc((size_t)(n * cols) * sizeof *xf);
     fill(xf, n * cols, 1.0f);
     uint8_t *xq = aligned_alloc(64, (size_t)n * kern_xq_row_bytes(cols));
-    kern_xq_quantize(xf, n, cols, xq);
-    kern_xq_finish(xq, n, cols);
+    if (kern_qn_get(wt)->kind >= KERN_QN_K) {
+        kern_xk_quantize_ref(xf, n, cols, xq);
+    } else {
+        kern_xq_quantize(xf, n, cols, xq);
+        kern_xq_finish(xq, n, cols);
+    }
     if (xf_out) *xf_out = xf;
     else free(xf);
     return xq;
@@ -138,7 +144,7 @@ START_TEST(test_qn_products)
             qmat m = make(wt, 45, cols);
             for (int ti = 0; ti < 5; ti++) {
                 int64_t n = toks[ti], ld = m.rows;
-                uint8_t *xq = make_xq(n, cols, NULL);
+                uint8_t *xq = make_xq(wt, n, cols, NULL);
                 float *ref = malloc((size_t)(n * ld) * sizeof *ref), *y = malloc((size_t)(n * ld) * sizeof *y);
                 const kern_ops *saved = kern_active;
                 kern_active = &kern_ops_scalar;
@@ -190,7 +196,7 @@ START_TEST(test_qn_batch_invariance)
         int wt = wts[i];
         qmat m = make(wt, 40, 512);
         int64_t N = 300, xs = (int64_t)kern_xq_row_bytes(m.cols);
-        uint8_t *xq = make_xq(N, m.cols, NULL);
+        uint8_t *xq = make_xq(wt, N, m.cols, NULL);
         float *one = malloc((size_t)(N * m.rows) * sizeof *one), *y = malloc((size_t)(N * m.rows) * sizeof *y);
         const kern_ops *saved = kern_active;
         for (int v = 0; v < N_TABLES; v++) {
