@@ -11,8 +11,8 @@ Ours: `engined --eval` of a --depth-token prompt then --gen greedy one-token ste
 (`--kv T`), its logged decode rate: the tokens decoded between positions depth and
 depth + gen (4,096 by default). Peers: llama-server (llama.cpp c392e50's llama-bench has no
 depth option) with `-c depth+gen+16 -np 1 -t T -ctk T -ctv T` and flash attention, one
-/completion of the same token ids with n_predict gen, ignore_eos and no prompt cache:
-its timings.predicted_per_second. Each cell is the best of --reps; ours and the peers
+/completion of the same token ids with n_predict gen, ignore_eos, no prompt cache and the
+byte tokens banned (below): its timings.predicted_per_second. Each cell is the best of --reps; ours and the peers
 alternate rep by rep, so a drifting load weighs on all alike.
 """
 import argparse
@@ -78,8 +78,11 @@ def peer(path, flavour, args, kv, ids):
                         break
             except OSError:
                 time.sleep(0.3)
+        # the byte tokens (<0x00>..<0xFF>, ids 3..258 of the llama vocabulary) are banned: a
+        # random-weight model strings them into invalid UTF-8, which ik_llama.cpp's server
+        # cannot put in its JSON reply (HTTP 500)
         body = json.dumps({"prompt": ids, "n_predict": args.gen, "ignore_eos": True, "cache_prompt": False,
-                           "temperature": 0}).encode()
+                           "temperature": 0, "logit_bias": [[t, False] for t in range(3, 259)]}).encode()
         req = urllib.request.Request(base + "/completion", body, {"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=1800) as r:

@@ -555,28 +555,13 @@ static TGT void avx512_gelu_mul(float *g, const float *up, int64_t n)
     }
 }
 
-/* Native tiles (kernels_qn_x86.c) streamed from memory: the hardware prefetcher does not
- * keep up with a super-block's three regions (header, nibbles, high bits), so the loads
- * of each block wait on memory. While one tile is computed, the next one (tb bytes on,
- * where kern_qn_matmul's tile walk goes) is prefetched into L2; prefetches never fault,
- * so the one past a matrix's end is harmless. Only speed changes. */
-static TGT void avx512_qn_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
-                                size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
-{
-    if (stream) {
-        const char *next = (const char *)w + tb * (size_t)nr;
-        for (size_t off = 0; off < tb; off += 64) _mm_prefetch(next + off, _MM_HINT_T1);
-    }
-    kern_qn_avx512_block(wt, w, tb, nr, cols, xq, xs, nt, y, ldy, lo, hi, stream);
-}
-
 const kern_ops kern_ops_avx512vnni = {
     .name = "avx512vnni",
     .xq_quantize = avx512_xq_quantize,
     .q8t_block = avx512_q8t_block,
     .q8t_tmax = ZS,
     .q8t_rows = { 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3 },
-    .qn_block = avx512_qn_block,
+    .qn_block = kern_qn_avx512_block,
     .xk_quantize = kern_xk_quantize_avx512,
     .qn_tmax = 8,
     .f32_matmul = kern_avx2_f32_matmul,
