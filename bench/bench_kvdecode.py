@@ -19,8 +19,8 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -28,12 +28,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, HERE)
+import bench_serve as bs  # noqa: E402  (LlamaServer)
 
 
 def prompt_ids(n):
@@ -60,30 +56,16 @@ def ours(args, kv, ids):
 
 def peer(path, flavour, args, kv, ids):
     """(prefill tok/s, decode tok/s) of one llama-server /completion."""
-    port = free_port()
     fa = ["-fa"] if flavour == "llama.cpp" else ["-fa", "on"]
-    cmd = [path, "-m", args.model, "-c", str(len(ids) + args.gen + 16), "-np", "1", "-t", str(args.threads),
-           "-ctk", kv, "-ctv", kv, "--port", str(port), "--host", "127.0.0.1"] + fa
-    log = tempfile.NamedTemporaryFile("w+", prefix="kvdecode-server.", suffix=".log", delete=False)
-    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    base = "http://127.0.0.1:%d" % port
+    srv = bs.LlamaServer(path, args, 1, ctx_per_slot=len(ids) + args.gen + 16, extra=["-ctk", kv, "-ctv", kv] + fa)
     try:
-        t0 = time.monotonic()
-        while True:
-            if p.poll() is not None or time.monotonic() - t0 > 120:
-                raise SystemExit("%s did not start: %s" % (flavour, open(log.name, errors="replace").read()[-400:]))
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.3)
         # the byte tokens (<0x00>..<0xFF>, ids 3..258 of the llama vocabulary) are banned: a
         # random-weight model strings them into invalid UTF-8, which ik_llama.cpp's server
         # cannot put in its JSON reply (HTTP 500)
         body = json.dumps({"prompt": ids, "n_predict": args.gen, "ignore_eos": True, "cache_prompt": False,
                            "temperature": 0, "logit_bias": [[t, False] for t in range(3, 259)]}).encode()
-        req = urllib.request.Request(base + "/completion", body, {"Content-Type": "application/json"})
+        req = urllib.request.Request("http://127.0.0.1:%d/completion" % srv.port, body,
+                                     {"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=1800) as r:
                 t = json.load(r)["timings"]
@@ -91,12 +73,7 @@ def peer(path, flavour, args, kv, ids):
             raise SystemExit("%s (--kv %s): HTTP %d: %s" % (flavour, kv, e.code, e.read()[:300]))
         return t["prompt_per_second"], t["predicted_per_second"]
     finally:
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-        os.unlink(log.name)
+        srv.stop()
 
 
 def main():

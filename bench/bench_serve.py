@@ -186,13 +186,14 @@ def free_port():
 
 
 class LlamaServer:
-    def __init__(self, path, args, n_par, ctx_per_slot=1024, cache_prompt=False):
+    def __init__(self, path, args, n_par, ctx_per_slot=1024, cache_prompt=False, extra=()):
+        """extra: more llama-server arguments (a KV type, flash attention)."""
         self.port = free_port()
         self.cache_prompt = cache_prompt
         self.log = open(os.path.join(tempfile.gettempdir(), "llama-server-bench.log"), "w")
         self.p = subprocess.Popen([path, "-m", args.model, "-np", str(n_par), "-c", str(n_par * ctx_per_slot),
-                                   "-t", str(args.threads), "--port", str(self.port), "--host", "127.0.0.1"],
-                                  stdout=self.log, stderr=subprocess.STDOUT)
+                                   "-t", str(args.threads), "--port", str(self.port), "--host", "127.0.0.1"]
+                                  + list(extra), stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(1200):
             try:
                 c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
