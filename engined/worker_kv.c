@@ -174,10 +174,8 @@ static int wait_others(worker *w, int64_t now)
         if (!s->kv_wait_ms) s->kv_wait_ms = now;
         if (s->kv_wait_ms < oldest) oldest = s->kv_wait_ms;
     }
-    kvp_stats_t st;
-    kvp_stats(w->pool, &st);
     if (now - oldest > KV_WAIT_MAX_MS) return 0;
-    if (st.writing + st.referenced == 0) {
+    if (kvp_available(w->pool) == n_blocks) { /* nobody holds a block */
         w->kv_retry_ms = now;
         return 1;
     }
