@@ -3,7 +3,7 @@
  * f16, q8_0) and kernel table, one thread: TinyLlama-1.1B's shape (22 layers, 4 kv heads
  * of 64 dims, 8 query heads each) over CTX cached positions, each layer's keys and
  * values in their own buffers (together 49-185 MB at 4096: they come from memory, as in
- * a real decode). Scores (kern_att_qk), softmax and value sums (kern_att_pv) per (layer,
+ * a real decode). Scores (kern_att_qk; q8_0: kern_att_q8_query and kern_att_qk8), softmax and value sums (kern_att_pv) per (layer,
  * kv head), the best of 5 runs.
  *
  *   build/bench/bench_attn [CTX] [table ...]   (defaults: 4096, every table this CPU runs)
@@ -61,6 +61,7 @@ static void fill(int kvt, int n, char *kt, char *v)
 /* Milliseconds of one token's attention over every layer and kv head (best of 5). */
 static double one_token(int kvt, int n, const char *kt, const char *v, const float *q, float *sc, float *out)
 {
+    kern_qq qq[GROUP * DIM / 32];
     size_t tb = kern_kv_bytes(kvt, (int64_t)KVD * 16), rb = kern_kv_bytes(kvt, KVD);
     double best = 1e30;
     for (int rep = 0; rep < 5; rep++) {
@@ -69,7 +70,10 @@ static double one_token(int kvt, int n, const char *kt, const char *v, const flo
             for (int h = 0; h < HEADS; h++) {
                 const char *k = kt + (size_t)l * (n / 16) * tb + kern_kv_bytes(kvt, (int64_t)h * DIM * 16);
                 const char *vv = v + (size_t)l * n * rb + kern_kv_bytes(kvt, (int64_t)h * DIM);
-                kern_att_qk(q, DIM, GROUP, k, (int64_t)KVD * 16, kvt, DIM, n / 16, 0.125f, sc, n);
+                if (kvt == KERN_KV_Q8_0) { /* the query quantized once per head, as attn.c does */
+                    kern_att_q8_query(q, DIM, GROUP, DIM, qq);
+                    kern_att_qk8(qq, GROUP, k, (int64_t)KVD * 16, DIM, n / 16, 0.125f, sc, n);
+                } else kern_att_qk(q, DIM, GROUP, k, (int64_t)KVD * 16, kvt, DIM, n / 16, 0.125f, sc, n);
                 for (int r = 0; r < GROUP; r++) kern_softmax(sc + (size_t)r * n, n);
                 memset(out, 0, GROUP * DIM * sizeof(float));
                 kern_att_pv(sc, n, GROUP, 0, n - 1, vv, KVD, kvt, DIM, out, DIM);

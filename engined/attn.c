@@ -24,7 +24,9 @@ static size_t att_cols(int max_pos) { return ((size_t)max_pos / 16 + 2) * 16; }
 size_t att_scratch_floats(const mdl_config *c, int max_pos)
 {
     size_t rows = (size_t)ATT_ITEMS * (size_t)(c->n_head / c->n_head_kv);
-    return rows * att_cols(max_pos) + 2 * rows * (size_t)c->head_dim;
+    /* scores, the query rows, the outputs, the query rows quantized (q8_0 keys: 76 bytes
+     * per 32 dims, within a float per dim) */
+    return rows * att_cols(max_pos) + 3 * rows * (size_t)c->head_dim;
 }
 
 typedef struct {
@@ -38,16 +40,18 @@ typedef struct {
 /* Scores of query rows qb against key tiles [t0, t0 + ntiles) of kv head h: one call
  * per run of tiles that follow one another in memory (all of a private cache's, one
  * pool block, a ring up to its end; the same bits: each tile's scores depend on that
- * tile alone). */
-static void att_qk(const kv_cache *kv, int layer, int h, int D, const float *qb, int rows, int t0, int ntiles,
-                   float scale, float *sc, int64_t lds)
+ * tile alone). q8_0 keys take the rows quantized once, into qq. */
+static void att_qk(const kv_cache *kv, int layer, int h, int D, const float *qb, kern_qq *qq, int rows, int t0,
+                   int ntiles, float scale, float *sc, int64_t lds)
 {
     const size_t off = kern_kv_bytes(kv->kvt, (int64_t)h * D * 16);
+    if (kv->kvt == KERN_KV_Q8_0) kern_att_q8_query(qb, D, rows, D, qq);
     for (int t = 0; t < ntiles;) {
         int run = kv_run(kv, layer, (t0 + t) * 16) / 16;
         run = run < ntiles - t ? run : ntiles - t;
-        kern_att_qk(qb, D, rows, (const char *)kv_ktile(kv, layer, t0 + t) + off, kv->kv_dim * 16, kv->kvt, D, run,
-                    scale, sc + (size_t)t * 16, lds);
+        const char *kt = (const char *)kv_ktile(kv, layer, t0 + t) + off;
+        if (kv->kvt == KERN_KV_Q8_0) kern_att_qk8(qq, rows, kt, kv->kv_dim * 16, D, run, scale, sc + (size_t)t * 16, lds);
+        else kern_att_qk(qb, D, rows, kt, kv->kv_dim * 16, kv->kvt, D, run, scale, sc + (size_t)t * 16, lds);
         t += run;
     }
 }
@@ -78,9 +82,10 @@ static void att_run(const att_pass *a, int i0, int i1, int h, float *scratch)
     const int t0 = att_lo(c, a->layer, p0) / 16 * 16, ntiles = (pl - t0) / 16 + 1;
     const int64_t lds = (int64_t)ntiles * 16;
     float *sc = scratch, *qb = sc + (size_t)rows * lds, *ob = qb + (size_t)rows * D;
+    kern_qq *qq = (kern_qq *)(ob + (size_t)rows * D);
     for (int b = 0; b < nb; b++)
         memcpy(qb + (size_t)b * G * D, a->q + (size_t)(i0 + b) * QS + (size_t)h * G * D, (size_t)G * D * sizeof(float));
-    att_qk(kv, L, h, D, qb, rows, t0 / 16, ntiles, c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)D), sc,
+    att_qk(kv, L, h, D, qb, qq, rows, t0 / 16, ntiles, c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)D), sc,
            lds);
     for (int b = 0; b < nb; b++) {
         int lo = att_lo(c, a->layer, p0 + b) - t0, hi = p0 + b - t0;

@@ -263,20 +263,37 @@ void kern_kv_q8_key(const float *x, int64_t n, void *tile, int j)
         uint8_t *grp = (uint8_t *)tile + (size_t)g * KERN_KVQ_GROUP;
         qt_get(QT_Q8_0)->quant(x + g * KERN_QK, &b, KERN_QK);
         memcpy(grp + 2 * j, &b.d, 2);
-        for (int k = 0; k < KERN_QK; k++) grp[2 * KERN_TILE + k * KERN_TILE + j] = (uint8_t)b.qs[k];
+        for (int k = 0; k < KERN_QK; k++) grp[KERN_KVQ_AT(k, j)] = (uint8_t)b.qs[k];
     }
 }
 
-/* Element (dim k, position j) of a key tile. */
+void kern_att_q8_query(const float *q, int64_t qs, int nq, int d, kern_qq *dst)
+{
+    for (int r = 0; r < nq; r++)
+        for (int b = 0; b < d / KERN_QK; b++) {
+            const float *x = q + r * qs + b * KERN_QK;
+            kern_qq *o = dst + (size_t)r * (d / KERN_QK) + b;
+            float amax = 0.0f;
+            for (int k = 0; k < KERN_QK; k++) amax = fabsf(x[k]) > amax ? fabsf(x[k]) : amax;
+            const float dq = amax / 127.0f, id = dq != 0.0f ? 1.0f / dq : 0.0f;
+            int32_t sh = 0, sl = 0;
+            for (int k = 0; k < KERN_QK; k++) {
+                float y = x[k] * id, h = roundf(y);
+                o->h[k] = (int8_t)h;
+                o->l[k] = (int8_t)roundf((y - h) * 254.0f);
+                sh += o->h[k];
+                sl += o->l[k];
+            }
+            o->u = dq / 254.0f;
+            o->bias_h = -128 * sh;
+            o->bias_l = -128 * sl;
+        }
+}
+
+/* Element (dim k, position j) of an f16 or f32 key tile. */
 static float key_at(const void *kt, int kvt, int k, int j)
 {
     int64_t i = (int64_t)k * KERN_TILE + j;
-    if (kvt == KERN_KV_Q8_0) {
-        const uint8_t *g = (const uint8_t *)kt + (size_t)(k / KERN_QK) * KERN_KVQ_GROUP;
-        uint16_t h;
-        memcpy(&h, g + 2 * j, 2);
-        return f16_to_f32(h) * (float)(int8_t)g[2 * KERN_TILE + (k % KERN_QK) * KERN_TILE + j];
-    }
     return kvt == KERN_KV_F16 ? f16_to_f32(((const uint16_t *)kt)[i]) : ((const float *)kt)[i];
 }
 
@@ -302,6 +319,32 @@ static void scalar_att_qk(const float *q, int64_t qs, int nq, const void *kt, in
                 float a[2] = { 0.0f, 0.0f };
                 for (int k = 0; k < d; k++) a[k % 2] = fmaf(q[r * qs + k], key_at(tile, kvt, k, j), a[k % 2]);
                 sc[r * lds + i * KERN_TILE + j] = (a[0] + a[1]) * scale;
+            }
+        }
+}
+
+static void scalar_att_qk8(const kern_qq *qq, int nq, const void *kt, int64_t kts, int d, int64_t ntiles, float scale,
+                           float *sc, int64_t lds)
+{
+    const int nb = d / KERN_QK;
+    for (int r = 0; r < nq; r++)
+        for (int64_t i = 0; i < ntiles; i++) {
+            const uint8_t *tile = (const uint8_t *)kt + kern_kv_bytes(KERN_KV_Q8_0, i * kts);
+            for (int j = 0; j < KERN_TILE; j++) {
+                float a = 0.0f;
+                for (int b = 0; b < nb; b++) {
+                    const uint8_t *g = tile + (size_t)b * KERN_KVQ_GROUP;
+                    const kern_qq *x = qq + (size_t)r * nb + b;
+                    int32_t ih = 0, il = 0;
+                    for (int k = 0; k < KERN_QK; k++) {
+                        ih += x->h[k] * (int8_t)g[KERN_KVQ_AT(k, j)];
+                        il += x->l[k] * (int8_t)g[KERN_KVQ_AT(k, j)];
+                    }
+                    uint16_t h;
+                    memcpy(&h, g + 2 * j, 2);
+                    a = fmaf(f16_to_f32(h) * x->u, (float)(254 * ih + il), a);
+                }
+                sc[r * lds + i * KERN_TILE + j] = a * scale;
             }
         }
 }
@@ -402,6 +445,7 @@ const kern_ops kern_ops_scalar = {
     .qn_tmax = 16,
     .f32_matmul = scalar_f32_matmul,
     .att_qk = scalar_att_qk,
+    .att_qk8 = scalar_att_qk8,
     .att_pv = scalar_att_pv,
     .softmax = scalar_softmax,
     .silu_mul = scalar_silu_mul,

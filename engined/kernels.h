@@ -131,6 +131,8 @@ void kern_qn_block_ref(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols
                        size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream);
 
 /* The dispatch table: one per instruction set. */
+typedef struct kern_qq kern_qq; /* a quantized query block (below) */
+
 typedef struct {
     const char *name; /* "scalar", "avx2", "avxvnni", "avx512vnni", "neon", "neoni8mm" */
     /* x (n_rows x cols f32, row stride cols) -> n_rows xq rows */
@@ -147,6 +149,8 @@ typedef struct {
     /* attention and element-wise pieces (see the wrappers below) */
     void  (*att_qk)(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,
                     int64_t ntiles, float scale, float *sc, int64_t lds);
+    void  (*att_qk8)(const kern_qq *qq, int nq, const void *kt, int64_t kts, int d, int64_t ntiles, float scale,
+                     float *sc, int64_t lds);
     void  (*att_pv)(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
                     int64_t vs, int kvt, int d, float *out, int64_t os);
     void  (*softmax)(float *s, int64_t n);
@@ -304,15 +308,21 @@ static inline void kern_f32_matmul(const float *w, int64_t cols, const float *x,
  * position j of the tile) at d * 16 + j, f16 or f32. q8_0 (kvt KERN_KV_Q8_0, ggml's
  * block: one f16 scale per 32 values of a position's row, 32 int8) keeps the blocks of
  * a key tile transposed too: per 32 dims a 544-byte group, the 16 positions' f16 scales
- * then [32 dims][16 positions] int8; a value row is kv_dim / 32 block_q8_0 (34 bytes
- * each). Every element count of a q8_0 stride or offset is a multiple of 32 and is
- * kern_kv_bytes() = 34 / 32 of it in bytes; d is a multiple of 32. A q8_0 element is
- * its scale times its int8 in float, which is exact (11 by 8 bits), so the orders below
- * hold for every type. Each output has one order, the same whatever else is computed
- * with it (batch invariance of the whole pass):
- *   score(q, k) = (a_0 + a_1) * scale, a_0 and a_1 the fma chains of q[d] * k[d] over
- *     the even and the odd d, each from +0 (two chains: more accurate than one, and twice
- *     the parallelism);
+ * then the int8 in 8 quads of 4 dims, each quad [16 positions][4 dims] (KERN_KVQ_AT: a
+ * position's 4 dims make one 32-bit lane of an integer dot product); a value row is
+ * kv_dim / 32 block_q8_0 (34 bytes each). Every element count of a q8_0 stride or offset
+ * is a multiple of 32 and is kern_kv_bytes() = 34 / 32 of it in bytes; d is a multiple
+ * of 32. A q8_0 value is its scale times its int8 in float, which is exact (11 by 8
+ * bits), so the value orders below hold for every type. Each output has one order, the
+ * same whatever else is computed with it (batch invariance of the whole pass):
+ *   score(q, k) over f16 and f32 keys = (a_0 + a_1) * scale, a_0 and a_1 the fma chains
+ *     of q[d] * k[d] over the even and the odd d, each from +0 (two chains: more
+ *     accurate than one, and twice the parallelism);
+ *   score over q8_0 keys, with integer products as ggml and ik_llama.cpp take them: the
+ *     query quantized per 32 dims in two int8 digits (kern_att_q8_query), per block b
+ *     the exact integer dots H_b and L_b of the digits with the key's int8, I_b = 254 H_b
+ *     + L_b in int32, and the chain a = fma(dk_b * u_b, (float)I_b, a) over the blocks
+ *     in order from +0; score = a * scale;
  *   softmax: max, e_i = kern_expf(s_i - max), their sum in double in 32 lanes (i mod
  *     32) reduced as l_j += l_j+16, then + 8, + 4, + 2, + 1, p_i = e_i * (float)(1/sum);
  *   out[d] = fma chain over the positions t in order of p_t * v_t[d], from +0.
@@ -321,6 +331,19 @@ static inline void kern_f32_matmul(const float *w, int64_t cols, const float *x,
 /* KV element types of the attention kernels (kv.h's type as the kernels see it). */
 enum { KERN_KV_F32 = 0, KERN_KV_F16 = 1, KERN_KV_Q8_0 = 2 };
 #define KERN_KVQ_GROUP (KERN_TILE * 2 + KERN_QK * KERN_TILE) /* 544: 32 dims of a q8_0 key tile */
+/* Byte of dim k (< 32) of position j in a q8_0 key tile's group. */
+#define KERN_KVQ_AT(k, j) (2 * KERN_TILE + (k) / 4 * (4 * KERN_TILE) + (j) * 4 + (k) % 4)
+
+/* A query row's 32 dims quantized for q8_0 keys in two int8 digits: d = max|x| / 127
+ * (ggml's q8_0 scale, in float), h = round(x / d) (ggml's q8_0 rounding), l = round((x
+ * / d - h) * 254), so x ~ u * (254 h + l) with u = d / 254 (0 for an all-zero block): 16
+ * bits of the query, where ggml keeps 8. bias_h and bias_l are -128 times the sums of h
+ * and l (what a product with keys offset to unsigned adds). */
+struct kern_qq {
+    float   u;
+    int32_t bias_h, bias_l;
+    int8_t  h[KERN_QK], l[KERN_QK];
+};
 
 /* Bytes of n elements of KV type kvt (q8_0: n a multiple of 32). */
 static inline size_t kern_kv_bytes(int kvt, int64_t n)
@@ -333,10 +356,20 @@ void kern_kv_q8_key(const float *x, int64_t n, void *tile, int j);
 void kern_kv_q8_row(const float *x, int64_t n, void *row);
 
 /* sc[r * lds + j] = score(q_r, key j) for rows r < nq (q_r = q + r * qs, d floats) and
- * the 16 * ntiles keys of ntiles key tiles, tile i at kt + i * kts elements. */
+ * the 16 * ntiles keys of ntiles f16 or f32 key tiles, tile i at kt + i * kts elements. */
 static inline void kern_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts,
                                int kvt, int d, int64_t ntiles, float scale, float *sc, int64_t lds)
 { kern_active->att_qk(q, qs, nq, kt, kts, kvt, d, ntiles, scale, sc, lds); }
+
+/* nq query rows (row r at q + r * qs, d floats) into nq * d / 32 kern_qq, row r's at
+ * dst + r * d / 32. Plain C, the same for every table. */
+void kern_att_q8_query(const float *q, int64_t qs, int nq, int d, kern_qq *dst);
+
+/* The same over q8_0 key tiles, of rows quantized by kern_att_q8_query (row r at qq + r
+ * * d / 32): the q8_0 score above. */
+static inline void kern_att_qk8(const kern_qq *qq, int nq, const void *kt, int64_t kts, int d, int64_t ntiles,
+                                float scale, float *sc, int64_t lds)
+{ kern_active->att_qk8(qq, nq, kt, kts, d, ntiles, scale, sc, lds); }
 
 /* Continues, for rows r < nq, the chain out[r * os + i] (i < d) over positions t = a..b
  * (inclusive): fma(p[r * lds + t], v[t * vs + i], out); v rows of type kvt. */

@@ -427,45 +427,64 @@ static TGT void NAME(const float *q, int64_t qs, int R, const void *kt, int d, f
 YQK_FN(y_qk_h, 1)
 YQK_FN(y_qk_f, 0)
 
-/* R query rows x one q8_0 key tile: per 32-dim group its 16 scales, then two chains
- * over d of exact scale * int8 keys, as y_qk_body. */
-TGT_INLINE void y_qk_q_body(const float *q, int64_t qs, const void *kt, int d, float scale, float *sc, int64_t lds,
-                            const int R)
+/* R query rows (kern_qq, nb blocks each) x one q8_0 key tile: per 32-dim group the
+ * exact integer dots, vpmaddwd of the keys and a quad of 254 h + l (it fits int16) of the
+ * query, a lane holding half of a position's quad, pairs added at the group's end; then
+ * the block's fma of the chain. */
+TGT_INLINE void y_qk8_body(const kern_qq *qq, int nb, const uint8_t *t, float scale, float *sc, int64_t lds,
+                           const int R)
 {
-    __m256 acc[3][2][2];
-    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
-        acc[r][0][0] = acc[r][0][1] = acc[r][1][0] = acc[r][1][1] = _mm256_setzero_ps();
-    for (int kb = 0; kb < d; kb += KERN_QK) {
-        const uint8_t *g = (const uint8_t *)kt + (size_t)(kb / KERN_QK) * KERN_KVQ_GROUP;
-        const __m256 s0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
-        const __m256 s1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16)));
-        for (int k = 0; k < KERN_QK; k += 2) {
-            _Pragma("GCC unroll 2") for (int c = 0; c < 2; c++) {
-                __m128i b = _mm_loadu_si128((const __m128i *)(g + 2 * KERN_TILE + (k + c) * KERN_TILE));
-                __m256 k0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), s0);
-                __m256 k1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))), s1);
-                _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-                    __m256 qb = _mm256_broadcast_ss(q + r * qs + kb + k + c);
-                    acc[r][0][c] = _mm256_fmadd_ps(qb, k0, acc[r][0][c]);
-                    acc[r][1][c] = _mm256_fmadd_ps(qb, k1, acc[r][1][c]);
-                }
+    __m256 acc[2][2];
+    _Pragma("GCC unroll 2") for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *g = t + (size_t)b * KERN_KVQ_GROUP;
+        __m256i is[2][4];
+        _Pragma("GCC unroll 2") for (int r = 0; r < R; r++)
+            is[r][0] = is[r][1] = is[r][2] = is[r][3] = _mm256_setzero_si256();
+        for (int kq = 0; kq < KERN_QK / 4; kq++) {
+            __m256i k16[4]; /* positions 4c .. 4c + 3 */
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+                k16[c] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g + KERN_KVQ_AT(4 * kq, 4 * c))));
+            _Pragma("GCC unroll 2") for (int r = 0; r < R; r++) {
+                int32_t wh, wl;
+                memcpy(&wh, qq[r * nb + b].h + 4 * kq, 4);
+                memcpy(&wl, qq[r * nb + b].l + 4 * kq, 4);
+                const __m128i q16 = _mm_add_epi16(_mm_mullo_epi16(_mm_cvtepi8_epi16(_mm_cvtsi32_si128(wh)), _mm_set1_epi16(254)),
+                                                  _mm_cvtepi8_epi16(_mm_cvtsi32_si128(wl)));
+                const __m256i qv = _mm256_broadcastq_epi64(q16);
+                _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+                    is[r][c] = _mm256_add_epi32(is[r][c], _mm256_madd_epi16(k16[c], qv));
             }
+        }
+        const __m256 dk0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        const __m256 dk1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16)));
+        _Pragma("GCC unroll 2") for (int r = 0; r < R; r++) {
+            /* hadd: [p0 p1 p4 p5 | p2 p3 p6 p7]; the permute puts them in order */
+            __m256i lo = _mm256_permute4x64_epi64(_mm256_hadd_epi32(is[r][0], is[r][1]), 0xD8);
+            __m256i hi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(is[r][2], is[r][3]), 0xD8);
+            const __m256 u = _mm256_set1_ps(qq[r * nb + b].u);
+            acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(dk0, u), acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(dk1, u), acc[r][1]);
         }
     }
     const __m256 vs = _mm256_set1_ps(scale);
-    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-        _mm256_storeu_ps(sc + r * lds, _mm256_mul_ps(_mm256_add_ps(acc[r][0][0], acc[r][0][1]), vs));
-        _mm256_storeu_ps(sc + r * lds + 8, _mm256_mul_ps(_mm256_add_ps(acc[r][1][0], acc[r][1][1]), vs));
+    _Pragma("GCC unroll 2") for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(sc + r * lds, _mm256_mul_ps(acc[r][0], vs));
+        _mm256_storeu_ps(sc + r * lds + 8, _mm256_mul_ps(acc[r][1], vs));
     }
 }
 
-static TGT void y_qk_q(const float *q, int64_t qs, int R, const void *kt, int d, float scale, float *sc, int64_t lds)
+TGT void kern_avx2_att_qk8(const kern_qq *qq, int nq, const void *kt, int64_t kts, int d, int64_t ntiles,
+                           float scale, float *sc, int64_t lds)
 {
-    switch (R) {
-    case 1: y_qk_q_body(q, qs, kt, d, scale, sc, lds, 1); break;
-    case 2: y_qk_q_body(q, qs, kt, d, scale, sc, lds, 2); break;
-    default: y_qk_q_body(q, qs, kt, d, scale, sc, lds, 3); break;
-    }
+    const int nb = d / KERN_QK;
+    for (int r0 = 0; r0 < nq; r0 += 2)
+        for (int64_t i = 0; i < ntiles; i++) {
+            const uint8_t *t = (const uint8_t *)kt + kern_kv_bytes(KERN_KV_Q8_0, i * kts);
+            float *o = sc + r0 * lds + i * KERN_TILE;
+            if (nq - r0 >= 2) y_qk8_body(qq + (size_t)r0 * nb, nb, t, scale, o, lds, 2);
+            else y_qk8_body(qq + (size_t)r0 * nb, nb, t, scale, o, lds, 1);
+        }
 }
 
 TGT void kern_avx2_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,
@@ -476,8 +495,7 @@ TGT void kern_avx2_att_qk(const float *q, int64_t qs, int nq, const void *kt, in
         for (int64_t i = 0; i < ntiles; i++) {
             const void *t = (const char *)kt + kern_kv_bytes(kvt, i * kts);
             float *o = sc + r0 * lds + i * KERN_TILE;
-            if (kvt == KERN_KV_Q8_0) y_qk_q(q + r0 * qs, qs, R, t, d, scale, o, lds);
-            else if (kvt == KERN_KV_F16) y_qk_h(q + r0 * qs, qs, R, t, d, scale, o, lds);
+            if (kvt == KERN_KV_F16) y_qk_h(q + r0 * qs, qs, R, t, d, scale, o, lds);
             else y_qk_f(q + r0 * qs, qs, R, t, d, scale, o, lds);
         }
     }
@@ -556,10 +574,10 @@ static TGT void y_pv_q(const float *p, int64_t lds, int R, int64_t a, int64_t b,
     }
 }
 
-TGT void kern_avx2_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
-                          int64_t vs, int kvt, int d, float *out, int64_t os)
+/* Positions [a, b] of kern_avx2_att_pv: every 16-dim slice and group of rows. */
+static TGT void y_pv_span(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v, int64_t vs,
+                          int kvt, int d, float *out, int64_t os)
 {
-    if (a > b) return;
     if (kvt == KERN_KV_Q8_0) { /* d is a multiple of 32 */
         for (int d0 = 0; d0 < d; d0 += 16)
             for (int r0 = 0; r0 < nq; r0 += 4)
@@ -587,6 +605,21 @@ TGT void kern_avx2_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_
             }
             out[r * os + i] = acc;
         }
+}
+
+/* 64 positions at a time, so that the slices and row groups after the first find a
+ * head's slice of those value rows in L1 (the rows are kv_dim apart), the next 64
+ * fetched ahead; each chain still runs over t in order. */
+TGT void kern_avx2_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
+                          int64_t vs, int kvt, int d, float *out, int64_t os)
+{
+    const size_t rb = kern_kv_bytes(kvt, vs), sb = kern_kv_bytes(kvt, d);
+    for (int64_t t0 = a; t0 <= b; t0 += 64) {
+        const int64_t t1 = b < t0 + 63 ? b : t0 + 63, pe = b < t1 + 64 ? b : t1 + 64;
+        for (int64_t t = t1 + 1; t <= pe; t++)
+            for (size_t o = 0; o < sb; o += 64) _mm_prefetch((const char *)v + (size_t)t * rb + o, _MM_HINT_T0);
+        y_pv_span(p, lds, nq, t0, t1, v, vs, kvt, d, out, os);
+    }
 }
 
 TGT void kern_avx2_softmax(float *s, int64_t n)
@@ -678,6 +711,7 @@ const kern_ops kern_ops_avx2 = {
     .qn_tmax = 8,
     .f32_matmul = kern_avx2_f32_matmul,
     .att_qk = kern_avx2_att_qk,
+    .att_qk8 = kern_avx2_att_qk8,
     .att_pv = kern_avx2_att_pv,
     .softmax = kern_avx2_softmax,
     .silu_mul = kern_avx2_silu_mul,
@@ -701,6 +735,7 @@ const kern_ops kern_ops_avxvnni = {
     .qn_tmax = 8,
     .f32_matmul = kern_avx2_f32_matmul,
     .att_qk = kern_avx2_att_qk,
+    .att_qk8 = kern_avx2_att_qk8,
     .att_pv = kern_avx2_att_pv,
     .softmax = kern_avx2_softmax,
     .silu_mul = kern_avx2_silu_mul,

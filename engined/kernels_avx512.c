@@ -312,52 +312,62 @@ static TGT void NAME(const float *q, int64_t qs, int R, const void *kt, int64_t 
 QK_FN(z_qk_h, 1)
 QK_FN(z_qk_f, 0)
 
-/* R query rows x NT q8_0 key tiles (kts bytes apart): per 32-dim group the tiles'
- * scales, then two chains over d of exact scale * int8 keys, as z_qk_body. */
-TGT_INLINE void z_qk_q_body(const float *q, int64_t qs, const uint8_t *kt, size_t kts, int d, float scale, float *sc,
-                            int64_t lds, const int R, const int NT)
+/* R query rows (kern_qq, nb blocks each) x one q8_0 key tile: per 32-dim group the
+ * integer dots of the 8 quads with both digits by vpdpbusd over the keys offset to
+ * unsigned (the rows' biases, -128 times their sums, start the sums), then the block's
+ * fma of the chain. */
+TGT_INLINE void z_qk8_body(const kern_qq *qq, int nb, const uint8_t *t, float scale, float *sc, int64_t lds,
+                           const int R)
 {
-    __m512 acc[6][2][2];
-    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++) acc[r][j][0] = acc[r][j][1] = _mm512_setzero_ps();
-    for (int kb = 0; kb < d; kb += KERN_QK) {
-        const uint8_t *g[2];
-        __m512 s[2];
-        _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++) {
-            g[j] = kt + j * kts + (size_t)(kb / KERN_QK) * KERN_KVQ_GROUP;
-            s[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g[j]));
+    __m512 acc[8];
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *g = t + (size_t)b * KERN_KVQ_GROUP;
+        __m512i ih[8], il[8];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            ih[r] = _mm512_set1_epi32(qq[r * nb + b].bias_h);
+            il[r] = _mm512_set1_epi32(qq[r * nb + b].bias_l);
         }
-        for (int k = 0; k < KERN_QK; k += 2) {
-            _Pragma("GCC unroll 2") for (int c = 0; c < 2; c++) {
-                __m512 kv[2];
-                _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++) {
-                    __m128i b = _mm_loadu_si128((const __m128i *)(g[j] + 2 * KERN_TILE + (k + c) * KERN_TILE));
-                    kv[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), s[j]);
-                }
-                _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-                    __m512 qb = _mm512_set1_ps(q[r * qs + kb + k + c]);
-                    _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++)
-                        acc[r][j][c] = _mm512_fmadd_ps(qb, kv[j], acc[r][j][c]);
-                }
+        _Pragma("GCC unroll 8") for (int kq = 0; kq < KERN_QK / 4; kq++) {
+            const __m512i kv = _mm512_xor_si512(_mm512_loadu_si512(g + KERN_KVQ_AT(4 * kq, 0)), x80);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                int32_t wh, wl;
+                memcpy(&wh, qq[r * nb + b].h + 4 * kq, 4);
+                memcpy(&wl, qq[r * nb + b].l + 4 * kq, 4);
+                ih[r] = _mm512_dpbusd_epi32(ih[r], kv, _mm512_set1_epi32(wh));
+                il[r] = _mm512_dpbusd_epi32(il[r], kv, _mm512_set1_epi32(wl));
             }
         }
+        const __m512 dk = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            __m512i in = _mm512_add_epi32(_mm512_mullo_epi32(ih[r], _mm512_set1_epi32(254)), il[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(in), _mm512_mul_ps(dk, _mm512_set1_ps(qq[r * nb + b].u)), acc[r]);
+        }
     }
-    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 2") for (int j = 0; j < NT; j++)
-            _mm512_storeu_ps(sc + r * lds + j * KERN_TILE,
-                             _mm512_mul_ps(_mm512_add_ps(acc[r][j][0], acc[r][j][1]), _mm512_set1_ps(scale)));
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_storeu_ps(sc + r * lds, _mm512_mul_ps(acc[r], _mm512_set1_ps(scale)));
 }
 
-#define QKQ_CASE(R)                                                                         \
-    case R: {                                                                               \
-        if (nt == 2) z_qk_q_body(q, qs, kt, kts, d, scale, sc, lds, R, 2);                  \
-        else z_qk_q_body(q, qs, kt, kts, d, scale, sc, lds, R, 1);                          \
-        break;                                                                              \
-    }
-static TGT void z_qk_q(const float *q, int64_t qs, int R, const uint8_t *kt, size_t kts, int d, float scale,
-                       float *sc, int64_t lds, int nt)
+#define QK8_CASE(R) case R: z_qk8_body(qq, nb, t, scale, sc, lds, R); break;
+static TGT void z_qk8(const kern_qq *qq, int nb, int R, const uint8_t *t, float scale, float *sc, int64_t lds)
 {
-    switch (R) { QKQ_CASE(1) QKQ_CASE(2) QKQ_CASE(3) QKQ_CASE(4) QKQ_CASE(5) QKQ_CASE(6) }
+    switch (R) { QK8_CASE(1) QK8_CASE(2) QK8_CASE(3) QK8_CASE(4) QK8_CASE(5) QK8_CASE(6) QK8_CASE(7) QK8_CASE(8) }
+}
+
+static TGT void avx512_att_qk8(const kern_qq *qq, int nq, const void *kt, int64_t kts, int d, int64_t ntiles,
+                               float scale, float *sc, int64_t lds)
+{
+    const int nb = d / KERN_QK;
+    const size_t tb = kern_kv_bytes(KERN_KV_Q8_0, kts), hb = (size_t)nb * KERN_KVQ_GROUP;
+    for (int r0 = 0; r0 < nq; r0 += 8) {
+        int R = nq - r0 < 8 ? nq - r0 : 8;
+        for (int64_t i = 0; i < ntiles; i++) {
+            const uint8_t *t = (const uint8_t *)kt + (size_t)i * tb;
+            if (i + 2 < ntiles) /* tiles are kv_dim apart and a head reads its groups of each: fetch ahead */
+                for (size_t o = 0; o < hb; o += 64) _mm_prefetch((const char *)t + 2 * tb + o, _MM_HINT_T0);
+            z_qk8(qq + (size_t)r0 * nb, nb, R, t, scale, sc + r0 * lds + i * KERN_TILE, lds);
+        }
+    }
 }
 
 static TGT void avx512_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,
@@ -370,31 +380,36 @@ static TGT void avx512_att_qk(const float *q, int64_t qs, int nq, const void *kt
             int nt = ntiles - i < 2 ? 1 : 2;
             const void *t = (const char *)kt + kern_kv_bytes(kvt, i * kts);
             float *o = sc + r0 * lds + i * KERN_TILE;
-            if (kvt == KERN_KV_Q8_0) z_qk_q(q + r0 * qs, qs, R, t, kern_kv_bytes(kvt, kts), d, scale, o, lds, nt);
-            else if (f16) z_qk_h(q + r0 * qs, qs, R, t, kts, d, scale, o, lds, nt);
+            if (f16) z_qk_h(q + r0 * qs, qs, R, t, kts, d, scale, o, lds, nt);
             else z_qk_f(q + r0 * qs, qs, R, t, kts, d, scale, o, lds, nt);
         }
     }
 }
 
-/* R rows x NV vectors of 16 output dims (the last one masked): chains over t. */
+/* R rows x NV vectors of 16 output dims (the last one masked): chains over t. f16: up to
+ * 8 rows of 32 dims (a 64-byte line) take each value row's line once for all of a
+ * decoding token's query heads; f32: up to 6 rows of 64 dims. Rows are kv_dim apart, so
+ * the slices are fetched ahead. */
 TGT_INLINE void z_pv_body(const float *p, int64_t lds, int64_t a, int64_t b, const void *v, int64_t vs,
                           int f16, float *out, int64_t os, __mmask16 last, const int R, const int NV)
 {
-    __m512 acc[6][4];
-    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+    __m512 acc[8][4];
+    const size_t elt = f16 ? 2 : 4;
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++)
             acc[r][c] = _mm512_maskz_loadu_ps(c == NV - 1 ? last : 0xffff, out + r * os + 16 * c);
     for (int64_t t = a; t <= b; t++) {
         __m512 vv[4];
+        _mm_prefetch((const char *)v + (size_t)(t + 8) * vs * elt, _MM_HINT_T0);
+        _mm_prefetch((const char *)v + ((size_t)(t + 8) * vs + (size_t)NV * 16) * elt - 1, _MM_HINT_T0);
         _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++)
             vv[c] = z_load(v, t * vs + 16 * c, f16, c == NV - 1 ? last : 0xffff);
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
             __m512 pb = _mm512_set1_ps(p[r * lds + t]);
             _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) acc[r][c] = _mm512_fmadd_ps(pb, vv[c], acc[r][c]);
         }
     }
-    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++)
             _mm512_mask_storeu_ps(out + r * os + 16 * c, c == NV - 1 ? last : 0xffff, acc[r][c]);
 }
@@ -402,8 +417,8 @@ TGT_INLINE void z_pv_body(const float *p, int64_t lds, int64_t a, int64_t b, con
 #define PV_NV(R, NV) z_pv_body(p, lds, a, b, v, vs, f16, out, os, last, R, NV)
 #define PV_CASE(R)                                                                          \
     case R: {                                                                               \
-        if (nv == 4) PV_NV(R, 4);                                                           \
-        else if (nv == 3) PV_NV(R, 3);                                                      \
+        if (R <= 6 && nv == 4) PV_NV(R, 4);                                                 \
+        else if (R <= 6 && nv == 3) PV_NV(R, 3);                                            \
         else if (nv == 2) PV_NV(R, 2);                                                      \
         else PV_NV(R, 1);                                                                   \
         break;                                                                              \
@@ -413,13 +428,14 @@ static TGT void NAME(const float *p, int64_t lds, int R, int64_t a, int64_t b, c
                      int64_t vs, float *out, int64_t os, int nv, __mmask16 last)            \
 {                                                                                           \
     const int f16 = F16;                                                                    \
-    switch (R) { PV_CASE(1) PV_CASE(2) PV_CASE(3) PV_CASE(4) PV_CASE(5) PV_CASE(6) }        \
+    switch (R) { PV_CASE(1) PV_CASE(2) PV_CASE(3) PV_CASE(4) PV_CASE(5) PV_CASE(6) PV_CASE(7) PV_CASE(8) } \
 }
 PV_FN(z_pv_h, 1)
 PV_FN(z_pv_f, 0)
 
 /* R rows x NB q8_0 blocks of 32 output dims (rows rb bytes apart, blocks 34): chains
- * over t of p * (exact scale * int8). */
+ * over t of p * (exact scale * int8); up to 6 rows of two blocks take a head's slice of a
+ * row at once (8 rows of one block would read its cache lines twice). */
 TGT_INLINE void z_pv_q_body(const float *p, int64_t lds, int64_t a, int64_t b, const uint8_t *v, size_t rb,
                             float *out, int64_t os, const int R, const int NB)
 {
@@ -428,6 +444,9 @@ TGT_INLINE void z_pv_q_body(const float *p, int64_t lds, int64_t a, int64_t b, c
         _Pragma("GCC unroll 4") for (int c = 0; c < 2 * NB; c++) acc[r][c] = _mm512_loadu_ps(out + r * os + 16 * c);
     for (int64_t t = a; t <= b; t++) {
         __m512 vv[4];
+        /* rows are kv_dim apart and a head reads a slice of each: fetch ahead */
+        _mm_prefetch((const char *)v + (size_t)(t + 8) * rb, _MM_HINT_T0);
+        _mm_prefetch((const char *)v + (size_t)(t + 8) * rb + NB * 34 - 1, _MM_HINT_T0);
         _Pragma("GCC unroll 2") for (int k = 0; k < NB; k++) {
             const uint8_t *blk = v + (size_t)t * rb + (size_t)k * 34;
             const __m512 sv = _mm512_set1_ps(_cvtsh_ss(*(const uint16_t *)blk));
@@ -467,14 +486,14 @@ static TGT void avx512_att_pv(const float *p, int64_t lds, int nq, int64_t a, in
                        kern_kv_bytes(kvt, vs), out + r0 * os + d0, os, d - d0 >= 64 ? 2 : 1);
         return;
     }
-    const int f16 = kvt == KERN_KV_F16;
+    const int f16 = kvt == KERN_KV_F16, W = f16 ? 32 : 64, RG = f16 ? 8 : 6;
     size_t elt = f16 ? 2 : 4;
-    for (int d0 = 0; d0 < d; d0 += 64) {
-        int w = d - d0 < 64 ? d - d0 : 64, nv = (w + 15) / 16;
+    for (int d0 = 0; d0 < d; d0 += W) {
+        int w = d - d0 < W ? d - d0 : W, nv = (w + 15) / 16;
         __mmask16 last = (__mmask16)(w % 16 ? (1u << (w % 16)) - 1 : 0xffff);
         const void *vd = (const char *)v + (size_t)d0 * elt;
-        for (int r0 = 0; r0 < nq; r0 += 6) {
-            int R = nq - r0 < 6 ? nq - r0 : 6;
+        for (int r0 = 0; r0 < nq; r0 += RG) {
+            int R = nq - r0 < RG ? nq - r0 : RG;
             if (f16) z_pv_h(p + r0 * lds, lds, R, a, b, vd, vs, out + r0 * os + d0, os, nv, last);
             else z_pv_f(p + r0 * lds, lds, R, a, b, vd, vs, out + r0 * os + d0, os, nv, last);
         }
@@ -566,6 +585,7 @@ const kern_ops kern_ops_avx512vnni = {
     .qn_tmax = 8,
     .f32_matmul = kern_avx2_f32_matmul,
     .att_qk = avx512_att_qk,
+    .att_qk8 = avx512_att_qk8,
     .att_pv = avx512_att_pv,
     .softmax = avx512_softmax,
     .silu_mul = avx512_silu_mul,

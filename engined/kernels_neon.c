@@ -352,32 +352,56 @@ N_IN void n_q8x16(const int8_t *x, const float32x4_t s[4], float32x4_t out[4])
     out[3] = vmulq_f32(vcvtq_f32_s32(vmovl_high_s16(hi)), s[3]);
 }
 
-/* R query rows x one q8_0 key tile: per 32-dim group its 16 scales, then the two chains
- * of n_qk_body over exact scale * int8 keys. */
-N_IN void n_qk_q_body(const float *q, int64_t qs, const uint8_t *kt, int d, float scale, float *sc, int64_t lds,
-                      const int R)
+/* R query rows (kern_qq, nb blocks each) x one q8_0 key tile: per 32-dim group the
+ * exact integer dots of both digits by sdot (a lane is one position's quad), then the
+ * block's fma of the chain. */
+N_IN TGT void n_qk8_body(const kern_qq *qq, int nb, const uint8_t *t, float scale, float *sc, int64_t lds, const int R)
 {
-    float32x4_t acc[2][2][4];
+    float32x4_t acc[2][4];
     for (int r = 0; r < R; r++)
-        for (int c = 0; c < 2; c++)
-            for (int j = 0; j < 4; j++) acc[r][c][j] = vdupq_n_f32(0.0f);
-    for (int kb = 0; kb < d; kb += KERN_QK) {
-        const uint8_t *g = kt + (size_t)(kb / KERN_QK) * KERN_KVQ_GROUP;
-        float32x4_t s[4];
-        for (int j = 0; j < 4; j++) s[j] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)g + 4 * j)));
-        for (int k = 0; k < KERN_QK; k += 2)
-            for (int c = 0; c < 2; c++) {
-                float32x4_t kv[4];
-                n_q8x16((const int8_t *)g + 2 * KERN_TILE + (k + c) * KERN_TILE, s, kv);
-                for (int r = 0; r < R; r++) {
-                    const float qb = q[r * qs + kb + k + c];
-                    for (int j = 0; j < 4; j++) acc[r][c][j] = vfmaq_n_f32(acc[r][c][j], kv[j], qb);
+        for (int c = 0; c < 4; c++) acc[r][c] = vdupq_n_f32(0.0f);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *g = t + (size_t)b * KERN_KVQ_GROUP;
+        int32x4_t ih[2][4], il[2][4];
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < 4; c++) ih[r][c] = il[r][c] = vdupq_n_s32(0);
+        for (int kq = 0; kq < KERN_QK / 4; kq++) {
+            int8x16_t k[4];
+            for (int c = 0; c < 4; c++) k[c] = vld1q_s8((const int8_t *)g + KERN_KVQ_AT(4 * kq, 4 * c));
+            for (int r = 0; r < R; r++) {
+                int32_t wh, wl;
+                memcpy(&wh, qq[r * nb + b].h + 4 * kq, 4);
+                memcpy(&wl, qq[r * nb + b].l + 4 * kq, 4);
+                const int8x16_t qh = vreinterpretq_s8_s32(vdupq_n_s32(wh)), ql = vreinterpretq_s8_s32(vdupq_n_s32(wl));
+                for (int c = 0; c < 4; c++) {
+                    ih[r][c] = SDOT_LANE(ih[r][c], k[c], qh, 0);
+                    il[r][c] = SDOT_LANE(il[r][c], k[c], ql, 0);
                 }
             }
+        }
+        for (int c = 0; c < 4; c++) {
+            const float32x4_t dk = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)g + 4 * c)));
+            for (int r = 0; r < R; r++) {
+                int32x4_t in = vmlaq_n_s32(il[r][c], ih[r][c], 254);
+                acc[r][c] = vfmaq_f32(acc[r][c], vcvtq_f32_s32(in), vmulq_n_f32(dk, qq[r * nb + b].u));
+            }
+        }
     }
     for (int r = 0; r < R; r++)
-        for (int j = 0; j < 4; j++)
-            vst1q_f32(sc + r * lds + 4 * j, vmulq_n_f32(vaddq_f32(acc[r][0][j], acc[r][1][j]), scale));
+        for (int c = 0; c < 4; c++) vst1q_f32(sc + r * lds + 4 * c, vmulq_n_f32(acc[r][c], scale));
+}
+
+static TGT void neon_att_qk8(const kern_qq *qq, int nq, const void *kt, int64_t kts, int d, int64_t ntiles, float scale,
+                         float *sc, int64_t lds)
+{
+    const int nb = d / KERN_QK;
+    for (int r0 = 0; r0 < nq; r0 += 2)
+        for (int64_t i = 0; i < ntiles; i++) {
+            const uint8_t *t = (const uint8_t *)kt + kern_kv_bytes(KERN_KV_Q8_0, i * kts);
+            float *o = sc + r0 * lds + i * KERN_TILE;
+            if (nq - r0 >= 2) n_qk8_body(qq + (size_t)r0 * nb, nb, t, scale, o, lds, 2);
+            else n_qk8_body(qq + (size_t)r0 * nb, nb, t, scale, o, lds, 1);
+        }
 }
 
 static void neon_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,
@@ -390,10 +414,7 @@ static void neon_att_qk(const float *q, int64_t qs, int nq, const void *kt, int6
             const void *t = (const char *)kt + kern_kv_bytes(kvt, i * kts);
             const float *qr = q + r0 * qs;
             float *o = sc + r0 * lds + i * KERN_TILE;
-            if (kvt == KERN_KV_Q8_0) {
-                if (two) n_qk_q_body(qr, qs, t, d, scale, o, lds, 2);
-                else n_qk_q_body(qr, qs, t, d, scale, o, lds, 1);
-            } else if (f16) (two ? n_qk_h2 : n_qk_h1)(qr, qs, t, d, scale, o, lds);
+            if (f16) (two ? n_qk_h2 : n_qk_h1)(qr, qs, t, d, scale, o, lds);
             else (two ? n_qk_f2 : n_qk_f1)(qr, qs, t, d, scale, o, lds);
         }
     }
@@ -578,6 +599,7 @@ static void neon_gelu_mul(float *g, const float *up, int64_t n)
         .qn_tmax = 16,                                                                     \
         .f32_matmul = neon_f32_matmul,                                                     \
         .att_qk = neon_att_qk,                                                             \
+        .att_qk8 = neon_att_qk8,                                                           \
         .att_pv = neon_att_pv,                                                             \
         .softmax = neon_softmax,                                                           \
         .silu_mul = neon_silu_mul,                                                         \

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "kernels.h"
+
 void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                           size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream);
 void kern_qn_avx2_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
@@ -21,6 +23,8 @@ void kern_avx2_f32_matmul(const float *w, int64_t cols, const float *x, int64_t 
                           float *y, int64_t ldy, int64_t r0, int64_t r1);
 void kern_avx2_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,
                       int64_t ntiles, float scale, float *sc, int64_t lds);
+void kern_avx2_att_qk8(const kern_qq *qq, int nq, const void *kt, int64_t kts, int d, int64_t ntiles,
+                       float scale, float *sc, int64_t lds);
 void kern_avx2_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
                       int64_t vs, int kvt, int d, float *out, int64_t os);
 void kern_avx2_softmax(float *s, int64_t n);

@@ -71,7 +71,7 @@
 #include "segment.h"
 
 #define KVP_MAGIC 0x314c50564b4d4c4cull /* "LLMKVPL1" little-endian */
-#define KVP_LAYOUT_VERSION 2u /* 2: a block's K planes hold the attention's transposed key tile */
+#define KVP_LAYOUT_VERSION 3u /* 2: a block's K planes hold the attention's transposed key tile; 3: q8_0 keys in quads (KERN_KVQ_AT) */
 #define KVP_HEADER_BYTES 4096
 #define KVP_ALIGN 64
 #define KVP_MAX_SLOTS 1024

@@ -685,8 +685,9 @@ START_TEST(test_att_products)
 END_TEST
 
 /* q8_0 caches (kernels.h): the key and value writers round as ggml's quantize_row_q8_0
- * (|x - d * q| <= d / 2, plus 127 d 2^-11 for d's f16 rounding), the scalar twin's
- * scores and value sums are those of the dequantized cache within TOL, and every table
+ * (|x - d * q| <= d / 2, plus 127 d 2^-11 for d's f16 rounding), the query quantizer
+ * rounds as ggml's then keeps the remainder, the scalar twin's scores are those of the quantized query and the
+ * dequantized keys within TOL, its value sums those of the dequantized values, and every table
  * gives its bits, for one head inside a wider row (its blocks after another head's), any
  * row count and tile count, and chains continued. */
 START_TEST(test_att_q8_0)
@@ -715,7 +716,7 @@ START_TEST(test_att_q8_0)
                 memcpy(&vs, vb, 2);
                 for (int i = 0; i < 32; i++) {
                     size_t at = (size_t)t * kvd + g * 32 + i;
-                    kd[at] = f16_to_f32(ks) * (float)(int8_t)grp[32 + i * 16 + t % 16];
+                    kd[at] = f16_to_f32(ks) * (float)(int8_t)grp[KERN_KVQ_AT(i, t % 16)];
                     vd[at] = f16_to_f32(vs) * (float)(int8_t)vb[2 + i];
                     ck_assert(fabsf(kd[at] - kf[at]) <= f16_to_f32(ks) * 0.57f + 1e-6f);
                     ck_assert(fabsf(vd[at] - vf[at]) <= f16_to_f32(vs) * 0.57f + 1e-6f);
@@ -724,13 +725,34 @@ START_TEST(test_att_q8_0)
         float *sr = malloc((size_t)nq * n * 4), *sg = malloc((size_t)nq * n * 4);
         float *orf = calloc((size_t)nq * d, 4), *og = calloc((size_t)nq * d, 4);
         const uint8_t *kh = kt + kern_kv_bytes(KERN_KV_Q8_0, (int64_t)h0 * 16), *vh = v + kern_kv_bytes(KERN_KV_Q8_0, h0);
-        kern_ops_scalar.att_qk(q, d, nq, kh, (int64_t)kvd * 16, KERN_KV_Q8_0, d, ntiles, 0.125f, sr, n);
+        /* the query quantized in two digits: ggml's q8_0 scale and rounding per 32 dims,
+         * then the remainder in 254ths; the biases their sums */
+        kern_qq *qq = malloc((size_t)nq * d / 32 * sizeof *qq);
+        kern_att_q8_query(q, d, nq, d, qq);
         for (int r = 0; r < nq; r++)
+            for (int b = 0; b < d / 32; b++) {
+                const kern_qq *x = qq + r * (d / 32) + b;
+                float amax = 0, dq = x->u * 254.0f;
+                int sh = 0, sl = 0;
+                for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(q[r * d + b * 32 + i]));
+                for (int i = 0; i < 32; i++) {
+                    float y = q[r * d + b * 32 + i];
+                    sh += x->h[i];
+                    sl += x->l[i];
+                    ck_assert(fabsf(dq * x->h[i] - y) <= dq * 0.5f + 1e-6f);
+                    ck_assert(fabsf(x->u * (254.0f * x->h[i] + x->l[i]) - y) <= x->u * 0.51f + 1e-6f);
+                }
+                ck_assert(fabsf(dq - amax / 127.0f) <= 1e-6f * amax && x->bias_h == -128 * sh && x->bias_l == -128 * sl);
+            }
+        kern_ops_scalar.att_qk8(qq, nq, kh, (int64_t)kvd * 16, d, ntiles, 0.125f, sr, n);
+        for (int r = 0; r < nq; r++) /* against the quantized query's exact products */
             for (int t = 0; t < n; t++) {
                 double sum = 0, m = 0;
                 for (int i = 0; i < d; i++) {
-                    sum += q[r * d + i] * (double)kd[(size_t)t * kvd + h0 + i];
-                    m += fabs(q[r * d + i] * (double)kd[(size_t)t * kvd + h0 + i]);
+                    const kern_qq *x = qq + r * (d / 32) + i / 32;
+                    double qv = (double)x->u * (254.0 * x->h[i % 32] + x->l[i % 32]);
+                    sum += qv * kd[(size_t)t * kvd + h0 + i];
+                    m += fabs(qv * kd[(size_t)t * kvd + h0 + i]);
                 }
                 ck_assert(close_enough(sr[r * n + t], 0.125 * sum, 0.125 * m));
             }
@@ -752,11 +774,11 @@ START_TEST(test_att_q8_0)
             for (int rows = 1; rows <= nq; rows++) {
                 float *chk = malloc((size_t)rows * n * 4);
                 for (int nt = 1; nt <= ntiles; nt += 2) {
-                    ops->att_qk(q, d, rows, kh, (int64_t)kvd * 16, KERN_KV_Q8_0, d, nt, 0.125f, sg, n);
-                    kern_ops_scalar.att_qk(q, d, rows, kh, (int64_t)kvd * 16, KERN_KV_Q8_0, d, nt, 0.125f, chk, n);
+                    ops->att_qk8(qq, rows, kh, (int64_t)kvd * 16, d, nt, 0.125f, sg, n);
+                    kern_ops_scalar.att_qk8(qq, rows, kh, (int64_t)kvd * 16, d, nt, 0.125f, chk, n);
                     for (int r = 0; r < rows; r++)
                         ck_assert_msg(memcmp(sg + r * n, chk + r * n, (size_t)nt * 16 * 4) == 0,
-                                      "%s att_qk q8_0 d %d rows %d tiles %d", ops->name, d, rows, nt);
+                                      "%s att_qk8 d %d rows %d tiles %d", ops->name, d, rows, nt);
                 }
                 free(chk);
                 memset(og, 0, (size_t)nq * d * 4);
@@ -767,7 +789,7 @@ START_TEST(test_att_q8_0)
             }
         }
         free(q); free(kf); free(vf); free(kd); free(vd); free(kt); free(v);
-        free(sr); free(sg); free(orf); free(og);
+        free(sr); free(sg); free(orf); free(og); free(qq);
     }
 }
 END_TEST

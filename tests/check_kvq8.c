@@ -59,7 +59,7 @@ START_TEST(test_q8_roundtrip)
                 memcpy(&d, grp + 2 * (p % 16), 2);
                 ck_assert_uint_eq(d, kb[g].d);
                 for (int i = 0; i < 32; i++) {
-                    ck_assert_int_eq((int8_t)grp[32 + i * 16 + p % 16], kb[g].qs[i]);
+                    ck_assert_int_eq((int8_t)grp[KERN_KVQ_AT(i, p % 16)], kb[g].qs[i]);
                     float back = f16_to_f32(d) * (float)kb[g].qs[i];
                     ck_assert(fabsf(back - k[g * 32 + i]) <= f16_to_f32(d) * 0.57f + 1e-7f);
                 }
