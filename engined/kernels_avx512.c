@@ -312,6 +312,9 @@ static TGT void NAME(const float *q, int64_t qs, int R, const void *kt, int64_t 
 QK_FN(z_qk_h, 1)
 QK_FN(z_qk_f, 0)
 
+/* The rows of the next pass over n rows left: 8, 4, 2 or 1. */
+static inline int z_rows(int n) { return n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1; }
+
 /* R query rows (kern_qq, nb blocks each) x one q8_0 key tile: per 32-dim group the
  * integer dots of the 8 quads with both digits by vpdpbusd over the keys offset to
  * unsigned (the rows' biases, -128 times their sums, start the sums), then the block's
@@ -351,7 +354,7 @@ TGT_INLINE void z_qk8_body(const kern_qq *qq, int nb, const uint8_t *t, float sc
 #define QK8_CASE(R) case R: z_qk8_body(qq, nb, t, scale, sc, lds, R); break;
 static TGT void z_qk8(const kern_qq *qq, int nb, int R, const uint8_t *t, float scale, float *sc, int64_t lds)
 {
-    switch (R) { QK8_CASE(1) QK8_CASE(2) QK8_CASE(3) QK8_CASE(4) QK8_CASE(5) QK8_CASE(6) QK8_CASE(7) QK8_CASE(8) }
+    switch (R) { QK8_CASE(1) QK8_CASE(2) QK8_CASE(4) QK8_CASE(8) }
 }
 
 static TGT void avx512_att_qk8(const kern_qq *qq, int nq, const void *kt, int64_t kts, int d, int64_t ntiles,
@@ -359,8 +362,8 @@ static TGT void avx512_att_qk8(const kern_qq *qq, int nq, const void *kt, int64_
 {
     const int nb = d / KERN_QK;
     const size_t tb = kern_kv_bytes(KERN_KV_Q8_0, kts), hb = (size_t)nb * KERN_KVQ_GROUP;
-    for (int r0 = 0; r0 < nq; r0 += 8) {
-        int R = nq - r0 < 8 ? nq - r0 : 8;
+    for (int r0 = 0, R; r0 < nq; r0 += R) {
+        R = z_rows(nq - r0); /* 8, 4, 2 or 1 rows a pass: fewer bodies to compile */
         for (int64_t i = 0; i < ntiles; i++) {
             const uint8_t *t = (const uint8_t *)kt + (size_t)i * tb;
             if (i + 2 < ntiles) /* tiles are kv_dim apart and a head reads its groups of each: fetch ahead */
@@ -415,23 +418,33 @@ TGT_INLINE void z_pv_body(const float *p, int64_t lds, int64_t a, int64_t b, con
 }
 
 #define PV_NV(R, NV) z_pv_body(p, lds, a, b, v, vs, f16, out, os, last, R, NV)
-#define PV_CASE(R)                                                                          \
+#define PVF_CASE(R)                                                                         \
     case R: {                                                                               \
-        if (R <= 6 && nv == 4) PV_NV(R, 4);                                                 \
-        else if (R <= 6 && nv == 3) PV_NV(R, 3);                                            \
+        if (nv == 4) PV_NV(R, 4);                                                           \
+        else if (nv == 3) PV_NV(R, 3);                                                      \
         else if (nv == 2) PV_NV(R, 2);                                                      \
         else PV_NV(R, 1);                                                                   \
         break;                                                                              \
     }
-#define PV_FN(NAME, F16)                                                                   \
-static TGT void NAME(const float *p, int64_t lds, int R, int64_t a, int64_t b, const void *v,  \
-                     int64_t vs, float *out, int64_t os, int nv, __mmask16 last)            \
-{                                                                                           \
-    const int f16 = F16;                                                                    \
-    switch (R) { PV_CASE(1) PV_CASE(2) PV_CASE(3) PV_CASE(4) PV_CASE(5) PV_CASE(6) PV_CASE(7) PV_CASE(8) } \
+#define PVH_CASE(R)                                                                         \
+    case R: {                                                                               \
+        if (nv == 2) PV_NV(R, 2);                                                           \
+        else PV_NV(R, 1);                                                                   \
+        break;                                                                              \
+    }
+/* f32: up to 6 rows of 64 dims; f16: 8, 4, 2 or 1 rows of 32 (z_rows) */
+static TGT void z_pv_f(const float *p, int64_t lds, int R, int64_t a, int64_t b, const void *v, int64_t vs,
+                       float *out, int64_t os, int nv, __mmask16 last)
+{
+    const int f16 = 0;
+    switch (R) { PVF_CASE(1) PVF_CASE(2) PVF_CASE(3) PVF_CASE(4) PVF_CASE(5) PVF_CASE(6) }
 }
-PV_FN(z_pv_h, 1)
-PV_FN(z_pv_f, 0)
+static TGT void z_pv_h(const float *p, int64_t lds, int R, int64_t a, int64_t b, const void *v, int64_t vs,
+                       float *out, int64_t os, int nv, __mmask16 last)
+{
+    const int f16 = 1;
+    switch (R) { PVH_CASE(1) PVH_CASE(2) PVH_CASE(4) PVH_CASE(8) }
+}
 
 /* R rows x NB q8_0 blocks of 32 output dims (rows rb bytes apart, blocks 34): chains
  * over t of p * (exact scale * int8); up to 6 rows of two blocks take a head's slice of a
@@ -492,8 +505,8 @@ static TGT void avx512_att_pv(const float *p, int64_t lds, int nq, int64_t a, in
         int w = d - d0 < W ? d - d0 : W, nv = (w + 15) / 16;
         __mmask16 last = (__mmask16)(w % 16 ? (1u << (w % 16)) - 1 : 0xffff);
         const void *vd = (const char *)v + (size_t)d0 * elt;
-        for (int r0 = 0; r0 < nq; r0 += RG) {
-            int R = nq - r0 < RG ? nq - r0 : RG;
+        for (int r0 = 0, R; r0 < nq; r0 += R) {
+            R = f16 ? z_rows(nq - r0) : nq - r0 < RG ? nq - r0 : RG;
             if (f16) z_pv_h(p + r0 * lds, lds, R, a, b, vd, vs, out + r0 * os + d0, os, nv, last);
             else z_pv_f(p + r0 * lds, lds, R, a, b, vd, vs, out + r0 * os + d0, os, nv, last);
         }
