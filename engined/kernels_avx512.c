@@ -499,14 +499,14 @@ static TGT void avx512_att_pv(const float *p, int64_t lds, int nq, int64_t a, in
                        kern_kv_bytes(kvt, vs), out + r0 * os + d0, os, d - d0 >= 64 ? 2 : 1);
         return;
     }
-    const int f16 = kvt == KERN_KV_F16, W = f16 ? 32 : 64, RG = f16 ? 8 : 6;
+    const int f16 = kvt == KERN_KV_F16, W = f16 ? 32 : 64;
     size_t elt = f16 ? 2 : 4;
     for (int d0 = 0; d0 < d; d0 += W) {
         int w = d - d0 < W ? d - d0 : W, nv = (w + 15) / 16;
         __mmask16 last = (__mmask16)(w % 16 ? (1u << (w % 16)) - 1 : 0xffff);
         const void *vd = (const char *)v + (size_t)d0 * elt;
         for (int r0 = 0, R; r0 < nq; r0 += R) {
-            R = f16 ? z_rows(nq - r0) : nq - r0 < RG ? nq - r0 : RG;
+            R = f16 ? z_rows(nq - r0) : nq - r0 < 6 ? nq - r0 : 6;
             if (f16) z_pv_h(p + r0 * lds, lds, R, a, b, vd, vs, out + r0 * os + d0, os, nv, last);
             else z_pv_f(p + r0 * lds, lds, R, a, b, vd, vs, out + r0 * os + d0, os, nv, last);
         }
