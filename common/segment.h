@@ -34,7 +34,7 @@
 #include "mdl_config.h"
 
 #define SEG_MAGIC 0x31474553474d4c4cull /* "LLMGSEG1" little-endian */
-#define SEG_LAYOUT_VERSION 12u /* 2: checksums, uid in the name; 3: q8t row tiles (kernels.h); 4: native qn tiles; 5: native Q2_K; 6: qwen3 (mdl_config.has_qk_norm); 7: gemma3 (swa_pattern, rope_base_local, attn_scale); 8: gemma2 (attn_softcap, final_softcap); 9: phi3 (rope_attn_factor, n_ctx_orig, has_rope_long_short); 10: mixture of experts (mdl_config.n_expert.., router f32); 11: YaRN (mdl_config.yarn_*); 12: native blocks with their 5th/6th bits beside them (kern_qn_block_bytes) */
+#define SEG_LAYOUT_VERSION 13u /* 2: checksums, uid in the name; 3: q8t row tiles (kernels.h); 4: native qn tiles; 5: native Q2_K; 6: qwen3 (mdl_config.has_qk_norm); 7: gemma3 (swa_pattern, rope_base_local, attn_scale); 8: gemma2 (attn_softcap, final_softcap); 9: phi3 (rope_attn_factor, n_ctx_orig, has_rope_long_short); 10: mixture of experts (mdl_config.n_expert.., router f32); 11: YaRN (mdl_config.yarn_*); 12: native blocks with their 5th/6th bits beside them (kern_qn_block_bytes); 13: native tiles without a partial super-block's unused blocks (kern_qn_tile_bytes) */
 #define SEG_NAME_MAX 64
 #define SEG_ALIGN 64
 #define SEG_HEADER_BYTES 8192

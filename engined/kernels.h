@@ -63,6 +63,10 @@
  * super-block is read front to back (kern_qn_block_bytes); K2 (Q2_K) at 2 bits,
  * 128 bytes a block, group g in bits 2(g % 4) of the block's 64-byte half g / 4, its
  * header d, dmin and Q2_K's own byte (scale | min << 4) per 16-value half.
+ * A row that ends in part of a super-block (B kinds, e.g. gemma's 1152 = 4.5 x 256)
+ * keeps that last super-block's whole header and only its blocks, padded to 64 bytes
+ * (kern_qn_tile_bytes), so that the next tile follows at once: a gap of unused blocks
+ * at every tile's end halved decode from memory (bench_qn).
  *
  * Activation rounding follows llama.cpp's AVX2 Q8_0 quantizer (scale 127/amax, round
  * half to even); weight rounding is ggml's reference quantize_row_q8_0 (common/quant.c).

@@ -46,7 +46,10 @@ int kern_qn_from_qtype(uint32_t src_type)
 
 size_t kern_qn_tile_bytes(int wt, int64_t cols)
 {
-    return (size_t)kern_qn_nsb(cols) * descs[wt].sb_bytes;
+    const kern_qn_desc *D = &descs[wt];
+    size_t full = (size_t)(cols / 256), rest = (size_t)(cols % 256 / KERN_QK);
+    size_t last = rest ? D->hdr + rest * kern_qn_block_bytes(D->bits) : 0;
+    return full * D->sb_bytes + (last + 63) / 64 * 64;
 }
 
 /* ---- packing ----------------------------------------------------------------------- */

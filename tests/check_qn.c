@@ -126,6 +126,13 @@ START_TEST(test_qn_bytes)
         ck_assert_uint_eq(D->sb_bytes % 64, 0);
         double ratio = (double)kern_qn_tile_bytes(wts[i], 2048) / (16.0 * (double)qt_row_size(D->qtype, 2048));
         ck_assert_msg(ratio <= 1.1 && ratio >= 1.0, "%s: %.3f x the source", D->name, ratio);
+        /* a row ending in part of a super-block (gemma's 1152 = 4.5 x 256): the last one
+         * keeps its header and only its blocks, so that tiles follow each other at once */
+        if (D->kind >= KERN_QN_K) continue;
+        size_t bb = kern_qn_block_bytes(D->bits);
+        ck_assert_uint_eq(kern_qn_tile_bytes(wts[i], 1152), 4 * D->sb_bytes + D->hdr + 4 * bb);
+        ck_assert_uint_eq(kern_qn_tile_bytes(wts[i], 96), (D->hdr + 3 * bb + 63) / 64 * 64);
+        ck_assert_uint_eq(kern_qn_tile_bytes(wts[i], 2304), 9 * D->sb_bytes);
     }
 }
 END_TEST
@@ -137,8 +144,8 @@ START_TEST(test_qn_products)
     static const int64_t toks[] = { 1, 2, 5, 8, 19 };
     for (int i = 0; i < N_WT; i++) {
         int wt = wts[i];
-        const int64_t cols_list[] = { 512, 2304, 96 };
-        for (int c = 0; c < 3; c++) {
+        const int64_t cols_list[] = { 512, 2304, 96, 1152 };
+        for (int c = 0; c < 4; c++) {
             int64_t cols = cols_list[c];
             if (cols % min_cols(wt)) continue;
             qmat m = make(wt, 45, cols);
