@@ -81,6 +81,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "log.h"
 #include "quant.h"
 
 #define KERN_QK 32          /* values per block */
@@ -363,7 +364,10 @@ void kern_kv_q8_row(const float *x, int64_t n, void *row);
  * the 16 * ntiles keys of ntiles f16 or f32 key tiles, tile i at kt + i * kts elements. */
 static inline void kern_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts,
                                int kvt, int d, int64_t ntiles, float scale, float *sc, int64_t lds)
-{ kern_active->att_qk(q, qs, nq, kt, kts, kvt, d, ntiles, scale, sc, lds); }
+{
+    LLM_ASSERT(kvt != KERN_KV_Q8_0); /* q8_0 keys: kern_att_q8_query, then kern_att_qk8 */
+    kern_active->att_qk(q, qs, nq, kt, kts, kvt, d, ntiles, scale, sc, lds);
+}
 
 /* nq query rows (row r at q + r * qs, d floats) into nq * d / 32 kern_qq, row r's at
  * dst + r * d / 32. Plain C, the same for every table. */
