@@ -10,8 +10,9 @@
  * then every token of the call passes over them: its int32 dots start from the integer
  * offset term (B0, K6), take 8 vpdpbusd (or maddubs + madd on plain AVX2, exact: values
  * <= 63), and go into the chain as kernels.h states: the B kinds' float step per block,
- * the K kinds' int32 sums (vpmulld by the scales; K's mins per super-block as int16
- * pairs, vpdpwssd) and one float step per super-block. Decode is memory-bound: each
+ * the K kinds' int32 sums (vpmulld by the scales; K2's values scaled once per block
+ * instead, its mins as int16 pairs per block; K's mins per super-block as int16 pairs,
+ * vpdpwssd) and one float step per super-block. Decode is memory-bound: each
  * byte is read once, front to back.
  */
 #include "kernels.h"

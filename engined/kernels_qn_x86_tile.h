@@ -78,6 +78,12 @@ QN_INLINE void QN(ktoken)(int kind, const VI wv[8], const VI sc[4], const uint8_
         return;
     }
     const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128, h0 = ((const int32_t *)(xr + o.hs))[k];
+    if (kind == KERN_QN_K2) { /* values already scaled (QN(k2_scale)): straight into the sums */
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) *is = QN_DOT(*is, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
+        *ms = QN_DOTW(*ms, sc[2], V(set1_epi32)((int32_t)(((uint32_t)h0 & 0xffff) | (uint32_t)(S - h0) << 16)));
+        return;
+    }
     VI i0 = kind == KERN_QN_K6 ? V(set1_epi32)(-32 * h0) : VI_ZERO();
     VI i1 = kind == KERN_QN_K6 ? V(set1_epi32)(-32 * (S - h0)) : VI_ZERO();
 #pragma GCC unroll 4
@@ -86,9 +92,19 @@ QN_INLINE void QN(ktoken)(int kind, const VI wv[8], const VI sc[4], const uint8_
         i1 = QN_DOT(i1, wv[g + 4], V(set1_epi32)(ld32(a + 16 + 4 * g)));
     }
     *is = V(add_epi32)(*is, V(add_epi32)(V(mullo_epi32)(i0, sc[0]), V(mullo_epi32)(i1, sc[1])));
-    if (kind == KERN_QN_K2)
-        *ms = V(add_epi32)(*ms, V(add_epi32)(V(mullo_epi32)(sc[2], V(set1_epi32)(h0)),
-                                             V(mullo_epi32)(sc[3], V(set1_epi32)(S - h0))));
+}
+
+/* K2, once per block for every token: each 2-bit value times its half's 4-bit scale
+ * (at most 45, still a byte, so one int16 multiply per group: no carry between the
+ * bytes) and the two mins as int16 pairs in sc[2], so that a token's block is 8 dots
+ * into the super-block's sum and one pair dot for the mins. The same integers as
+ * scaling each half's sum: the same bits. */
+QN_INLINE void QN(k2_scale)(VI wv[8], VI sc[4])
+{
+    const VI s0 = VI_OR(sc[0], V(slli_epi32)(sc[0], 16)), s1 = VI_OR(sc[1], V(slli_epi32)(sc[1], 16));
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) wv[g] = V(mullo_epi16)(wv[g], g < 4 ? s0 : s1);
+    sc[2] = VI_OR(sc[2], V(slli_epi32)(sc[3], 16));
 }
 
 /* K's mins of super-block sb (blocks k0..k0+7, n of them in the row) times one token's
@@ -128,6 +144,7 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
         for (int g = 0; g < 8; g++) wv[g] = QN_GROUP(sb, hdr, bits, b, g, half);
         VF f0 = V(setzero_ps)(), f1 = f0;
         QN(factors)(kind, sb, b, r8, &f0, &f1, sc);
+        if (kind == KERN_QN_K2) QN(k2_scale)(wv, sc);
         if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
 #pragma GCC unroll 8
             for (int t = 0; t < QN_TMAX; t++)
