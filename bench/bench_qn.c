@@ -104,8 +104,8 @@ static void bench_shape(int wt, const char *tname, int64_t rows, int64_t cols, c
     for (int nt = 1; nt <= 2; nt++) {
         pool_t *pool = pool_new(nt);
         if (!pool) exit(1);
-        static const int batch[] = { 1, 4 };
-        for (int b = 0; b < 2; b++) {
+        static const int batch[] = { 1, 2, 4 };
+        for (int b = 0; b < 3; b++) {
             mm_job j = { .wt = wt, .x = x, .rows = rows, .cols = cols, .n_tok = batch[b], .y = y };
             double best = 1e30;
             for (int sweep = 0; sweep < 4; sweep++) {

@@ -66,8 +66,8 @@ QN_INLINE VF QN(token)(int kind, int off, const VI wv[8], VF f0, VF f1, const ui
 
 /* The same for a K kind: the super-block's int32 sums is (scaled dots) and ms (K2's
  * scaled mins; K's come at the end of the super-block) plus block k's terms. */
-QN_INLINE void QN(ktoken)(int kind, const VI wv[8], const VI sc[4], const uint8_t *xr, kern_xq_offs o, int64_t k,
-                          VI *is, VI *ms)
+QN_INLINE void QN(ktoken)(int kind, int scaled, const VI wv[8], const VI sc[4], const uint8_t *xr, kern_xq_offs o,
+                          int64_t k, VI *is, VI *ms)
 {
     const int8_t *a = (const int8_t *)xr + k * KERN_QK;
     if (kind == KERN_QN_K) {
@@ -78,7 +78,7 @@ QN_INLINE void QN(ktoken)(int kind, const VI wv[8], const VI sc[4], const uint8_
         return;
     }
     const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128, h0 = ((const int32_t *)(xr + o.hs))[k];
-    if (kind == KERN_QN_K2) { /* values already scaled (QN(k2_scale)): straight into the sums */
+    if (kind == KERN_QN_K2 && scaled) { /* values already scaled (QN(k2_scale)): straight into the sums */
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) *is = QN_DOT(*is, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
         *ms = QN_DOTW(*ms, sc[2], V(set1_epi32)((int32_t)(((uint32_t)h0 & 0xffff) | (uint32_t)(S - h0) << 16)));
@@ -92,13 +92,20 @@ QN_INLINE void QN(ktoken)(int kind, const VI wv[8], const VI sc[4], const uint8_
         i1 = QN_DOT(i1, wv[g + 4], V(set1_epi32)(ld32(a + 16 + 4 * g)));
     }
     *is = V(add_epi32)(*is, V(add_epi32)(V(mullo_epi32)(i0, sc[0]), V(mullo_epi32)(i1, sc[1])));
+    if (kind == KERN_QN_K2)
+        *ms = V(add_epi32)(*ms, V(add_epi32)(V(mullo_epi32)(sc[2], V(set1_epi32)(h0)),
+                                             V(mullo_epi32)(sc[3], V(set1_epi32)(S - h0))));
 }
 
 /* K2, once per block for every token: each 2-bit value times its half's 4-bit scale
  * (at most 45, still a byte, so one int16 multiply per group: no carry between the
  * bytes) and the two mins as int16 pairs in sc[2], so that a token's block is 8 dots
  * into the super-block's sum and one pair dot for the mins. The same integers as
- * scaling each half's sum: the same bits. */
+ * scaling each half's sum: the same bits. It pays from QN_K2_SCALED tokens a call on
+ * (prompt passes 1.2x); for one token (decode: 18% slower) or two it costs what it saves. */
+#ifndef QN_K2_SCALED
+#define QN_K2_SCALED 3
+#endif
 QN_INLINE void QN(k2_scale)(VI wv[8], VI sc[4])
 {
     const VI s0 = VI_OR(sc[0], V(slli_epi32)(sc[0], 16)), s1 = VI_OR(sc[1], V(slli_epi32)(sc[1], 16));
@@ -144,7 +151,8 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
         for (int g = 0; g < 8; g++) wv[g] = QN_GROUP(sb, hdr, bits, b, g, half);
         VF f0 = V(setzero_ps)(), f1 = f0;
         QN(factors)(kind, sb, b, r8, &f0, &f1, sc);
-        if (kind == KERN_QN_K2) QN(k2_scale)(wv, sc);
+        const int scaled = kind == KERN_QN_K2 && nt >= QN_K2_SCALED;
+        if (scaled) QN(k2_scale)(wv, sc);
         if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
 #pragma GCC unroll 8
             for (int t = 0; t < QN_TMAX; t++)
@@ -153,7 +161,7 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
         }
 #pragma GCC unroll 8
         for (int t = 0; t < QN_TMAX; t++)
-            if (t < nt) QN(ktoken)(kind, wv, sc, xq + (size_t)t * xs, o, k, &is[t], &ms[t]);
+            if (t < nt) QN(ktoken)(kind, scaled, wv, sc, xq + (size_t)t * xs, o, k, &is[t], &ms[t]);
         if (b + 1 < KERN_QN_BLOCKS && k + 1 < nb) continue;
         /* the super-block's float step */
         const int64_t k0 = k - b;
