@@ -504,7 +504,9 @@ static void serve(front *f)
         int64_t woke = net_now_ms(), away = woke - turn - POLL_MS - AWAY_SLACK_MS;
         if (away > 0) {
             front_pause_clocks(f, away);
-            if (woke - away_log > 10000) {
+            /* short absences of a loaded machine at most every 10 s; one of a second or
+             * more always (a stall an operator should see, whatever came before it) */
+            if (woke - away_log > 10000 || away + AWAY_SLACK_MS >= 1000) {
                 away_log = woke;
                 log_warn("the front door did not run for %lld ms (a stalled machine?): silences are measured "
                          "without that time", (long long)(away + AWAY_SLACK_MS));
