@@ -7,6 +7,7 @@ llmc, and the same through llama-server (llama.cpp) on the same file in the same
                                  [--long]              # + one 512-token prompt while 7 decode
                                  [--gateway]           # + the same streams through `llmc serve`
     LLAMA_SERVER=/path/to/llama-server python3 bench/bench_serve.py ...   # + the peer
+    IK_LLAMA_SERVER=/path/to/ik_llama.cpp/.../llama-server ...             # + ik_llama.cpp's
 
 Each stream is a ~28-token prompt and --tokens greedy tokens with ignore-eos. Reported
 per setup: aggregate tok/s (every generated token / wall time from the first request to
@@ -311,6 +312,8 @@ def main():
     peers = [("ours", None)]
     if os.environ.get("LLAMA_SERVER"):
         peers.append(("llama-server", os.environ["LLAMA_SERVER"]))
+    if os.environ.get("IK_LLAMA_SERVER"):
+        peers.append(("ik_llama-server", os.environ["IK_LLAMA_SERVER"]))
     results = []
     for name, path in peers:
         for n in ns:
@@ -380,10 +383,11 @@ def main():
             print("%d streams: the gateway process used %.1f%% of one core while its streams ran "
                   "(%.3f ms of CPU per generated token)" % (n, g["gw_cpu_share"] * 100, g["gw_cpu_ms_per_tok"]))
     for n in ns:
-        a, b = by.get(("ours", n)), by.get(("llama-server", n))
-        if a and b and b["agg_tps"] > 0:
-            print("%d streams: ours / llama-server aggregate = %.2fx, mean TTFT %.2f s vs %.2f s" % (
-                n, a["agg_tps"] / b["agg_tps"], a["ttft_mean"], b["ttft_mean"]))
+        for peer in ("llama-server", "ik_llama-server"):
+            a, b = by.get(("ours", n)), by.get((peer, n))
+            if a and b and b["agg_tps"] > 0:
+                print("%d streams: ours / %s aggregate = %.2fx, mean TTFT %.2f s vs %.2f s" % (
+                    n, peer, a["agg_tps"] / b["agg_tps"], a["ttft_mean"], b["ttft_mean"]))
     return finish(results, args.json)
 
 
