@@ -47,7 +47,8 @@ int kern_qn_from_qtype(uint32_t src_type)
 size_t kern_qn_tile_bytes(int wt, int64_t cols)
 {
     const kern_qn_desc *D = &descs[wt];
-    size_t full = (size_t)(cols / 256), rest = (size_t)(cols % 256 / KERN_QK);
+    const int64_t sbv = KERN_QN_BLOCKS * KERN_QK; /* values of a super-block */
+    size_t full = (size_t)(cols / sbv), rest = (size_t)(cols % sbv / KERN_QK);
     size_t last = rest ? D->hdr + rest * kern_qn_block_bytes(D->bits) : 0;
     return full * D->sb_bytes + (last + 63) / 64 * 64;
 }

@@ -103,9 +103,7 @@ QN_INLINE void QN(ktoken)(int kind, int scaled, const VI wv[8], const VI sc[4], 
  * into the super-block's sum and one pair dot for the mins. The same integers as
  * scaling each half's sum: the same bits. It pays from QN_K2_SCALED tokens a call on
  * (prompt passes 1.2x); for one token (decode: 18% slower) or two it costs what it saves. */
-#ifndef QN_K2_SCALED
 #define QN_K2_SCALED 3
-#endif
 QN_INLINE void QN(k2_scale)(VI wv[8], VI sc[4])
 {
     const VI s0 = VI_OR(sc[0], V(slli_epi32)(sc[0], 16)), s1 = VI_OR(sc[1], V(slli_epi32)(sc[1], 16));
@@ -225,5 +223,6 @@ static const QN_FN *const QN(tables)[KERN_W_COUNT] = {
 };
 
 #undef QN_INLINE
+#undef QN_K2_SCALED
 #undef QN_ONE
 #undef QN_KIND
