@@ -1,10 +1,11 @@
 /*
  * bench_qn - decode throughput of the native weight layouts (kernels_qn.c) by type and
- * matrix shape: GB/s of weights read for one token (and a few), 1 and 2 threads, over
- * enough copies (~256 MB) that the weights come from memory, not L3. Shapes are the
- * FFN and attention matrices of TinyLlama-1.1B (rows 2048 and 5632 wide) and of
- * gemma3-1b (rows 1152 and 6912 wide: 4.5 and 27 super-blocks) and one expert of the
- * qwen3moe-a0.6b shape, so a kernel that slows on one row width shows it next to the others.
+ * matrix shape: GB/s of weights read for one token (and 2, 4 and 8: a batched decode
+ * step), 1 and 2 threads, over enough copies (~256 MB) that the weights come from
+ * memory, not L3. Shapes are the FFN and attention matrices of TinyLlama-1.1B (rows 2048
+ * and 5632 wide) and of gemma3-1b (rows 1152 and 6912 wide: 4.5 and 27 super-blocks)
+ * and one expert of the qwen3moe-a0.6b shape, so a kernel that slows on one row width
+ * shows it next to the others.
  *
  *   build/bench/bench_qn                 # q5_0 q4_0 q4_k q6_k, every shape
  *   build/bench/bench_qn q5_0 q8t        # those types
@@ -104,8 +105,8 @@ static void bench_shape(int wt, const char *tname, int64_t rows, int64_t cols, c
     for (int nt = 1; nt <= 2; nt++) {
         pool_t *pool = pool_new(nt);
         if (!pool) exit(1);
-        static const int batch[] = { 1, 2, 4 };
-        for (int b = 0; b < 3; b++) {
+        static const int batch[] = { 1, 2, 4, 8 };
+        for (int b = 0; b < 4; b++) {
             mm_job j = { .wt = wt, .x = x, .rows = rows, .cols = cols, .n_tok = batch[b], .y = y };
             double best = 1e30;
             for (int sweep = 0; sweep < 4; sweep++) {

@@ -2,7 +2,9 @@
  * bench/engine - batched multi-session decode: aggregate tokens/s when B sessions are
  * decoded together in one pass over the weights, for B = 1, 2, 4, 8, 16.
  *
- *   build/bench/engine MODEL.gguf [threads] [steps]      (defaults: 2 threads, 32 steps)
+ *   build/bench/engine MODEL.gguf [threads] [steps] [precision]
+ *                      (defaults: 2 threads, 32 steps, native: engined's default layouts;
+ *                       int8 widens 2-6-bit weights to Q8_0 tiles, as --precision int8)
  *
  * Each session is prefilled with a short prompt first; then `steps` decode passes run
  * with B tokens each. Memory-bound decode reads the weights once per pass, so the
@@ -25,14 +27,16 @@ static double now_s(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: engine MODEL.gguf [threads] [steps]\n");
+        fprintf(stderr, "usage: engine MODEL.gguf [threads] [steps] [native|int8|float]\n");
         return 2;
     }
     log_init("bench-engine", LOG_WARN);
     int threads = argc > 2 ? atoi(argv[2]) : 2, steps = argc > 3 ? atoi(argv[3]) : 32;
     char err[512];
     eng_open_info info;
-    eng_model *m = eng_open(argv[1], ENG_INT8, &info, err, sizeof err);
+    const char *prec = argc > 4 ? argv[4] : "native";
+    eng_model *m = eng_open(argv[1], prec[0] == 'i' ? ENG_INT8 : prec[0] == 'f' ? ENG_FLOAT : ENG_NATIVE, &info, err,
+                            sizeof err);
     if (!m || threads < 1 || steps < 1 || eng_set_threads(m, threads) != 0) {
         fprintf(stderr, "error: %s\n", m ? "bad threads or steps" : err);
         eng_close(m);
