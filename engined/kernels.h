@@ -126,11 +126,21 @@ typedef struct {
     size_t      sb_bytes;  /* bytes of a super-block of 16 rows (a multiple of 64) */
 } kern_qn_desc;
 
-/* Rows [lo, hi) of one native tile (tb bytes; nr is 1) times nt tokens (nt <= the
- * table's qn_tmax) over a row of cols values: y[t * ldy + i]. stream as for q8t. */
+/* Rows [lo, hi) of nr consecutive native tiles (tb bytes each) times nt tokens (nt <=
+ * the table's qn_tmax) over a row of cols values: y[t * ldy + i], i counting rows from
+ * the first tile's row 0. stream as for q8t. */
 typedef void (*kern_qn_block_fn)(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols,
                                  const uint8_t *xq, size_t xs, int nt, float *y, int64_t ldy,
                                  int lo, int hi, int stream);
+/* Tile i's lanes [*a, *z) of a call's rows [lo, hi) (rows counted from tile 0's first):
+ * whether it has any. */
+static inline int kern_tile_lanes(int lo, int hi, int i, int *a, int *z)
+{
+    *a = lo - KERN_TILE * i, *z = hi - KERN_TILE * i;
+    *a = *a < 0 ? 0 : *a > KERN_TILE ? KERN_TILE : *a;
+    *z = *z < 0 ? 0 : *z > KERN_TILE ? KERN_TILE : *z;
+    return *a < *z;
+}
 /* The scalar definition (kernels_qn.c); the tables without their own use it. */
 void kern_qn_block_ref(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                        size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream);

@@ -132,9 +132,8 @@ static const zmicro_fn zmicros[3][ZT + 1] = {
 /* Lanes [lo, hi) of tile i of a call as a store mask. */
 static inline __mmask16 tile_mask(int lo, int hi, int i)
 {
-    int a = lo - KERN_TILE * i, z = hi - KERN_TILE * i;
-    a = a < 0 ? 0 : a > KERN_TILE ? KERN_TILE : a;
-    z = z < 0 ? 0 : z > KERN_TILE ? KERN_TILE : z;
+    int a, z;
+    kern_tile_lanes(lo, hi, i, &a, &z);
     return (__mmask16)(((1u << z) - 1) & ~((1u << a) - 1));
 }
 

@@ -118,11 +118,8 @@ static TGT void neon_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb,
                                size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
     (void)stream;
-    for (int i = 0; i < nr; i++) {
-        int a = lo - KERN_TILE * i, z = hi - KERN_TILE * i;
-        if (z <= 0 || a >= KERN_TILE) continue;
-        a = a < 0 ? 0 : a;
-        z = z > KERN_TILE ? KERN_TILE : z;
+    for (int i = 0, a, z; i < nr; i++) {
+        if (!kern_tile_lanes(lo, hi, i, &a, &z)) continue;
         for (int t = 0; t < nt; t += 3) {
             int n = nt - t < 3 ? nt - t : 3;
             const uint8_t *xt = xq + (size_t)t * xs;
@@ -196,11 +193,8 @@ static void i8mm_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, con
     (void)stream;
     typedef void (*quad_fn)(const uint8_t *, int64_t, const uint8_t *, size_t, float *, int64_t, int, int, int);
     static const quad_fn quads[5] = { NULL, mm_quad_1, mm_quad_2, mm_quad_3, mm_quad_4 };
-    for (int i = 0; i < nr; i++) {
-        int a = lo - KERN_TILE * i, z = hi - KERN_TILE * i;
-        if (z <= 0 || a >= KERN_TILE) continue;
-        a = a < 0 ? 0 : a;
-        z = z > KERN_TILE ? KERN_TILE : z;
+    for (int i = 0, a, z; i < nr; i++) {
+        if (!kern_tile_lanes(lo, hi, i, &a, &z)) continue;
         const uint8_t *wt = w + (size_t)i * tb;
         float *yt = y + i * KERN_TILE;
         int t = 0;

@@ -445,13 +445,11 @@ void kern_qn_matmul(int wt, const void *w, int64_t cols, const void *xq, int64_t
         int64_t p1 = p0 + panel < t1 ? p0 + panel : t1;
         for (int64_t k0 = 0; k0 < n_tok; k0 += csize) {
             int nt = (int)(n_tok - k0 < csize ? n_tok - k0 : csize);
-            for (int64_t tile = p0; tile < p1; tile++) {
-                int64_t base = tile * KERN_TILE;
-                int lo = (int)(r0 > base ? r0 - base : 0);
-                int hi = (int)(r1 - base < KERN_TILE ? r1 - base : KERN_TILE);
-                ops->qn_block(wt, W + (size_t)tile * tb, tb, 1, cols, X + (size_t)k0 * xs, xs, nt,
-                              y + k0 * ldy + base, ldy, lo, hi, chunks == 1);
-            }
+            int64_t base = p0 * KERN_TILE;
+            int lo = (int)(r0 > base ? r0 - base : 0);
+            int hi = (int)(r1 - base < (p1 - p0) * KERN_TILE ? r1 - base : (p1 - p0) * KERN_TILE);
+            ops->qn_block(wt, W + (size_t)p0 * tb, tb, (int)(p1 - p0), cols, X + (size_t)k0 * xs, xs, nt,
+                          y + k0 * ldy + base, ldy, lo, hi, chunks == 1);
         }
     }
 }

@@ -194,15 +194,19 @@ static void n_block(const nqn_fn *const *tables, int wt, const uint8_t *w, int64
 void kern_qn_neon_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                         size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
-    (void)tb, (void)nr, (void)stream;
-    n_block(nd_tables, wt, w, cols, xq, xs, nt, y, ldy, lo, hi);
+    (void)stream;
+    for (int i = 0, a, z; i < nr; i++)
+        if (kern_tile_lanes(lo, hi, i, &a, &z))
+            n_block(nd_tables, wt, w + (size_t)i * tb, cols, xq, xs, nt, y + i * KERN_TILE, ldy, a, z);
 }
 
 void kern_qn_i8mm_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                         size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
-    (void)tb, (void)nr, (void)stream;
-    n_block(nm_tables, wt, w, cols, xq, xs, nt, y, ldy, lo, hi);
+    (void)stream;
+    for (int i = 0, a, z; i < nr; i++)
+        if (kern_tile_lanes(lo, hi, i, &a, &z))
+            n_block(nm_tables, wt, w + (size_t)i * tb, cols, xq, xs, nt, y + i * KERN_TILE, ldy, a, z);
 }
 
 #endif

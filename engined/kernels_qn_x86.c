@@ -13,7 +13,9 @@
  * the K kinds' int32 sums (vpmulld by the scales; K2's values scaled once per block
  * instead, its mins as int16 pairs per block; K's mins per super-block as int16 pairs,
  * vpdpwssd) and one float step per super-block. Decode is memory-bound: each
- * byte is read once, front to back.
+ * byte is read once, front to back. From 3 tokens a call (batched decode, prompt
+ * passes) AVX-512 takes the tiles in pairs, 4 tokens a pass (z_pair_tables): each
+ * token's broadcast then feeds both tiles.
  */
 #include "kernels.h"
 
@@ -85,7 +87,15 @@ typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
 #define QN_U8I z_u8i
 #define QN_I8I z_i8i
 #define QN_STORE(p, mask, v) _mm512_mask_storeu_ps(p, mask, v)
+typedef void (*zqn_pair_fn)(const uint8_t *, size_t, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs,
+                            float *, int64_t, const __mmask16 *);
+#define QN_PAIR
+#define QN_R 2
+#define QN_PAIR_FN zqn_pair_fn
 #include "kernels_qn_x86_tile.h"
+#undef QN_PAIR
+#undef QN_R
+#undef QN_PAIR_FN
 #undef QN
 #undef QN_ATTR
 #undef QN_TMAX
@@ -107,16 +117,44 @@ typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
 #undef QN_I8I
 #undef QN_STORE
 
+/* Lanes [lo, hi) of tile i of a call as a store mask. */
+static inline __mmask16 z_tile_mask(int lo, int hi, int i)
+{
+    int a, z;
+    kern_tile_lanes(lo, hi, i, &a, &z);
+    return (__mmask16)(((1u << z) - 1) & ~((1u << a) - 1));
+}
+
+/* From this many tokens a call, tiles go in pairs: below it one tile streams from
+ * memory best (two tokens in pairs: 0.6-0.8x). */
+#define Z_PAIR_MIN 3
+
 void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                           size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
-    (void)tb, (void)nr, (void)stream;
+    (void)stream;
     const kern_qn_desc *D = kern_qn_get(wt);
-    __mmask16 mask = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
     kern_xq_offs o = kern_xq_offsets(cols);
-    for (int t = 0; t < nt; t += 8) {
-        int n = nt - t < 8 ? nt - t : 8;
-        z_tables[wt][n](w, D->hdr, D->sb_bytes, cols / KERN_QK, xq + (size_t)t * xs, xs, o, y + (int64_t)t * ldy, ldy, mask);
+    const int64_t nb = cols / KERN_QK;
+    int i = 0;
+    if (nt >= Z_PAIR_MIN && z_pair_tables[wt]) {
+        const int passes = (nt + 3) / 4, ps = (nt + passes - 1) / passes; /* even passes of at most 4 */
+        for (; i + 1 < nr; i += 2) {
+            const __mmask16 mask[2] = { z_tile_mask(lo, hi, i), z_tile_mask(lo, hi, i + 1) };
+            for (int t = 0; t < nt; t += ps) {
+                int n = nt - t < ps ? nt - t : ps;
+                z_pair_tables[wt][n](w + (size_t)i * tb, tb, D->hdr, D->sb_bytes, nb, xq + (size_t)t * xs, xs, o,
+                                     y + (int64_t)t * ldy + i * KERN_TILE, ldy, mask);
+            }
+        }
+    }
+    for (; i < nr; i++) { /* one tile at a time */
+        const __mmask16 mask = z_tile_mask(lo, hi, i);
+        for (int t = 0; mask && t < nt; t += 8) {
+            int n = nt - t < 8 ? nt - t : 8;
+            z_tables[wt][n](w + (size_t)i * tb, D->hdr, D->sb_bytes, nb, xq + (size_t)t * xs, xs, o,
+                            y + (int64_t)t * ldy + i * KERN_TILE, ldy, mask);
+        }
     }
 }
 
@@ -308,15 +346,19 @@ static Y_ATTR(0) void y_block(const yqn_fn *const *tables, int wt, const uint8_t
 void kern_qn_avx2_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                         size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
-    (void)tb, (void)nr, (void)stream;
-    y_block(y2_tables, wt, w, cols, xq, xs, nt, y, ldy, lo, hi);
+    (void)stream;
+    for (int i = 0, a, z; i < nr; i++)
+        if (kern_tile_lanes(lo, hi, i, &a, &z))
+            y_block(y2_tables, wt, w + (size_t)i * tb, cols, xq, xs, nt, y + i * KERN_TILE, ldy, a, z);
 }
 
 void kern_qn_avxvnni_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                            size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
-    (void)tb, (void)nr, (void)stream;
-    y_block(yv_tables, wt, w, cols, xq, xs, nt, y, ldy, lo, hi);
+    (void)stream;
+    for (int i = 0, a, z; i < nr; i++)
+        if (kern_tile_lanes(lo, hi, i, &a, &z))
+            y_block(yv_tables, wt, w + (size_t)i * tb, cols, xq, xs, nt, y + i * KERN_TILE, ldy, a, z);
 }
 
 static inline __attribute__((always_inline, target("avx2,fma,f16c"))) int32_t y_hsum(__m256i v)

@@ -21,7 +21,10 @@
  *   QN_U8I(p), QN_I8I(p)                     u8 / i8 row factors as int32
  *   QN_STORE(p, mask, v)                     a masked store of one token's rows
  *
- * and gets QN(tables)[KERN_W_COUNT]: per weight kind, the products for 1..QN_TMAX tokens.
+ * and gets QN(tables)[KERN_W_COUNT]: per weight kind, the products for 1..QN_TMAX tokens;
+ * with QN_PAIR, QN_R (2) and QN_PAIR_FN (the type of one) defined, also
+ * QN(pair_tables): QN_R tiles at once, for 1..4 tokens (AVX-512; with 16 registers
+ * AVX2 has no room for a second tile's sums).
  * Each instantiation is QN(tile) with constant kind, bits, offset and token count, so
  * every branch on them folds away and each loop is unrolled as the old per-width macros
  * were (same intrinsics, same order: the same bits).
@@ -185,6 +188,143 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
         if (t < nt) QN_STORE(y + t * ldy + r8, mask, V(sub_ps)(acc[t], accm[t]));
 }
 
+#ifdef QN_PAIR
+#define QN_T 4 /* most tokens of a pass of QN(rows) */
+
+/* R <= QN_R tiles (w, w + tb, ...) times nt <= QN_T tokens over nb blocks, rows of half
+ * `half`, for every kind but K2: QN(tile) for calls of 3 or more tokens, a pass of up to
+ * 4 at a time. Block by
+ * block: each tile's row factors once; then group by group, each tile's group unpacked as
+ * it is used and each token's 4 bytes broadcast once for every tile, so that one
+ * broadcast feeds R vpdpbusd and consecutive vpdpbusd go to different sums (QN(tile),
+ * one tile and a token's 8 in a row, spends as much on the broadcasts as on the products
+ * from 3 tokens on). The integer sums are exact, so their order is free; each row's float
+ * chain is QN(tile)'s, op for op: the same bits. The loops run to the constants QN_R and
+ * QN_T and skip r >= R, t >= nt, as QN(tile)'s do. */
+QN_INLINE void QN(rows)(int kind, int bits, int off, int R, int nt, const uint8_t *w, size_t tb, size_t hdr,
+                        size_t sbb, int64_t nb, const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy,
+                        int half, const QN_MASK *mask)
+{
+    VF acc[QN_R][QN_T], accm[QN_R][QN_T]; /* K: the scaled mins apart, as QN(tile) keeps them */
+    VI is[QN_R][QN_T], ms[QN_R][QN_T];
+    const int r8 = 8 * half;
+#pragma GCC unroll 2
+    for (int r = 0; r < QN_R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < QN_T; t++) acc[r][t] = accm[r][t] = V(setzero_ps)(), is[r][t] = ms[r][t] = VI_ZERO();
+    for (int64_t k = 0; k < nb; k++) {
+        const int b = (int)(k % KERN_QN_BLOCKS);
+        const uint8_t *sb[QN_R];
+        VF f0[QN_R], f1[QN_R];
+        VI sc[QN_R][4];
+#pragma GCC unroll 2
+        for (int r = 0; r < QN_R; r++) if (r < R) {
+            sb[r] = w + (size_t)r * tb + (size_t)(k / KERN_QN_BLOCKS) * sbb;
+            sc[r][0] = sc[r][1] = sc[r][2] = sc[r][3] = VI_ZERO();
+            f0[r] = f1[r] = V(setzero_ps)();
+            QN(factors)(kind, sb[r], b, r8, &f0[r], &f1[r], sc[r]);
+        }
+        const int8_t *a[QN_T];
+        int32_t S[QN_T], h0[QN_T];
+#pragma GCC unroll 4
+        for (int t = 0; t < QN_T; t++) if (t < nt) {
+            const uint8_t *xr = xq + (size_t)t * xs;
+            a[t] = (const int8_t *)xr + k * KERN_QK;
+            S[t] = -((const int32_t *)(xr + o.c))[k] / 128;
+            h0[t] = ((const int32_t *)(xr + o.hs))[k];
+        }
+        /* groups [g0, g1) of every tile times every token, into p[r][t] */
+#define QN_DOTS(g0, g1, p)                                                                           \
+    _Pragma("GCC unroll 8") for (int g = (g0); g < (g1); g++) {                                      \
+        VI wv[QN_R];                                                                                 \
+        _Pragma("GCC unroll 2") for (int r = 0; r < QN_R; r++) if (r < R)                            \
+            wv[r] = QN_GROUP(sb[r], hdr, bits, b, g, half);                                          \
+        _Pragma("GCC unroll 4") for (int t = 0; t < QN_T; t++) if (t < nt) {                         \
+            const VI x = V(set1_epi32)(ld32(a[t] + 4 * g));                                          \
+            _Pragma("GCC unroll 2") for (int r = 0; r < QN_R; r++) if (r < R)                        \
+                p[r][t] = QN_DOT(p[r][t], wv[r], x);                                                 \
+        }                                                                                            \
+    }
+        if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
+            VI p[QN_R][QN_T];
+#pragma GCC unroll 4
+            for (int t = 0; t < QN_T; t++) if (t < nt) {
+                const VI p0 = V(set1_epi32)(kind == KERN_QN_B0 ? -off * S[t] : 0);
+#pragma GCC unroll 2
+                for (int r = 0; r < QN_R; r++) if (r < R) p[r][t] = p0;
+            }
+            QN_DOTS(0, 8, p)
+#pragma GCC unroll 2
+            for (int r = 0; r < QN_R; r++) if (r < R)
+#pragma GCC unroll 4
+                for (int t = 0; t < QN_T; t++) if (t < nt) {
+                    const uint8_t *xr = xq + (size_t)t * xs;
+                    const VF vD = V(set1_ps)(((const float *)(xr + o.d))[k]);
+                    acc[r][t] = V(fmadd_ps)(V(cvtepi32_ps)(p[r][t]), V(mul_ps)(f0[r], vD), acc[r][t]);
+                    if (kind == KERN_QN_B1)
+                        acc[r][t] = V(fmadd_ps)(f1[r], V(set1_ps)(((const float *)(xr + o.sd))[k]), acc[r][t]);
+                }
+            continue;
+        }
+        /* K: the block's dots times its scale; K6: each half's times its own, from the
+         * offset term */
+#pragma GCC unroll 2
+        for (int hb = 0; hb < 2; hb++) {
+            if (hb && kind == KERN_QN_K) break;
+            VI p[QN_R][QN_T];
+#pragma GCC unroll 4
+            for (int t = 0; t < QN_T; t++) if (t < nt) {
+                const VI p0 = kind == KERN_QN_K6 ? V(set1_epi32)(-32 * (hb ? S[t] - h0[t] : h0[t])) : VI_ZERO();
+#pragma GCC unroll 2
+                for (int r = 0; r < QN_R; r++) if (r < R) p[r][t] = p0;
+            }
+            if (kind == KERN_QN_K) {
+                QN_DOTS(0, 8, p)
+            } else if (hb == 0) {
+                QN_DOTS(0, 4, p)
+            } else {
+                QN_DOTS(4, 8, p)
+            }
+#pragma GCC unroll 2
+            for (int r = 0; r < QN_R; r++) if (r < R)
+#pragma GCC unroll 4
+                for (int t = 0; t < QN_T; t++) if (t < nt)
+                    is[r][t] = V(add_epi32)(is[r][t], V(mullo_epi32)(p[r][t], sc[r][hb]));
+        }
+#undef QN_DOTS
+        if (b + 1 < KERN_QN_BLOCKS && k + 1 < nb) continue;
+        /* the super-block's float step */
+        const int64_t k0 = k - b;
+#pragma GCC unroll 2
+        for (int r = 0; r < QN_R; r++) if (r < R) {
+            const VF d = QN_H16(sb[r] + 2 * r8), dmin = QN_H16(sb[r] + 32 + 2 * r8);
+            VI mp[4];
+            if (kind == KERN_QN_K)
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++)
+                    mp[j] = VI_OR(QN_U8I(sb[r] + 192 + 32 * j + r8),
+                                  V(slli_epi32)(QN_U8I(sb[r] + 208 + 32 * j + r8), 16));
+#pragma GCC unroll 4
+            for (int t = 0; t < QN_T; t++) if (t < nt) {
+                const uint8_t *xr = xq + (size_t)t * xs;
+                const VF vD = V(set1_ps)(((const float *)(xr + o.d))[k0]);
+                if (kind == KERN_QN_K) ms[r][t] = QN(kmins)(mp, xr, o, k0, b + 1);
+                acc[r][t] = V(fmadd_ps)(V(cvtepi32_ps)(is[r][t]), V(mul_ps)(d, vD), acc[r][t]);
+                if (kind != KERN_QN_K6)
+                    accm[r][t] = V(fmadd_ps)(V(cvtepi32_ps)(ms[r][t]), V(mul_ps)(dmin, vD), accm[r][t]);
+                is[r][t] = ms[r][t] = VI_ZERO();
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < QN_R; r++) if (r < R)
+#pragma GCC unroll 4
+        for (int t = 0; t < QN_T; t++) if (t < nt)
+            QN_STORE(y + t * ldy + r * KERN_TILE + r8, mask[r], V(sub_ps)(acc[r][t], accm[r][t]));
+}
+
+#endif
+
 /* The instantiations: NAME_T for T tokens, and the kind's table NAME[T]. */
 #define QN_ONE(NAME, KIND, BITS, OFF, T)                                                                 \
     static QN_ATTR void QN(NAME##_##T)(const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq, \
@@ -192,6 +332,22 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
     {                                                                                                    \
         QN(tile)(KIND, BITS, OFF, T, w, hdr, sbb, nb, xq, xs, o, y, ldy, QN_HALF, mask);                 \
     }
+#ifdef QN_PAIR
+#define QN_PAIR_ONE(NAME, KIND, BITS, OFF, T)                                                            \
+    static QN_ATTR void QN(NAME##_p##T)(const uint8_t *w, size_t tb, size_t hdr, size_t sbb, int64_t nb,   \
+                                        const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy, \
+                                        const QN_MASK *mask)                                            \
+    {                                                                                                    \
+        QN(rows)(KIND, BITS, OFF, QN_R, T, w, tb, hdr, sbb, nb, xq, xs, o, y, ldy, 0, mask);             \
+    }
+#define QN_PAIRS(NAME, KIND, BITS, OFF)                                                                  \
+    QN_PAIR_ONE(NAME, KIND, BITS, OFF, 1) QN_PAIR_ONE(NAME, KIND, BITS, OFF, 2)                          \
+    QN_PAIR_ONE(NAME, KIND, BITS, OFF, 3) QN_PAIR_ONE(NAME, KIND, BITS, OFF, 4)                          \
+    static const QN_PAIR_FN QN(NAME##_pairs)[QN_T + 1] = { NULL, QN(NAME##_p1), QN(NAME##_p2), QN(NAME##_p3), \
+                                                           QN(NAME##_p4) };
+#else
+#define QN_PAIRS(NAME, KIND, BITS, OFF)
+#endif
 #if QN_TMAX == 8
 #define QN_KIND(NAME, KIND, BITS, OFF)                                                                   \
     QN_ONE(NAME, KIND, BITS, OFF, 1) QN_ONE(NAME, KIND, BITS, OFF, 2) QN_ONE(NAME, KIND, BITS, OFF, 3)  \
@@ -216,13 +372,32 @@ QN_KIND(q4_k, KERN_QN_K, 4, 0)
 QN_KIND(q5_k, KERN_QN_K, 5, 0)
 QN_KIND(q6_k, KERN_QN_K6, 6, 32)
 QN_KIND(q2_k, KERN_QN_K2, 2, 0)
+QN_PAIRS(q4_0, KERN_QN_B0, 4, 8)
+QN_PAIRS(q4_1, KERN_QN_B1, 4, 0)
+QN_PAIRS(q5_0, KERN_QN_B0, 5, 16)
+QN_PAIRS(q5_1, KERN_QN_B1, 5, 0)
+QN_PAIRS(q4_k, KERN_QN_K, 4, 0)
+QN_PAIRS(q5_k, KERN_QN_K, 5, 0)
+QN_PAIRS(q6_k, KERN_QN_K6, 6, 32)
 
 static const QN_FN *const QN(tables)[KERN_W_COUNT] = {
     [KERN_W_Q4_0] = QN(q4_0), [KERN_W_Q4_1] = QN(q4_1), [KERN_W_Q5_0] = QN(q5_0), [KERN_W_Q5_1] = QN(q5_1),
     [KERN_W_Q4_K] = QN(q4_k), [KERN_W_Q5_K] = QN(q5_k), [KERN_W_Q6_K] = QN(q6_k), [KERN_W_Q2_K] = QN(q2_k),
 };
+#ifdef QN_PAIR
+/* Q2_K has none: its values are scaled once per block for all of a call's tokens
+ * (QN(k2_scale)), which 8-token calls of one tile amortize better than 4-token passes. */
+static const QN_PAIR_FN *const QN(pair_tables)[KERN_W_COUNT] = {
+    [KERN_W_Q4_0] = QN(q4_0_pairs), [KERN_W_Q4_1] = QN(q4_1_pairs), [KERN_W_Q5_0] = QN(q5_0_pairs),
+    [KERN_W_Q5_1] = QN(q5_1_pairs), [KERN_W_Q4_K] = QN(q4_k_pairs), [KERN_W_Q5_K] = QN(q5_k_pairs),
+    [KERN_W_Q6_K] = QN(q6_k_pairs),
+};
+#undef QN_T
+#endif
 
 #undef QN_INLINE
 #undef QN_K2_SCALED
 #undef QN_ONE
 #undef QN_KIND
+#undef QN_PAIR_ONE
+#undef QN_PAIRS
