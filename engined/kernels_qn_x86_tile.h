@@ -192,15 +192,14 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
 #define QN_T 4 /* most tokens of a pass of QN(rows) */
 
 /* R <= QN_R tiles (w, w + tb, ...) times nt <= QN_T tokens over nb blocks, rows of half
- * `half`, for every kind but K2: QN(tile) for calls of 3 or more tokens, a pass of up to
- * 4 at a time. Block by
- * block: each tile's row factors once; then group by group, each tile's group unpacked as
- * it is used and each token's 4 bytes broadcast once for every tile, so that one
- * broadcast feeds R vpdpbusd and consecutive vpdpbusd go to different sums (QN(tile),
- * one tile and a token's 8 in a row, spends as much on the broadcasts as on the products
- * from 3 tokens on). The integer sums are exact, so their order is free; each row's float
- * chain is QN(tile)'s, op for op: the same bits. The loops run to the constants QN_R and
- * QN_T and skip r >= R, t >= nt, as QN(tile)'s do. */
+ * `half`, for every kind but K2: QN(tile) for calls of 3 or more tokens, up to 4 tokens a
+ * pass. Block by block: each tile's row factors once; then group by group, each tile's
+ * group unpacked as it is used and each token's 4 bytes broadcast once for every tile,
+ * so that one broadcast feeds R vpdpbusd and consecutive vpdpbusd go to different sums
+ * (QN(tile), one tile and a token's 8 in a row, spends as much on the broadcasts as on
+ * the products from 3 tokens on). The integer sums are exact, so their order is free;
+ * each row's float chain is QN(tile)'s, op for op: the same bits. The loops run to the
+ * constants QN_R and QN_T and skip r >= R, t >= nt, as QN(tile)'s do. */
 QN_INLINE void QN(rows)(int kind, int bits, int off, int R, int nt, const uint8_t *w, size_t tb, size_t hdr,
                         size_t sbb, int64_t nb, const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy,
                         int half, const QN_MASK *mask)
