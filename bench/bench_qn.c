@@ -160,8 +160,9 @@ int main(int argc, char **argv)
             bench_shape(wt, name, rr, cc, "custom");
             continue;
         }
+        const int whole = wt != KERN_W_Q8T && kern_qn_get(wt)->kind >= KERN_QN_K; /* K: whole super-blocks */
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-            if (wt == KERN_W_Q8T || kern_qn_get(wt)->kind < KERN_QN_K || shapes[s].cols % 256 == 0) /* K: whole super-blocks */
+            if (!whole || shapes[s].cols % (KERN_QN_BLOCKS * KERN_QK) == 0)
                 bench_shape(wt, name, shapes[s].rows, shapes[s].cols, shapes[s].what);
     }
     return 0;

@@ -141,6 +141,13 @@ static inline int kern_tile_lanes(int lo, int hi, int i, int *a, int *z)
     *z = *z < 0 ? 0 : *z > KERN_TILE ? KERN_TILE : *z;
     return *a < *z;
 }
+/* The same lanes as a bit mask (bit j: row j of tile i), an AVX-512 store mask. */
+static inline uint16_t kern_tile_bits(int lo, int hi, int i)
+{
+    int a, z;
+    kern_tile_lanes(lo, hi, i, &a, &z);
+    return (uint16_t)(((1u << z) - 1) & ~((1u << a) - 1));
+}
 /* The scalar definition (kernels_qn.c); the tables without their own use it. */
 void kern_qn_block_ref(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                        size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream);

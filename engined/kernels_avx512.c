@@ -129,14 +129,6 @@ static const zmicro_fn zmicros[3][ZT + 1] = {
     { NULL, zmicro_3x1, zmicro_3x2, zmicro_3x3, zmicro_3x4 },
 };
 
-/* Lanes [lo, hi) of tile i of a call as a store mask. */
-static inline __mmask16 tile_mask(int lo, int hi, int i)
-{
-    int a, z;
-    kern_tile_lanes(lo, hi, i, &a, &z);
-    return (__mmask16)(((1u << z) - 1) & ~((1u << a) - 1));
-}
-
 /* Streaming calls of one or two tokens: tile by tile; every other call (more tokens, or
  * panels from L2): 3 x 4 register tiles, three tiles at a time. */
 static TGT void avx512_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
@@ -144,13 +136,13 @@ static TGT void avx512_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t ns
 {
     if (stream && nt <= ZS) {
         for (int i = 0; i < nr; i++)
-            zstreams[nt](w + (size_t)i * tb, nsb, xq, xs, y + i * KERN_TILE, ldy, tile_mask(lo, hi, i));
+            zstreams[nt](w + (size_t)i * tb, nsb, xq, xs, y + i * KERN_TILE, ldy, kern_tile_bits(lo, hi, i));
         return;
     }
     for (int i = 0; i < nr; i += 3) {
         int n = nr - i < 3 ? nr - i : 3;
         __mmask16 mask[3];
-        for (int r = 0; r < n; r++) mask[r] = tile_mask(lo, hi, i + r);
+        for (int r = 0; r < n; r++) mask[r] = kern_tile_bits(lo, hi, i + r);
         for (int t = 0; t < nt; t += ZT) {
             int m = nt - t < ZT ? nt - t : ZT;
             zmicros[n - 1][m](w + (size_t)i * tb, tb, nsb, xq + (size_t)t * xs, xs,

@@ -117,14 +117,6 @@ typedef void (*zqn_pair_fn)(const uint8_t *, size_t, size_t, size_t, int64_t, co
 #undef QN_I8I
 #undef QN_STORE
 
-/* Lanes [lo, hi) of tile i of a call as a store mask. */
-static inline __mmask16 z_tile_mask(int lo, int hi, int i)
-{
-    int a, z;
-    kern_tile_lanes(lo, hi, i, &a, &z);
-    return (__mmask16)(((1u << z) - 1) & ~((1u << a) - 1));
-}
-
 /* From this many tokens a call, tiles go in pairs: below it one tile streams from
  * memory best (two tokens in pairs: 0.6-0.8x). */
 #define Z_PAIR_MIN 3
@@ -140,7 +132,7 @@ void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t c
     if (nt >= Z_PAIR_MIN && z_pair_tables[wt]) {
         const int passes = (nt + 3) / 4, ps = (nt + passes - 1) / passes; /* even passes of at most 4 */
         for (; i + 1 < nr; i += 2) {
-            const __mmask16 mask[2] = { z_tile_mask(lo, hi, i), z_tile_mask(lo, hi, i + 1) };
+            const __mmask16 mask[2] = { kern_tile_bits(lo, hi, i), kern_tile_bits(lo, hi, i + 1) };
             for (int t = 0; t < nt; t += ps) {
                 int n = nt - t < ps ? nt - t : ps;
                 z_pair_tables[wt][n](w + (size_t)i * tb, tb, D->hdr, D->sb_bytes, nb, xq + (size_t)t * xs, xs, o,
@@ -149,7 +141,7 @@ void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t c
         }
     }
     for (; i < nr; i++) { /* one tile at a time */
-        const __mmask16 mask = z_tile_mask(lo, hi, i);
+        const __mmask16 mask = kern_tile_bits(lo, hi, i);
         for (int t = 0; mask && t < nt; t += 8) {
             int n = nt - t < 8 ? nt - t : 8;
             z_tables[wt][n](w + (size_t)i * tb, D->hdr, D->sb_bytes, nb, xq + (size_t)t * xs, xs, o,

@@ -191,22 +191,21 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
 #ifdef QN_PAIR
 #define QN_T 4 /* most tokens of a pass of QN(rows) */
 
-/* R <= QN_R tiles (w, w + tb, ...) times nt <= QN_T tokens over nb blocks, rows of half
- * `half`, for every kind but K2: QN(tile) for calls of 3 or more tokens, up to 4 tokens a
- * pass. Block by block: each tile's row factors once; then group by group, each tile's
- * group unpacked as it is used and each token's 4 bytes broadcast once for every tile,
- * so that one broadcast feeds R vpdpbusd and consecutive vpdpbusd go to different sums
- * (QN(tile), one tile and a token's 8 in a row, spends as much on the broadcasts as on
- * the products from 3 tokens on). The integer sums are exact, so their order is free;
- * each row's float chain is QN(tile)'s, op for op: the same bits. The loops run to the
- * constants QN_R and QN_T and skip r >= R, t >= nt, as QN(tile)'s do. */
-QN_INLINE void QN(rows)(int kind, int bits, int off, int R, int nt, const uint8_t *w, size_t tb, size_t hdr,
+/* QN_R whole tiles (w, w + tb, ...) times nt <= QN_T tokens over nb blocks, for every
+ * kind but K2: QN(tile) for calls of 3 or more tokens, up to 4 tokens a pass. Block by
+ * block: each tile's row factors once; then group by group, each tile's group unpacked
+ * as it is used and each token's 4 bytes broadcast once for every tile, so that one
+ * broadcast feeds QN_R vpdpbusd and consecutive vpdpbusd go to different sums (QN(tile),
+ * one tile and a token's 8 in a row, spends as much on the broadcasts as on the products
+ * from 3 tokens on). The integer sums are exact, so their order is free; each row's float
+ * chain is QN(tile)'s, op for op: the same bits. The token loops run to the constant QN_T
+ * and skip t >= nt, as QN(tile)'s do. */
+QN_INLINE void QN(rows)(int kind, int bits, int off, int nt, const uint8_t *w, size_t tb, size_t hdr,
                         size_t sbb, int64_t nb, const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy,
-                        int half, const QN_MASK *mask)
+                        const QN_MASK *mask)
 {
     VF acc[QN_R][QN_T], accm[QN_R][QN_T]; /* K: the scaled mins apart, as QN(tile) keeps them */
     VI is[QN_R][QN_T], ms[QN_R][QN_T];
-    const int r8 = 8 * half;
 #pragma GCC unroll 2
     for (int r = 0; r < QN_R; r++)
 #pragma GCC unroll 4
@@ -217,11 +216,11 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int R, int nt, const uint8_
         VF f0[QN_R], f1[QN_R];
         VI sc[QN_R][4];
 #pragma GCC unroll 2
-        for (int r = 0; r < QN_R; r++) if (r < R) {
+        for (int r = 0; r < QN_R; r++) {
             sb[r] = w + (size_t)r * tb + (size_t)(k / KERN_QN_BLOCKS) * sbb;
             sc[r][0] = sc[r][1] = sc[r][2] = sc[r][3] = VI_ZERO();
             f0[r] = f1[r] = V(setzero_ps)();
-            QN(factors)(kind, sb[r], b, r8, &f0[r], &f1[r], sc[r]);
+            QN(factors)(kind, sb[r], b, 0, &f0[r], &f1[r], sc[r]);
         }
         const int8_t *a[QN_T];
         int32_t S[QN_T], h0[QN_T];
@@ -236,11 +235,11 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int R, int nt, const uint8_
 #define QN_DOTS(g0, g1, p)                                                                           \
     _Pragma("GCC unroll 8") for (int g = (g0); g < (g1); g++) {                                      \
         VI wv[QN_R];                                                                                 \
-        _Pragma("GCC unroll 2") for (int r = 0; r < QN_R; r++) if (r < R)                            \
-            wv[r] = QN_GROUP(sb[r], hdr, bits, b, g, half);                                          \
+        _Pragma("GCC unroll 2") for (int r = 0; r < QN_R; r++)                            \
+            wv[r] = QN_GROUP(sb[r], hdr, bits, b, g, 0);                                          \
         _Pragma("GCC unroll 4") for (int t = 0; t < QN_T; t++) if (t < nt) {                         \
             const VI x = V(set1_epi32)(ld32(a[t] + 4 * g));                                          \
-            _Pragma("GCC unroll 2") for (int r = 0; r < QN_R; r++) if (r < R)                        \
+            _Pragma("GCC unroll 2") for (int r = 0; r < QN_R; r++)                        \
                 p[r][t] = QN_DOT(p[r][t], wv[r], x);                                                 \
         }                                                                                            \
     }
@@ -250,11 +249,11 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int R, int nt, const uint8_
             for (int t = 0; t < QN_T; t++) if (t < nt) {
                 const VI p0 = V(set1_epi32)(kind == KERN_QN_B0 ? -off * S[t] : 0);
 #pragma GCC unroll 2
-                for (int r = 0; r < QN_R; r++) if (r < R) p[r][t] = p0;
+                for (int r = 0; r < QN_R; r++) p[r][t] = p0;
             }
             QN_DOTS(0, 8, p)
 #pragma GCC unroll 2
-            for (int r = 0; r < QN_R; r++) if (r < R)
+            for (int r = 0; r < QN_R; r++)
 #pragma GCC unroll 4
                 for (int t = 0; t < QN_T; t++) if (t < nt) {
                     const uint8_t *xr = xq + (size_t)t * xs;
@@ -275,7 +274,7 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int R, int nt, const uint8_
             for (int t = 0; t < QN_T; t++) if (t < nt) {
                 const VI p0 = kind == KERN_QN_K6 ? V(set1_epi32)(-32 * (hb ? S[t] - h0[t] : h0[t])) : VI_ZERO();
 #pragma GCC unroll 2
-                for (int r = 0; r < QN_R; r++) if (r < R) p[r][t] = p0;
+                for (int r = 0; r < QN_R; r++) p[r][t] = p0;
             }
             if (kind == KERN_QN_K) {
                 QN_DOTS(0, 8, p)
@@ -285,7 +284,7 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int R, int nt, const uint8_
                 QN_DOTS(4, 8, p)
             }
 #pragma GCC unroll 2
-            for (int r = 0; r < QN_R; r++) if (r < R)
+            for (int r = 0; r < QN_R; r++)
 #pragma GCC unroll 4
                 for (int t = 0; t < QN_T; t++) if (t < nt)
                     is[r][t] = V(add_epi32)(is[r][t], V(mullo_epi32)(p[r][t], sc[r][hb]));
@@ -295,14 +294,13 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int R, int nt, const uint8_
         /* the super-block's float step */
         const int64_t k0 = k - b;
 #pragma GCC unroll 2
-        for (int r = 0; r < QN_R; r++) if (r < R) {
-            const VF d = QN_H16(sb[r] + 2 * r8), dmin = QN_H16(sb[r] + 32 + 2 * r8);
+        for (int r = 0; r < QN_R; r++) {
+            const VF d = QN_H16(sb[r]), dmin = QN_H16(sb[r] + 32);
             VI mp[4];
             if (kind == KERN_QN_K)
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++)
-                    mp[j] = VI_OR(QN_U8I(sb[r] + 192 + 32 * j + r8),
-                                  V(slli_epi32)(QN_U8I(sb[r] + 208 + 32 * j + r8), 16));
+                    mp[j] = VI_OR(QN_U8I(sb[r] + 192 + 32 * j), V(slli_epi32)(QN_U8I(sb[r] + 208 + 32 * j), 16));
 #pragma GCC unroll 4
             for (int t = 0; t < QN_T; t++) if (t < nt) {
                 const uint8_t *xr = xq + (size_t)t * xs;
@@ -316,10 +314,10 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int R, int nt, const uint8_
         }
     }
 #pragma GCC unroll 2
-    for (int r = 0; r < QN_R; r++) if (r < R)
+    for (int r = 0; r < QN_R; r++)
 #pragma GCC unroll 4
         for (int t = 0; t < QN_T; t++) if (t < nt)
-            QN_STORE(y + t * ldy + r * KERN_TILE + r8, mask[r], V(sub_ps)(acc[r][t], accm[r][t]));
+            QN_STORE(y + t * ldy + r * KERN_TILE, mask[r], V(sub_ps)(acc[r][t], accm[r][t]));
 }
 
 #endif
@@ -337,7 +335,7 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int R, int nt, const uint8_
                                         const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy, \
                                         const QN_MASK *mask)                                            \
     {                                                                                                    \
-        QN(rows)(KIND, BITS, OFF, QN_R, T, w, tb, hdr, sbb, nb, xq, xs, o, y, ldy, 0, mask);             \
+        QN(rows)(KIND, BITS, OFF, T, w, tb, hdr, sbb, nb, xq, xs, o, y, ldy, mask);                     \
     }
 #define QN_PAIRS(NAME, KIND, BITS, OFF)                                                                  \
     QN_PAIR_ONE(NAME, KIND, BITS, OFF, 1) QN_PAIR_ONE(NAME, KIND, BITS, OFF, 2)                          \
