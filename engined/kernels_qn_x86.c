@@ -66,13 +66,13 @@ Z_IN __m512i z_i8i(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si1
 
 /* The per-kind tile products at this width (kernels_qn_x86_tile.h): z_tables[kind][T]. */
 typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs, float *,
-                       int64_t, __mmask16);
+                       int64_t, int, const __mmask16 *);
 #define QN(name) z_##name
+#define QN_I16 0
 #define QN_ATTR Z_TGT
 #define QN_TMAX 8
 #define QN_FN zqn_fn
-#define QN_HALF_PARAM
-#define QN_HALF 0
+#define QN_H 1
 #define QN_MASK __mmask16
 #define VF __m512
 #define VI __m512i
@@ -97,11 +97,11 @@ typedef void (*zqn_pair_fn)(const uint8_t *, size_t, size_t, size_t, int64_t, co
 #undef QN_R
 #undef QN_PAIR_FN
 #undef QN
+#undef QN_I16
 #undef QN_ATTR
 #undef QN_TMAX
 #undef QN_FN
-#undef QN_HALF_PARAM
-#undef QN_HALF
+#undef QN_H
 #undef QN_MASK
 #undef VF
 #undef VI
@@ -145,7 +145,7 @@ void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t c
         for (int t = 0; mask && t < nt; t += 8) {
             int n = nt - t < 8 ? nt - t : 8;
             z_tables[wt][n](w + (size_t)i * tb, D->hdr, D->sb_bytes, nb, xq + (size_t)t * xs, xs, o,
-                            y + (int64_t)t * ldy + i * KERN_TILE, ldy, mask);
+                            y + (int64_t)t * ldy + i * KERN_TILE, ldy, 1, &mask);
         }
     }
 }
@@ -256,11 +256,10 @@ Y_IN __m256i y_i8i(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi
  * (y2_tables: maddubs + madd, exact since values <= 63) and once with AVX-VNNI
  * (yv_tables: vpdpbusd). */
 typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs, float *,
-                       int64_t, int, __m256i);
+                       int64_t, int, const __m256i *);
 #define QN_TMAX 4
 #define QN_FN yqn_fn
-#define QN_HALF_PARAM int half,
-#define QN_HALF half
+#define QN_H 2
 #define QN_MASK __m256i
 #define VF __m256
 #define VI __m256i
@@ -276,28 +275,31 @@ typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
 
 #define QN(name) y2_##name
 #define QN_ATTR Y_ATTR(0)
+#define QN_I16 1
 #define QN_DOT(acc, w, x) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)))
 #define QN_DOTW(acc, a, b) _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
 #include "kernels_qn_x86_tile.h"
 #undef QN
 #undef QN_ATTR
+#undef QN_I16
 #undef QN_DOT
 #undef QN_DOTW
 
 #define QN(name) yv_##name
+#define QN_I16 0
 #define QN_ATTR Y_ATTR(1)
 #define QN_DOT(acc, w, x) _mm256_dpbusd_avx_epi32(acc, w, x)
 #define QN_DOTW(acc, a, b) _mm256_dpwssd_avx_epi32(acc, a, b)
 #include "kernels_qn_x86_tile.h"
 #undef QN
+#undef QN_I16
 #undef QN_ATTR
 #undef QN_DOT
 #undef QN_DOTW
 
 #undef QN_TMAX
 #undef QN_FN
-#undef QN_HALF_PARAM
-#undef QN_HALF
+#undef QN_H
 #undef QN_MASK
 #undef VF
 #undef VI
@@ -319,19 +321,18 @@ Y_IN __m256i half_mask(int lo, int hi, int h)
                             _mm256_cmpgt_epi32(_mm256_set1_epi32(hi - 8 * h), idx));
 }
 
+/* Lanes [lo, hi) of one tile: the halves that hold any (bit h) and their masks. */
 static Y_ATTR(0) void y_block(const yqn_fn *const *tables, int wt, const uint8_t *w, int64_t cols, const uint8_t *xq,
                     size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
 {
     const kern_qn_desc *D = kern_qn_get(wt);
     kern_xq_offs o = kern_xq_offsets(cols);
-    for (int h = 0; h < 2; h++) {
-        if (hi <= 8 * h || lo >= 8 * h + 8) continue;
-        __m256i mask = half_mask(lo, hi, h);
-        for (int t = 0; t < nt; t += 4) {
-            int n = nt - t < 4 ? nt - t : 4;
-            tables[wt][n](w, D->hdr, D->sb_bytes, cols / KERN_QK, xq + (size_t)t * xs, xs, o, y + (int64_t)t * ldy,
-                          ldy, h, mask);
-        }
+    const __m256i mask[2] = { half_mask(lo, hi, 0), half_mask(lo, hi, 1) };
+    const int halves = (lo < 8) | (hi > 8) << 1;
+    for (int t = 0; t < nt; t += 4) {
+        int n = nt - t < 4 ? nt - t : 4;
+        tables[wt][n](w, D->hdr, D->sb_bytes, cols / KERN_QK, xq + (size_t)t * xs, xs, o, y + (int64_t)t * ldy, ldy,
+                      halves, mask);
     }
 }
 

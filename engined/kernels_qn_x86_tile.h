@@ -8,8 +8,7 @@
  *   QN_ATTR           the width's target attribute
  *   QN_TMAX           most tokens per call (8 or 4)
  *   QN_FN             the type of one instantiation (a pointer to it)
- *   QN_HALF_PARAM     "int half," where the tile comes in halves, else nothing
- *   QN_HALF           that parameter, or 0
+ *   QN_H              the halves of a tile (1: one register holds a group's 16 rows; 2)
  *   QN_MASK           the store mask's type
  *   VF, VI            the float and integer vector types
  *   V(op)             the width's intrinsic op (_mm512_##op or _mm256_##op)
@@ -17,6 +16,8 @@
  *   QN_DOT(acc, w, x) acc + the exact int32 dots of 4 unsigned bytes of w with 4 int8 of x
  *   QN_GROUP(sb, hdr, bits, b, g, half)      group g of block b, unsigned values
  *   QN_DOTW(acc, a, b) acc + the exact int32 dots of 2 int16 of a with 2 int16 of b
+ *   QN_I16            1 where QN_DOT is maddubs + madd (plain AVX2): the one-tile products
+ *                     then sum groups in int16 first (QN(dots16)); else 0
  *   QN_H16(p)                                f16 row factors as floats
  *   QN_U8I(p), QN_I8I(p)                     u8 / i8 row factors as int32
  *   QN_STORE(p, mask, v)                     a masked store of one token's rows
@@ -51,28 +52,80 @@ QN_INLINE void QN(factors)(int kind, const uint8_t *sb, int b, int r8, VF *f0, V
     }
 }
 
+/* Plain AVX2 (QN_I16): the exact dots of groups [g0, g1) of wv with one token's bytes a,
+ * each row's sum times m (an int16 in both halves of each lane: 1, or the row's scale).
+ * maddubs gives int16 pairs of at most 2 * 128 * vmax (vmax: the largest unsigned
+ * value); they are summed in int16 over as many groups as cannot overflow, and each
+ * partial sum is widened by one madd with m. Instead of maddubs + madd + add per group
+ * (and vpmulld by the scale), about half the instructions; the same integers. */
+QN_INLINE VI QN(dots16)(const VI *wv, const int8_t *a, int g0, int g1, int vmax, VI m)
+{
+    const int per = 32767 / (256 * vmax);
+    VI sum = VI_ZERO();
+#pragma GCC unroll 8
+    for (int g = g0; g < g1; g += per) {
+        VI s = V(maddubs_epi16)(wv[g], V(set1_epi32)(ld32(a + 4 * g)));
+        const int e = g + per < g1 ? g + per : g1;
+#pragma GCC unroll 8
+        for (int j = g + 1; j < e; j++)
+            s = V(add_epi16)(s, V(maddubs_epi16)(wv[j], V(set1_epi32)(ld32(a + 4 * j))));
+        sum = V(add_epi32)(sum, V(madd_epi16)(s, m));
+    }
+    return sum;
+}
+
+/* An int32 lane's low int16 from a, high from b. */
+QN_INLINE VI QN(pair16)(VI a, VI b) { return VI_OR(VI_AND(a, V(set1_epi32)(0xffff)), V(slli_epi32)(b, 16)); }
+
 /* acc plus one token's product with block k of a B kind (unpacked in wv, factors f0 f1);
  * xr is the token's activation row. */
-QN_INLINE VF QN(token)(int kind, int off, const VI wv[8], VF f0, VF f1, const uint8_t *xr, kern_xq_offs o,
-                       int64_t k, VF acc)
+QN_INLINE VF QN(token)(int kind, int bits, int off, const VI wv[8], VF f0, VF f1, const uint8_t *xr,
+                       kern_xq_offs o, int64_t k, VF acc)
 {
     const int8_t *a = (const int8_t *)xr + k * KERN_QK;
     const float D = ((const float *)(xr + o.d))[k];
     const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128;
     VI is = V(set1_epi32)(kind == KERN_QN_B0 ? -off * S : 0);
+    if (QN_I16) {
+        is = V(add_epi32)(is, QN(dots16)(wv, a, 0, 8, (1 << bits) - 1, V(set1_epi16)(1)));
+    } else {
 #pragma GCC unroll 8
-    for (int g = 0; g < 8; g++) is = QN_DOT(is, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
+        for (int g = 0; g < 8; g++) is = QN_DOT(is, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
+    }
     acc = V(fmadd_ps)(V(cvtepi32_ps)(is), V(mul_ps)(f0, V(set1_ps)(D)), acc);
     if (kind == KERN_QN_B1) acc = V(fmadd_ps)(f1, V(set1_ps)(((const float *)(xr + o.sd))[k]), acc);
     return acc;
 }
 
 /* The same for a K kind: the super-block's int32 sums is (scaled dots) and ms (K2's
- * scaled mins; K's come at the end of the super-block) plus block k's terms. */
-QN_INLINE void QN(ktoken)(int kind, int scaled, const VI wv[8], const VI sc[4], const uint8_t *xr, kern_xq_offs o,
-                          int64_t k, VI *is, VI *ms)
+ * scaled mins; K's come at the end of the super-block) plus block k's terms. With
+ * QN_I16, s16 holds the scales as QN(dots16) multipliers (K: s16[0]; K6, K2: s16[0..1]
+ * per half, and the two halves' scales as one pair in s16[2]; K2's mins as a pair in
+ * s16[3]). */
+QN_INLINE void QN(ktoken)(int kind, int bits, int scaled, const VI wv[8], const VI sc[4], const VI s16[4],
+                          const uint8_t *xr, kern_xq_offs o, int64_t k, VI *is, VI *ms)
 {
     const int8_t *a = (const int8_t *)xr + k * KERN_QK;
+    if (QN_I16) {
+        const int vmax = kind == KERN_QN_K2 && scaled ? 45 : (1 << bits) - 1;
+        if (kind == KERN_QN_K) {
+            *is = V(add_epi32)(*is, QN(dots16)(wv, a, 0, 8, vmax, s16[0]));
+            return;
+        }
+        const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128, h0 = ((const int32_t *)(xr + o.hs))[k];
+        const VI hp = V(set1_epi32)((int32_t)(((uint32_t)h0 & 0xffff) | (uint32_t)(S - h0) << 16));
+        if (kind == KERN_QN_K2 && scaled) {
+            *is = V(add_epi32)(*is, QN(dots16)(wv, a, 0, 8, vmax, V(set1_epi16)(1)));
+            *ms = QN_DOTW(*ms, sc[2], hp);
+            return;
+        }
+        VI p = V(add_epi32)(QN(dots16)(wv, a, 0, 4, vmax, s16[0]), QN(dots16)(wv, a, 4, 8, vmax, s16[1]));
+        if (kind == KERN_QN_K6) /* the offset -32 times each half's sum, times its scale */
+            p = V(sub_epi32)(p, V(slli_epi32)(V(madd_epi16)(s16[2], hp), 5));
+        *is = V(add_epi32)(*is, p);
+        if (kind == KERN_QN_K2) *ms = QN_DOTW(*ms, s16[3], hp);
+        return;
+    }
     if (kind == KERN_QN_K) {
         VI p = VI_ZERO();
 #pragma GCC unroll 8
@@ -130,62 +183,86 @@ QN_INLINE VI QN(kmins)(const VI mp[4], const uint8_t *xr, kern_xq_offs o, int64_
     return ms;
 }
 
-/* One tile (or half tile) times nt tokens over nb blocks, for one layout (kind, bits, off):
- * each block's groups are unpacked and its factors made once, then every token passes;
- * the K kinds take each super-block's float step at its end.
+/* One tile times nt tokens over nb blocks, for one layout (kind, bits, off). Super-block
+ * by super-block, each half of the tile that has rows to store (bit h of halves; AVX-512
+ * has one, AVX2 two of 8 rows) takes the super-block's blocks: each block's groups are
+ * unpacked and its factors made once, then every token passes; the K kinds take each
+ * super-block's float step at its end. The second half finds the super-block in L1, so
+ * the tile is read from memory once, in one stream (a whole pass per half read every
+ * line for half its bytes: AVX2 decode 1.4-1.6x slower).
  * The token loops run to the constant QN_TMAX and skip t >= nt: a compiler that unrolls
  * this function before inlining it (clang) then unrolls them completely, as it would with
  * nt known; once nt is a constant the skipped copies vanish. */
 QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, size_t hdr, size_t sbb, int64_t nb,
-                        const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy, int half, QN_MASK mask)
+                        const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy, int halves,
+                        const QN_MASK *mask)
 {
-    VF acc[QN_TMAX], accm[QN_TMAX]; /* K, K2: the scaled mins apart, as llama.cpp keeps them */
-    VI is[QN_TMAX], ms[QN_TMAX];
-    const int r8 = 8 * half;
+    VF acc[QN_H][QN_TMAX], accm[QN_H][QN_TMAX]; /* K, K2: the scaled mins apart, as llama.cpp keeps them */
+#pragma GCC unroll 2
+    for (int h = 0; h < QN_H; h++)
 #pragma GCC unroll 8
-    for (int t = 0; t < QN_TMAX; t++) acc[t] = accm[t] = V(setzero_ps)(), is[t] = ms[t] = VI_ZERO();
-    for (int64_t k = 0; k < nb; k++) {
-        const uint8_t *sb = w + (size_t)(k / KERN_QN_BLOCKS) * sbb;
-        const int b = (int)(k % KERN_QN_BLOCKS);
-        VI wv[8], sc[4] = { VI_ZERO(), VI_ZERO(), VI_ZERO(), VI_ZERO() };
+        for (int t = 0; t < QN_TMAX; t++) acc[h][t] = accm[h][t] = V(setzero_ps)();
+    for (int64_t k0 = 0; k0 < nb; k0 += KERN_QN_BLOCKS) {
+        const uint8_t *sb = w + (size_t)(k0 / KERN_QN_BLOCKS) * sbb;
+        const int nbs = nb - k0 < KERN_QN_BLOCKS ? (int)(nb - k0) : KERN_QN_BLOCKS;
+#pragma GCC unroll 2
+        for (int h = 0; h < QN_H; h++) {
+            if (!(halves >> h & 1)) continue;
+            const int r8 = 8 * h;
+            VI is[QN_TMAX], ms[QN_TMAX];
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) wv[g] = QN_GROUP(sb, hdr, bits, b, g, half);
-        VF f0 = V(setzero_ps)(), f1 = f0;
-        QN(factors)(kind, sb, b, r8, &f0, &f1, sc);
-        const int scaled = kind == KERN_QN_K2 && nt >= QN_K2_SCALED;
-        if (scaled) QN(k2_scale)(wv, sc);
-        if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
+            for (int t = 0; t < QN_TMAX; t++) is[t] = ms[t] = VI_ZERO();
+            for (int64_t k = k0; k < k0 + nbs; k++) {
+                const int b = (int)(k % KERN_QN_BLOCKS);
+                VI wv[8], sc[4] = { VI_ZERO(), VI_ZERO(), VI_ZERO(), VI_ZERO() };
 #pragma GCC unroll 8
-            for (int t = 0; t < QN_TMAX; t++)
-                if (t < nt) acc[t] = QN(token)(kind, off, wv, f0, f1, xq + (size_t)t * xs, o, k, acc[t]);
-            continue;
-        }
+                for (int g = 0; g < 8; g++) wv[g] = QN_GROUP(sb, hdr, bits, b, g, h);
+                VF f0 = V(setzero_ps)(), f1 = f0;
+                QN(factors)(kind, sb, b, r8, &f0, &f1, sc);
+                const int scaled = kind == KERN_QN_K2 && nt >= QN_K2_SCALED;
+                if (scaled) QN(k2_scale)(wv, sc);
+                if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
 #pragma GCC unroll 8
-        for (int t = 0; t < QN_TMAX; t++)
-            if (t < nt) QN(ktoken)(kind, scaled, wv, sc, xq + (size_t)t * xs, o, k, &is[t], &ms[t]);
-        if (b + 1 < KERN_QN_BLOCKS && k + 1 < nb) continue;
-        /* the super-block's float step */
-        const int64_t k0 = k - b;
-        const VF d = QN_H16(sb + 2 * r8), dmin = QN_H16(sb + 32 + 2 * r8);
-        VI mp[4];
-        if (kind == KERN_QN_K)
+                    for (int t = 0; t < QN_TMAX; t++)
+                        if (t < nt)
+                            acc[h][t] = QN(token)(kind, bits, off, wv, f0, f1, xq + (size_t)t * xs, o, k, acc[h][t]);
+                    continue;
+                }
+                VI s16[4] = { VI_ZERO(), VI_ZERO(), VI_ZERO(), VI_ZERO() };
+                if (QN_I16 && !scaled) {
+                    s16[0] = QN(pair16)(sc[0], sc[0]);
+                    if (kind != KERN_QN_K) s16[1] = QN(pair16)(sc[1], sc[1]), s16[2] = QN(pair16)(sc[0], sc[1]);
+                    if (kind == KERN_QN_K2) s16[3] = QN(pair16)(sc[2], sc[3]);
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < QN_TMAX; t++)
+                    if (t < nt) QN(ktoken)(kind, bits, scaled, wv, sc, s16, xq + (size_t)t * xs, o, k, &is[t], &ms[t]);
+            }
+            if (kind == KERN_QN_B0 || kind == KERN_QN_B1) continue;
+            /* the super-block's float step */
+            const VF d = QN_H16(sb + 2 * r8), dmin = QN_H16(sb + 32 + 2 * r8);
+            VI mp[4];
+            if (kind == KERN_QN_K)
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; j++)
-                mp[j] = VI_OR(QN_U8I(sb + 192 + 32 * j + r8), V(slli_epi32)(QN_U8I(sb + 208 + 32 * j + r8), 16));
+                for (int j = 0; j < 4; j++)
+                    mp[j] = VI_OR(QN_U8I(sb + 192 + 32 * j + r8), V(slli_epi32)(QN_U8I(sb + 208 + 32 * j + r8), 16));
 #pragma GCC unroll 8
-        for (int t = 0; t < QN_TMAX; t++) {
-            if (t >= nt) continue;
-            const uint8_t *xr = xq + (size_t)t * xs;
-            const VF vD = V(set1_ps)(((const float *)(xr + o.d))[k0]);
-            if (kind == KERN_QN_K) ms[t] = QN(kmins)(mp, xr, o, k0, b + 1);
-            acc[t] = V(fmadd_ps)(V(cvtepi32_ps)(is[t]), V(mul_ps)(d, vD), acc[t]);
-            if (kind != KERN_QN_K6) accm[t] = V(fmadd_ps)(V(cvtepi32_ps)(ms[t]), V(mul_ps)(dmin, vD), accm[t]);
-            is[t] = ms[t] = VI_ZERO();
+            for (int t = 0; t < QN_TMAX; t++) {
+                if (t >= nt) continue;
+                const uint8_t *xr = xq + (size_t)t * xs;
+                const VF vD = V(set1_ps)(((const float *)(xr + o.d))[k0]);
+                if (kind == KERN_QN_K) ms[t] = QN(kmins)(mp, xr, o, k0, nbs);
+                acc[h][t] = V(fmadd_ps)(V(cvtepi32_ps)(is[t]), V(mul_ps)(d, vD), acc[h][t]);
+                if (kind != KERN_QN_K6) accm[h][t] = V(fmadd_ps)(V(cvtepi32_ps)(ms[t]), V(mul_ps)(dmin, vD), accm[h][t]);
+            }
         }
     }
+#pragma GCC unroll 2
+    for (int h = 0; h < QN_H; h++)
+        if (halves >> h & 1)
 #pragma GCC unroll 8
-    for (int t = 0; t < QN_TMAX; t++)
-        if (t < nt) QN_STORE(y + t * ldy + r8, mask, V(sub_ps)(acc[t], accm[t]));
+            for (int t = 0; t < QN_TMAX; t++)
+                if (t < nt) QN_STORE(y + t * ldy + 8 * h, mask[h], V(sub_ps)(acc[h][t], accm[h][t]));
 }
 
 #ifdef QN_PAIR
@@ -325,9 +402,10 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int nt, const uint8_t *w, s
 /* The instantiations: NAME_T for T tokens, and the kind's table NAME[T]. */
 #define QN_ONE(NAME, KIND, BITS, OFF, T)                                                                 \
     static QN_ATTR void QN(NAME##_##T)(const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq, \
-                                       size_t xs, kern_xq_offs o, float *y, int64_t ldy, QN_HALF_PARAM QN_MASK mask) \
+                                       size_t xs, kern_xq_offs o, float *y, int64_t ldy, int halves,      \
+                                       const QN_MASK *mask)                                             \
     {                                                                                                    \
-        QN(tile)(KIND, BITS, OFF, T, w, hdr, sbb, nb, xq, xs, o, y, ldy, QN_HALF, mask);                 \
+        QN(tile)(KIND, BITS, OFF, T, w, hdr, sbb, nb, xq, xs, o, y, ldy, halves, mask);                  \
     }
 #ifdef QN_PAIR
 #define QN_PAIR_ONE(NAME, KIND, BITS, OFF, T)                                                            \
