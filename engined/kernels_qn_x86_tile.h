@@ -52,80 +52,31 @@ QN_INLINE void QN(factors)(int kind, const uint8_t *sb, int b, int r8, VF *f0, V
     }
 }
 
-/* Plain AVX2 (QN_I16): the exact dots of groups [g0, g1) of wv with one token's bytes a,
- * each row's sum times m (an int16 in both halves of each lane: 1, or the row's scale).
- * maddubs gives int16 pairs of at most 2 * 128 * vmax (vmax: the largest unsigned
- * value); they are summed in int16 over as many groups as cannot overflow, and each
- * partial sum is widened by one madd with m. Instead of maddubs + madd + add per group
- * (and vpmulld by the scale), about half the instructions; the same integers. */
-QN_INLINE VI QN(dots16)(const VI *wv, const int8_t *a, int g0, int g1, int vmax, VI m)
-{
-    const int per = 32767 / (256 * vmax);
-    VI sum = VI_ZERO();
-#pragma GCC unroll 8
-    for (int g = g0; g < g1; g += per) {
-        VI s = V(maddubs_epi16)(wv[g], V(set1_epi32)(ld32(a + 4 * g)));
-        const int e = g + per < g1 ? g + per : g1;
-#pragma GCC unroll 8
-        for (int j = g + 1; j < e; j++)
-            s = V(add_epi16)(s, V(maddubs_epi16)(wv[j], V(set1_epi32)(ld32(a + 4 * j))));
-        sum = V(add_epi32)(sum, V(madd_epi16)(s, m));
-    }
-    return sum;
-}
-
 /* An int32 lane's low int16 from a, high from b. */
 QN_INLINE VI QN(pair16)(VI a, VI b) { return VI_OR(VI_AND(a, V(set1_epi32)(0xffff)), V(slli_epi32)(b, 16)); }
 
 /* acc plus one token's product with block k of a B kind (unpacked in wv, factors f0 f1);
  * xr is the token's activation row. */
-QN_INLINE VF QN(token)(int kind, int bits, int off, const VI wv[8], VF f0, VF f1, const uint8_t *xr,
-                       kern_xq_offs o, int64_t k, VF acc)
+QN_INLINE VF QN(token)(int kind, int off, const VI wv[8], VF f0, VF f1, const uint8_t *xr, kern_xq_offs o,
+                       int64_t k, VF acc)
 {
     const int8_t *a = (const int8_t *)xr + k * KERN_QK;
     const float D = ((const float *)(xr + o.d))[k];
     const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128;
     VI is = V(set1_epi32)(kind == KERN_QN_B0 ? -off * S : 0);
-    if (QN_I16) {
-        is = V(add_epi32)(is, QN(dots16)(wv, a, 0, 8, (1 << bits) - 1, V(set1_epi16)(1)));
-    } else {
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) is = QN_DOT(is, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
-    }
+    for (int g = 0; g < 8; g++) is = QN_DOT(is, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
     acc = V(fmadd_ps)(V(cvtepi32_ps)(is), V(mul_ps)(f0, V(set1_ps)(D)), acc);
     if (kind == KERN_QN_B1) acc = V(fmadd_ps)(f1, V(set1_ps)(((const float *)(xr + o.sd))[k]), acc);
     return acc;
 }
 
 /* The same for a K kind: the super-block's int32 sums is (scaled dots) and ms (K2's
- * scaled mins; K's come at the end of the super-block) plus block k's terms. With
- * QN_I16, s16 holds the scales as QN(dots16) multipliers (K: s16[0]; K6, K2: s16[0..1]
- * per half, and the two halves' scales as one pair in s16[2]; K2's mins as a pair in
- * s16[3]). */
-QN_INLINE void QN(ktoken)(int kind, int bits, int scaled, const VI wv[8], const VI sc[4], const VI s16[4],
-                          const uint8_t *xr, kern_xq_offs o, int64_t k, VI *is, VI *ms)
+ * scaled mins; K's come at the end of the super-block) plus block k's terms. */
+QN_INLINE void QN(ktoken)(int kind, int scaled, const VI wv[8], const VI sc[4], const uint8_t *xr, kern_xq_offs o,
+                          int64_t k, VI *is, VI *ms)
 {
     const int8_t *a = (const int8_t *)xr + k * KERN_QK;
-    if (QN_I16) {
-        const int vmax = kind == KERN_QN_K2 && scaled ? 45 : (1 << bits) - 1;
-        if (kind == KERN_QN_K) {
-            *is = V(add_epi32)(*is, QN(dots16)(wv, a, 0, 8, vmax, s16[0]));
-            return;
-        }
-        const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128, h0 = ((const int32_t *)(xr + o.hs))[k];
-        const VI hp = V(set1_epi32)((int32_t)(((uint32_t)h0 & 0xffff) | (uint32_t)(S - h0) << 16));
-        if (kind == KERN_QN_K2 && scaled) {
-            *is = V(add_epi32)(*is, QN(dots16)(wv, a, 0, 8, vmax, V(set1_epi16)(1)));
-            *ms = QN_DOTW(*ms, sc[2], hp);
-            return;
-        }
-        VI p = V(add_epi32)(QN(dots16)(wv, a, 0, 4, vmax, s16[0]), QN(dots16)(wv, a, 4, 8, vmax, s16[1]));
-        if (kind == KERN_QN_K6) /* the offset -32 times each half's sum, times its scale */
-            p = V(sub_epi32)(p, V(slli_epi32)(V(madd_epi16)(s16[2], hp), 5));
-        *is = V(add_epi32)(*is, p);
-        if (kind == KERN_QN_K2) *ms = QN_DOTW(*ms, s16[3], hp);
-        return;
-    }
     if (kind == KERN_QN_K) {
         VI p = VI_ZERO();
 #pragma GCC unroll 8
@@ -166,6 +117,67 @@ QN_INLINE void QN(k2_scale)(VI wv[8], VI sc[4])
 #pragma GCC unroll 8
     for (int g = 0; g < 8; g++) wv[g] = V(mullo_epi16)(wv[g], g < 4 ? s0 : s1);
     sc[2] = VI_OR(sc[2], V(slli_epi32)(sc[3], 16));
+}
+
+/* Plain AVX2 (QN_I16: QN_DOT would be maddubs + madd + add, per group): block k of half h
+ * for every token, group by group. maddubs gives int16 pairs of at most 2 * 128 * vmax
+ * (vmax: the largest unsigned value), so a run of groups (as many as cannot overflow, at
+ * most 4 past one token: the registers) is summed in int16 and widened by one madd with
+ * the run's multiplier: 1 (B kinds, scaled K2), or the scale (K: the block's; K6, K2:
+ * the half's) in both int16 halves of each lane, which also replaces vpmulld. Each run is
+ * unpacked once for all tokens. B kinds add their float step to acc; K kinds their
+ * integers to is and ms (K6's offset -32 times each half's sum, times its scale, as one
+ * pair madd). The same integers as QN(token) and QN(ktoken): the same bits. */
+QN_INLINE void QN(i16block)(int kind, int bits, int off, int nt, const uint8_t *sb, size_t hdr, int b, int h,
+                            VF f0, VF f1, VI sc[4], const uint8_t *xq, size_t xs, kern_xq_offs o, int64_t k,
+                            VF *acc, VI *is, VI *ms)
+{
+    const int scaled = kind == KERN_QN_K2 && nt >= QN_K2_SCALED;
+    const int vmax = scaled ? 45 : (1 << bits) - 1, halves = kind == KERN_QN_K6 || (kind == KERN_QN_K2 && !scaled);
+    int run = 32767 / (256 * vmax);
+    run = run > (nt == 1 ? 8 : 4) ? (nt == 1 ? 8 : 4) : run;
+    run = halves && run > 4 ? 4 : run;
+    const VI one = V(set1_epi16)(1);
+    VI m[2] = { one, one }, sp = VI_ZERO(), p[QN_TMAX], hp[QN_TMAX];
+    if (kind == KERN_QN_K) m[0] = m[1] = QN(pair16)(sc[0], sc[0]);
+    if (halves) m[0] = QN(pair16)(sc[0], sc[0]), m[1] = QN(pair16)(sc[1], sc[1]), sp = QN(pair16)(sc[0], sc[1]);
+    const VI s01 = VI_OR(sc[0], V(slli_epi32)(sc[0], 16)), s11 = VI_OR(sc[1], V(slli_epi32)(sc[1], 16));
+#pragma GCC unroll 4
+    for (int t = 0; t < QN_TMAX; t++) if (t < nt) {
+        const uint8_t *xr = xq + (size_t)t * xs;
+        const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128, h0 = ((const int32_t *)(xr + o.hs))[k];
+        hp[t] = V(set1_epi32)((int32_t)(((uint32_t)h0 & 0xffff) | (uint32_t)(S - h0) << 16));
+        p[t] = kind == KERN_QN_B0 ? V(set1_epi32)(-off * S) : VI_ZERO();
+        if (kind == KERN_QN_K6) p[t] = V(sub_epi32)(p[t], V(slli_epi32)(V(madd_epi16)(sp, hp[t]), 5));
+    }
+#pragma GCC unroll 8
+    for (int g0 = 0; g0 < 8; g0 += run) {
+        VI wr[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < run; j++) {
+            wr[j] = QN_GROUP(sb, hdr, bits, b, g0 + j, h);
+            if (scaled) wr[j] = V(mullo_epi16)(wr[j], g0 + j < 4 ? s01 : s11); /* QN(k2_scale) */
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < QN_TMAX; t++) if (t < nt) {
+            const int8_t *a = (const int8_t *)(xq + (size_t)t * xs) + k * KERN_QK + 4 * g0;
+            VI s16 = V(maddubs_epi16)(wr[0], V(set1_epi32)(ld32(a)));
+#pragma GCC unroll 8
+            for (int j = 1; j < run; j++) s16 = V(add_epi16)(s16, V(maddubs_epi16)(wr[j], V(set1_epi32)(ld32(a + 4 * j))));
+            p[t] = V(add_epi32)(p[t], V(madd_epi16)(s16, m[g0 / 4]));
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < QN_TMAX; t++) if (t < nt) {
+        const uint8_t *xr = xq + (size_t)t * xs;
+        if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
+            acc[t] = V(fmadd_ps)(V(cvtepi32_ps)(p[t]), V(mul_ps)(f0, V(set1_ps)(((const float *)(xr + o.d))[k])), acc[t]);
+            if (kind == KERN_QN_B1) acc[t] = V(fmadd_ps)(f1, V(set1_ps)(((const float *)(xr + o.sd))[k]), acc[t]);
+            continue;
+        }
+        is[t] = V(add_epi32)(is[t], p[t]);
+        if (kind == KERN_QN_K2) ms[t] = QN_DOTW(ms[t], scaled ? VI_OR(sc[2], V(slli_epi32)(sc[3], 16)) : QN(pair16)(sc[2], sc[3]), hp[t]);
+    }
 }
 
 /* K's mins of super-block sb (blocks k0..k0+7, n of them in the row) times one token's
@@ -215,28 +227,25 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
             for (int64_t k = k0; k < k0 + nbs; k++) {
                 const int b = (int)(k % KERN_QN_BLOCKS);
                 VI wv[8], sc[4] = { VI_ZERO(), VI_ZERO(), VI_ZERO(), VI_ZERO() };
-#pragma GCC unroll 8
-                for (int g = 0; g < 8; g++) wv[g] = QN_GROUP(sb, hdr, bits, b, g, h);
                 VF f0 = V(setzero_ps)(), f1 = f0;
                 QN(factors)(kind, sb, b, r8, &f0, &f1, sc);
+                if (QN_I16) {
+                    QN(i16block)(kind, bits, off, nt, sb, hdr, b, h, f0, f1, sc, xq, xs, o, k, acc[h], is, ms);
+                    continue;
+                }
+#pragma GCC unroll 8
+                for (int g = 0; g < 8; g++) wv[g] = QN_GROUP(sb, hdr, bits, b, g, h);
                 const int scaled = kind == KERN_QN_K2 && nt >= QN_K2_SCALED;
                 if (scaled) QN(k2_scale)(wv, sc);
                 if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
 #pragma GCC unroll 8
                     for (int t = 0; t < QN_TMAX; t++)
-                        if (t < nt)
-                            acc[h][t] = QN(token)(kind, bits, off, wv, f0, f1, xq + (size_t)t * xs, o, k, acc[h][t]);
+                        if (t < nt) acc[h][t] = QN(token)(kind, off, wv, f0, f1, xq + (size_t)t * xs, o, k, acc[h][t]);
                     continue;
-                }
-                VI s16[4] = { VI_ZERO(), VI_ZERO(), VI_ZERO(), VI_ZERO() };
-                if (QN_I16 && !scaled) {
-                    s16[0] = QN(pair16)(sc[0], sc[0]);
-                    if (kind != KERN_QN_K) s16[1] = QN(pair16)(sc[1], sc[1]), s16[2] = QN(pair16)(sc[0], sc[1]);
-                    if (kind == KERN_QN_K2) s16[3] = QN(pair16)(sc[2], sc[3]);
                 }
 #pragma GCC unroll 8
                 for (int t = 0; t < QN_TMAX; t++)
-                    if (t < nt) QN(ktoken)(kind, bits, scaled, wv, sc, s16, xq + (size_t)t * xs, o, k, &is[t], &ms[t]);
+                    if (t < nt) QN(ktoken)(kind, scaled, wv, sc, xq + (size_t)t * xs, o, k, &is[t], &ms[t]);
             }
             if (kind == KERN_QN_B0 || kind == KERN_QN_B1) continue;
             /* the super-block's float step */
