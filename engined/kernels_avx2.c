@@ -108,42 +108,55 @@ TGT_INLINE __m256i lane_mask(int lo, int hi)
                             _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), idx));
 }
 
-/* AVX2: one half-tile (8 rows, `half` 0 or 1) of a tile times T tokens. Per block and
- * group the 8 rows' four values are one ymm; DOT adds its dot with one token's four
- * values (broadcast) to that token's int32 lanes, which INIT started for the block. */
-#define YMICRO(NAME, T, ATTR, INIT, PREP, DOT)                                              \
-static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int half, const uint8_t *xq, size_t xs,  \
-                     float *y, int64_t ldy, __m256i mask)                                    \
+/* AVX2: the halves of a tile (8 rows each, one ymm of a 64-byte group) in bit h of halves
+ * times T tokens. NH is how many the function holds sums for: 1 (one half, the pass over
+ * the tile repeated per half: prompt chunks, whose tile stays in cache) or 2 (both, super-
+ * block by super-block, so that decode reads each line from memory once, the second half
+ * finding the super-block in L1). Per block and group the 8 rows' four values are one ymm;
+ * DOT adds its dot with one token's four values (broadcast) to that token's int32 lanes,
+ * which INIT started for the block. */
+#define YMICRO(NAME, T, NH, ATTR, INIT, PREP, DOT)                                          \
+static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int halves, const uint8_t *xq, size_t xs, \
+                     float *y, int64_t ldy, const __m256i *mask)                             \
 {                                                                                            \
     const int64_t nbp = nsb * KERN_SB_BLOCKS;                                                \
     const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8((char)0x80);          \
     (void)ones; (void)bias;                                                                  \
-    __m256 acc[T];                                                                           \
-    _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();      \
+    __m256 acc[NH][T];                                                                       \
+    _Pragma("GCC unroll 2") for (int j = 0; j < NH; j++)                                    \
+        _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) acc[j][t] = _mm256_setzero_ps(); \
     for (int64_t s = 0; s < nsb; s++) {                                                      \
         const kern_q8t_sb *sb = (const kern_q8t_sb *)w + s;                                  \
-        _Pragma("GCC unroll 2") for (int b = 0; b < KERN_SB_BLOCKS; b++) {                  \
-            int64_t k = s * KERN_SB_BLOCKS + b;                                              \
-            __m256i is[T];                                                                   \
-            _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) is[t] = INIT;              \
-            _Pragma("GCC unroll 8") for (int g = 0; g < KERN_QK / 4; g++) {                 \
-                __m256i wv = _mm256_load_si256((const __m256i *)sb->q[b][g] + half);         \
-                PREP                                                                         \
-                _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) {                      \
-                    __m256i xb = _mm256_set1_epi32(load_i32(xq + t * xs + k * KERN_QK + 4 * g)); \
-                    is[t] = DOT;                                                             \
+        _Pragma("GCC unroll 2") for (int j = 0; j < NH; j++) {                              \
+            const int half = NH == 1 ? halves >> 1 : j;                                      \
+            if (NH == 2 && !(halves >> j & 1)) continue;                                     \
+            _Pragma("GCC unroll 2") for (int b = 0; b < KERN_SB_BLOCKS; b++) {              \
+                int64_t k = s * KERN_SB_BLOCKS + b;                                          \
+                __m256i is[T];                                                               \
+                _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) is[t] = INIT;          \
+                _Pragma("GCC unroll 8") for (int g = 0; g < KERN_QK / 4; g++) {             \
+                    __m256i wv = _mm256_load_si256((const __m256i *)sb->q[b][g] + half);     \
+                    PREP                                                                     \
+                    _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) {                  \
+                        __m256i xb = _mm256_set1_epi32(load_i32(xq + t * xs + k * KERN_QK + 4 * g)); \
+                        is[t] = DOT;                                                         \
+                    }                                                                        \
                 }                                                                            \
-            }                                                                                \
-            __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)sb->d[b] + half));   \
-            _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) {                          \
-                const float *dx = (const float *)(xq + t * xs + nbp * KERN_QK);              \
-                __m256 sc = _mm256_mul_ps(dw, _mm256_broadcast_ss(dx + k));                  \
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), sc, acc[t]);             \
+                __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)sb->d[b] + half)); \
+                _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) {                      \
+                    const float *dx = (const float *)(xq + t * xs + nbp * KERN_QK);          \
+                    __m256 sc = _mm256_mul_ps(dw, _mm256_broadcast_ss(dx + k));              \
+                    acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), sc, acc[j][t]);   \
+                }                                                                            \
             }                                                                                \
         }                                                                                    \
     }                                                                                        \
-    _Pragma("GCC unroll 16") for (int t = 0; t < T; t++)                                    \
-        _mm256_maskstore_ps(y + t * ldy + 8 * half, mask, acc[t]);                           \
+    _Pragma("GCC unroll 2") for (int j = 0; j < NH; j++) {                                  \
+        const int half = NH == 1 ? halves >> 1 : j;                                          \
+        if (NH == 2 && !(halves >> j & 1)) continue;                                         \
+        _Pragma("GCC unroll 16") for (int t = 0; t < T; t++)                                \
+            _mm256_maskstore_ps(y + t * ldy + 8 * half, mask[half], acc[j][t]);              \
+    }                                                                                        \
 }
 
 /* AVX2: signed w = stored ^ 0x80, |w| once per group, sign(x, w) per token. */
@@ -151,8 +164,9 @@ static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int half, const uint8
 #define A2_PREP __m256i ws = _mm256_xor_si256(wv, bias), aw = _mm256_sign_epi8(ws, ws);
 #define A2_DOT _mm256_add_epi32(is[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xb, ws)), ones))
 
-#define A2(T) YMICRO(a2_micro, T, TGT, A2_INIT, A2_PREP, A2_DOT)
-A2(1) A2(2) A2(3) A2(4) A2(5)
+#define A2(T) YMICRO(a2_micro, T, 1, TGT, A2_INIT, A2_PREP, A2_DOT)
+#define A2B(T) YMICRO(a2_both, T, 2, TGT, A2_INIT, A2_PREP, A2_DOT)
+A2(1) A2(2) A2(3) A2(4) A2(5) A2B(1) A2B(2)
 
 /* AVX-VNNI: both halves of a tile times T tokens, so each token's broadcast feeds two
  * vpdpbusd (2 x 3 x 2 accumulators + 2 weight vectors + the broadcast: 15 registers). */
@@ -199,32 +213,37 @@ VN2(1) VN2(2) VN2(3)
 typedef void (*vn2_fn)(const uint8_t *, int64_t, const uint8_t *, size_t, float *, int64_t, __m256i, __m256i);
 static const vn2_fn vn2_micros[] = { NULL, vn2_micro_1, vn2_micro_2, vn2_micro_3 };
 
-typedef void (*ymicro_fn)(const uint8_t *, int64_t, int, const uint8_t *, size_t, float *, int64_t, __m256i);
+typedef void (*ymicro_fn)(const uint8_t *, int64_t, int, const uint8_t *, size_t, float *, int64_t, const __m256i *);
 static const ymicro_fn a2_micros[] = { NULL, a2_micro_1, a2_micro_2, a2_micro_3, a2_micro_4, a2_micro_5 };
+/* Up to this many tokens a call, both halves of a tile go in one pass (a2_both). */
+#define A2_BOTH_MAX 2
+static const ymicro_fn a2_both[] = { NULL, a2_both_1, a2_both_2 };
 
-/* kern_q8t_block_fn over halves of tiles, tokens in chunks of the largest micro. */
-TGT_INLINE void ymm_block(const ymicro_fn *micros, int tmax, const uint8_t *w, size_t tb, int nr,
-                          int64_t nsb, const uint8_t *xq, size_t xs, int nt, float *y, int64_t ldy,
-                          int lo, int hi)
-{
-    for (int i = 0; i < 2 * nr; i++) {
-        int a = lo - 8 * i, z = hi - 8 * i;
-        if (z <= 0 || a >= 8) continue;
-        __m256i mask = lane_mask(a, z);
-        const uint8_t *tile = w + (size_t)(i / 2) * tb;
-        float *yt = y + (i / 2) * KERN_TILE;
-        for (int t = 0; t < nt; t += tmax) {
-            int n = nt - t < tmax ? nt - t : tmax;
-            micros[n](tile, nsb, i % 2, xq + (size_t)t * xs, xs, yt + (int64_t)t * ldy, ldy, mask);
-        }
-    }
-}
-
+/* kern_q8t_block_fn: calls of up to A2_BOTH_MAX tokens take a tile's halves together;
+ * longer ones take each half, tokens in chunks of the largest micro. */
 static TGT void avx2_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
                                size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
     (void)stream;
-    ymm_block(a2_micros, 5, w, tb, nr, nsb, xq, xs, nt, y, ldy, lo, hi);
+    for (int i = 0; i < nr; i++) {
+        const int a = lo - KERN_TILE * i, z = hi - KERN_TILE * i;
+        if (z <= 0 || a >= KERN_TILE) continue;
+        const __m256i mask[2] = { lane_mask(a, z), lane_mask(a - 8, z - 8) };
+        const int halves = (a < 8) | (z > 8) << 1;
+        const uint8_t *tile = w + (size_t)i * tb;
+        float *yt = y + i * KERN_TILE;
+        if (nt <= A2_BOTH_MAX) {
+            a2_both[nt](tile, nsb, halves, xq, xs, yt, ldy, mask);
+            continue;
+        }
+        for (int h = 0; h < 2; h++) {
+            if (!(halves >> h & 1)) continue;
+            for (int t = 0; t < nt; t += 5) {
+                int n = nt - t < 5 ? nt - t : 5;
+                a2_micros[n](tile, nsb, 1 << h, xq + (size_t)t * xs, xs, yt + (int64_t)t * ldy, ldy, mask);
+            }
+        }
+    }
 }
 
 static TGT void avxvnni_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
