@@ -8,14 +8,16 @@
  * (low nibbles, plus the 5th or 5th-6th bits shifted into place; or 2-bit fields) and
  * the block's row factors (B kinds: d, B1's min; K kinds: the int32 scales) made once;
  * then every token of the call passes over them: its int32 dots start from the integer
- * offset term (B0, K6), take 8 vpdpbusd (or maddubs + madd on plain AVX2, exact: values
- * <= 63), and go into the chain as kernels.h states: the B kinds' float step per block,
- * the K kinds' int32 sums (vpmulld by the scales; K2's values scaled once per block
- * instead, its mins as int16 pairs per block; K's mins per super-block as int16 pairs,
- * vpdpwssd) and one float step per super-block. Decode is memory-bound: each
- * byte is read once, front to back. From 3 tokens a call (batched decode, prompt
- * passes) AVX-512 takes the tiles in pairs, 4 tokens a pass (z_pair_tables): each
- * token's broadcast then feeds both tiles.
+ * offset term (B0, K6), take 8 vpdpbusd, and go into the chain as kernels.h states: the
+ * B kinds' float step per block, the K kinds' int32 sums (vpmulld by the scales; K2's
+ * values scaled once per block instead, its mins as int16 pairs per block; K's mins per
+ * super-block as int16 pairs, vpdpwssd) and one float step per super-block. Plain AVX2
+ * has no vpdpbusd: its maddubs pairs are summed in int16 over runs of groups and widened
+ * by one madd with the scale (QN(i16block)). Decode is memory-bound: each byte is read
+ * once, front to back (AVX2 takes a tile's two halves super-block by super-block, the
+ * second from L1). From 3 tokens a call (batched decode, prompt passes) AVX-512 takes the
+ * tiles in pairs, 4 tokens a pass (z_pair_tables): each token's broadcast then feeds both
+ * tiles.
  */
 #include "kernels.h"
 

@@ -133,14 +133,15 @@ QN_INLINE void QN(i16block)(int kind, int bits, int off, int nt, const uint8_t *
                             VF *acc, VI *is, VI *ms)
 {
     const int scaled = kind == KERN_QN_K2 && nt >= QN_K2_SCALED;
-    const int vmax = scaled ? 45 : (1 << bits) - 1, halves = kind == KERN_QN_K6 || (kind == KERN_QN_K2 && !scaled);
+    /* split: a scale per half-block (16 values: 4 groups) */
+    const int vmax = scaled ? 45 : (1 << bits) - 1, split = kind == KERN_QN_K6 || (kind == KERN_QN_K2 && !scaled);
     int run = 32767 / (256 * vmax);
     run = run > (nt == 1 ? 8 : 4) ? (nt == 1 ? 8 : 4) : run;
-    run = halves && run > 4 ? 4 : run;
+    run = split && run > 4 ? 4 : run;
     const VI one = V(set1_epi16)(1);
     VI m[2] = { one, one }, sp = VI_ZERO(), p[QN_TMAX], hp[QN_TMAX];
     if (kind == KERN_QN_K) m[0] = m[1] = QN(pair16)(sc[0], sc[0]);
-    if (halves) m[0] = QN(pair16)(sc[0], sc[0]), m[1] = QN(pair16)(sc[1], sc[1]), sp = QN(pair16)(sc[0], sc[1]);
+    if (split) m[0] = QN(pair16)(sc[0], sc[0]), m[1] = QN(pair16)(sc[1], sc[1]), sp = QN(pair16)(sc[0], sc[1]);
     const VI s01 = VI_OR(sc[0], V(slli_epi32)(sc[0], 16)), s11 = VI_OR(sc[1], V(slli_epi32)(sc[1], 16));
 #pragma GCC unroll 4
     for (int t = 0; t < QN_TMAX; t++) if (t < nt) {
