@@ -166,7 +166,7 @@ static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int halves, const uin
 
 #define A2(T) YMICRO(a2_micro, T, 1, TGT, A2_INIT, A2_PREP, A2_DOT)
 #define A2B(T) YMICRO(a2_both, T, 2, TGT, A2_INIT, A2_PREP, A2_DOT)
-A2(1) A2(2) A2(3) A2(4) A2(5) A2B(1) A2B(2)
+A2(1) A2(2) A2(3) A2(4) A2(5) A2B(1) A2B(2) A2B(3) A2B(4)
 
 /* AVX-VNNI: both halves of a tile times T tokens, so each token's broadcast feeds two
  * vpdpbusd (2 x 3 x 2 accumulators + 2 weight vectors + the broadcast: 15 registers). */
@@ -215,16 +215,19 @@ static const vn2_fn vn2_micros[] = { NULL, vn2_micro_1, vn2_micro_2, vn2_micro_3
 
 typedef void (*ymicro_fn)(const uint8_t *, int64_t, int, const uint8_t *, size_t, float *, int64_t, const __m256i *);
 static const ymicro_fn a2_micros[] = { NULL, a2_micro_1, a2_micro_2, a2_micro_3, a2_micro_4, a2_micro_5 };
-/* Up to this many tokens a call, both halves of a tile go in one pass (a2_both). */
-#define A2_BOTH_MAX 2
-static const ymicro_fn a2_both[] = { NULL, a2_both_1, a2_both_2 };
+/* Most tokens of a pass over both halves of a tile (a2_both). */
+#define A2_BOTH_MAX 4
+static const ymicro_fn a2_both[] = { NULL, a2_both_1, a2_both_2, a2_both_3, a2_both_4 };
 
-/* kern_q8t_block_fn: calls of up to A2_BOTH_MAX tokens take a tile's halves together;
- * longer ones take each half, tokens in chunks of the largest micro. */
+/* kern_q8t_block_fn. A streamed product (decode, small batches: the tiles come from
+ * memory) takes a tile's halves together, tokens in even chunks of at most A2_BOTH_MAX, so
+ * that each line is read from memory once; a pass per half read every line for half its
+ * bytes (4 sessions: 0.8x). Prompt chunks, whose panel stays in L2, take each half,
+ * tokens in chunks of the largest micro. */
 static TGT void avx2_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
                                size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
-    (void)stream;
+    const int passes = (nt + A2_BOTH_MAX - 1) / A2_BOTH_MAX, ps = (nt + passes - 1) / passes;
     for (int i = 0; i < nr; i++) {
         const int a = lo - KERN_TILE * i, z = hi - KERN_TILE * i;
         if (z <= 0 || a >= KERN_TILE) continue;
@@ -232,8 +235,11 @@ static TGT void avx2_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb,
         const int halves = (a < 8) | (z > 8) << 1;
         const uint8_t *tile = w + (size_t)i * tb;
         float *yt = y + i * KERN_TILE;
-        if (nt <= A2_BOTH_MAX) {
-            a2_both[nt](tile, nsb, halves, xq, xs, yt, ldy, mask);
+        if (stream || nt <= 2) {
+            for (int t = 0; t < nt; t += ps) {
+                int n = nt - t < ps ? nt - t : ps;
+                a2_both[n](tile, nsb, halves, xq + (size_t)t * xs, xs, yt + (int64_t)t * ldy, ldy, mask);
+            }
             continue;
         }
         for (int h = 0; h < 2; h++) {
