@@ -100,14 +100,6 @@ TGT void kern_x86_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void
 
 /* ---- q8t products ---- */
 
-/* Lanes [lo, hi) of 8 as a maskstore mask. */
-TGT_INLINE __m256i lane_mask(int lo, int hi)
-{
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_and_si256(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(lo - 1)),
-                            _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), idx));
-}
-
 /* AVX2: the halves of a tile (8 rows each, one ymm of a 64-byte group) in bit h of halves
  * times T tokens. NH is how many the function holds sums for: 1 (one half, the pass over
  * the tile repeated per half: prompt chunks, whose tile stays in cache) or 2 (both, super-
@@ -128,7 +120,7 @@ static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int halves, const uin
     for (int64_t s = 0; s < nsb; s++) {                                                      \
         const kern_q8t_sb *sb = (const kern_q8t_sb *)w + s;                                  \
         _Pragma("GCC unroll 2") for (int j = 0; j < NH; j++) {                              \
-            const int half = NH == 1 ? halves >> 1 : j;                                      \
+            const int half = NH == 1 ? halves >> 1 : j; /* NH 1: halves is 1 << half */      \
             if (NH == 2 && !(halves >> j & 1)) continue;                                     \
             _Pragma("GCC unroll 2") for (int b = 0; b < KERN_SB_BLOCKS; b++) {              \
                 int64_t k = s * KERN_SB_BLOCKS + b;                                          \
@@ -231,8 +223,8 @@ static TGT void avx2_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb,
     for (int i = 0; i < nr; i++) {
         const int a = lo - KERN_TILE * i, z = hi - KERN_TILE * i;
         if (z <= 0 || a >= KERN_TILE) continue;
-        const __m256i mask[2] = { lane_mask(a, z), lane_mask(a - 8, z - 8) };
-        const int halves = (a < 8) | (z > 8) << 1;
+        __m256i mask[2];
+        const int halves = kern_x86_halves(a, z, mask);
         const uint8_t *tile = w + (size_t)i * tb;
         float *yt = y + i * KERN_TILE;
         if (stream || nt <= 2) {
@@ -257,12 +249,12 @@ static TGT void avxvnni_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t n
 {
     (void)stream;
     for (int i = 0; i < nr; i++) {
-        __m256i m0 = lane_mask(lo - KERN_TILE * i, hi - KERN_TILE * i);
-        __m256i m1 = lane_mask(lo - KERN_TILE * i - 8, hi - KERN_TILE * i - 8);
+        __m256i m[2];
+        kern_x86_halves(lo - KERN_TILE * i, hi - KERN_TILE * i, m);
         for (int t = 0; t < nt; t += 3) {
             int n = nt - t < 3 ? nt - t : 3;
             vn2_micros[n](w + (size_t)i * tb, nsb, xq + (size_t)t * xs, xs, y + (int64_t)t * ldy + i * KERN_TILE,
-                          ldy, m0, m1);
+                          ldy, m[0], m[1]);
         }
     }
 }

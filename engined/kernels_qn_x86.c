@@ -27,6 +27,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels_x86.h"
+
 #define Z_TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 #define Z_IN static inline __attribute__((always_inline, target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 
@@ -315,22 +317,14 @@ typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
 #undef QN_I8I
 #undef QN_STORE
 
-/* Lanes [lo, hi) of half h (rows 8h..8h+7) as a maskstore mask. */
-Y_IN __m256i half_mask(int lo, int hi, int h)
-{
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_and_si256(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(lo - 8 * h - 1)),
-                            _mm256_cmpgt_epi32(_mm256_set1_epi32(hi - 8 * h), idx));
-}
-
-/* Lanes [lo, hi) of one tile: the halves that hold any (bit h) and their masks. */
+/* Lanes [lo, hi) of one tile times nt tokens, 4 a call. */
 static Y_ATTR(0) void y_block(const yqn_fn *const *tables, int wt, const uint8_t *w, int64_t cols, const uint8_t *xq,
                     size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
 {
     const kern_qn_desc *D = kern_qn_get(wt);
     kern_xq_offs o = kern_xq_offsets(cols);
-    const __m256i mask[2] = { half_mask(lo, hi, 0), half_mask(lo, hi, 1) };
-    const int halves = (lo < 8) | (hi > 8) << 1;
+    __m256i mask[2];
+    const int halves = kern_x86_halves(lo, hi, mask);
     for (int t = 0; t < nt; t += 4) {
         int n = nt - t < 4 ? nt - t : 4;
         tables[wt][n](w, D->hdr, D->sb_bytes, cols / KERN_QK, xq + (size_t)t * xs, xs, o, y + (int64_t)t * ldy, ldy,

@@ -16,8 +16,8 @@
  *   QN_DOT(acc, w, x) acc + the exact int32 dots of 4 unsigned bytes of w with 4 int8 of x
  *   QN_GROUP(sb, hdr, bits, b, g, half)      group g of block b, unsigned values
  *   QN_DOTW(acc, a, b) acc + the exact int32 dots of 2 int16 of a with 2 int16 of b
- *   QN_I16            1 where QN_DOT is maddubs + madd (plain AVX2): the one-tile products
- *                     then sum groups in int16 first (QN(dots16)); else 0
+ *   QN_I16            1 where QN_DOT is maddubs + madd (plain AVX2): the tile products
+ *                     then take QN(i16block), groups summed in int16 first; else 0
  *   QN_H16(p)                                f16 row factors as floats
  *   QN_U8I(p), QN_I8I(p)                     u8 / i8 row factors as int32
  *   QN_STORE(p, mask, v)                     a masked store of one token's rows
@@ -139,10 +139,11 @@ QN_INLINE void QN(i16block)(int kind, int bits, int off, int nt, const uint8_t *
     run = run > (nt == 1 ? 8 : 4) ? (nt == 1 ? 8 : 4) : run;
     run = split && run > 4 ? 4 : run;
     const VI one = V(set1_epi16)(1);
+    /* each scale in both int16 halves of its lanes */
+    const VI s0 = QN(pair16)(sc[0], sc[0]), s1 = QN(pair16)(sc[1], sc[1]);
     VI m[2] = { one, one }, sp = VI_ZERO(), p[QN_TMAX], hp[QN_TMAX];
-    if (kind == KERN_QN_K) m[0] = m[1] = QN(pair16)(sc[0], sc[0]);
-    if (split) m[0] = QN(pair16)(sc[0], sc[0]), m[1] = QN(pair16)(sc[1], sc[1]), sp = QN(pair16)(sc[0], sc[1]);
-    const VI s01 = VI_OR(sc[0], V(slli_epi32)(sc[0], 16)), s11 = VI_OR(sc[1], V(slli_epi32)(sc[1], 16));
+    if (kind == KERN_QN_K) m[0] = m[1] = s0;
+    if (split) m[0] = s0, m[1] = s1, sp = QN(pair16)(sc[0], sc[1]);
 #pragma GCC unroll 4
     for (int t = 0; t < QN_TMAX; t++) if (t < nt) {
         const uint8_t *xr = xq + (size_t)t * xs;
@@ -157,7 +158,7 @@ QN_INLINE void QN(i16block)(int kind, int bits, int off, int nt, const uint8_t *
 #pragma GCC unroll 8
         for (int j = 0; j < run; j++) {
             wr[j] = QN_GROUP(sb, hdr, bits, b, g0 + j, h);
-            if (scaled) wr[j] = V(mullo_epi16)(wr[j], g0 + j < 4 ? s01 : s11); /* QN(k2_scale) */
+            if (scaled) wr[j] = V(mullo_epi16)(wr[j], g0 + j < 4 ? s0 : s1); /* QN(k2_scale) */
         }
 #pragma GCC unroll 4
         for (int t = 0; t < QN_TMAX; t++) if (t < nt) {
@@ -177,7 +178,7 @@ QN_INLINE void QN(i16block)(int kind, int bits, int off, int nt, const uint8_t *
             continue;
         }
         is[t] = V(add_epi32)(is[t], p[t]);
-        if (kind == KERN_QN_K2) ms[t] = QN_DOTW(ms[t], scaled ? VI_OR(sc[2], V(slli_epi32)(sc[3], 16)) : QN(pair16)(sc[2], sc[3]), hp[t]);
+        if (kind == KERN_QN_K2) ms[t] = QN_DOTW(ms[t], QN(pair16)(sc[2], sc[3]), hp[t]);
     }
 }
 
@@ -225,7 +226,7 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
             VI is[QN_TMAX], ms[QN_TMAX];
 #pragma GCC unroll 8
             for (int t = 0; t < QN_TMAX; t++) is[t] = ms[t] = VI_ZERO();
-            for (int64_t k = k0; k < k0 + nbs; k++) {
+            for (int64_t k = k0; k < k0 + nbs; k++) { /* (k, not b, counted: GCC's AVX-512 Q6_K was 1.3x slower) */
                 const int b = (int)(k % KERN_QN_BLOCKS);
                 VI wv[8], sc[4] = { VI_ZERO(), VI_ZERO(), VI_ZERO(), VI_ZERO() };
                 VF f0 = V(setzero_ps)(), f1 = f0;

@@ -5,9 +5,22 @@
 #ifndef LLM_KERNELS_X86_H
 #define LLM_KERNELS_X86_H
 
+#include <immintrin.h>
 #include <stdint.h>
 
 #include "kernels.h"
+
+/* Lanes [lo, hi) of one 16-row tile (lo and hi relative to its row 0; the range meets the
+ * tile) as the AVX2 tables see it, two halves of 8 rows: each half's maskstore mask in
+ * mask[h]; returns the halves that hold any lane (bit h). */
+static inline __attribute__((always_inline, target("avx2"))) int kern_x86_halves(int lo, int hi, __m256i mask[2])
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int h = 0; h < 2; h++)
+        mask[h] = _mm256_and_si256(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(lo - 8 * h - 1)),
+                                   _mm256_cmpgt_epi32(_mm256_set1_epi32(hi - 8 * h), idx));
+    return (lo < 8) | (hi > 8) << 1;
+}
 
 void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                           size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream);
