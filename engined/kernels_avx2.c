@@ -220,9 +220,8 @@ static TGT void avx2_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb,
                                size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
     const int passes = (nt + A2_BOTH_MAX - 1) / A2_BOTH_MAX, ps = (nt + passes - 1) / passes;
-    for (int i = 0; i < nr; i++) {
-        const int a = lo - KERN_TILE * i, z = hi - KERN_TILE * i;
-        if (z <= 0 || a >= KERN_TILE) continue;
+    for (int i = 0, a, z; i < nr; i++) {
+        if (!kern_tile_lanes(lo, hi, i, &a, &z)) continue;
         __m256i mask[2];
         const int halves = kern_x86_halves(a, z, mask);
         const uint8_t *tile = w + (size_t)i * tb;
