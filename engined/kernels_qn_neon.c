@@ -26,7 +26,7 @@
 #include "kernels_neon.h"
 
 #define QN_IN static inline __attribute__((always_inline)) NEON_DOT
-#define QN_TMAX 4 /* tokens per pass over a quarter */
+#define QN_TMAX 4 /* tokens per pass over a tile */
 
 /* Group g of block b, rows 4q..4q+3: the unsigned values (< 64) as int8. */
 QN_IN int8x16_t n_group(const uint8_t *sb, size_t hdr, int bits, int b, int g, int q)
@@ -157,9 +157,9 @@ QN_IN void n_kend(int kind, const uint8_t *sb, int r4, int32x4_t is, int32x4_t m
 }
 
 typedef void (*nqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs, float *,
-                       int64_t, int, int, int);
+                       int64_t, int, int);
 
-/* The per-kind quarter products (kernels_qn_neon_tile.h): nd_tables with sdot by
+/* The per-kind tile products (kernels_qn_neon_tile.h): nd_tables with sdot by
  * element, nm_tables with smmla for token pairs. */
 #define QN(name) nd_##name
 #define QN_ATTR NEON_DOT
@@ -181,13 +181,10 @@ static void n_block(const nqn_fn *const *tables, int wt, const uint8_t *w, int64
 {
     const kern_qn_desc *D = kern_qn_get(wt);
     kern_xq_offs o = kern_xq_offsets(cols);
-    for (int q = 0; q < 4; q++) {
-        if (hi <= 4 * q || lo >= 4 * q + 4) continue;
-        for (int t = 0; t < nt; t += QN_TMAX) {
-            int n = nt - t < QN_TMAX ? nt - t : QN_TMAX;
-            tables[wt][n](w, D->hdr, D->sb_bytes, cols / KERN_QK, xq + (size_t)t * xs, xs, o, y + (int64_t)t * ldy, ldy,
-                          q, lo, hi);
-        }
+    for (int t = 0; t < nt; t += QN_TMAX) {
+        int n = nt - t < QN_TMAX ? nt - t : QN_TMAX;
+        tables[wt][n](w, D->hdr, D->sb_bytes, cols / KERN_QK, xq + (size_t)t * xs, xs, o, y + (int64_t)t * ldy, ldy, lo,
+                      hi);
     }
 }
 

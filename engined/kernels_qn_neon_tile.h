@@ -1,5 +1,5 @@
 /*
- * kernels_qn_neon_tile.h - the per-kind quarter-tile product of kernels_qn_neon.c,
+ * kernels_qn_neon_tile.h - the per-kind tile product of kernels_qn_neon.c,
  * written once and included once per instruction set: sdot by element (dotprod) and
  * smmla for token pairs (i8mm). Not a header of its own: only kernels_qn_neon.c
  * includes it, after defining
@@ -13,79 +13,95 @@
  * count, so every branch on them folds away.
  */
 
-/* Quarter q (rows 4q..4q+3) of one tile times nt <= QN_TMAX tokens over nb blocks, for
- * one layout (kind, bits, off); rows [lo, hi) of the tile are stored. */
+/* One tile times nt <= QN_TMAX tokens over nb blocks, for one layout (kind, bits, off);
+ * rows [lo, hi) of the tile are stored. Super-block by super-block: each quarter with rows
+ * to store (4 rows, 16 bytes of each 64-byte group) takes the super-block's blocks in
+ * turn, so the first quarter brings the super-block's lines into L1 and the other three
+ * find them there, and the tile is read from memory once. A quarter's sums are its own
+ * (its rows): the order of each row's chain is the scalar twin's. */
 static inline __attribute__((always_inline)) QN_ATTR void QN(tile)(int kind, int bits, int off, int nt,
     const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq, size_t xs, kern_xq_offs o, float *y,
-    int64_t ldy, int q, int lo, int hi)
+    int64_t ldy, int lo, int hi)
 {
-    float32x4_t acc[QN_TMAX], accm[QN_TMAX]; /* K, K2: the scaled mins apart */
-    int32x4_t is[QN_TMAX], ms[QN_TMAX];
-    for (int t = 0; t < QN_TMAX; t++) acc[t] = accm[t] = vdupq_n_f32(0.0f), is[t] = ms[t] = vdupq_n_s32(0);
-    for (int64_t k = 0; k < nb; k++) {
-        const uint8_t *sb = w + (size_t)(k / KERN_QN_BLOCKS) * sbb;
-        const int b = (int)(k % KERN_QN_BLOCKS);
-        int8x16_t wv[8];
-        int32x4_t sm[4] = { vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0) };
+    float32x4_t accq[4][QN_TMAX], accmq[4][QN_TMAX]; /* per quarter; K, K2: the scaled mins apart */
+    for (int q = 0; q < 4; q++)
+        for (int t = 0; t < QN_TMAX; t++) accq[q][t] = accmq[q][t] = vdupq_n_f32(0.0f);
+    for (int64_t k0 = 0; k0 < nb; k0 += KERN_QN_BLOCKS) {
+        const uint8_t *sb = w + (size_t)(k0 / KERN_QN_BLOCKS) * sbb;
+        const int64_t k1 = nb - k0 < KERN_QN_BLOCKS ? nb : k0 + KERN_QN_BLOCKS;
+        for (int q = 0; q < 4; q++) {
+            if (hi <= 4 * q || lo >= 4 * q + 4) continue;
+            float32x4_t acc[QN_TMAX], accm[QN_TMAX];
+            int32x4_t is[QN_TMAX], ms[QN_TMAX];
+            for (int t = 0; t < QN_TMAX; t++)
+                acc[t] = accq[q][t], accm[t] = accmq[q][t], is[t] = ms[t] = vdupq_n_s32(0);
+            for (int64_t k = k0; k < k1; k++) {
+                const int b = (int)(k - k0);
+                int8x16_t wv[8];
+                int32x4_t sm[4] = { vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0) };
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) wv[g] = n_group(sb, hdr, bits, b, g, q);
-        float32x4_t f0 = vdupq_n_f32(0.0f), f1 = f0;
-        n_factors(kind, sb, b, 4 * q, &f0, &f1, sm);
-        int t = 0;
+                for (int g = 0; g < 8; g++) wv[g] = n_group(sb, hdr, bits, b, g, q);
+                float32x4_t f0 = vdupq_n_f32(0.0f), f1 = f0;
+                n_factors(kind, sb, b, 4 * q, &f0, &f1, sm);
+                int t = 0;
 #if QN_MM
-        if (nt >= 2) {
-            int8x16_t wz[8]; /* groups 2p, 2p + 1 zipped: values 8p..8p+7 of rows 0-1, then of rows 2-3 */
+                if (nt >= 2) {
+                    int8x16_t wz[8]; /* groups 2p, 2p + 1 zipped: values 8p..8p+7 of rows 0-1, then of rows 2-3 */
 #pragma GCC unroll 4
-            for (int p = 0; p < 4; p++) {
-                const int32x4_t g0 = vreinterpretq_s32_s8(wv[2 * p]), g1 = vreinterpretq_s32_s8(wv[2 * p + 1]);
-                wz[2 * p] = vreinterpretq_s8_s32(vzip1q_s32(g0, g1));
-                wz[2 * p + 1] = vreinterpretq_s8_s32(vzip2q_s32(g0, g1));
-            }
+                    for (int p = 0; p < 4; p++) {
+                        const int32x4_t g0 = vreinterpretq_s32_s8(wv[2 * p]), g1 = vreinterpretq_s32_s8(wv[2 * p + 1]);
+                        wz[2 * p] = vreinterpretq_s8_s32(vzip1q_s32(g0, g1));
+                        wz[2 * p + 1] = vreinterpretq_s8_s32(vzip2q_s32(g0, g1));
+                    }
 #pragma GCC unroll 2
-            for (; t + 2 <= QN_TMAX; t += 2) {
-                if (t + 2 > nt) break;
-                const uint8_t *xa = xq + (size_t)t * xs, *xb = xa + xs;
-                int32x4_t da[2], db[2];
-                n_dots_mm(wz, (const int8_t *)xa + k * KERN_QK, (const int8_t *)xb + k * KERN_QK, da, db);
-                if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
-                    acc[t] = n_token(kind, off, da, f0, f1, xa, o, k, acc[t]);
-                    acc[t + 1] = n_token(kind, off, db, f0, f1, xb, o, k, acc[t + 1]);
-                } else {
-                    n_ktoken(kind, da, sm, xa, o, k, &is[t], &ms[t]);
-                    n_ktoken(kind, db, sm, xb, o, k, &is[t + 1], &ms[t + 1]);
+                    for (; t + 2 <= QN_TMAX; t += 2) {
+                        if (t + 2 > nt) break;
+                        const uint8_t *xa = xq + (size_t)t * xs, *xb = xa + xs;
+                        int32x4_t da[2], db[2];
+                        n_dots_mm(wz, (const int8_t *)xa + k * KERN_QK, (const int8_t *)xb + k * KERN_QK, da, db);
+                        if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
+                            acc[t] = n_token(kind, off, da, f0, f1, xa, o, k, acc[t]);
+                            acc[t + 1] = n_token(kind, off, db, f0, f1, xb, o, k, acc[t + 1]);
+                        } else {
+                            n_ktoken(kind, da, sm, xa, o, k, &is[t], &ms[t]);
+                            n_ktoken(kind, db, sm, xb, o, k, &is[t + 1], &ms[t + 1]);
+                        }
+                    }
                 }
-            }
-        }
 #endif
 #pragma GCC unroll 4
-        for (; t < QN_TMAX; t++) {
-            if (t >= nt) break;
-            const uint8_t *xr = xq + (size_t)t * xs;
-            int32x4_t d[2];
-            n_dots(wv, (const int8_t *)xr + k * KERN_QK, d);
-            if (kind == KERN_QN_B0 || kind == KERN_QN_B1) acc[t] = n_token(kind, off, d, f0, f1, xr, o, k, acc[t]);
-            else n_ktoken(kind, d, sm, xr, o, k, &is[t], &ms[t]);
-        }
-        if (kind == KERN_QN_B0 || kind == KERN_QN_B1 || (b + 1 < KERN_QN_BLOCKS && k + 1 < nb)) continue;
-        for (int u = 0; u < nt; u++) { /* the end of a K kind's super-block: its float step */
-            n_kend(kind, sb, 4 * q, is[u], ms[u], xq + (size_t)u * xs, o, k - b, &acc[u], &accm[u]);
-            is[u] = ms[u] = vdupq_n_s32(0);
+                for (; t < QN_TMAX; t++) {
+                    if (t >= nt) break;
+                    const uint8_t *xr = xq + (size_t)t * xs;
+                    int32x4_t d[2];
+                    n_dots(wv, (const int8_t *)xr + k * KERN_QK, d);
+                    if (kind == KERN_QN_B0 || kind == KERN_QN_B1) acc[t] = n_token(kind, off, d, f0, f1, xr, o, k, acc[t]);
+                    else n_ktoken(kind, d, sm, xr, o, k, &is[t], &ms[t]);
+                }
+            }
+            if (kind != KERN_QN_B0 && kind != KERN_QN_B1)
+                for (int u = 0; u < nt; u++) /* the end of a K kind's super-block: its float step */
+                    n_kend(kind, sb, 4 * q, is[u], ms[u], xq + (size_t)u * xs, o, k0, &acc[u], &accm[u]);
+            for (int t = 0; t < QN_TMAX; t++) accq[q][t] = acc[t], accmq[q][t] = accm[t];
         }
     }
-    const int a = lo > 4 * q ? lo - 4 * q : 0, z = hi < 4 * q + 4 ? hi - 4 * q : 4;
-    for (int t = 0; t < nt; t++) {
-        float out[4];
-        vst1q_f32(out, vsubq_f32(acc[t], accm[t]));
-        for (int i = a; i < z; i++) y[t * ldy + 4 * q + i] = out[i];
+    for (int q = 0; q < 4; q++) {
+        if (hi <= 4 * q || lo >= 4 * q + 4) continue;
+        const int a = lo > 4 * q ? lo - 4 * q : 0, z = hi < 4 * q + 4 ? hi - 4 * q : 4;
+        for (int t = 0; t < nt; t++) {
+            float out[4];
+            vst1q_f32(out, vsubq_f32(accq[q][t], accmq[q][t]));
+            for (int i = a; i < z; i++) y[t * ldy + 4 * q + i] = out[i];
+        }
     }
 }
 
 /* The instantiations: NAME_T for T tokens, and the kind's table NAME[T]. */
 #define QN_ONE(NAME, KIND, BITS, OFF, T)                                                                      \
     static QN_ATTR void QN(NAME##_##T)(const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq,  \
-                                       size_t xs, kern_xq_offs o, float *y, int64_t ldy, int q, int lo, int hi) \
+                                       size_t xs, kern_xq_offs o, float *y, int64_t ldy, int lo, int hi)        \
     {                                                                                                         \
-        QN(tile)(KIND, BITS, OFF, T, w, hdr, sbb, nb, xq, xs, o, y, ldy, q, lo, hi);                          \
+        QN(tile)(KIND, BITS, OFF, T, w, hdr, sbb, nb, xq, xs, o, y, ldy, lo, hi);                             \
     }
 #define QN_KIND(NAME, KIND, BITS, OFF)                                                                        \
     QN_ONE(NAME, KIND, BITS, OFF, 1) QN_ONE(NAME, KIND, BITS, OFF, 2) QN_ONE(NAME, KIND, BITS, OFF, 3)       \
