@@ -4,7 +4,9 @@
  * with sdot by element (dotprod) or, for token pairs, smmla (i8mm). Bit-identical with
  * the scalar twin kern_qn_block_ref (tests/check_qn.c, under qemu-aarch64: make test-arm).
  *
- * Per quarter and 32-value block, the eight groups are unpacked once into bytes (the
+ * A tile goes super-block by super-block, each quarter in turn (the first brings the
+ * super-block's lines into L1), so it is read from memory once. Per quarter and
+ * 32-value block, the eight groups are unpacked once into bytes (the
  * values fit int8: at most 63) and the block's row factors made once (as the x86 tiles:
  * B kinds d, B1's min; K kinds the int32 scales and mins); then every token of the call
  * passes over them: its int32 dots (exact in any order) start from the integer offset

@@ -203,7 +203,7 @@ QN_INLINE VI QN(kmins)(const VI mp[4], const uint8_t *xr, kern_xq_offs o, int64_
  * prefetches the lines one block's length QN_PF_DIST bytes ahead, into L1: the stream
  * of tiles (each tile's bytes follow the last's) is requested ~130 ns before it is
  * used. Bench_qn 5632 x 2048, one token, one thread, AVX-512: Q6_K 17 -> 24-39 GB/s,
- * Q5_0 14 -> 22-26, Q4_K 23-30 -> 25-35, Q4_0 unchanged (23-25); the AVX2 and AVX-VNNI
+ * Q5_0 14 -> 22-26, Q4_K 23-30 -> 25-35, Q4_0 23-25 -> 24-37; the AVX2 and AVX-VNNI
  * tables likewise. From 3 tokens a call the products are compute-bound: no prefetch. */
 #define QN_PF_DIST 4096
 #define QN_PF_TOKENS 2
