@@ -506,9 +506,23 @@ static void read_sockets(front *f, const zmq_pollitem_t *it)
     }
 }
 
+/* The front door was away for away ms past its slack (at now): its peers' clocks stop
+ * for that time. Short absences of a loaded machine are logged at most every 10 s; one
+ * of a second or more always (a stall an operator should see, whatever came before it). */
+static void away_for(front *f, int64_t away, int64_t now, int64_t *away_log)
+{
+    front_pause_clocks(f, away);
+    if (now - *away_log > 10000 || away + AWAY_SLACK_MS >= 1000) {
+        *away_log = now;
+        log_warn("the front door did not run for %lld ms (a stalled machine?): silences are measured "
+                 "without that time", (long long)(away + AWAY_SLACK_MS));
+    }
+}
+
 /* The event loop, until SIGTERM. A turn takes POLL_MS at most, plus the handling of its
  * messages: when one took longer, the front door itself was away (the machine stalled,
- * or the messages took that long), and its peers were not silent for that time. */
+ * or the messages took that long), and its peers were not silent for that time. A stall
+ * can fall in the wait or in the handling: both are measured and logged alike. */
 static void serve(front *f)
 {
     int64_t turn = net_now_ms(), away_log = 0;
@@ -516,20 +530,11 @@ static void serve(front *f)
         zmq_pollitem_t it[2] = {{f->clients, 0, ZMQ_POLLIN, 0}, {f->workers, 0, ZMQ_POLLIN, 0}};
         if (zmq_poll(it, 2, POLL_MS) < 0 && zmq_errno() != EINTR) break;
         int64_t woke = net_now_ms(), away = woke - turn - POLL_MS - AWAY_SLACK_MS;
-        if (away > 0) {
-            front_pause_clocks(f, away);
-            /* short absences of a loaded machine at most every 10 s; one of a second or
-             * more always (a stall an operator should see, whatever came before it) */
-            if (woke - away_log > 10000 || away + AWAY_SLACK_MS >= 1000) {
-                away_log = woke;
-                log_warn("the front door did not run for %lld ms (a stalled machine?): silences are measured "
-                         "without that time", (long long)(away + AWAY_SLACK_MS));
-            }
-        }
+        if (away > 0) away_for(f, away, woke, &away_log);
         read_sockets(f, it);
         int64_t now = net_now_ms();
         away = now - woke - AWAY_SLACK_MS;
-        if (away > 0) front_pause_clocks(f, away);
+        if (away > 0) away_for(f, away, now, &away_log);
         turn = now;
         heartbeat(f, now);
         log_limit_tick();
