@@ -555,6 +555,37 @@ static void matmul(eng_model *m, const float *x, int n, int nw, const mdl_mat *c
 
 /* ---- the pass -------------------------------------------------------------------------- */
 
+/* Rope on each item's query and key rows, then its key and value into its session's
+ * cache, items split across the pool (distinct positions: kv_put). */
+typedef struct {
+    eng_model          *m;
+    int                 il;
+    eng_session *const *sess;
+    const int          *pos;
+    const float        *tab; /* the layer's rope tables, one per item */
+    int                 n;
+} rope_job;
+
+static void rope_rows(const rope_job *j, int64_t i0, int64_t i1)
+{
+    const mdl_config *c = &j->m->cfg;
+    int64_t Q = (int64_t)c->n_head * c->head_dim, KV = (int64_t)c->n_head_kv * c->head_dim;
+    for (int64_t i = i0; i < i1; i++) {
+        const float *tab = j->tab + i * c->n_rot;
+        rope_apply(c, j->m->q + i * Q, c->n_head, tab);
+        rope_apply(c, j->m->k + i * KV, c->n_head_kv, tab);
+        kv_put(&j->sess[i]->kv, j->il, j->pos[i], j->m->k + i * KV, j->m->v + i * KV);
+    }
+}
+
+static void rope_part(void *arg, int ith, int nth)
+{
+    const rope_job *j = arg;
+    int64_t i0, i1;
+    pool_range(j->n, KV_BLOCK_TOKENS, ith, nth, &i0, &i1);
+    rope_rows(j, i0, i1);
+}
+
 static void layer_forward(eng_model *m, int il, eng_session *const *sess, const int *pos, int n)
 {
     const mdl_config *c = &m->cfg;
@@ -573,12 +604,10 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
         par_rms(m, m->k, L->k_norm, m->k, n * c->n_head_kv, c->head_dim, false);
     }
     bool local = c->rope_base_local > 0 && c->swa_pattern > 0 && (il + 1) % c->swa_pattern != 0;
-    for (int i = 0; i < n; i++) {
-        const float *tab = (local ? m->rope_l : m->rope) + (size_t)i * c->n_rot;
-        rope_apply(c, m->q + (size_t)i * Q, c->n_head, tab);
-        rope_apply(c, m->k + (size_t)i * KV, c->n_head_kv, tab);
-        kv_store(&sess[i]->kv, il, pos[i], m->k + (size_t)i * KV, m->v + (size_t)i * KV);
-    }
+    rope_job rj = { m, il, sess, pos, local ? m->rope_l : m->rope, n };
+    if (n >= ENG_PAR_MIN_ROWS && pool_threads(m->pool) > 1) pool_run(m->pool, rope_part, &rj);
+    else rope_rows(&rj, 0, n);
+    for (int i = 0; i < n; i++) kv_mark(&sess[i]->kv, pos[i]);
     att_pass ap = { c, il, sess, pos, n, m->q, m->att };
     att_forward(m->pool, &ap, m->scores, att_scratch_floats(c, m->cap_ctx - 1));
 

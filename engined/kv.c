@@ -217,8 +217,18 @@ int kv_reuse(kv_cache *kv, int pos, const int32_t *tokens, int n)
 
 void kv_store(kv_cache *kv, int layer, int pos, const float *k, const float *v)
 {
-    LLM_ASSERT(layer >= 0 && layer < kv->n_layer && pos >= 0 && pos < kv->n_ctx);
+    kv_mark(kv, pos);
+    kv_put(kv, layer, pos, k, v);
+}
+
+void kv_mark(kv_cache *kv, int pos)
+{
     if (pos >= kv->top) kv->top = pos + 1;
+}
+
+void kv_put(kv_cache *kv, int layer, int pos, const float *k, const float *v)
+{
+    LLM_ASSERT(layer >= 0 && layer < kv->n_layer && pos >= 0 && pos < kv->n_ctx);
     char *tile = (char *)kv_ktile(kv, layer, pos / 16);
     void *vd = (void *)kv_v(kv, layer, pos);
     if (kv->type == ENG_KV_Q8_0) {

@@ -113,6 +113,12 @@ void kv_free(kv_cache *kv);
 /* Stores one position's key and value rows (kv_dim floats each), converted to the
  * cache's type (q8_0: ggml's reference rounding). */
 void kv_store(kv_cache *kv, int layer, int pos, const float *k, const float *v);
+/* kv_store in two halves, for a pass that stores its positions on several threads:
+ * kv_put writes only the position's own bytes (distinct positions of one cache may be
+ * put at once), kv_mark records the position as stored (one thread, before the
+ * attention reads the cache). */
+void kv_put(kv_cache *kv, int layer, int pos, const float *k, const float *v);
+void kv_mark(kv_cache *kv, int pos);
 
 /* A cache of n_ctx positions over a pool's blocks (its type and shape must match the
  * model's: kvs_ident). 0, or -1 with err. */
