@@ -46,6 +46,7 @@ struct moe_scratch {
     float    *xg;      /* (rows, E) gathered inputs (float path) */
     float    *h, *hu;  /* hidden rows: R x F, then n x S */
     void     *xq;      /* quantized rows: max(rows * xs(E), R * xs(F) + n * xs(S)) bytes */
+    void     *tq;      /* (cap) each token's row quantized once for the routed gate and up */
     float    *yo;      /* (rows, E) expert outputs */
     float    *sg;      /* (cap) the shared expert's gate */
     moe_unit *units;
@@ -80,6 +81,7 @@ int moe_reserve(moe_scratch **sp, const mdl_config *c, int n)
         grow((void **)&s->slot, R * 4) || grow((void **)&s->rowtok, rows * 4) || grow((void **)&s->count, X * 4) ||
         grow((void **)&s->xg, rows * E * 4) || grow((void **)&s->h, (R * F + N * S) * 4) ||
         grow((void **)&s->hu, (R * F + N * S) * 4) || grow(&s->xq, xq > xq2 ? xq : xq2) ||
+        grow(&s->tq, N * kern_xq_row_bytes((int64_t)E)) ||
         grow((void **)&s->yo, rows * E * 4) || grow((void **)&s->sg, N * 4) ||
         grow((void **)&s->units, units * sizeof *s->units))
         return -1;
@@ -98,7 +100,7 @@ void moe_free(moe_scratch **sp)
     moe_scratch *s = *sp;
     if (!s) return;
     free(s->probs); free(s->sel); free(s->wts); free(s->slot); free(s->rowtok); free(s->count);
-    free(s->xg); free(s->h); free(s->hu); free(s->xq); free(s->yo); free(s->sg); free(s->units);
+    free(s->xg); free(s->h); free(s->hu); free(s->xq); free(s->tq); free(s->yo); free(s->sg); free(s->units);
     free(s);
     *sp = NULL;
 }
@@ -153,7 +155,7 @@ static void route_token(float *p, int X, int k, int norm, int *sel, float *w)
 
 /* ---- the pool's work ---- */
 
-typedef enum { PH_ROUTER, PH_GATHER, PH_GATE_UP, PH_SWIGLU, PH_DOWN, PH_SUM } moe_phase;
+typedef enum { PH_ROUTER, PH_ROUTE, PH_QUANT, PH_GATHER, PH_GATE_UP, PH_SWIGLU, PH_DOWN, PH_SUM } moe_phase;
 
 typedef struct {
     moe_scratch       *s;
@@ -195,6 +197,12 @@ static void quant_row(const mdl_mat *w, const float *x, int64_t cols, void *q)
     }
 }
 
+/* 1 when quant_row gives the same bytes for matrices a and b. */
+static bool same_quant(const mdl_mat *a, const mdl_mat *b)
+{
+    return a->q8 && b->q8 && a->xk == b->xk && (a->wt == KERN_W_Q8T) == (b->wt == KERN_W_Q8T);
+}
+
 /* The group of gathered row r. */
 static const moe_grp *grp_of(const moe_scratch *s, int64_t r)
 {
@@ -213,9 +221,12 @@ static void rows_part(moe_job *j, int64_t r0, int64_t r1)
     int64_t E = s->E;
     for (int64_t r = r0; r < r1; r++) {
         const moe_grp *g = grp_of(s, r);
-        if (j->ph == PH_GATHER) {
+        if (j->ph == PH_GATHER) { /* a copy of the token's row, quantized once (PH_QUANT) */
             const float *src = j->x + (size_t)s->rowtok[r] * E;
-            if (g->w[0].q8) quant_row(&g->w[0], src, E, (char *)s->xq + (size_t)r * xs_of(E));
+            char *dst = (char *)s->xq + (size_t)r * xs_of(E);
+            if (same_quant(&g->w[0], &j->L->gate_exps))
+                memcpy(dst, (const char *)s->tq + (size_t)s->rowtok[r] * xs_of(E), xs_of(E));
+            else if (g->w[0].q8) quant_row(&g->w[0], src, E, dst);
             else memcpy(s->xg + (size_t)r * E, src, (size_t)E * sizeof(float));
         } else if (j->ph == PH_SWIGLU) {
             float *h = s->h + hid_off(j, r);
@@ -242,6 +253,26 @@ static void unit_run(moe_job *j, const moe_unit *u)
     else kern_f32_matmul(w->data, g->F, s->h + hid_off(j, g->row0), g->nt, y, E, u->r0, u->r1);
 }
 
+/* o = y * w (first) or o + y * w, each product rounded before the sum as ggml's mul
+ * then add round it; four lanes at a time (the same bits as one at a time). */
+typedef float moe_v4 __attribute__((vector_size(16)));
+
+static void axpy_rounded(float *o, const float *y, float w, int E, bool first)
+{
+    int i = 0;
+    for (; i + 4 <= E; i += 4) {
+        moe_v4 a, b;
+        memcpy(&b, y + i, sizeof b);
+        b = b * w;
+        if (!first) {
+            memcpy(&a, o + i, sizeof a);
+            b = a + b;
+        }
+        memcpy(o + i, &b, sizeof b);
+    }
+    for (; i < E; i++) o[i] = first ? y[i] * w : o[i] + y[i] * w;
+}
+
 /* out[t] = sum over ranks of weight * expert row, then + gate * shared row. */
 static void sum_part(moe_job *j, int64_t t0, int64_t t1)
 {
@@ -249,18 +280,9 @@ static void sum_part(moe_job *j, int64_t t0, int64_t t1)
     int E = s->E, k = s->k;
     for (int64_t t = t0; t < t1; t++) {
         float *o = j->out + (size_t)t * E;
-        const float *y0 = s->yo + (size_t)s->slot[t * k] * E;
-        float w0 = s->wts[t * k];
-        for (int i = 0; i < E; i++) o[i] = y0[i] * w0;
-        for (int r = 1; r < k; r++) {
-            const float *y = s->yo + (size_t)s->slot[t * k + r] * E;
-            float w = s->wts[t * k + r];
-            for (int i = 0; i < E; i++) o[i] = o[i] + y[i] * w;
-        }
-        if (!s->S) continue;
-        const float *y = s->yo + (size_t)(j->R + t) * E;
-        float gw = j->L->shexp_gate ? s->sg[t] : 1.0f;
-        for (int i = 0; i < E; i++) o[i] = o[i] + y[i] * gw;
+        for (int r = 0; r < k; r++)
+            axpy_rounded(o, s->yo + (size_t)s->slot[t * k + r] * E, s->wts[t * k + r], E, r == 0);
+        if (s->S) axpy_rounded(o, s->yo + (size_t)(j->R + t) * E, j->L->shexp_gate ? s->sg[t] : 1.0f, E, false);
     }
 }
 
@@ -272,6 +294,17 @@ static void job_part(void *arg, int ith, int nth)
     case PH_ROUTER: /* the router's rows (experts) split across threads */
         pool_range(j->c->n_expert, 1, ith, nth, &a, &b);
         if (a < b) kern_f32_matmul(j->L->router.data, j->s->E, j->x, j->n, j->s->probs, j->c->n_expert, a, b);
+        return;
+    case PH_ROUTE: /* each token's experts and weights, from its own router row */
+        pool_range(j->n, 1, ith, nth, &a, &b);
+        for (int64_t t = a; t < b; t++)
+            route_token(j->s->probs + t * j->s->n_expert, j->s->n_expert, j->s->k, j->c->moe_norm_w,
+                        j->s->sel + t * j->s->k, j->s->wts + t * j->s->k);
+        return;
+    case PH_QUANT: /* each token's row for the routed experts' gate and up */
+        pool_range(j->n, 1, ith, nth, &a, &b);
+        for (int64_t t = a; t < b && j->L->gate_exps.q8; t++)
+            quant_row(&j->L->gate_exps, j->x + t * j->s->E, j->s->E, (char *)j->s->tq + t * xs_of(j->s->E));
         return;
     case PH_GATHER: case PH_SWIGLU:
         pool_range(j->rows, 1, ith, nth, &a, &b);
@@ -317,17 +350,15 @@ static void run(pool_t *pool, moe_job *j, moe_phase ph)
     pool_run(pool, job_part, j);
 }
 
-/* Routes every token and lays out the groups and gathered rows. */
-static void route_and_group(moe_job *j)
+/* Lays out the groups and gathered rows of the routed tokens (PH_ROUTE). */
+static void group(moe_job *j)
 {
     moe_scratch *s = j->s;
     const mdl_layer *L = j->L;
     int n = j->n, k = s->k, X = s->n_expert;
     memset(s->count, 0, (size_t)X * sizeof *s->count);
-    for (int t = 0; t < n; t++) {
-        route_token(s->probs + (size_t)t * X, X, k, j->c->moe_norm_w, s->sel + (size_t)t * k, s->wts + (size_t)t * k);
+    for (int t = 0; t < n; t++)
         for (int r = 0; r < k; r++) s->count[s->sel[t * k + r]]++;
-    }
     s->ngrp = 0;
     int first[MOE_MAX_GROUPS], row = 0;
     for (int e = 0; e < X; e++) {
@@ -371,7 +402,9 @@ void moe_ffn(moe_scratch *s, pool_t *pool, const mdl_config *c, const mdl_layer 
         kern_f32_matmul(L->shexp_gate, s->E, x, n, s->sg, 1, 0, 1);
         for (int t = 0; t < n; t++) s->sg[t] = 1.0f / (1.0f + expf(-s->sg[t]));
     }
-    route_and_group(&j);
+    run(pool, &j, PH_ROUTE);
+    group(&j);
+    run(pool, &j, PH_QUANT);
     run(pool, &j, PH_GATHER); /* reads x: out may alias it only after this */
     run(pool, &j, PH_GATE_UP);
     run(pool, &j, PH_SWIGLU);
