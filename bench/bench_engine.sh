@@ -12,8 +12,8 @@
 # for 4-bit files); decode GB/s = the file's bytes read per token (every tensor but
 # token_embd, of which a step reads one row) x tok/s, next to bench_bw's read bandwidth.
 # PRECISION=int8 runs our widened Q8 layout instead, for comparison. Prompt processing: one
-# 512-token prompt pass (engined --eval, weights mapped in first, as llama-bench's
-# warm-up does); decode: 128 greedy one-token steps after a 1-token prompt. Peers:
+# 512-token prompt pass after an untimed pass of the same prompt (engined --eval --warmup
+# 1: weights mapped, scratch and KV cache touched, as llama-bench's warm-up run); decode: 128 greedy one-token steps after a 1-token prompt. Peers:
 # `llama-bench -m FILE -p 512 -n 128 -r 3 -t T -fa 0` (its mean of 3). $REPS rounds
 # (default 3) of ours and each peer back to back; each column is its best round.
 # Threads $THREADS (default "1 2"). Another shape: SHAPE (default tinyllama-1.1b), ARCH and
@@ -66,7 +66,7 @@ done
 
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "-" || a == "" ? b : b == "-" || b == "" ? a : (a + 0 > b + 0 ? a : b)) }'; }
 ours_pp() { # file threads prompt -> tok/s of one run
-    "$BIN/engined" --model "$1" --precision "$PREC" --eval "$3" -n 1 --threads "$2" 2>&1 >/dev/null |
+    "$BIN/engined" --model "$1" --precision "$PREC" --eval "$3" -n 1 --threads "$2" --warmup 1 2>&1 >/dev/null |
         sed -n 's/.*prefill: [0-9]* tokens in .* ms (\([0-9.]*\) tok\/s).*/\1/p'
 }
 ours_tg() { # file threads -> tok/s of one run
