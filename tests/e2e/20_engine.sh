@@ -1,7 +1,7 @@
 #!/bin/bash
 # End-to-end: engined's one-shot commands on a private copy of stories260K.
 # Build then attach (log says so), greedy ids equal llama.cpp's greedy.txt on both
-# paths, --logits-out size, --list-segments / --remove-segment / --verify-segment (a
+# paths, --logits-out size (and its bytes after --warmup passes), --list-segments / --remove-segment / --verify-segment (a
 # flipped bit, a flipped header byte, mode 0644), a changed file gets a new segment, and
 # bad input gives "error:" lines and exit status 1.
 set -u
@@ -45,6 +45,10 @@ done
 "$E" --model "$T/m.gguf" --eval "$REF/unicode/tokens.txt" --logits-out "$T/l.f32" 2>/dev/null || bad "logits-out failed"
 want=$(( $(grep -c . "$REF/unicode/tokens.txt") * 512 * 4 ))
 [ "$(stat -c %s "$T/l.f32" 2>/dev/null)" = "$want" ] || bad "logits file is not $want bytes"
+# a warm-up pass first (--warmup) leaves the timed pass's logits as they were
+"$E" --model "$T/m.gguf" --eval "$REF/unicode/tokens.txt" --logits-out "$T/lw.f32" --warmup 2 2>"$T/logw" \
+    || bad "--warmup 2 failed: $(cat "$T/logw")"
+cmp -s "$T/l.f32" "$T/lw.f32" || bad "logits after --warmup 2 differ from a cold pass's"
 
 # 4. listing and removal
 "$E" --list-segments >"$T/list" || bad "--list-segments failed"
@@ -118,6 +122,8 @@ printf 'not a gguf' >"$T/junk.gguf"
 [ $rc = 1 ] && grep -q "error:" "$T/e4" || bad "junk model: rc $rc, $(cat "$T/e4")"
 "$E" --model "$T/m.gguf" --eval "$REF/hello/tokens.txt" --precision int4 2>/dev/null; rc=$?
 [ $rc = 2 ] || bad "bad --precision: rc $rc"
+"$E" --model "$T/m.gguf" --eval "$REF/hello/tokens.txt" --warmup -1 2>"$T/e5"; rc=$?
+[ $rc = 2 ] && grep -q -- "--warmup" "$T/e5" || bad "--warmup -1: rc $rc, $(cat "$T/e5")"
 "$E" --help | grep -q -- "--list-segments" || bad "--help"
 
 [ $fail = 0 ] && say "ok"
