@@ -92,7 +92,7 @@ typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
 #define QN_I8I z_i8i
 #define QN_STORE(p, mask, v) _mm512_mask_storeu_ps(p, mask, v)
 typedef void (*zqn_pair_fn)(const uint8_t *, size_t, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs,
-                            float *, int64_t, const __mmask16 *);
+                            float *, int64_t, const __mmask16 *, int);
 #define QN_PAIR
 #define QN_R 2
 #define QN_PAIR_FN zqn_pair_fn
@@ -128,7 +128,6 @@ typedef void (*zqn_pair_fn)(const uint8_t *, size_t, size_t, size_t, int64_t, co
 void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                           size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
-    (void)stream;
     const kern_qn_desc *D = kern_qn_get(wt);
     kern_xq_offs o = kern_xq_offsets(cols);
     const int64_t nb = cols / KERN_QK;
@@ -140,7 +139,7 @@ void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t c
             for (int t = 0; t < nt; t += ps) {
                 int n = nt - t < ps ? nt - t : ps;
                 z_pair_tables[wt][n](w + (size_t)i * tb, tb, D->hdr, D->sb_bytes, nb, xq + (size_t)t * xs, xs, o,
-                                     y + (int64_t)t * ldy + i * KERN_TILE, ldy, mask);
+                                     y + (int64_t)t * ldy + i * KERN_TILE, ldy, mask, stream && t == 0);
             }
         }
     }

@@ -204,7 +204,10 @@ QN_INLINE VI QN(kmins)(const VI mp[4], const uint8_t *xr, kern_xq_offs o, int64_
  * of tiles (each tile's bytes follow the last's) is requested ~130 ns before it is
  * used. Bench_qn 5632 x 2048, one token, one thread, AVX-512: Q6_K 17 -> 24-39 GB/s,
  * Q5_0 14 -> 22-26, Q4_K 23-30 -> 25-35, Q4_0 23-25 -> 24-37; the AVX2 and AVX-VNNI
- * tables likewise. From 3 tokens a call the products are compute-bound: no prefetch. */
+ * tables likewise. Calls of 3-8 tokens go to QN(rows) (AVX-512), which prefetches on the
+ * first pass of a streamed call (kern_qn_block_fn's stream: a batched decode step, whose
+ * tiles come from memory once): bench_qn 768 x 1024, 4 tokens, one thread, Q4_K 11.5-12.4
+ * -> 14.0-14.1 GB/s, Q6_K 13.0-13.5 -> 17.2-17.4. A prompt pass's tiles come from L2. */
 #define QN_PF_DIST 4096
 #define QN_PF_TOKENS 2
 
@@ -304,7 +307,7 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
  * and skip t >= nt, as QN(tile)'s do. */
 QN_INLINE void QN(rows)(int kind, int bits, int off, int nt, const uint8_t *w, size_t tb, size_t hdr,
                         size_t sbb, int64_t nb, const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy,
-                        const QN_MASK *mask)
+                        const QN_MASK *mask, int pf)
 {
     VF acc[QN_R][QN_T], accm[QN_R][QN_T]; /* K: the scaled mins apart, as QN(tile) keeps them */
     VI is[QN_R][QN_T], ms[QN_R][QN_T];
@@ -320,6 +323,9 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int nt, const uint8_t *w, s
 #pragma GCC unroll 2
         for (int r = 0; r < QN_R; r++) {
             sb[r] = w + (size_t)r * tb + (size_t)(k / KERN_QN_BLOCKS) * sbb;
+            if (pf) /* the tiles' first pass from memory: as QN(tile)'s decode calls */
+                for (size_t po = 0; po < sbb / KERN_QN_BLOCKS; po += 64)
+                    _mm_prefetch((const char *)sb[r] + (size_t)b * (sbb / KERN_QN_BLOCKS) + QN_PF_DIST + po, _MM_HINT_T0);
             sc[r][0] = sc[r][1] = sc[r][2] = sc[r][3] = VI_ZERO();
             f0[r] = f1[r] = V(setzero_ps)();
             QN(factors)(kind, sb[r], b, 0, &f0[r], &f1[r], sc[r]);
@@ -436,9 +442,9 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int nt, const uint8_t *w, s
 #define QN_PAIR_ONE(NAME, KIND, BITS, OFF, T)                                                            \
     static QN_ATTR void QN(NAME##_p##T)(const uint8_t *w, size_t tb, size_t hdr, size_t sbb, int64_t nb,   \
                                         const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy, \
-                                        const QN_MASK *mask)                                            \
+                                        const QN_MASK *mask, int pf)                                    \
     {                                                                                                    \
-        QN(rows)(KIND, BITS, OFF, T, w, tb, hdr, sbb, nb, xq, xs, o, y, ldy, mask);                     \
+        QN(rows)(KIND, BITS, OFF, T, w, tb, hdr, sbb, nb, xq, xs, o, y, ldy, mask, pf);                 \
     }
 #define QN_PAIRS(NAME, KIND, BITS, OFF)                                                                  \
     QN_PAIR_ONE(NAME, KIND, BITS, OFF, 1) QN_PAIR_ONE(NAME, KIND, BITS, OFF, 2)                          \
