@@ -450,6 +450,9 @@ static void rows_do(const rows_job *j, int64_t r0, int64_t r1)
     }
 }
 
+/* Whether n rows are worth a pool run (else the caller does them alone). */
+static bool on_pool(const eng_model *m, int n) { return n >= ENG_PAR_MIN_ROWS && pool_threads(m->pool) > 1; }
+
 static void rows_part(void *arg, int ith, int nth)
 {
     const rows_job *j = arg;
@@ -462,7 +465,7 @@ static void rows_part(void *arg, int ith, int nth)
 static void rows_run(eng_model *m, rows_job *j, int n)
 {
     j->n_rows = n;
-    if (n >= ENG_PAR_MIN_ROWS && pool_threads(m->pool) > 1) pool_run(m->pool, rows_part, j);
+    if (on_pool(m, n)) pool_run(m->pool, rows_part, j);
     else rows_do(j, 0, n);
 }
 
@@ -605,7 +608,7 @@ static void layer_forward(eng_model *m, int il, eng_session *const *sess, const 
     }
     bool local = c->rope_base_local > 0 && c->swa_pattern > 0 && (il + 1) % c->swa_pattern != 0;
     rope_job rj = { m, il, sess, pos, local ? m->rope_l : m->rope, n };
-    if (n >= ENG_PAR_MIN_ROWS && pool_threads(m->pool) > 1) pool_run(m->pool, rope_part, &rj);
+    if (on_pool(m, n)) pool_run(m->pool, rope_part, &rj);
     else rope_rows(&rj, 0, n);
     for (int i = 0; i < n; i++) kv_mark(&sess[i]->kv, pos[i]);
     att_pass ap = { c, il, sess, pos, n, m->q, m->att };

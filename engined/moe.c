@@ -302,8 +302,9 @@ static void job_part(void *arg, int ith, int nth)
                         j->s->sel + t * j->s->k, j->s->wts + t * j->s->k);
         return;
     case PH_QUANT: /* each token's row for the routed experts' gate and up */
+        if (!j->L->gate_exps.q8) return; /* float experts read x itself */
         pool_range(j->n, 1, ith, nth, &a, &b);
-        for (int64_t t = a; t < b && j->L->gate_exps.q8; t++)
+        for (int64_t t = a; t < b; t++)
             quant_row(&j->L->gate_exps, j->x + t * j->s->E, j->s->E, (char *)j->s->tq + t * xs_of(j->s->E));
         return;
     case PH_GATHER: case PH_SWIGLU:
