@@ -83,8 +83,11 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
         man install uninstall deb test-deploy test-arm test-arm-forward
 .DEFAULT_GOAL := all
 
+# The build steps run as many compiles at once as there are cores (JOBS=1 for one).
+JOBS ?= $(shell nproc)
+
 all: deps
-	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory -j$(JOBS) build
 
 build: $(BINS) $(BUILD)/tests/check_all $(BENCHES)
 
@@ -181,7 +184,7 @@ TEST_ENV = CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} LLM_BIN=$(abspath $(BUI
 # (test-arm) and every harness for FUZZ_SECONDS (10 s each here; `make fuzz` runs them
 # longer).
 test: deps
-	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory -j$(JOBS) build
 	@$(MAKE) --no-print-directory -j2 test-checks test-beside FUZZ_SECONDS=$${FUZZ_SECONDS:-10}
 test-beside:
 	@$(MAKE) --no-print-directory fuzz-build
@@ -192,8 +195,21 @@ test-checks:
 	@$(MAKE) --no-print-directory unit
 	@SOAK_SECONDS=$${SOAK_SECONDS:-30} $(MAKE) --no-print-directory e2e
 
+# The unit suites, each its own check_all process (CK_RUN_SUITE), JOBS at a time (or
+# as many as the calling make's job slots allow), the longest first so that the last
+# ones to run are short; a suite's output is kept in $(BUILD)/tests/unit-SUITE.log and
+# shown whole when it fails.
+UNIT_LONG   := grammar tok forward kernels qn quant kvq8
+UNIT_SUITES := $(UNIT_LONG) $(filter-out $(UNIT_LONG),$(patsubst tests/check_%.c,%,$(TEST_SRC)))
 unit: check-layers
-	$(TEST_ENV) $(BUILD)/tests/check_all
+	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS)) \
+	  $(addprefix unit-suite-,$(UNIT_SUITES))
+	@echo "unit: $(words $(UNIT_SUITES)) suites passed"
+unit-suite-%:
+	@log=$(BUILD)/tests/unit-$*.log; start=$$(date +%s); \
+	if CK_RUN_SUITE=$* $(TEST_ENV) $(BUILD)/tests/check_all >$$log 2>&1; then \
+	  echo "unit: $* $$(tail -n 1 $$log) ($$(( $$(date +%s) - start )) s)"; \
+	else cat $$log; echo "unit: suite $* FAILED (log: $$log)"; exit 1; fi
 
 # The layers by text as well as by -I (a path such as "../engined/x.h" gets past -I):
 # every quoted #include of a layered folder must name, without a '/', a header of a
@@ -242,7 +258,7 @@ e2e: $(BUILD)/node/node_modules/openai/package.json $(BUILD)/node/node_modules/a
 	  echo "== $$t"; s=$$(date +%s); $(TEST_ENV) bash $$t; echo "   ($$t: $$(( $$(date +%s) - s )) s)"; done
 
 asan: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan CC=clang \
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build-asan CC=clang \
 	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
 	  build
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 CK_TIMEOUT_MULTIPLIER=5 \
@@ -252,7 +268,7 @@ asan: deps
 # the unit suites (the pool, the worker's I/O thread's ZAP peer): TSAN_SUITES.
 TSAN_SUITES ?= pool
 tsan: deps
-	@$(MAKE) --no-print-directory BUILD=build-tsan CC=clang \
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build-tsan CC=clang \
 	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=thread" \
 	  build-tsan/tests/check_all
 	@set -e; for s in $(TSAN_SUITES); do \
