@@ -128,7 +128,10 @@ typedef struct {
 
 /* Rows [lo, hi) of nr consecutive native tiles (tb bytes each) times nt tokens (nt <=
  * the table's qn_tmax) over a row of cols values: y[t * ldy + i], i counting rows from
- * the first tile's row 0. stream as for q8t. */
+ * the first tile's row 0. stream: the call's tiles come from memory (the first token
+ * chunk over them: a whole decode step of up to qn_tmax sessions, or the first chunk of
+ * a larger one), so its first pass over each tile prefetches; later chunks find the
+ * panel in L2. */
 typedef void (*kern_qn_block_fn)(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols,
                                  const uint8_t *xq, size_t xs, int nt, float *y, int64_t ldy,
                                  int lo, int hi, int stream);

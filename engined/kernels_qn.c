@@ -449,7 +449,7 @@ void kern_qn_matmul(int wt, const void *w, int64_t cols, const void *xq, int64_t
             int lo = (int)(r0 > base ? r0 - base : 0);
             int hi = (int)(r1 - base < (p1 - p0) * KERN_TILE ? r1 - base : (p1 - p0) * KERN_TILE);
             ops->qn_block(wt, W + (size_t)p0 * tb, tb, (int)(p1 - p0), cols, X + (size_t)k0 * xs, xs, nt,
-                          y + k0 * ldy + base, ldy, lo, hi, chunks == 1);
+                          y + k0 * ldy + base, ldy, lo, hi, k0 == 0);
         }
     }
 }

@@ -17,8 +17,9 @@
  * once, front to back (AVX2 takes a tile's two halves super-block by super-block, the
  * second from L1), and prefetched 4 KB ahead (QN_PF_DIST). From 3 tokens a call (batched
  * decode, prompt passes) AVX-512 takes the tiles in pairs, 4 tokens a pass
- * (z_pair_tables): each token's broadcast then feeds both tiles; a streamed call (batched
- * decode) prefetches on its first pass too.
+ * (z_pair_tables): each token's broadcast then feeds both tiles. A call whose tiles come
+ * from memory (stream: a batched decode step's first token chunk) prefetches on its first
+ * pass at every width.
  */
 #include "kernels.h"
 
@@ -71,7 +72,7 @@ Z_IN __m512i z_i8i(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si1
 
 /* The per-kind tile products at this width (kernels_qn_x86_tile.h): z_tables[kind][T]. */
 typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs, float *,
-                       int64_t, int, const __mmask16 *);
+                       int64_t, int, const __mmask16 *, int);
 #define QN(name) z_##name
 #define QN_I16 0
 #define QN_ATTR Z_TGT
@@ -149,7 +150,7 @@ void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t c
         for (int t = 0; mask && t < nt; t += 8) {
             int n = nt - t < 8 ? nt - t : 8;
             z_tables[wt][n](w + (size_t)i * tb, D->hdr, D->sb_bytes, nb, xq + (size_t)t * xs, xs, o,
-                            y + (int64_t)t * ldy + i * KERN_TILE, ldy, 1, &mask);
+                            y + (int64_t)t * ldy + i * KERN_TILE, ldy, 1, &mask, stream && t == 0);
         }
     }
 }
@@ -260,7 +261,7 @@ Y_IN __m256i y_i8i(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi
  * (y2_tables: maddubs + madd, exact since values <= 63) and once with AVX-VNNI
  * (yv_tables: vpdpbusd). */
 typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *, size_t, kern_xq_offs, float *,
-                       int64_t, int, const __m256i *);
+                       int64_t, int, const __m256i *, int);
 #define QN_TMAX 4
 #define QN_FN yqn_fn
 #define QN_H 2
@@ -319,7 +320,7 @@ typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
 
 /* Lanes [lo, hi) of one tile times nt tokens, 4 a call. */
 static Y_ATTR(0) void y_block(const yqn_fn *const *tables, int wt, const uint8_t *w, int64_t cols, const uint8_t *xq,
-                    size_t xs, int nt, float *y, int64_t ldy, int lo, int hi)
+                    size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
     const kern_qn_desc *D = kern_qn_get(wt);
     kern_xq_offs o = kern_xq_offsets(cols);
@@ -328,26 +329,24 @@ static Y_ATTR(0) void y_block(const yqn_fn *const *tables, int wt, const uint8_t
     for (int t = 0; t < nt; t += 4) {
         int n = nt - t < 4 ? nt - t : 4;
         tables[wt][n](w, D->hdr, D->sb_bytes, cols / KERN_QK, xq + (size_t)t * xs, xs, o, y + (int64_t)t * ldy, ldy,
-                      halves, mask);
+                      halves, mask, stream && t == 0);
     }
 }
 
 void kern_qn_avx2_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                         size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
-    (void)stream;
     for (int i = 0, a, z; i < nr; i++)
         if (kern_tile_lanes(lo, hi, i, &a, &z))
-            y_block(y2_tables, wt, w + (size_t)i * tb, cols, xq, xs, nt, y + i * KERN_TILE, ldy, a, z);
+            y_block(y2_tables, wt, w + (size_t)i * tb, cols, xq, xs, nt, y + i * KERN_TILE, ldy, a, z, stream);
 }
 
 void kern_qn_avxvnni_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
                            size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
-    (void)stream;
     for (int i = 0, a, z; i < nr; i++)
         if (kern_tile_lanes(lo, hi, i, &a, &z))
-            y_block(yv_tables, wt, w + (size_t)i * tb, cols, xq, xs, nt, y + i * KERN_TILE, ldy, a, z);
+            y_block(yv_tables, wt, w + (size_t)i * tb, cols, xq, xs, nt, y + i * KERN_TILE, ldy, a, z, stream);
 }
 
 static inline __attribute__((always_inline, target("avx2,fma,f16c"))) int32_t y_hsum(__m256i v)

@@ -204,10 +204,13 @@ QN_INLINE VI QN(kmins)(const VI mp[4], const uint8_t *xr, kern_xq_offs o, int64_
  * of tiles (each tile's bytes follow the last's) is requested ~130 ns before it is
  * used. Bench_qn 5632 x 2048, one token, one thread, AVX-512: Q6_K 17 -> 24-39 GB/s,
  * Q5_0 14 -> 22-26, Q4_K 23-30 -> 25-35, Q4_0 23-25 -> 24-37; the AVX2 and AVX-VNNI
- * tables likewise. Calls of 3-8 tokens go to QN(rows) (AVX-512), which prefetches on the
- * first pass of a streamed call (kern_qn_block_fn's stream: a batched decode step, whose
- * tiles come from memory once): bench_qn 768 x 1024, 4 tokens, one thread, Q4_K 11.5-12.4
- * -> 14.0-14.1 GB/s, Q6_K 13.0-13.5 -> 17.2-17.4. A prompt pass's tiles come from L2. */
+ * tables likewise. Calls of 3-8 tokens prefetch on their first pass when the tiles come
+ * from memory (kern_qn_block_fn's stream, pf here: a batched decode step's first token
+ * chunk): on AVX-512 in QN(rows), bench_qn 768 x 1024, 4 tokens, one thread, Q4_K
+ * 11.5-12.4 -> 14.0-14.1 GB/s, Q6_K 13.0-13.5 -> 17.2-17.4; on AVX-VNNI and AVX2 in
+ * QN(tile), 5632 x 2048, 4 tokens, one thread: Q6_K 8.3-9.5 -> 16.4-18.0 (AVX-VNNI),
+ * 6.2-6.7 -> 12.9-13.0 (AVX2); Q4_K 5.9-6.2 -> 9.9-10.3 (AVX2). A prompt pass's later
+ * chunks find the tiles in L2. */
 #define QN_PF_DIST 4096
 #define QN_PF_TOKENS 2
 
@@ -223,7 +226,7 @@ QN_INLINE VI QN(kmins)(const VI mp[4], const uint8_t *xr, kern_xq_offs o, int64_
  * nt known; once nt is a constant the skipped copies vanish. */
 QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, size_t hdr, size_t sbb, int64_t nb,
                         const uint8_t *xq, size_t xs, kern_xq_offs o, float *y, int64_t ldy, int halves,
-                        const QN_MASK *mask)
+                        const QN_MASK *mask, int pf)
 {
     VF acc[QN_H][QN_TMAX], accm[QN_H][QN_TMAX]; /* K, K2: the scaled mins apart, as llama.cpp keeps them */
 #pragma GCC unroll 2
@@ -242,7 +245,7 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
             for (int t = 0; t < QN_TMAX; t++) is[t] = ms[t] = VI_ZERO();
             for (int64_t k = k0; k < k0 + nbs; k++) { /* (k, not b, counted: GCC's AVX-512 Q6_K was 1.3x slower) */
                 const int b = (int)(k % KERN_QN_BLOCKS);
-                if (h == 0 && nt <= QN_PF_TOKENS) /* one block's bytes, QN_PF_DIST ahead */
+                if (h == 0 && (nt <= QN_PF_TOKENS || pf)) /* one block's bytes, QN_PF_DIST ahead */
                     for (size_t po = 0; po < sbb / KERN_QN_BLOCKS; po += 64)
                         _mm_prefetch((const char *)sb + (size_t)b * (sbb / KERN_QN_BLOCKS) + QN_PF_DIST + po, _MM_HINT_T0);
                 VI wv[8], sc[4] = { VI_ZERO(), VI_ZERO(), VI_ZERO(), VI_ZERO() };
@@ -434,9 +437,9 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int nt, const uint8_t *w, s
 #define QN_ONE(NAME, KIND, BITS, OFF, T)                                                                 \
     static QN_ATTR void QN(NAME##_##T)(const uint8_t *w, size_t hdr, size_t sbb, int64_t nb, const uint8_t *xq, \
                                        size_t xs, kern_xq_offs o, float *y, int64_t ldy, int halves,      \
-                                       const QN_MASK *mask)                                             \
+                                       const QN_MASK *mask, int pf)                                     \
     {                                                                                                    \
-        QN(tile)(KIND, BITS, OFF, T, w, hdr, sbb, nb, xq, xs, o, y, ldy, halves, mask);                  \
+        QN(tile)(KIND, BITS, OFF, T, w, hdr, sbb, nb, xq, xs, o, y, ldy, halves, mask, pf);              \
     }
 #ifdef QN_PAIR
 #define QN_PAIR_ONE(NAME, KIND, BITS, OFF, T)                                                            \
