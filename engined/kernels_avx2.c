@@ -106,10 +106,19 @@ TGT void kern_x86_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void
  * block by super-block, so that decode reads each line from memory once, the second half
  * finding the super-block in L1). Per block and group the 8 rows' four values are one ymm;
  * DOT adds its dot with one token's four values (broadcast) to that token's int32 lanes,
- * which INIT started for the block. */
+ * which INIT started for the block. pf (a streamed call's first pass: the tile comes from
+ * memory) prefetches each super-block's lines Y_PF_DIST bytes ahead: the AVX2 products do
+ * enough per byte that the hardware prefetcher alone fell behind (bench_qn 5632 x 2048,
+ * one thread, one token: 21-22 -> 27-29 GB/s; TinyLlama Q8_0 tg128 on the avx2 table,
+ * 14.3 -> 23.2-24.8 tok/s with one thread, 28.7-29.4 -> 37.7-41.0 with two). The AVX-VNNI
+ * products of 1-2 tokens stream best unaided; from 3 tokens they prefetch too (4 tokens:
+ * 18-24 -> 26-27 GB/s on one thread). */
+#ifndef Y_PF_DIST
+#define Y_PF_DIST 4096
+#endif
 #define YMICRO(NAME, T, NH, ATTR, INIT, PREP, DOT)                                          \
 static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int halves, const uint8_t *xq, size_t xs, \
-                     float *y, int64_t ldy, const __m256i *mask)                             \
+                     float *y, int64_t ldy, const __m256i *mask, int pf)                     \
 {                                                                                            \
     const int64_t nbp = nsb * KERN_SB_BLOCKS;                                                \
     const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8((char)0x80);          \
@@ -119,6 +128,9 @@ static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int halves, const uin
         _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) acc[j][t] = _mm256_setzero_ps(); \
     for (int64_t s = 0; s < nsb; s++) {                                                      \
         const kern_q8t_sb *sb = (const kern_q8t_sb *)w + s;                                  \
+        if (pf) /* the tile's first pass from memory: a super-block's lines, Y_PF_DIST ahead */ \
+            for (size_t o = 0; o < sizeof *sb; o += 64)                                      \
+                _mm_prefetch((const char *)sb + Y_PF_DIST + o, _MM_HINT_T0);                 \
         _Pragma("GCC unroll 2") for (int j = 0; j < NH; j++) {                              \
             const int half = NH == 1 ? halves >> 1 : j; /* NH 1: halves is 1 << half */      \
             if (NH == 2 && !(halves >> j & 1)) continue;                                     \
@@ -164,7 +176,7 @@ A2(1) A2(2) A2(3) A2(4) A2(5) A2B(1) A2B(2) A2B(3) A2B(4)
  * vpdpbusd (2 x 3 x 2 accumulators + 2 weight vectors + the broadcast: 15 registers). */
 #define VN2(T)                                                                               \
 static TGT_VNNI void vn2_micro_##T(const uint8_t *w, int64_t nsb, const uint8_t *xq, size_t xs,   \
-                                   float *y, int64_t ldy, __m256i m0, __m256i m1)            \
+                                   float *y, int64_t ldy, __m256i m0, __m256i m1, int pf)    \
 {                                                                                            \
     const int64_t nbp = nsb * KERN_SB_BLOCKS;                                                \
     __m256 acc[2][T];                                                                        \
@@ -172,6 +184,9 @@ static TGT_VNNI void vn2_micro_##T(const uint8_t *w, int64_t nsb, const uint8_t 
         _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps(); \
     for (int64_t s = 0; s < nsb; s++) {                                                      \
         const kern_q8t_sb *sb = (const kern_q8t_sb *)w + s;                                  \
+        if (T > 2 && pf) /* a first pass from memory of 3 tokens (1-2 stream best unaided) */ \
+            for (size_t o = 0; o < sizeof *sb; o += 64)                                      \
+                _mm_prefetch((const char *)sb + Y_PF_DIST + o, _MM_HINT_T0);                 \
         _Pragma("GCC unroll 2") for (int b = 0; b < KERN_SB_BLOCKS; b++) {                  \
             int64_t k = s * KERN_SB_BLOCKS + b;                                              \
             __m256i is[2][T];                                                                \
@@ -202,10 +217,11 @@ static TGT_VNNI void vn2_micro_##T(const uint8_t *w, int64_t nsb, const uint8_t 
     }                                                                                        \
 }
 VN2(1) VN2(2) VN2(3)
-typedef void (*vn2_fn)(const uint8_t *, int64_t, const uint8_t *, size_t, float *, int64_t, __m256i, __m256i);
+typedef void (*vn2_fn)(const uint8_t *, int64_t, const uint8_t *, size_t, float *, int64_t, __m256i, __m256i, int);
 static const vn2_fn vn2_micros[] = { NULL, vn2_micro_1, vn2_micro_2, vn2_micro_3 };
 
-typedef void (*ymicro_fn)(const uint8_t *, int64_t, int, const uint8_t *, size_t, float *, int64_t, const __m256i *);
+typedef void (*ymicro_fn)(const uint8_t *, int64_t, int, const uint8_t *, size_t, float *, int64_t, const __m256i *,
+                          int);
 static const ymicro_fn a2_micros[] = { NULL, a2_micro_1, a2_micro_2, a2_micro_3, a2_micro_4, a2_micro_5 };
 /* Most tokens of a pass over both halves of a tile (a2_both). */
 #define A2_BOTH_MAX 4
@@ -229,7 +245,8 @@ static TGT void avx2_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb,
         if (stream || nt <= 2) {
             for (int t = 0; t < nt; t += ps) {
                 int n = nt - t < ps ? nt - t : ps;
-                a2_both[n](tile, nsb, halves, xq + (size_t)t * xs, xs, yt + (int64_t)t * ldy, ldy, mask);
+                a2_both[n](tile, nsb, halves, xq + (size_t)t * xs, xs, yt + (int64_t)t * ldy, ldy, mask,
+                           stream && t == 0);
             }
             continue;
         }
@@ -237,7 +254,7 @@ static TGT void avx2_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb,
             if (!(halves >> h & 1)) continue;
             for (int t = 0; t < nt; t += 5) {
                 int n = nt - t < 5 ? nt - t : 5;
-                a2_micros[n](tile, nsb, 1 << h, xq + (size_t)t * xs, xs, yt + (int64_t)t * ldy, ldy, mask);
+                a2_micros[n](tile, nsb, 1 << h, xq + (size_t)t * xs, xs, yt + (int64_t)t * ldy, ldy, mask, 0);
             }
         }
     }
@@ -246,14 +263,13 @@ static TGT void avx2_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb,
 static TGT void avxvnni_q8t_block(const uint8_t *w, size_t tb, int nr, int64_t nsb, const uint8_t *xq,
                                   size_t xs, int nt, float *y, int64_t ldy, int lo, int hi, int stream)
 {
-    (void)stream;
     for (int i = 0; i < nr; i++) {
         __m256i m[2];
         kern_x86_halves(lo - KERN_TILE * i, hi - KERN_TILE * i, m);
         for (int t = 0; t < nt; t += 3) {
             int n = nt - t < 3 ? nt - t : 3;
             vn2_micros[n](w + (size_t)i * tb, nsb, xq + (size_t)t * xs, xs, y + (int64_t)t * ldy + i * KERN_TILE,
-                          ldy, m[0], m[1]);
+                          ldy, m[0], m[1], stream && t == 0);
         }
     }
 }
