@@ -107,15 +107,12 @@ TGT void kern_x86_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void
  * finding the super-block in L1). Per block and group the 8 rows' four values are one ymm;
  * DOT adds its dot with one token's four values (broadcast) to that token's int32 lanes,
  * which INIT started for the block. pf (a streamed call's first pass: the tile comes from
- * memory) prefetches each super-block's lines Y_PF_DIST bytes ahead: the AVX2 products do
+ * memory) prefetches each super-block's lines KERN_X86_PF_DIST bytes ahead: the AVX2 products do
  * enough per byte that the hardware prefetcher alone fell behind (bench_qn 5632 x 2048,
  * one thread, one token: 21-22 -> 27-29 GB/s; TinyLlama Q8_0 tg128 on the avx2 table,
  * 14.3 -> 23.2-24.8 tok/s with one thread, 28.7-29.4 -> 37.7-41.0 with two). The AVX-VNNI
  * products of 1-2 tokens stream best unaided; from 3 tokens they prefetch too (4 tokens:
  * 18-24 -> 26-27 GB/s on one thread). */
-#ifndef Y_PF_DIST
-#define Y_PF_DIST 4096
-#endif
 #define YMICRO(NAME, T, NH, ATTR, INIT, PREP, DOT)                                          \
 static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int halves, const uint8_t *xq, size_t xs, \
                      float *y, int64_t ldy, const __m256i *mask, int pf)                     \
@@ -128,9 +125,7 @@ static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int halves, const uin
         _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) acc[j][t] = _mm256_setzero_ps(); \
     for (int64_t s = 0; s < nsb; s++) {                                                      \
         const kern_q8t_sb *sb = (const kern_q8t_sb *)w + s;                                  \
-        if (pf) /* the tile's first pass from memory: a super-block's lines, Y_PF_DIST ahead */ \
-            for (size_t o = 0; o < sizeof *sb; o += 64)                                      \
-                _mm_prefetch((const char *)sb + Y_PF_DIST + o, _MM_HINT_T0);                 \
+        if (pf) kern_x86_prefetch_ahead(sb, sizeof *sb); /* the tile's first pass from memory */ \
         _Pragma("GCC unroll 2") for (int j = 0; j < NH; j++) {                              \
             const int half = NH == 1 ? halves >> 1 : j; /* NH 1: halves is 1 << half */      \
             if (NH == 2 && !(halves >> j & 1)) continue;                                     \
@@ -185,8 +180,7 @@ static TGT_VNNI void vn2_micro_##T(const uint8_t *w, int64_t nsb, const uint8_t 
     for (int64_t s = 0; s < nsb; s++) {                                                      \
         const kern_q8t_sb *sb = (const kern_q8t_sb *)w + s;                                  \
         if (T > 2 && pf) /* a first pass from memory of 3 tokens (1-2 stream best unaided) */ \
-            for (size_t o = 0; o < sizeof *sb; o += 64)                                      \
-                _mm_prefetch((const char *)sb + Y_PF_DIST + o, _MM_HINT_T0);                 \
+            kern_x86_prefetch_ahead(sb, sizeof *sb);                                         \
         _Pragma("GCC unroll 2") for (int b = 0; b < KERN_SB_BLOCKS; b++) {                  \
             int64_t k = s * KERN_SB_BLOCKS + b;                                              \
             __m256i is[2][T];                                                                \

@@ -15,7 +15,7 @@
  * has no vpdpbusd: its maddubs pairs are summed in int16 over runs of groups and widened
  * by one madd with the scale (QN(i16block)). Decode is memory-bound: each byte is read
  * once, front to back (AVX2 takes a tile's two halves super-block by super-block, the
- * second from L1), and prefetched 4 KB ahead (QN_PF_DIST). From 3 tokens a call (batched
+ * second from L1), and prefetched 4 KB ahead (KERN_X86_PF_DIST). From 3 tokens a call (batched
  * decode, prompt passes) AVX-512 takes the tiles in pairs, 4 tokens a pass
  * (z_pair_tables): each token's broadcast then feeds both tiles. A call whose tiles come
  * from memory (stream: a batched decode step's first token chunk) prefetches on its first

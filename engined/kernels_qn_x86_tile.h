@@ -200,7 +200,7 @@ QN_INLINE VI QN(kmins)(const VI mp[4], const uint8_t *xr, kern_xq_offs o, int64_
 /* Decode (1-2 tokens a call) reads the weights once and does little with each byte; the
  * hardware prefetcher alone left it at 15-25 GB/s on one Zen 5 thread where bench_bw
  * reads 32 (Q6_K and Q5_0 the slowest: a block of theirs is 6-7 lines). So each block
- * prefetches the lines one block's length QN_PF_DIST bytes ahead, into L1: the stream
+ * prefetches the lines one block's length KERN_X86_PF_DIST bytes ahead, into L1: the stream
  * of tiles (each tile's bytes follow the last's) is requested ~130 ns before it is
  * used. Bench_qn 5632 x 2048, one token, one thread, AVX-512: Q6_K 17 -> 24-39 GB/s,
  * Q5_0 14 -> 22-26, Q4_K 23-30 -> 25-35, Q4_0 23-25 -> 24-37; the AVX2 and AVX-VNNI
@@ -211,7 +211,6 @@ QN_INLINE VI QN(kmins)(const VI mp[4], const uint8_t *xr, kern_xq_offs o, int64_
  * QN(tile), 5632 x 2048, 4 tokens, one thread: Q6_K 8.3-9.5 -> 16.4-18.0 (AVX-VNNI),
  * 6.2-6.7 -> 12.9-13.0 (AVX2); Q4_K 5.9-6.2 -> 9.9-10.3 (AVX2). A prompt pass's later
  * chunks find the tiles in L2. */
-#define QN_PF_DIST 4096
 #define QN_PF_TOKENS 2
 
 /* One tile times nt tokens over nb blocks, for one layout (kind, bits, off). Super-block
@@ -245,9 +244,8 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
             for (int t = 0; t < QN_TMAX; t++) is[t] = ms[t] = VI_ZERO();
             for (int64_t k = k0; k < k0 + nbs; k++) { /* (k, not b, counted: GCC's AVX-512 Q6_K was 1.3x slower) */
                 const int b = (int)(k % KERN_QN_BLOCKS);
-                if (h == 0 && (nt <= QN_PF_TOKENS || pf)) /* one block's bytes, QN_PF_DIST ahead */
-                    for (size_t po = 0; po < sbb / KERN_QN_BLOCKS; po += 64)
-                        _mm_prefetch((const char *)sb + (size_t)b * (sbb / KERN_QN_BLOCKS) + QN_PF_DIST + po, _MM_HINT_T0);
+                if (h == 0 && (nt <= QN_PF_TOKENS || pf)) /* one block's bytes */
+                    kern_x86_prefetch_ahead(sb + (size_t)b * (sbb / KERN_QN_BLOCKS), sbb / KERN_QN_BLOCKS);
                 VI wv[8], sc[4] = { VI_ZERO(), VI_ZERO(), VI_ZERO(), VI_ZERO() };
                 VF f0 = V(setzero_ps)(), f1 = f0;
                 QN(factors)(kind, sb, b, r8, &f0, &f1, sc);
@@ -327,8 +325,7 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int nt, const uint8_t *w, s
         for (int r = 0; r < QN_R; r++) {
             sb[r] = w + (size_t)r * tb + (size_t)(k / KERN_QN_BLOCKS) * sbb;
             if (pf) /* the tiles' first pass from memory: as QN(tile)'s decode calls */
-                for (size_t po = 0; po < sbb / KERN_QN_BLOCKS; po += 64)
-                    _mm_prefetch((const char *)sb[r] + (size_t)b * (sbb / KERN_QN_BLOCKS) + QN_PF_DIST + po, _MM_HINT_T0);
+                kern_x86_prefetch_ahead(sb[r] + (size_t)b * (sbb / KERN_QN_BLOCKS), sbb / KERN_QN_BLOCKS);
             sc[r][0] = sc[r][1] = sc[r][2] = sc[r][3] = VI_ZERO();
             f0[r] = f1[r] = V(setzero_ps)();
             QN(factors)(kind, sb[r], b, 0, &f0[r], &f1[r], sc[r]);

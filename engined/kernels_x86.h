@@ -6,6 +6,7 @@
 #define LLM_KERNELS_X86_H
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels.h"
@@ -20,6 +21,15 @@ static inline __attribute__((always_inline, target("avx2"))) int kern_x86_halves
         mask[h] = _mm256_and_si256(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(lo - 8 * h - 1)),
                                    _mm256_cmpgt_epi32(_mm256_set1_epi32(hi - 8 * h), idx));
     return (lo < 8) | (hi > 8) << 1;
+}
+
+/* Decode reads each weight byte from memory once; the x86 tiles ask for the n bytes they
+ * read next KERN_X86_PF_DIST bytes ahead of p, into L1 (kernels_qn_x86_tile.h says why
+ * and what it gave; prefetches never fault, so past a matrix's end is harmless). */
+#define KERN_X86_PF_DIST 4096
+static inline __attribute__((always_inline)) void kern_x86_prefetch_ahead(const void *p, size_t n)
+{
+    for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)p + KERN_X86_PF_DIST + o, _MM_HINT_T0);
 }
 
 void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
