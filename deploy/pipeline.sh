@@ -99,7 +99,16 @@ chmod 700 "$RUN_DIR"
 export LLM_RUN_DIR=$RUN_DIR
 
 pid_of() { local f=$RUN_DIR/$1.pid; [ -f "$f" ] && cat "$f"; }
-alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
+# running PID: the process exists and has not exited. An exited one stays a zombie until
+# its parent reaps it, and a daemon started in the background has init for a parent,
+# which may reap seconds late: kill -0 alone would wait for that.
+running() {
+    local s
+    kill -0 "$1" 2>/dev/null && s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    s=${s##*) }
+    [ "${s%% *}" != Z ]
+}
+alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && running "$p"; }
 
 sv_dir() { echo "$RUN_DIR/sv/$1"; }
 supervised() { [ -e "$(sv_dir "$1")/supervise/ok" ] && sv status "$(sv_dir "$1")" >/dev/null 2>&1; }
@@ -156,19 +165,25 @@ start_one() {
     for i in $(seq 100); do [ -s "$RUN_DIR/$d.pid" ] && break; sleep 0.02; done
 }
 
-# Stops a daemon: through sv when runsv supervises it (TERM, then KILL after 15 s, and
-# runsv exits), else by its pid file.
+# Stops a daemon: through sv when runsv supervises it (sv exit: TERM now, KILL after 15 s,
+# and runsv exits once it is down), else by its pid file. The waits poll every 50 ms
+# (sv -w polls every 0.42 s, which made every stop take seconds).
 stop_one() {
     local d=$1 p i
     if supervised "$d"; then
-        sv -w 15 force-shutdown "$(sv_dir "$d")" >/dev/null 2>&1
-        for i in $(seq 50); do [ -e "$(sv_dir "$d")/supervise/ok" ] && sv status "$(sv_dir "$d")" >/dev/null 2>&1 || break; sleep 0.1; done
+        sv exit "$(sv_dir "$d")" >/dev/null 2>&1
+        for i in $(seq 300); do supervised "$d" || break; sleep 0.05; done
+        if supervised "$d"; then
+            echo "$d ignored SIGTERM for 15 s; killing it" >&2
+            sv kill "$(sv_dir "$d")" >/dev/null 2>&1
+            for i in $(seq 100); do supervised "$d" || break; sleep 0.05; done
+        fi
     fi
     p=$(pid_of "$d") || p=""
-    if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+    if [ -n "$p" ] && running "$p"; then
         kill -TERM "$p" 2>/dev/null
-        for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -0 "$p" 2>/dev/null && { echo "$d (pid $p) ignored SIGTERM for 10 s; killing it" >&2; kill -KILL "$p"; }
+        for i in $(seq 200); do running "$p" || break; sleep 0.05; done
+        running "$p" && { echo "$d (pid $p) ignored SIGTERM for 10 s; killing it" >&2; kill -KILL "$p"; }
     fi
     rm -f "$RUN_DIR/$d.pid"
 }
@@ -182,15 +197,15 @@ stop_workers() {
         p=$(cat "$f" 2>/dev/null)
         case $p in ''|*[!0-9]*) rm -f "$f"; continue ;; esac
         # only an engined (a recycled pid may be anything)
-        if kill -0 "$p" 2>/dev/null && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q 'engined'; then
+        if running "$p" && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q 'engined'; then
             kill -TERM "$p" 2>/dev/null && left+=("$p")
         else
             rm -f "$f"
         fi
     done
     for p in "${left[@]}"; do
-        for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
-        kill -0 "$p" 2>/dev/null && { echo "worker pid $p ignored SIGTERM for 5 s; killing it" >&2; kill -KILL "$p"; }
+        for i in $(seq 100); do running "$p" || break; sleep 0.05; done
+        running "$p" && { echo "worker pid $p ignored SIGTERM for 5 s; killing it" >&2; kill -KILL "$p"; }
         rm -f "$RUN_DIR/worker-$p.pid" "/dev/shm/llm-logits-$(id -u)-$p"
     done
 }
@@ -264,7 +279,7 @@ case $cmd in
             else echo "$d: not running"; rc=1; fi
         done
         for f in "$RUN_DIR"/worker-*.pid; do
-            [ -f "$f" ] && p=$(cat "$f") && kill -0 "$p" 2>/dev/null && echo "engine worker: running (pid $p)"
+            [ -f "$f" ] && p=$(cat "$f") && running "$p" && echo "engine worker: running (pid $p)"
         done
         "$BIN/llmc" status --run-dir "$RUN_DIR" || rc=1
         exit $rc

@@ -23,7 +23,7 @@ build_hostile 2>/dev/null || build_hostile -fsanitize=address,undefined || fail 
 "$RUN/hostile" "ipc://$RUN/sampler.sock" sampler || fail "samplerd did not answer every hostile message with an error"
 "$RUN/hostile" "ipc://$RUN/workers.sock" workers || fail "front door answered a fake worker"
 "$RUN/hostile" "ipc://$RUN/front.sock" hijack || fail "a connection could act on another connection's session"
-for d in samplerd engined tokenizerd; do kill -0 "$(cat "$RUN/$d.pid")" || fail "$d died"; done
+for d in samplerd engined tokenizerd; do e2e_running "$(cat "$RUN/$d.pid")" || fail "$d died"; done
 grep -q "bad client message" "$RUN/tokenizerd.log" || fail "front door did not log the bad messages"
 grep -q "bad message" "$RUN/samplerd.log" || fail "samplerd did not log the bad messages"
 

@@ -49,7 +49,7 @@ ap=$!
 wait_until 30 '[ "$(status_field workers)" = 2 ]' || fail "the attached worker did not register"
 [ -f "$RUN/worker-$ap.pid" ] || fail "the attached worker left no worker-$ap.pid"
 $PIPELINE stop --run-dir "$RUN" >/dev/null
-kill -0 "$ap" 2>/dev/null && { kill -9 "$ap"; fail "pipeline.sh stop left the attached worker $ap running"; }
+e2e_running "$ap" && { kill -9 "$ap"; fail "pipeline.sh stop left the attached worker $ap running"; }
 wait "$ap" 2>/dev/null
 left=$(ls "$RUN" | grep -E '^worker-.*\.pid$|^(samplerd|engined|tokenizerd)\.pid$' | tr '\n' ' ')
 [ -z "$left" ] || fail "pid files left after stop: $left"

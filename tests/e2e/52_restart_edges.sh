@@ -58,7 +58,7 @@ kill -CONT "$front"
 wait_until 20 '[ "$(status_field workers)" = 0 ]' || fail "the workers did not leave with their master"
 wait_until 20 '[ "$(status_field queued)" = 1 ]' || fail "the request is not queued while no worker is registered: $(cat "$RUN/down.json")"
 sleep 2
-kill -0 "${E2E_PIDS[0]}" 2>/dev/null || fail "the request ended while no worker was registered: $(cat "$RUN/down.json")"
+e2e_running "${E2E_PIDS[0]}" || fail "the request ended while no worker was registered: $(cat "$RUN/down.json")"
 $PIPELINE restart engined --run-dir "$RUN" >/dev/null || fail "restart engined failed"
 wait "${E2E_PIDS[0]}"
 E2E_PIDS=()

@@ -30,7 +30,7 @@ echo "new master: ${line#*INFO }"
 wait_until 20 '[ "$(status_field workers)" = 2 ] && status_field pids >/dev/null' || fail "workers did not come back"
 # the old workers were stopped with their master; only new ones serve
 for p in $(grep -o "engined\[$old\] INFO worker [0-9] started: pid [0-9]*" "$RUN/engined.log" | awk '{print $NF}'); do
-    kill -0 "$p" 2>/dev/null && fail "old worker $p still running"
+    e2e_running "$p" && fail "old worker $p still running"
 done
 wait_until 10 '[ "$(status_field workers)" = 2 ]' || fail "expected 2 workers"
 llmc -n 32 --temp 0 "$(cat "$ref/prompt.txt")" >"$RUN/greedy.txt" || fail "request after the restart failed"
