@@ -607,6 +607,34 @@ START_TEST(test_held_chat_freed_when_client_silent)
 }
 END_TEST
 
+/* A held chat's client silent for FRONT_HELD_PROBE_MS is sent a PONG of id 0 once a
+ * second (its connection closed: the send fails, frontd marks it gone, and the next tick
+ * frees it); a client that pings is not probed. */
+START_TEST(test_held_chat_probed)
+{
+    worker_up(0);
+    front_req *a = held_chat(CRID, 32);
+    drain(CLIENT);
+    int64_t t0 = a->client_ms;
+    proto_msg m;
+    front_tick(&F, t0 + FRONT_HELD_PROBE_MS - 100);
+    ck_assert_int_eq(next_msg(CLIENT, &m), -1);
+    front_tick(&F, t0 + FRONT_HELD_PROBE_MS + 1);
+    ck_assert_int_eq(next_msg(CLIENT, &m), PT_PONG);
+    ck_assert_uint_eq(m.id, 0);
+    proto_msg_free(&m);
+    front_tick(&F, t0 + FRONT_HELD_PROBE_MS + 500); /* once a second */
+    ck_assert_int_eq(next_msg(CLIENT, &m), -1);
+    front_tick(&F, t0 + FRONT_HELD_PROBE_MS + 1001);
+    ck_assert_int_eq(next_msg(CLIENT, &m), PT_PONG);
+    proto_msg_free(&m);
+    a->client_ms = t0 + FRONT_HELD_PROBE_MS + 1500; /* it pinged: no probe */
+    front_tick(&F, t0 + FRONT_HELD_PROBE_MS + 2500);
+    ck_assert_int_eq(next_msg(CLIENT, &m), -1);
+    ck_assert_ptr_nonnull(front_find_sess(&F, a->sess));
+}
+END_TEST
+
 /* A REPORT of session sess from worker 0 with n_toks tokens (prompt of 4), in the
  * current epoch. */
 static void report(uint64_t sess, const char *key, int n_toks, int idle)
@@ -1140,6 +1168,7 @@ Suite *front_suite(void)
     tcase_add_test(tc, test_held_chat_leaves_slot_to_queued);
     tcase_add_test(tc, test_held_chat_caps);
     tcase_add_test(tc, test_held_chat_freed_when_client_silent);
+    tcase_add_test(tc, test_held_chat_probed);
     tcase_add_test(tc, test_report_bounds);
     tcase_add_test(tc, test_report_never_replaces);
     tcase_add_test(tc, test_ended_session_keeps_its_key);

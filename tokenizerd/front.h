@@ -48,6 +48,9 @@
 #define FRONT_CLIENT_TIMEOUT_MS 6000  /* a streaming client that stops pinging is gone */
 #define FRONT_HELD_SILENT_MS    20000 /* a chat held between turns whose client stopped
                                        * pinging this long is freed (llmc chat pings) */
+#define FRONT_HELD_PROBE_MS     2500  /* a held chat's client silent this long is sent a
+                                       * PONG of id 0 once a second: a closed connection
+                                       * fails the send and frees the chat at once */
 #define FRONT_ADOPT_WINDOW_MS   10000 /* workers' REPORTs are adopted only this long after a
                                        * start: later ones are stopped */
 #define FRONT_MAX_TOMBS         4096  /* ended sessions whose key is remembered ... */
@@ -150,6 +153,7 @@ typedef struct front_req {
     int       n_pend, cap_pend;
     uint64_t  in_bytes, out_bytes; /* text bytes of this generation detokenized / sent */
     int64_t   client_ms;       /* last message from the client */
+    int64_t   probe_ms;        /* last probe of a held chat's silent client */
     int64_t   queued_ms;
     int       moves;           /* times re-dispatched after a worker died */
     bool      gone;            /* the client's connection closed */
