@@ -43,6 +43,7 @@
 #include "gw_keys.h"
 #include "gw_metrics.h"
 #include "gw_tok.h"
+#include "stream.h"
 #include "log.h"
 #include "net.h"
 #include "oai.h"
@@ -59,6 +60,7 @@ typedef struct {
     unsigned    max_conns;       /* open HTTP connections, all clients together */
     unsigned    max_conns_per_ip;
     int         request_timeout; /* seconds for a client to send a whole request */
+    int         front_timeout;   /* seconds a stream waits on a silent front door (lc_stream.lost_ms) */
 } serve_opts;
 
 /* The gateway: options, the bridge, metrics, and the vocabulary for log-prob texts. */
@@ -521,6 +523,8 @@ static void usage(FILE *f)
             "  --max-connections-per-ip N\n"
             "                        open HTTP connections from one client address (default 64; 0: no limit)\n"
             "  --request-timeout S   seconds a client has to send a whole request, headers and body (default 60)\n"
+            "  --front-timeout S     seconds an accepted request waits on a silent front door (asking it to resume\n"
+            "                        every 2 s) before it fails with 503 (default 30)\n"
             "  --pooling mean|last   embeddings: how the final hidden states of an input are pooled, unless a\n"
             "                        request says (\"pooling\"); L2-normalized either way (default mean)\n"
             "  --alias NAME          model id in responses and /v1/models (default: the model file's name)\n"
@@ -561,6 +565,7 @@ static int parse_valued(serve_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--max-connections")) { if (parse_num(a, v, 1, 65536, &n)) return -1; o->max_conns = (unsigned)n; }
     else if (!strcmp(a, "--max-connections-per-ip")) { if (parse_num(a, v, 0, 65536, &n)) return -1; o->max_conns_per_ip = (unsigned)n; }
     else if (!strcmp(a, "--request-timeout")) { if (parse_num(a, v, 1, 3600, &n)) return -1; o->request_timeout = (int)n; }
+    else if (!strcmp(a, "--front-timeout")) { if (parse_num(a, v, 3, 3600, &n)) return -1; o->front_timeout = (int)n; }
     else if (!strcmp(a, "--alias")) o->alias = v;
     else if (!strcmp(a, "--pooling")) {
         if (!(o->pooling = oai_emb_pooling(v))) {
@@ -590,6 +595,7 @@ static int parse(int argc, char **argv, serve_opts *o)
     o->max_conns = 512;
     o->max_conns_per_ip = 64;
     o->request_timeout = 60;
+    o->front_timeout = LC_STREAM_LOST_MS / 1000;
     o->pooling = PROTO_POOL_MEAN;
     o->model_file = getenv("LLM_MODEL");
     for (int i = 1; i < argc; i++) {
@@ -704,7 +710,7 @@ int cmd_serve(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     G.conns = gwc_new((int64_t)G.o.request_timeout * 1000);
-    G.bridge = G.conns ? gwb_new(ep, &gwj_ops, err, sizeof err) : NULL;
+    G.bridge = G.conns ? gwb_new(ep, &gwj_ops, (int64_t)G.o.front_timeout * 1000, err, sizeof err) : NULL;
     struct MHD_Daemon *d = G.bridge ? listen_http(&G.o, err, sizeof err) : NULL;
     if (!d) {
         fprintf(stderr, "error: %s\n", G.conns ? err : "out of memory");

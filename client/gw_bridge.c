@@ -50,6 +50,7 @@ struct gwb {
     entry      *open;   /* (n_open) bridge thread only */
     int         n_open, cap_open;
     int64_t     last_tick_ms;
+    int64_t     lost_ms; /* every stream's lc_stream.lost_ms */
 };
 
 #define STATUS_ID 1 /* request ids of jobs start above it */
@@ -194,6 +195,7 @@ static void do_submit(gwb *b, cmd *c)
     entry *e = &b->open[b->n_open];
     *e = (entry){.id = c->id, .job = c->job, .chat = c->chat};
     lc_stream_start(&e->st, &c->gen, c->id, net_now_ms(), new_id, b);
+    e->st.lost_ms = b->lost_ms;
     if (send_queued(b, e) != 0) {
         char msg[400];
         snprintf(msg, sizeof msg, "the front door at %s is not running (or not reachable)", b->endpoint);
@@ -349,11 +351,12 @@ static void *run(void *arg)
     return NULL;
 }
 
-gwb *gwb_new(const char *endpoint, const gwb_ops *ops, char *err, size_t errcap)
+gwb *gwb_new(const char *endpoint, const gwb_ops *ops, int64_t lost_ms, char *err, size_t errcap)
 {
     gwb *b = calloc(1, sizeof *b);
     if (!b) { errf(err, errcap, "out of memory"); return NULL; }
     b->ops = *ops;
+    b->lost_ms = lost_ms;
     b->efd = -1;
     b->cmds_tail = &b->cmds;
     b->next_id = STATUS_ID;

@@ -13,7 +13,7 @@
  * threads talk to it through a locked queue and an eventfd.
  *
  *   static const gwb_ops ops = {on_msg, on_fail, gone, release};
- *   gwb *b = gwb_new("ipc:///run/llm/front.sock", &ops, err, sizeof err);
+ *   gwb *b = gwb_new("ipc:///run/llm/front.sock", &ops, LC_STREAM_LOST_MS, err, sizeof err);
  *   uint64_t id = gwb_new_id(b);
  *   lc_gen g = {...};                     // its strings belong to job
  *   gwb_submit(b, job, id, chat, &g);     // replies reach ops.on_msg(job, m) on the bridge thread
@@ -64,8 +64,9 @@ typedef struct {
 } gwb_status;
 
 /* Connects a DEALER to endpoint (nothing needs to listen yet) and starts the thread;
- * NULL with err on failure. */
-gwb *gwb_new(const char *endpoint, const gwb_ops *ops, char *err, size_t errcap);
+ * NULL with err on failure. A stream whose front door is silent for lost_ms after its
+ * ACCEPTED, resumes included, fails with 503 (lc_stream.lost_ms). */
+gwb *gwb_new(const char *endpoint, const gwb_ops *ops, int64_t lost_ms, char *err, size_t errcap);
 /* A fresh request id. */
 uint64_t gwb_new_id(gwb *b);
 /* Hands job and its request g (copied; its strings must live until release(job)) to the

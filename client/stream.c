@@ -18,6 +18,7 @@ void lc_stream_start(lc_stream *s, const lc_gen *g, uint64_t id, int64_t now_ms,
     s->new_id = new_id;
     s->ids_cls = cls;
     s->start_ms = s->last_rx_ms = s->last_ping_ms = now_ms;
+    s->lost_ms = LC_STREAM_LOST_MS;
     queue(s, PT_GENERATE, 0);
 }
 
@@ -107,7 +108,7 @@ lc_event lc_stream_tick(lc_stream *s, int64_t now_ms)
 {
     if (s->over) return LC_EV_NONE;
     int64_t silence = now_ms - s->last_rx_ms;
-    if (silence > (s->accepted ? LC_STREAM_LOST_MS : LC_STREAM_ACCEPT_MS)) {
+    if (silence > (s->accepted ? s->lost_ms : LC_STREAM_ACCEPT_MS)) {
         s->over = 1;
         return LC_EV_TIMEOUT;
     }

@@ -42,7 +42,8 @@
 #define LC_STREAM_PING_MS   1000  /* keep-alive while a request is open */
 #define LC_STREAM_RESUME_MS 2000  /* silence after ACCEPTED that asks for a resume (and between two) */
 #define LC_STREAM_ACCEPT_MS 10000 /* silence before ACCEPTED: the front door is gone */
-#define LC_STREAM_LOST_MS   30000 /* silence after ACCEPTED, resumes included: the front door is gone */
+#define LC_STREAM_LOST_MS   30000 /* silence after ACCEPTED, resumes included: the front door is gone
+                                   * (the default of lc_stream.lost_ms) */
 #define LC_STREAM_RESENDS   5     /* GENERATEs sent again before ACCEPTED, at most */
 #define LC_STREAM_OUT_MAX   4     /* messages the outbox holds (a reply queues one, a tick two) */
 
@@ -83,6 +84,7 @@ typedef struct {
     int           resends;   /* GENERATEs sent again before ACCEPTED */
     errcode       code;      /* LC_EV_ERROR's code (ERR_NONE: none, or one this build does not know) */
     int64_t       start_ms, last_rx_ms, last_ping_ms, last_resume_ms;
+    int64_t       lost_ms;   /* LC_STREAM_LOST_MS, unless the caller sets it after the start */
     lc_stream_out out[LC_STREAM_OUT_MAX]; /* (n_out) to send, oldest first */
     int           n_out;
 } lc_stream;

@@ -234,6 +234,30 @@ START_TEST(test_silence_ping_resume_give_up)
 }
 END_TEST
 
+/* A caller's lost_ms (llmc serve --front-timeout) replaces LC_STREAM_LOST_MS; the
+ * resumes still come every LC_STREAM_RESUME_MS meanwhile. */
+START_TEST(test_lost_ms_set_by_caller)
+{
+    lc_stream s;
+    accepted_with_text(&s, T0);
+    s.lost_ms = 6000;
+    int resumes = 0;
+    for (int64_t t = T0 + LC_STREAM_PING_MS; t <= T0 + 6000; t += LC_STREAM_PING_MS) {
+        ck_assert_int_eq(lc_stream_tick(&s, t), LC_EV_NONE);
+        proto_msg m;
+        while (s.n_out) {
+            pop(&s, &m, s.out[0].type);
+            resumes += m.type == PT_GENERATE;
+            proto_msg_free(&m);
+        }
+    }
+    ck_assert_int_ge(resumes, 2);
+    ck_assert(!lc_stream_over(&s));
+    ck_assert_int_eq(lc_stream_tick(&s, T0 + 6001), LC_EV_TIMEOUT);
+    ck_assert(lc_stream_over(&s));
+}
+END_TEST
+
 /* A word from the front door (a PONG) puts the resume and the give-up off. */
 START_TEST(test_pong_keeps_alive)
 {
@@ -376,6 +400,7 @@ Suite *stream_suite(void)
     tcase_add_test(tc, test_accepted_pieces_done);
     tcase_add_test(tc, test_unknown_request_resumes);
     tcase_add_test(tc, test_silence_ping_resume_give_up);
+    tcase_add_test(tc, test_lost_ms_set_by_caller);
     tcase_add_test(tc, test_pong_keeps_alive);
     tcase_add_test(tc, test_before_accepted);
     tcase_add_test(tc, test_error_codes);
