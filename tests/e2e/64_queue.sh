@@ -8,7 +8,7 @@
 e2e_deadline 240
 export LLM_FAULT_STEP_DELAY_MS=3 # each step 3 ms longer: the queue outlasts the status polls on a fast machine
 start_pipeline 1 --max-sessions 2
-N=600 # with the step delay, long enough that the queue is still there when status is asked
+N=300 # with the step delay (at least 0.9 s a round of 2), long enough that the queue is still there when status is asked
 prompts=("Once upon a time" "The little dog" "Lily and Tom went to the park" "One day, a big bear" "Sam had a red ball" "The sun was hot")
 for i in 0 1 2 3 4 5; do llmc -n $N --temp 0 "${prompts[$i]}" >"$RUN/solo$i.txt" || fail "solo run $i failed"; done
 for i in 0 1 2 3 4 5; do llmc -n $N --temp 0 "${prompts[$i]}" >"$RUN/par$i.txt" 2>"$RUN/err$i.txt" & E2E_PIDS+=($!); done

@@ -7,10 +7,10 @@
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 300
 MODEL=$(synth_model stories110m Q8_0)
-# Every step is slowed by 150 ms (a test hook) so that a fast machine still has a
-# prefill of many steps to catch: without it a 900-token prefill can end before
-# llmc status has shown who holds the session.
-LLM_FAULT_STEP_DELAY_MS=150 start_pipeline 2 --threads 1 --batch-tokens 64 --idle-batch-tokens 64
+# Every step is slowed by 100 ms (a test hook) so that a fast machine still has a
+# prefill of many steps to catch (15 chunks: 1.5 s): without it a 900-token prefill can
+# end before llmc status has shown who holds the session.
+LLM_FAULT_STEP_DELAY_MS=100 start_pipeline 2 --threads 1 --batch-tokens 64 --idle-batch-tokens 64
 words 700 >"$RUN/long.txt"
 holder() { "$LLM_BIN/llmc" status --run-dir "$RUN" | sed -n 's/^  worker pid \([0-9]*\) .* sessions \([1-9][0-9]*\) .*/\1/p' | head -n 1; }
 
@@ -38,7 +38,7 @@ run_case() { # label n_predict when(prefill|decode)
     wait_until 30 '[ "$(status_field workers)" = 2 ]' || fail "$1: no replacement worker"
 }
 run_case "mid-prefill" 8 prefill
-run_case "mid-decode" 48 decode
+run_case "mid-decode" 32 decode
 [ "$(grep -c "re-dispatching at step" "$RUN/tokenizerd.log")" -ge 2 ] || fail "sessions were not re-dispatched twice"
 grep "re-dispatching at step" "$RUN/tokenizerd.log" | sed 's/.*INFO /front door: /'
 echo "PASS $E2E_NAME"

@@ -10,10 +10,11 @@
 # Raw-socket probes: tests/e2e/http_raw.py.
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 150
-E2E_CTX=16384 # room for a stream that outlasts --request-timeout
 command -v curl >/dev/null || fail "curl is needed"
 RAW="python3 $E2E_ROOT/tests/e2e/http_raw.py"
-start_pipeline 1
+# Each step is slowed by 3 ms (a test hook): the stream that outlasts --request-timeout
+# takes seconds on any machine without burning them
+LLM_FAULT_STEP_DELAY_MS=3 start_pipeline 1
 
 # start_gateway LOG [llmc serve options...]: sets PORT once the gateway answers
 start_gateway() {
@@ -59,7 +60,7 @@ r=$(curl -s -o /dev/null -o /dev/null -w '%{http_code}:%{num_connects} ' "http:/
 [ "$r" = "200:1 200:0 " ] || fail "two requests on one keep-alive connection: $r (status:new connections)"
 t0=$(now_ms)
 curl -sN -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" \
-    --data-binary '{"prompt": "Once upon a time", "max_tokens": 12000, "ignore_eos": true, "stream": true}' >"$RUN/long.sse" \
+    --data-binary '{"prompt": "Once upon a time", "max_tokens": 1500, "ignore_eos": true, "stream": true}' >"$RUN/long.sse" \
     || fail "the long stream failed"
 ms=$(( $(now_ms) - t0 ))
 tail -c 20 "$RUN/long.sse" | grep -q 'data: \[DONE\]' || fail "the long stream was cut after $ms ms: $(tail -c 300 "$RUN/long.sse")"

@@ -44,11 +44,13 @@ for f in sys.argv[1:]:
 PY
 }
 
-# (a) 8 seeds at temperature 1.0: random-ish text, always valid JSON of the schema
+# (a) 8 seeds at temperature 1.0 (at once): random-ish text, always valid JSON of the schema
 for s in $(seq 1 8); do
-    llmc -n 400 --temp 1.0 --seed "$s" --json-schema "$SCHEMA" "Once upon a time" >"$RUN/a$s.json" 2>"$RUN/a$s.err" \
-        || fail "llmc --json-schema seed $s failed: $(cat "$RUN/a$s.err")"
+    llmc -n 400 --temp 1.0 --seed "$s" --json-schema "$SCHEMA" "Once upon a time" >"$RUN/a$s.json" 2>"$RUN/a$s.err" &
+    E2E_PIDS+=($!)
 done
+for s in $(seq 1 8); do wait "${E2E_PIDS[$((s - 1))]}" || fail "llmc --json-schema seed $s failed: $(cat "$RUN/a$s.err")"; done
+E2E_PIDS=()
 validate "$RUN"/a*.json
 echo "(a) 8 of 8 samples at temperature 1.0 parse and validate, e.g. $(tr -d '\n' <"$RUN/a1.json" | tr -s ' ' | cut -c1-100)"
 llmc -n 400 --temp 1.0 --seed 7 --json-schema "@/dev/stdin" "Once upon a time" <<<"$SCHEMA" >"$RUN/a_file.json" \
