@@ -283,6 +283,9 @@ tsan: deps
 # target and leaves its input in build-fuzz/ (replay: build-fuzz/fuzz/fuzz_X FILE).
 FUZZ_SECONDS ?= 120
 FUZZ_BUILD   := build-fuzz
+# what the harnesses link: no harness touches the engine, whose kernels are most of an
+# instrumented build's time
+FUZZ_LIBS    := libcommon.a libtok.a libgrammar.a libsampler.a libfront.a libclient.a
 FUZZ_OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 FUZZERS      := $(patsubst tests/fuzz/%.c,%,$(filter-out tests/fuzz/fuzz_seeds.c,$(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_MAXLEN_fuzz_vocab := 65536
@@ -291,7 +294,7 @@ fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-run
 fuzz-build:
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" \
-	  $(addprefix $(FUZZ_BUILD)/,libcommon.a libtok.a libgrammar.a libsampler.a libengine.a libfront.a libclient.a)
+	  $(addprefix $(FUZZ_BUILD)/,$(FUZZ_LIBS))
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="$(FUZZ_OPT)" fuzz-bins
 fuzz-run:
 	@rm -rf $(FUZZ_BUILD)/seeds
@@ -300,12 +303,12 @@ fuzz-run:
 	@grep -h "^fuzz_" $(FUZZ_BUILD)/*.summary
 
 fuzz-bins: $(addprefix $(BUILD)/fuzz/,$(FUZZERS) fuzz_seeds)
-$(BUILD)/fuzz/fuzz_seeds: tests/fuzz/fuzz_seeds.c $(LIBS)
+$(BUILD)/fuzz/fuzz_seeds: tests/fuzz/fuzz_seeds.c $(addprefix $(BUILD)/,$(FUZZ_LIBS))
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(INC_ALL) $(PC_CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIBS) $(BUILD)/libclient.a
+	$(CC) $(CFLAGS) $(INC_ALL) $(PC_CFLAGS) -o $@ $< -Wl,--start-group $(addprefix $(BUILD)/,$(FUZZ_LIBS)) -Wl,--end-group $(LDLIBS)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(addprefix $(BUILD)/,$(FUZZ_LIBS))
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(INC_ALL) $(PC_CFLAGS) -fsanitize=fuzzer -o $@ $< -Wl,--start-group $(LIBS) $(BUILD)/libclient.a \
+	$(CC) $(CFLAGS) $(INC_ALL) $(PC_CFLAGS) -fsanitize=fuzzer -o $@ $< -Wl,--start-group $(addprefix $(BUILD)/,$(FUZZ_LIBS)) \
 	  -Wl,--end-group $(LDLIBS) $(GW_LDLIBS)
 
 fuzz-run-%:
