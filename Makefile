@@ -85,6 +85,9 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 # The build steps run as many compiles at once as there are cores (JOBS=1 for one).
 JOBS ?= $(shell nproc)
+# -j for a sub-make: JOBS of its own, or none under a calling make's jobserver (whose
+# slots it then shares; a -j there would reset it, "-jN forced in submake")
+SUB_J = $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS))
 
 all: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) build
@@ -202,7 +205,7 @@ test-checks:
 UNIT_LONG   := grammar tok forward kernels qn quant kvq8
 UNIT_SUITES := $(UNIT_LONG) $(filter-out $(UNIT_LONG),$(patsubst tests/check_%.c,%,$(TEST_SRC)))
 unit: check-layers
-	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS)) \
+	@$(MAKE) --no-print-directory $(SUB_J) \
 	  $(addprefix unit-suite-,$(UNIT_SUITES))
 	@echo "unit: $(words $(UNIT_SUITES)) suites passed"
 unit-suite-%:
@@ -434,8 +437,8 @@ $(ARM_BUILD)/check_arm: $(call arm_obj,$(ARM_TEST_SRC)) $(ARM_BUILD)/libarm.a
 	$(ARM_CC) $(ARM_CFLAGS) -o $@ $^ -lm -lrt
 
 test-arm: deps
-	@$(MAKE) --no-print-directory -j2 $(ARM_BUILD)/check_arm
-	@$(MAKE) --no-print-directory -j2 $(addprefix test-arm-cpu-,$(ARM_CPUS))
+	@$(MAKE) --no-print-directory $(SUB_J) $(ARM_BUILD)/check_arm
+	@$(MAKE) --no-print-directory $(SUB_J) $(addprefix test-arm-cpu-,$(ARM_CPUS))
 test-arm-forward: deps
 	@$(MAKE) --no-print-directory test-arm ARM_SUITES=forward ARM_CPUS=max_neoni8mm
 # One emulated CPU (test-arm-cpu-CPU_TABLE): the suites in turn, the log in $(ARM_BUILD).
