@@ -632,6 +632,15 @@ START_TEST(test_held_chat_probed)
     front_tick(&F, t0 + FRONT_HELD_PROBE_MS + 2500);
     ck_assert_int_eq(next_msg(CLIENT, &m), -1);
     ck_assert_ptr_nonnull(front_find_sess(&F, a->sess));
+    /* a chat adopted after a restart has no connection until its client resumes (its
+     * pings come by session): no probe to an empty routing id (collect asserts 2 bytes),
+     * and no "closed" empty id frees it */
+    a->rid_len = 0;
+    front_tick(&F, t0 + FRONT_HELD_PROBE_MS + 5000);
+    ck_assert_int_eq(next_msg(CLIENT, &m), -1);
+    front_client_gone(&F, a->rid, 0);
+    front_tick(&F, t0 + FRONT_HELD_PROBE_MS + 5100);
+    ck_assert_ptr_nonnull(front_find_sess(&F, a->sess));
 }
 END_TEST
 

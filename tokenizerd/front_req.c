@@ -451,6 +451,7 @@ void front_worker_error(front *f, int wi, const proto_msg *m)
 
 void front_client_gone(front *f, const uint8_t *rid, size_t rl)
 {
+    if (!rl) return; /* no connection (an adopted request's): nothing closed */
     for (front_req *r = f->reqs; r; r = r->next)
         if (r->rid_len == rl && memcmp(r->rid, rid, rl) == 0) r->gone = true; /* held chats too */
 }
