@@ -253,6 +253,26 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
                     QN(i16block)(kind, bits, off, nt, sb, hdr, b, h, f0, f1, sc, xq, xs, o, k, acc[h], is, ms);
                     continue;
                 }
+                if (QN_H == 2 && kind == KERN_QN_K) {
+                    /* 16 registers: a group at a time, every token's dot of it, so the
+                     * 8 unpacked groups need not stay live beside the tokens' sums
+                     * (they spilled); integer sums, any order: the same bits */
+                    VI p[QN_TMAX];
+#pragma GCC unroll 8
+                    for (int t = 0; t < QN_TMAX; t++) p[t] = VI_ZERO();
+#pragma GCC unroll 8
+                    for (int g = 0; g < 8; g++) {
+                        const VI w1 = QN_GROUP(sb, hdr, bits, b, g, h);
+#pragma GCC unroll 8
+                        for (int t = 0; t < QN_TMAX; t++)
+                            if (t < nt)
+                                p[t] = QN_DOT(p[t], w1, V(set1_epi32)(ld32((const int8_t *)(xq + (size_t)t * xs) + k * KERN_QK + 4 * g)));
+                    }
+#pragma GCC unroll 8
+                    for (int t = 0; t < QN_TMAX; t++)
+                        if (t < nt) is[t] = V(add_epi32)(is[t], V(mullo_epi32)(p[t], sc[0]));
+                    continue;
+                }
 #pragma GCC unroll 8
                 for (int g = 0; g < 8; g++) wv[g] = QN_GROUP(sb, hdr, bits, b, g, h);
                 const int scaled = kind == KERN_QN_K2 && nt >= QN_K2_SCALED;
