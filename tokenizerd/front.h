@@ -49,8 +49,10 @@
 #define FRONT_HELD_SILENT_MS    20000 /* a chat held between turns whose client stopped
                                        * pinging this long is freed (llmc chat pings) */
 #define FRONT_HELD_PROBE_MS     2500  /* a held chat's client silent this long is sent a
-                                       * PONG of id 0 once a second: a closed connection
-                                       * fails the send and frees the chat at once */
+                                       * PONG of id 0 every FRONT_HELD_PROBE_EVERY_MS: a
+                                       * closed connection fails the send and frees the
+                                       * chat at once */
+#define FRONT_HELD_PROBE_EVERY_MS 1000
 #define FRONT_ADOPT_WINDOW_MS   10000 /* workers' REPORTs are adopted only this long after a
                                        * start: later ones are stopped */
 #define FRONT_MAX_TOMBS         4096  /* ended sessions whose key is remembered ... */

@@ -208,7 +208,7 @@ void front_tick(front *f, int64_t now)
                 log_info("chat session %016llx freed between turns: its client %s", (unsigned long long)r->sess,
                          r->gone ? "disconnected" : "stopped pinging");
                 front_req_free(f, r);
-            } else if (r->rid_len && now - r->client_ms > FRONT_HELD_PROBE_MS && now - r->probe_ms >= 1000) {
+            } else if (r->rid_len && now - r->client_ms > FRONT_HELD_PROBE_MS && now - r->probe_ms >= FRONT_HELD_PROBE_EVERY_MS) {
                 /* the client ignores a PONG that answers none of its requests; a chat
                  * adopted after a restart has no connection (rid_len 0) until it resumes */
                 r->probe_ms = now;
