@@ -23,19 +23,23 @@
 #include <string.h>
 
 #include "cmds.h"
+#include "cpu.h"
 #include "gguf.h"
 #include "qmix.h"
 #include "synth_util.h"
 #include "errcode.h"
 
 #define USAGE                                                                             \
-    "usage: llmc quantize IN.gguf OUT.gguf TYPE\n"                                         \
+    "usage: llmc quantize IN.gguf OUT.gguf TYPE [--threads N]\n"                           \
     "  TYPE: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K F16 BF16 F32 (every matrix)\n" \
-    "        Q4_K_M Q5_K_M (llama.cpp's mixes: Q6_K output, attn_v and ffn_down on some layers)\n"
+    "        Q4_K_M Q5_K_M (llama.cpp's mixes: Q6_K output, attn_v and ffn_down on some layers)\n" \
+    "  --threads N: rows of a tensor converted on N threads (1-64; default: the CPUs this\n"   \
+    "               process may run on); the output is the same for every N\n"
 
 typedef struct {
     const gguf_ctx *in;
     const uint32_t *out_type;   /* [n_tensors] */
+    int             threads;
     synth_progress  prog;
     char            err[512];
 } quant_job;
@@ -64,7 +68,8 @@ static int fill_tensor(void *user, int64_t i, const char *name, void *dst, uint6
     const gguf_tensor *t = gguf_tensor_at(j->in, i);
     char err[256];
     int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
-    if (synth_convert(t->type, t->data, j->out_type[i], dst, t->ne[0], rows, err, sizeof err) != 0) {
+    if (synth_convert(t->type, t->data, j->out_type[i], dst, t->ne[0], rows, j->threads, err,
+                      sizeof err) != 0) {
         snprintf(j->err, sizeof j->err, "tensor %s: %s", name, err);
         return -1;
     }
@@ -123,7 +128,8 @@ static int64_t plan(const quant_target *q, const gguf_ctx *in, gguf_writer *w, u
     return (int64_t)total;
 }
 
-static int run(const char *in_path, const char *out_path, quant_target *q, const char *type_name)
+static int run(const char *in_path, const char *out_path, quant_target *q, const char *type_name,
+               int threads)
 {
     char err[1024];
     double t0 = synth_now();
@@ -154,9 +160,9 @@ static int run(const char *in_path, const char *out_path, quant_target *q, const
     }
     char types[256];
     plan_summary(out_type, n, types, sizeof types);
-    quant_job job = {.in = in, .out_type = out_type};
-    fprintf(stderr, "quantize: %s: %lld tensors -> %s as %s (%s; %d fallback)\n", in_path,
-            (long long)n, out_path, type_name, types, n_fallback);
+    quant_job job = {.in = in, .out_type = out_type, .threads = threads};
+    fprintf(stderr, "quantize: %s: %lld tensors -> %s as %s (%s; %d fallback; %d threads)\n", in_path,
+            (long long)n, out_path, type_name, types, n_fallback, threads);
     synth_progress_start(&job.prog, "quantize", (uint64_t)total);
     int wr = gguf_writer_write(w, out_path, fill_tensor, &job, err, sizeof err);
     synth_progress_end(&job.prog);
@@ -178,11 +184,23 @@ out:
 int cmd_quantize(int argc, char **argv)
 {
     const char *pos[3];
-    int np = 0;
+    int np = 0, threads = cpu_count_usable();
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(USAGE, stdout);
             return 0;
+        }
+        if (strcmp(argv[i], "--threads") == 0) {
+            char *end;
+            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || *end || end == argv[i + 1] || v < 1 || v > SYNTH_MAX_THREADS) {
+                fprintf(stderr, "llmc quantize: --threads must be 1..%d, not %s\n", SYNTH_MAX_THREADS,
+                        i + 1 < argc ? argv[i + 1] : "(missing)");
+                return 2;
+            }
+            threads = (int)v;
+            i++;
+            continue;
         }
         if (argv[i][0] == '-' && argv[i][1] != 0) {
             fprintf(stderr, "llmc quantize: unknown option %s\n" USAGE, argv[i]);
@@ -198,12 +216,13 @@ int cmd_quantize(int argc, char **argv)
         fputs(USAGE, stderr);
         return 2;
     }
+    if (threads > SYNTH_MAX_THREADS) threads = SYNTH_MAX_THREADS;
     quant_target q = {0};
     int mix = qmix_from_name(pos[2]);
     if (mix >= 0) {
         q.is_mix = true;
         q.mix.kind = (qmix_kind)mix;
-        return run(pos[0], pos[1], &q, qmix_name(q.mix.kind));
+        return run(pos[0], pos[1], &q, qmix_name(q.mix.kind), threads);
     }
     int type = qt_from_name(pos[2]);
     const qt_traits *tr = type >= 0 ? qt_get((uint32_t)type) : NULL;
@@ -212,5 +231,5 @@ int cmd_quantize(int argc, char **argv)
         return 2;
     }
     q.type = (uint32_t)type;
-    return run(pos[0], pos[1], &q, tr->name);
+    return run(pos[0], pos[1], &q, tr->name, threads);
 }

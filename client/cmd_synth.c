@@ -339,8 +339,8 @@ static int fill_tensor(void *user, int64_t i, const char *name, void *dst, uint6
     int64_t chunk_rows = (65536 + t->ne[0] - 1) / t->ne[0];
     int64_t n_chunks = (t_rows(t) + chunk_rows - 1) / chunk_rows;
     int nt = j->threads < n_chunks ? j->threads : (int)n_chunks;
-    fill_part parts[16];
-    pthread_t tid[16];
+    fill_part parts[SYNTH_MAX_THREADS];
+    pthread_t tid[SYNTH_MAX_THREADS];
     int started = 0, failed = 0;
     for (int k = 0; k < nt; k++) {
         parts[k] = (fill_part){j, t, dst, chunk_rows, n_chunks, k, nt, 0};
@@ -554,8 +554,8 @@ int cmd_synth(int argc, char **argv)
         fprintf(stderr, "llmc synth: --seed must be a non-negative integer, not %s\n", a.seed);
         return 2;
     }
-    if (a.threads && (!parse_u64(a.threads, &threads) || threads < 1 || threads > 16)) {
-        fprintf(stderr, "llmc synth: --threads must be 1..16, not %s\n", a.threads);
+    if (a.threads && (!parse_u64(a.threads, &threads) || threads < 1 || threads > SYNTH_MAX_THREADS)) {
+        fprintf(stderr, "llmc synth: --threads must be 1..%d, not %s\n", SYNTH_MAX_THREADS, a.threads);
         return 2;
     }
     return synth_write(s, (synth_arch)sa, (uint32_t)type, seed, (int)threads, a.vocab, a.out);

@@ -5,6 +5,7 @@
 #include "synth_util.h"
 #include "errcode.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,8 +51,37 @@ static int64_t chunk_rows(int64_t ne0)
     return r < 1 ? 1 : r;
 }
 
+/* One thread's share of synth_convert: rows [r0, r1). */
+typedef struct {
+    uint32_t    src, dst;
+    const void *in;
+    void       *out;
+    int64_t     ne0, r0, r1;
+    int         failed;    /* out of memory */
+} convert_part;
+
+static void *convert_rows(void *arg)
+{
+    convert_part *p = arg;
+    const qt_traits *s = qt_get(p->src), *d = qt_get(p->dst);
+    size_t in_row = qt_row_size(p->src, p->ne0), out_row = qt_row_size(p->dst, p->ne0);
+    int64_t step = chunk_rows(p->ne0);
+    float *tmp = malloc((size_t)(step * p->ne0) * sizeof *tmp);
+    if (!tmp) {
+        p->failed = 1;
+        return NULL;
+    }
+    for (int64_t r = p->r0; r < p->r1; r += step) {
+        int64_t n = p->r1 - r < step ? p->r1 - r : step;
+        s->dequant((const uint8_t *)p->in + (size_t)r * in_row, tmp, n * p->ne0);
+        d->quant(tmp, (uint8_t *)p->out + (size_t)r * out_row, n * p->ne0);
+    }
+    free(tmp);
+    return NULL;
+}
+
 int synth_convert(uint32_t src, const void *in, uint32_t dst, void *out, int64_t ne0,
-                  int64_t rows, char *err, size_t errlen)
+                  int64_t rows, int threads, char *err, size_t errlen)
 {
     size_t in_row = qt_row_size(src, ne0), out_row = qt_row_size(dst, ne0);
     const qt_traits *s = qt_get(src), *d = qt_get(dst);
@@ -69,18 +99,27 @@ int synth_convert(uint32_t src, const void *in, uint32_t dst, void *out, int64_t
     if (!d->quant) {
         return errf(err, errlen, "cannot quantize to type %s", d->name);
     }
-    int64_t step = chunk_rows(ne0);
-    float *tmp = malloc((size_t)(step * ne0) * sizeof *tmp);
-    if (!tmp) {
-        return errf(err, errlen, "out of memory");
+    /* whole chunks per thread: a row is quantized alone, so the split changes no byte */
+    int64_t step = chunk_rows(ne0), n_chunks = (rows + step - 1) / step;
+    int nt = threads < 1 ? 1 : threads > SYNTH_MAX_THREADS ? SYNTH_MAX_THREADS : threads;
+    if (nt > n_chunks) nt = n_chunks < 1 ? 1 : (int)n_chunks;
+    convert_part parts[SYNTH_MAX_THREADS];
+    pthread_t tid[SYNTH_MAX_THREADS];
+    int started = 0, failed = 0;
+    for (int k = 0; k < nt; k++) {
+        int64_t c0 = n_chunks * k / nt, c1 = n_chunks * (k + 1) / nt;
+        parts[k] = (convert_part){src, dst, in, out, ne0, c0 * step, c1 * step < rows ? c1 * step : rows, 0};
+        if (k == 0) continue;
+        if (pthread_create(&tid[k], NULL, convert_rows, &parts[k]) != 0) {
+            for (int m = k; m < nt; m++) convert_rows(&parts[m]); /* the rest on this thread */
+            break;
+        }
+        started = k;
     }
-    for (int64_t r = 0; r < rows; r += step) {
-        int64_t n = rows - r < step ? rows - r : step;
-        s->dequant((const uint8_t *)in + (size_t)r * in_row, tmp, n * ne0);
-        d->quant(tmp, (uint8_t *)out + (size_t)r * out_row, n * ne0);
-    }
-    free(tmp);
-    return 0;
+    convert_rows(&parts[0]);
+    for (int k = 1; k <= started; k++) pthread_join(tid[k], NULL);
+    for (int k = 0; k < nt; k++) failed |= parts[k].failed;
+    return failed ? errf(err, errlen, "out of memory") : 0;
 }
 
 double synth_now(void)

@@ -29,11 +29,15 @@ uint32_t synth_pick_type(uint32_t want, int64_t ne0, char *why, size_t whylen);
 /* llama.cpp's general.file_type (llama_ftype) for a model whose matrices are `type`. */
 uint32_t synth_ftype(uint32_t type);
 
+/* Most threads synth and quantize use. */
+#define SYNTH_MAX_THREADS 64
+
 /* Converts `rows` rows of ne0 values of type src (packed) into type dst (packed),
- * through f32 in chunks of bounded size. 0, or -1 with a message naming the type
- * that cannot be dequantized or produced. */
+ * through f32 in chunks of bounded size, on up to `threads` threads (each a run of
+ * whole chunks; the bytes do not depend on the count). 0, or -1 with a message naming
+ * the type that cannot be dequantized or produced. */
 int synth_convert(uint32_t src, const void *in, uint32_t dst, void *out, int64_t ne0,
-                  int64_t rows, char *err, size_t errlen);
+                  int64_t rows, int threads, char *err, size_t errlen);
 
 typedef struct {
     const char *label;    /* "quantize", "synth" */

@@ -5,9 +5,11 @@
 #include "cpu.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -79,6 +81,14 @@ const char *cpu_describe(unsigned f, char *buf, int len)
     for (unsigned i = 0; i < sizeof names / sizeof names[0] && n < len; i++)
         if (f & (1u << i)) n += snprintf(buf + n, (size_t)(len - n), "%s%s", n ? " " : "", names[i]);
     return buf;
+}
+
+int cpu_count_usable(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 4096 ? 4096 : (int)n;
 }
 
 const cpu_impl *cpu_impl_get(const cpu_impl *list, int n, const char *name)

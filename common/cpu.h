@@ -45,6 +45,10 @@ enum {
 /* The CPU_* bits of this machine (detected on the first call). */
 unsigned cpu_features(void);
 
+/* How many CPUs this process may run on (its affinity mask, as taskset sets it; the
+ * online count where that cannot be read), at least 1. */
+int cpu_count_usable(void);
+
 /* "avx2 fma f16c avx512 ..." for logs: the names of the bits set in f, into buf. */
 const char *cpu_describe(unsigned f, char *buf, int len);
 

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu.h"
 #include "engine.h"
 #include "gguf.h"
 #include "kernels.h"
@@ -162,8 +163,8 @@ static int fill_segment(const gguf_ctx *g, seg_map *sm, seg_tensor *dir, int64_t
     seg_header *h = sm->base;
     int64_t max_cols = 1;
     for (int64_t i = 0; i < nt; i++) if (dir[i].ne[0] > max_cols) max_cols = dir[i].ne[0];
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int nth = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+    int cpus = cpu_count_usable();
+    int nth = cpus > 8 ? 8 : cpus;
     pool_t *pool = pool_new(nth);
     size_t sb = cvt_scratch_bytes(max_cols);
     char *row = malloc((size_t)nth * sb);

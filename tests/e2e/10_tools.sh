@@ -110,6 +110,14 @@ for mix in Q4_K_M:15 Q5_K_M:17; do
     grep -q "ffn_down.weight: row length 172 .* using F16" "$T/m.log" || bad "quantize stories260K $m: no F16 fallback said"
 done
 say "quantize Q4_K_M / Q5_K_M: per-tensor types equal llama-quantize's"
+# --threads splits a tensor's rows (token_embd's 32000 rows are many chunks): the same bytes
+"$L" quantize "$SH/models/tiny-llama2-Q8_0.gguf" "$T/t1.gguf" Q4_K_M --threads 1 2>"$T/t.log" || bad "quantize --threads 1 failed"
+"$L" quantize "$SH/models/tiny-llama2-Q8_0.gguf" "$T/t5.gguf" Q4_K_M --threads 5 2>>"$T/t.log" || bad "quantize --threads 5 failed"
+grep -q "; 5 threads)" "$T/t.log" || bad "quantize --threads 5: the count is not said"
+cmp -s "$T/t1.gguf" "$T/t5.gguf" && cmp -s "$T/t1.gguf" "$T/Q4_K_M.gguf" || bad "quantize: the bytes depend on --threads"
+"$L" quantize "$src" "$T/x.gguf" Q4_0 --threads 0 2>"$T/e.log"; [ $? -eq 2 ] || bad "quantize --threads 0: exit is not 2"
+grep -q "threads must be 1..64" "$T/e.log" || bad "quantize --threads 0: no clear error"
+say "quantize --threads: the same bytes on 1 and 5 threads"
 "$L" quantize "$src" "$T/x.gguf" Q4_K_S 2>/dev/null; [ $? -eq 2 ] || bad "quantize to Q4_K_S: exit is not 2"
 "$L" quantize "$T/trunc.gguf" "$T/x.gguf" Q4_0 2>"$T/e.log"; [ $? -eq 1 ] || bad "quantize of a bad file: exit is not 1"
 [ "$(grep -c '^error: ' "$T/e.log")" -eq 1 ] || bad "quantize of a bad file: not one error line"
