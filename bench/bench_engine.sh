@@ -131,7 +131,9 @@ if [[ " $TYPES " == *" Q8_0 "* && $SHAPE == tinyllama-1.1b ]]; then
     "$BUILD/bench/engine" "$DIR/tinyllama-1.1b-Q8_0.gguf" 2 32
 fi
 echo
-[ -x "$BUILD/bench/bench_bw" ] && "$BUILD/bench/bench_bw" 512 3
+# read bandwidth up to the most threads asked; many cores have a large L3: a larger buffer
+mt=$(printf '%s\n' $THREADS | sort -n | tail -1)
+[ -x "$BUILD/bench/bench_bw" ] && "$BUILD/bench/bench_bw" $((mt > 2 ? 4096 : 512)) 3 $((mt > 2 ? mt : 2))
 if [ "${KEEP_SEGMENTS:-0}" != 1 ]; then
     for s in "${built[@]}"; do "$BIN/engined" --remove-segment "$s" >/dev/null 2>&1 || true; done
 fi

@@ -29,4 +29,6 @@ run serve python3 bench/bench_serve.py --build "$BUILD" --model "${BENCH_DIR:-/t
     --streams 1,8 --tokens 64 --long --reps 2
 run gateway env -u LLAMA_SERVER python3 bench/bench_serve.py --build "$BUILD" --model "${BENCH_DIR:-/tmp/llm-bench}/tinyllama-1.1b-Q8_0.gguf" \
     --streams 1,8 --reps 3 --gateway
+# serving as CPUs are added: W workers x T threads pinned to W x T CPUs, up to this machine's
+run scale env BUILD="$BUILD" bash bench/bench_scale.sh "${BENCH_DIR:-/tmp/llm-bench}/tinyllama-1.1b-Q8_0.gguf"
 run restart env BUILD="$BUILD" bash bench/bench_restart.sh "${BENCH_DIR:-/tmp/llm-bench}/tinyllama-1.1b-Q8_0.gguf" 8
