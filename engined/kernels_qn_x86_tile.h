@@ -197,6 +197,29 @@ QN_INLINE VI QN(kmins)(const VI mp[4], const uint8_t *xr, kern_xq_offs o, int64_
     return ms;
 }
 
+/* A K kind's float step at the end of super-block sb (blocks k0..k0+nbs-1) for the half
+ * whose first row is r8: each token's integer sums is (and ms: K2's scaled mins; K's are
+ * made here from the block sums) times d (dmin) and the token's scale, into acc (accm). */
+QN_INLINE void QN(kstep)(int kind, int nt, const uint8_t *sb, int r8, const uint8_t *xq, size_t xs, kern_xq_offs o,
+                         int64_t k0, int nbs, const VI *is, VI *ms, VF *acc, VF *accm)
+{
+    const VF d = QN_H16(sb + 2 * r8), dmin = QN_H16(sb + 32 + 2 * r8);
+    VI mp[4];
+    if (kind == KERN_QN_K)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++)
+            mp[j] = VI_OR(QN_U8I(sb + 192 + 32 * j + r8), V(slli_epi32)(QN_U8I(sb + 208 + 32 * j + r8), 16));
+#pragma GCC unroll 8
+    for (int t = 0; t < QN_TMAX; t++) {
+        if (t >= nt) continue;
+        const uint8_t *xr = xq + (size_t)t * xs;
+        const VF vD = V(set1_ps)(((const float *)(xr + o.d))[k0]);
+        if (kind == KERN_QN_K) ms[t] = QN(kmins)(mp, xr, o, k0, nbs);
+        acc[t] = V(fmadd_ps)(V(cvtepi32_ps)(is[t]), V(mul_ps)(d, vD), acc[t]);
+        if (kind != KERN_QN_K6) accm[t] = V(fmadd_ps)(V(cvtepi32_ps)(ms[t]), V(mul_ps)(dmin, vD), accm[t]);
+    }
+}
+
 /* Decode (1-2 tokens a call) reads the weights once and does little with each byte; the
  * hardware prefetcher alone left it at 15-25 GB/s on one Zen 5 thread where bench_bw
  * reads 32 (Q6_K and Q5_0 the slowest: a block of theirs is 6-7 lines). So each block
@@ -235,6 +258,52 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
     for (int64_t k0 = 0; k0 < nb; k0 += KERN_QN_BLOCKS) {
         const uint8_t *sb = w + (size_t)(k0 / KERN_QN_BLOCKS) * sbb;
         const int nbs = nb - k0 < KERN_QN_BLOCKS ? (int)(nb - k0) : KERN_QN_BLOCKS;
+#if QN_H == 2 && !QN_I16
+        if (kind == KERN_QN_K && halves == 3) {
+            /* AVX-VNNI, K kinds: both halves of the tile at once, a group at a time, so that
+             * one broadcast of a token's 4 bytes feeds both halves' dots (a half at a time
+             * broadcast every token's bytes twice) and the lines are read in one pass.
+             * Integer sums, any order; each half's float step as below: the same bits */
+            VI is2[2][QN_TMAX], ms2[2][QN_TMAX];
+#pragma GCC unroll 8
+            for (int t = 0; t < QN_TMAX; t++) is2[0][t] = is2[1][t] = ms2[0][t] = ms2[1][t] = VI_ZERO();
+            for (int64_t k = k0; k < k0 + nbs; k++) {
+                const int b = (int)(k % KERN_QN_BLOCKS);
+                if (nt <= QN_PF_TOKENS || pf) kern_x86_prefetch_ahead(sb + (size_t)b * (sbb / KERN_QN_BLOCKS), sbb / KERN_QN_BLOCKS);
+                VI sc0[4] = { VI_ZERO(), VI_ZERO(), VI_ZERO(), VI_ZERO() }, sc1[4] = { sc0[0], sc0[1], sc0[2], sc0[3] };
+                VF f0 = V(setzero_ps)(), f1 = f0;
+                QN(factors)(kind, sb, b, 0, &f0, &f1, sc0);
+                QN(factors)(kind, sb, b, 8, &f0, &f1, sc1);
+                VI p0[QN_TMAX], p1[QN_TMAX];
+#pragma GCC unroll 8
+                for (int t = 0; t < QN_TMAX; t++) p0[t] = p1[t] = VI_ZERO();
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++) {
+                    /* groups j and j + 4 share their bytes (low and high nibbles): one after
+                     * the other, so that no unpacked group waits in a register (16 of them:
+                     * the compiler unpacked ahead and spilled; 10-20% of a prompt pass) */
+                    const int g = (i & 1) * 4 + (i >> 1);
+                    const VI w0 = QN_GROUP(sb, hdr, bits, b, g, 0), w1 = QN_GROUP(sb, hdr, bits, b, g, 1);
+#pragma GCC unroll 8
+                    for (int t = 0; t < QN_TMAX; t++)
+                        if (t < nt) {
+                            const VI x = V(set1_epi32)(ld32((const int8_t *)(xq + (size_t)t * xs) + k * KERN_QK + 4 * g));
+                            p0[t] = QN_DOT(p0[t], w0, x);
+                            p1[t] = QN_DOT(p1[t], w1, x);
+                        }
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < QN_TMAX; t++)
+                    if (t < nt) {
+                        is2[0][t] = V(add_epi32)(is2[0][t], V(mullo_epi32)(p0[t], sc0[0]));
+                        is2[1][t] = V(add_epi32)(is2[1][t], V(mullo_epi32)(p1[t], sc1[0]));
+                    }
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) QN(kstep)(kind, nt, sb, 8 * h, xq, xs, o, k0, nbs, is2[h], ms2[h], acc[h], accm[h]);
+            continue;
+        }
+#endif
 #pragma GCC unroll 2
         for (int h = 0; h < QN_H; h++) {
             if (!(halves >> h & 1)) continue;
@@ -288,22 +357,7 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
                     if (t < nt) QN(ktoken)(kind, scaled, wv, sc, xq + (size_t)t * xs, o, k, &is[t], &ms[t]);
             }
             if (kind == KERN_QN_B0 || kind == KERN_QN_B1) continue;
-            /* the super-block's float step */
-            const VF d = QN_H16(sb + 2 * r8), dmin = QN_H16(sb + 32 + 2 * r8);
-            VI mp[4];
-            if (kind == KERN_QN_K)
-#pragma GCC unroll 4
-                for (int j = 0; j < 4; j++)
-                    mp[j] = VI_OR(QN_U8I(sb + 192 + 32 * j + r8), V(slli_epi32)(QN_U8I(sb + 208 + 32 * j + r8), 16));
-#pragma GCC unroll 8
-            for (int t = 0; t < QN_TMAX; t++) {
-                if (t >= nt) continue;
-                const uint8_t *xr = xq + (size_t)t * xs;
-                const VF vD = V(set1_ps)(((const float *)(xr + o.d))[k0]);
-                if (kind == KERN_QN_K) ms[t] = QN(kmins)(mp, xr, o, k0, nbs);
-                acc[h][t] = V(fmadd_ps)(V(cvtepi32_ps)(is[t]), V(mul_ps)(d, vD), acc[h][t]);
-                if (kind != KERN_QN_K6) accm[h][t] = V(fmadd_ps)(V(cvtepi32_ps)(ms[t]), V(mul_ps)(dmin, vD), accm[h][t]);
-            }
+            QN(kstep)(kind, nt, sb, r8, xq, xs, o, k0, nbs, is, ms, acc[h], accm[h]);
         }
     }
 #pragma GCC unroll 2
