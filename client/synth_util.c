@@ -109,7 +109,8 @@ int synth_convert(uint32_t src, const void *in, uint32_t dst, void *out, int64_t
     for (int k = 0; k < nt; k++) {
         int64_t c0 = n_chunks * k / nt, c1 = n_chunks * (k + 1) / nt;
         parts[k] = (convert_part){src, dst, in, out, ne0, c0 * step, c1 * step < rows ? c1 * step : rows, 0};
-        if (k == 0) continue;
+    }
+    for (int k = 1; k < nt; k++) {
         if (pthread_create(&tid[k], NULL, convert_rows, &parts[k]) != 0) {
             for (int m = k; m < nt; m++) convert_rows(&parts[m]); /* the rest on this thread */
             break;

@@ -242,7 +242,9 @@ QN_INLINE void QN(kstep)(int kind, int nt, const uint8_t *sb, int r8, const uint
  * unpacked and its factors made once, then every token passes; the K kinds take each
  * super-block's float step at its end. The second half finds the super-block in L1, so
  * the tile is read from memory once, in one stream (a whole pass per half read every
- * line for half its bytes: AVX2 decode 1.4-1.6x slower).
+ * line for half its bytes: AVX2 decode 1.4-1.6x slower). A whole tile of a K kind on
+ * 256 bits (AVX-VNNI: any call; plain AVX2: 1-2 tokens) takes both halves at once
+ * instead, group by group, so one broadcast of a token's bytes serves both.
  * The token loops run to the constant QN_TMAX and skip t >= nt: a compiler that unrolls
  * this function before inlining it (clang) then unrolls them completely, as it would with
  * nt known; once nt is a constant the skipped copies vanish. */
