@@ -166,9 +166,7 @@ def main():
     rows = []
     for name, extra in setups:
         if extra is None:
-            peer_args = argparse.Namespace(**vars(args))
-            peer_args.threads = args.workers * args.threads
-            srv = bs.LlamaServer(os.environ["LLAMA_SERVER"], peer_args, args.streams, ctx_per_slot=args.ctx,
+            srv = bs.LlamaServer(os.environ["LLAMA_SERVER"], args, args.streams, ctx_per_slot=args.ctx,
                                  cache_prompt=True)
         else:
             srv = fresh(Ours(args, extra), args, extra)

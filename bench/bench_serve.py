@@ -14,7 +14,7 @@ per setup: aggregate tok/s (every generated token / wall time from the first req
 the last answer), mean and p95 time to first token, mean and max inter-token gap. With
 --long: 7 streams decode (--tokens x 3) and, once all have produced a token, one
 ~512-token prompt arrives: its TTFT and the largest gap any of the 7 saw meanwhile.
-llama-server gets -np N -c N*1024 -t THREADS and POSTs to /completion with
+llama-server gets -np N -c N*1024 -t WORKERS*THREADS and POSTs to /completion with
 "ignore_eos": true, "cache_prompt": false, streaming (../shared/BENCH.md).
 With --gateway the pipeline also runs the OpenAI-compatible gateway and every rep sends
 the same N streams through llmc and then through the gateway (POST /v1/completions,
@@ -186,6 +186,11 @@ def free_port():
     return port
 
 
+def peer_threads(args):
+    """A peer server gets every thread ours has: workers x threads."""
+    return getattr(args, "workers", 1) * args.threads
+
+
 class LlamaServer:
     def __init__(self, path, args, n_par, ctx_per_slot=1024, cache_prompt=False, extra=()):
         """extra: more llama-server arguments (a KV type, flash attention)."""
@@ -193,7 +198,7 @@ class LlamaServer:
         self.cache_prompt = cache_prompt
         self.log = open(os.path.join(tempfile.gettempdir(), "llama-server-bench.log"), "w")
         self.p = subprocess.Popen([path, "-m", args.model, "-np", str(n_par), "-c", str(n_par * ctx_per_slot),
-                                   "-t", str(args.threads), "--port", str(self.port), "--host", "127.0.0.1"]
+                                   "-t", str(peer_threads(args)), "--port", str(self.port), "--host", "127.0.0.1"]
                                   + list(extra), stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(1200):
             try:
@@ -344,7 +349,7 @@ def main():
                         if llmc_tps > 0:
                             pairs.append(row["agg_tps"] / llmc_tps)
                 best.update(server=name, setup="%d x %d" % (args.workers, args.threads) if path is None
-                            else "-np %d -t %d" % (n, args.threads))
+                            else "-np %d -t %d" % (n, peer_threads(args)))
                 results.append(best)
                 if best_gw:
                     best_gw.update(server="ours via HTTP gateway", setup=best["setup"], pairs=pairs,
