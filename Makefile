@@ -90,7 +90,7 @@ JOBS ?= $(shell nproc)
 SUB_J = $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS))
 
 all: deps
-	@$(MAKE) --no-print-directory -j$(JOBS) build
+	@$(MAKE) --no-print-directory $(SUB_J) build
 
 build: $(BINS) $(BUILD)/tests/check_all $(BENCHES)
 
@@ -187,7 +187,7 @@ TEST_ENV = CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} LLM_BIN=$(abspath $(BUI
 # (test-arm) and every harness for FUZZ_SECONDS (10 s each here; `make fuzz` runs them
 # longer).
 test: deps
-	@$(MAKE) --no-print-directory -j$(JOBS) build
+	@$(MAKE) --no-print-directory $(SUB_J) build
 	@$(MAKE) --no-print-directory -j2 test-checks test-beside FUZZ_SECONDS=$${FUZZ_SECONDS:-10}
 test-beside:
 	@$(MAKE) --no-print-directory fuzz-build
@@ -261,7 +261,7 @@ e2e: $(BUILD)/node/node_modules/openai/package.json $(BUILD)/node/node_modules/a
 	  echo "== $$t"; s=$$(date +%s); $(TEST_ENV) bash $$t; echo "   ($$t: $$(( $$(date +%s) - s )) s)"; done
 
 asan: deps
-	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build-asan CC=clang \
+	@$(MAKE) --no-print-directory $(SUB_J) BUILD=build-asan CC=clang \
 	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
 	  build
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 CK_TIMEOUT_MULTIPLIER=5 \
@@ -271,7 +271,7 @@ asan: deps
 # the unit suites (the pool, the worker's I/O thread's ZAP peer): TSAN_SUITES.
 TSAN_SUITES ?= pool
 tsan: deps
-	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build-tsan CC=clang \
+	@$(MAKE) --no-print-directory $(SUB_J) BUILD=build-tsan CC=clang \
 	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=thread" \
 	  build-tsan/tests/check_all
 	@set -e; for s in $(TSAN_SUITES); do \

@@ -191,14 +191,7 @@ int cmd_quantize(int argc, char **argv)
             return 0;
         }
         if (strcmp(argv[i], "--threads") == 0) {
-            char *end;
-            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
-            if (i + 1 >= argc || *end || end == argv[i + 1] || v < 1 || v > SYNTH_MAX_THREADS) {
-                fprintf(stderr, "llmc quantize: --threads must be 1..%d, not %s\n", SYNTH_MAX_THREADS,
-                        i + 1 < argc ? argv[i + 1] : "(missing)");
-                return 2;
-            }
-            threads = (int)v;
+            if (synth_parse_threads("quantize", i + 1 < argc ? argv[i + 1] : NULL, &threads) != 0) return 2;
             i++;
             continue;
         }

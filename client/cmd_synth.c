@@ -549,14 +549,12 @@ int cmd_synth(int argc, char **argv)
                 shape_moe(s) ? "a mixture of experts" : "dense", a.arch);
         return 2;
     }
-    uint64_t seed, threads = 2;
+    uint64_t seed;
+    int threads = 2;
     if (!parse_u64(a.seed, &seed)) {
         fprintf(stderr, "llmc synth: --seed must be a non-negative integer, not %s\n", a.seed);
         return 2;
     }
-    if (a.threads && (!parse_u64(a.threads, &threads) || threads < 1 || threads > SYNTH_MAX_THREADS)) {
-        fprintf(stderr, "llmc synth: --threads must be 1..%d, not %s\n", SYNTH_MAX_THREADS, a.threads);
-        return 2;
-    }
-    return synth_write(s, (synth_arch)sa, (uint32_t)type, seed, (int)threads, a.vocab, a.out);
+    if (a.threads && synth_parse_threads("synth", a.threads, &threads) != 0) return 2;
+    return synth_write(s, (synth_arch)sa, (uint32_t)type, seed, threads, a.vocab, a.out);
 }

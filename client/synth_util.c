@@ -123,6 +123,18 @@ int synth_convert(uint32_t src, const void *in, uint32_t dst, void *out, int64_t
     return failed ? errf(err, errlen, "out of memory") : 0;
 }
 
+int synth_parse_threads(const char *cmd, const char *v, int *out)
+{
+    char *end = NULL;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || n < 1 || n > SYNTH_MAX_THREADS) {
+        fprintf(stderr, "llmc %s: --threads must be 1..%d, not %s\n", cmd, SYNTH_MAX_THREADS, v ? v : "(missing)");
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
 double synth_now(void)
 {
     struct timespec ts;

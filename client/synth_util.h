@@ -32,6 +32,10 @@ uint32_t synth_ftype(uint32_t type);
 /* Most threads synth and quantize use. */
 #define SYNTH_MAX_THREADS 64
 
+/* `llmc CMD --threads V`: *out = V when it is a decimal 1..SYNTH_MAX_THREADS; else -1
+ * after "llmc CMD: --threads must be 1..64, not V" on stderr (V NULL: missing). */
+int synth_parse_threads(const char *cmd, const char *v, int *out);
+
 /* Converts `rows` rows of ne0 values of type src (packed) into type dst (packed),
  * through f32 in chunks of bounded size, on up to `threads` threads (each a run of
  * whole chunks; the bytes do not depend on the count). 0, or -1 with a message naming

@@ -260,12 +260,16 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
     for (int64_t k0 = 0; k0 < nb; k0 += KERN_QN_BLOCKS) {
         const uint8_t *sb = w + (size_t)(k0 / KERN_QN_BLOCKS) * sbb;
         const int nbs = nb - k0 < KERN_QN_BLOCKS ? (int)(nb - k0) : KERN_QN_BLOCKS;
-#if QN_H == 2 && !QN_I16
-        if (kind == KERN_QN_K && halves == 3) {
-            /* AVX-VNNI, K kinds: both halves of the tile at once, a group at a time, so that
-             * one broadcast of a token's 4 bytes feeds both halves' dots (a half at a time
-             * broadcast every token's bytes twice) and the lines are read in one pass.
-             * Integer sums, any order; each half's float step as below: the same bits */
+#if QN_H == 2
+        if (kind == KERN_QN_K && halves == 3 && (!QN_I16 || nt <= 2)) {
+            /* 256 bits, K kinds (AVX-VNNI: every call; plain AVX2: 1-2 tokens, as its int16
+             * sums of 3-4 tokens x 2 halves leave no register and made prompt passes slower):
+             * both halves of the tile at once, a group at a time, so that one broadcast of a
+             * token's 4 bytes feeds both halves' dots (a half at a time broadcast every
+             * token's bytes twice) and the lines are read in one pass. Plain AVX2 sums a
+             * half's 8 groups in int16 (at most 8 x 2 x 15 x 128 = 30720) and widens them by
+             * one madd with the block's scale, as QN(i16block) does. Integer sums, any
+             * order; each half's float step as below: the same bits */
             VI is2[2][QN_TMAX], ms2[2][QN_TMAX];
 #pragma GCC unroll 8
             for (int t = 0; t < QN_TMAX; t++) is2[0][t] = is2[1][t] = ms2[0][t] = ms2[1][t] = VI_ZERO();
@@ -290,56 +294,25 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
                     for (int t = 0; t < QN_TMAX; t++)
                         if (t < nt) {
                             const VI x = V(set1_epi32)(ld32((const int8_t *)(xq + (size_t)t * xs) + k * KERN_QK + 4 * g));
+#if QN_I16
+                            p0[t] = V(add_epi16)(p0[t], V(maddubs_epi16)(w0, x));
+                            p1[t] = V(add_epi16)(p1[t], V(maddubs_epi16)(w1, x));
+#else
                             p0[t] = QN_DOT(p0[t], w0, x);
                             p1[t] = QN_DOT(p1[t], w1, x);
+#endif
                         }
                 }
 #pragma GCC unroll 8
                 for (int t = 0; t < QN_TMAX; t++)
                     if (t < nt) {
+#if QN_I16
+                        is2[0][t] = V(add_epi32)(is2[0][t], V(madd_epi16)(p0[t], QN(pair16)(sc0[0], sc0[0])));
+                        is2[1][t] = V(add_epi32)(is2[1][t], V(madd_epi16)(p1[t], QN(pair16)(sc1[0], sc1[0])));
+#else
                         is2[0][t] = V(add_epi32)(is2[0][t], V(mullo_epi32)(p0[t], sc0[0]));
                         is2[1][t] = V(add_epi32)(is2[1][t], V(mullo_epi32)(p1[t], sc1[0]));
-                    }
-            }
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) QN(kstep)(kind, nt, sb, 8 * h, xq, xs, o, k0, nbs, is2[h], ms2[h], acc[h], accm[h]);
-            continue;
-        }
 #endif
-#if QN_H == 2 && QN_I16
-        if (kind == KERN_QN_K && halves == 3 && nt <= 2) {
-            /* Plain AVX2, K kinds, decode (1-2 tokens): both halves at once, as above; each
-             * half's 8 groups summed in int16 (at most 8 x 2 x 15 x 128 = 30720) and widened
-             * by one madd with the block's scale, as QN(i16block) does: the same integers */
-            VI is2[2][QN_TMAX], ms2[2][QN_TMAX];
-#pragma GCC unroll 8
-            for (int t = 0; t < QN_TMAX; t++) is2[0][t] = is2[1][t] = ms2[0][t] = ms2[1][t] = VI_ZERO();
-            for (int64_t k = k0; k < k0 + nbs; k++) {
-                const int b = (int)(k % KERN_QN_BLOCKS);
-                kern_x86_prefetch_ahead(sb + (size_t)b * (sbb / KERN_QN_BLOCKS), sbb / KERN_QN_BLOCKS);
-                VI sc0[4] = { VI_ZERO(), VI_ZERO(), VI_ZERO(), VI_ZERO() }, sc1[4] = { sc0[0], sc0[1], sc0[2], sc0[3] };
-                VF f0 = V(setzero_ps)(), f1 = f0;
-                QN(factors)(kind, sb, b, 0, &f0, &f1, sc0);
-                QN(factors)(kind, sb, b, 8, &f0, &f1, sc1);
-                VI s0[2] = { VI_ZERO(), VI_ZERO() }, s1[2] = { VI_ZERO(), VI_ZERO() };
-#pragma GCC unroll 8
-                for (int i = 0; i < 8; i++) {
-                    const int g = (i & 1) * 4 + (i >> 1); /* one load's two nibbles in turn */
-                    const VI w0 = QN_GROUP(sb, hdr, bits, b, g, 0), w1 = QN_GROUP(sb, hdr, bits, b, g, 1);
-#pragma GCC unroll 2
-                    for (int t = 0; t < 2; t++)
-                        if (t < nt) {
-                            const VI x = V(set1_epi32)(ld32((const int8_t *)(xq + (size_t)t * xs) + k * KERN_QK + 4 * g));
-                            s0[t] = V(add_epi16)(s0[t], V(maddubs_epi16)(w0, x));
-                            s1[t] = V(add_epi16)(s1[t], V(maddubs_epi16)(w1, x));
-                        }
-                }
-                const VI m0 = QN(pair16)(sc0[0], sc0[0]), m1 = QN(pair16)(sc1[0], sc1[0]);
-#pragma GCC unroll 2
-                for (int t = 0; t < 2; t++)
-                    if (t < nt) {
-                        is2[0][t] = V(add_epi32)(is2[0][t], V(madd_epi16)(s0[t], m0));
-                        is2[1][t] = V(add_epi32)(is2[1][t], V(madd_epi16)(s1[t], m1));
                     }
             }
 #pragma GCC unroll 2
