@@ -96,6 +96,9 @@ double eng_bits_per_weight(const eng_model *m);
 /* Sets the thread count of this handle's pool (>= 1; default 2). 0 on success. */
 int eng_set_threads(eng_model *m, int n_threads);
 
+/* Positions of a session asked for n_ctx: n_ctx, or when <= 0 the model's n_ctx_train
+ * capped at 4096. */
+int eng_ctx(const eng_model *m, int n_ctx);
 /* A session: its KV cache of n_ctx positions (n_ctx <= 0: the model's n_ctx_train,
  * capped at 4096); a private cache keeps only a ring of each sliding-window layer's last
  * positions (eng_set_swa_step). NULL and a message in err on a bad parameter or no memory. */
@@ -108,8 +111,8 @@ eng_session *eng_session_new(eng_model *m, int n_ctx, eng_kv_type kv, char *err,
  * that brings more of one session runs as several passes (the same bits). The cost: a
  * session can only go back (eng_session_truncate) to a position whose window its rings
  * still hold. step <= 0: every layer keeps n_ctx positions. Default
- * ENG_SWA_STEP_DEFAULT. Pooled sessions (eng_set_kv_pool) always keep every position of
- * every layer: a block holds all layers. */
+ * ENG_SWA_STEP_DEFAULT. Pooled sessions (eng_set_kv_pools) hold those layers in ring
+ * blocks instead, given back as the window passes them. */
 #define ENG_SWA_STEP_DEFAULT 512
 void eng_set_swa_step(eng_model *m, int step);
 /* Bytes of KV cache the session holds: its private cache (rings included), or its
@@ -133,22 +136,31 @@ int eng_session_n_ctx(const eng_session *s);
  * -1, eng_session_pos says what it holds: evaluate the tokens from there. */
 int eng_session_truncate(eng_session *s, int pos);
 
-/* Shared KV: sessions made after this call hold block tables in the pool (kvpool.h, a
- * struct kvp of this model's identity, kvs_ident; its type replaces eng_session_new's)
- * instead of private caches; NULL goes back to private ones. Full blocks are published
- * as they are completed; a step that finds no free block fails with ERR_KV_FULL's
- * message "KV pool full". The pool must outlive the sessions. */
+/* Shared KV: sessions made after this call hold block tables in pools (kvpool.h, struct
+ * kvps of this model's identity, kvs_ident; their type replaces eng_session_new's)
+ * instead of private caches: pools[ENG_KV_WHOLE] holds the layers that keep every
+ * position, pools[ENG_KV_RING] the sliding-window layers (mdl_layer_window > 0), whose
+ * blocks a session gives back once every window from its next position on is past them
+ * (so it holds about a window of them, as a private ring does). Either is NULL when the
+ * model has no such layers; without a ring pool the sliding-window layers stay in the
+ * whole blocks. Full blocks are published as they are completed; a step that finds no
+ * free block fails with ERR_KV_FULL's message "KV pool full". The pools must outlive
+ * the sessions; NULL, NULL goes back to private caches. */
+enum { ENG_KV_WHOLE = 0, ENG_KV_RING = 1, ENG_KV_KINDS = 2 };
 struct kvp;
-void eng_set_kv_pool(eng_model *m, struct kvp *pool);
+void eng_set_kv_pools(eng_model *m, struct kvp *whole, struct kvp *ring);
 /* A pooled session at a position that starts a block: takes the published blocks of
  * tokens[pos..n) while whole blocks fit in n, and returns the new position (the same
  * with no pool, or no hit). The tokens before pos must be the session's own. */
 int eng_session_reuse(eng_session *s, const int32_t *tokens, int n);
 /* Positions this session took from published blocks since it was made. */
 uint64_t eng_session_reused(const eng_session *s);
-/* Blocks a pooled session must take from the pool to add n positions after its own
- * (0 with no pool): what admission and chunked prefill count. */
-int eng_session_kv_need(const eng_session *s, int n);
+/* Blocks of each kind a pooled session must take from the pools to add n positions
+ * after its own in steps of at most step positions (0 with no pool): what admission
+ * (the rest of a prompt) and chunked prefill (one step's chunk: step = n) count. */
+void eng_session_kv_need(const eng_session *s, int n, int step, int need[ENG_KV_KINDS]);
+/* Blocks of each kind a pooled session holds now (0 with no pool). */
+void eng_session_kv_held(const eng_session *s, int held[ENG_KV_KINDS]);
 
 /* Evaluates n tokens at the session's next positions in one batched pass. logits gets
  * n_vocab floats for the last position, or n x n_vocab (row p = after token p) when

@@ -37,7 +37,7 @@ struct eng_model {
     mdl_weights   w;
     eng_precision prec;
     pool_t       *pool;
-    struct kvp   *kv_pool;  /* eng_set_kv_pool: sessions' block tables, or NULL */
+    struct kvp   *kv_pools[ENG_KV_KINDS]; /* eng_set_kv_pools: sessions' block tables, or NULL */
     int           swa_step; /* eng_set_swa_step: sliding-window rings' step, 0: none */
     /* scratch, grown on demand (never per token once warm) */
     int    cap_tok;   /* rows of the buffers below */
@@ -156,10 +156,23 @@ int eng_kv_check(const eng_model *m, eng_kv_type t, char *err, size_t errlen)
     return 0;
 }
 
+int eng_ctx(const eng_model *m, int n_ctx)
+{
+    if (n_ctx > 0) return n_ctx;
+    return m->cfg.n_ctx_train < ENG_MAX_CTX_DEFAULT ? m->cfg.n_ctx_train : ENG_MAX_CTX_DEFAULT;
+}
+
+/* The pool sessions' blocks come from first (either kind's: they hold the same type). */
+static struct kvp *any_pool(const eng_model *m)
+{
+    return m->kv_pools[ENG_KV_WHOLE] ? m->kv_pools[ENG_KV_WHOLE] : m->kv_pools[ENG_KV_RING];
+}
+
 eng_session *eng_session_new(eng_model *m, int n_ctx, eng_kv_type kv, char *err, size_t errlen)
 {
-    if (eng_kv_check(m, m->kv_pool ? kv_pool_type(m->kv_pool) : kv, err, errlen) != 0) return NULL;
-    if (n_ctx <= 0) n_ctx = m->cfg.n_ctx_train < ENG_MAX_CTX_DEFAULT ? m->cfg.n_ctx_train : ENG_MAX_CTX_DEFAULT;
+    struct kvp *pool = any_pool(m);
+    if (eng_kv_check(m, pool ? kv_pool_type(pool) : kv, err, errlen) != 0) return NULL;
+    n_ctx = eng_ctx(m, n_ctx);
     if (n_ctx > (1 << 20)) {
         errf(err, errlen, "n_ctx %d is too large", n_ctx);
         return NULL;
@@ -171,18 +184,16 @@ eng_session *eng_session_new(eng_model *m, int n_ctx, eng_kv_type kv, char *err,
     }
     s->model = m;
     int64_t kv_dim = (int64_t)m->cfg.n_head_kv * m->cfg.head_dim;
-    if (m->kv_pool && (kvp_geometry_of(m->kv_pool)->id.kv_dim != kv_dim ||
-                       kvp_geometry_of(m->kv_pool)->id.n_layer != (uint32_t)m->cfg.n_layer)) {
+    if (pool && kvp_geometry_of(pool)->id.kv_dim != kv_dim) {
         errf(err, errlen, "KV pool: of another shape than the model's");
         free(s);
         return NULL;
     }
-    /* a pool's blocks hold every layer: its sessions keep the sliding layers' whole KV */
-    int *win = m->kv_pool ? NULL : malloc((size_t)m->cfg.n_layer * sizeof *win);
+    int *win = malloc((size_t)m->cfg.n_layer * sizeof *win);
     for (int l = 0; win && l < m->cfg.n_layer; l++) win[l] = mdl_layer_window(&m->cfg, l);
-    int rc = m->kv_pool ? kv_init_pool(&s->kv, m->kv_pool, n_ctx, err, errlen)
-           : win ? kv_init(&s->kv, m->cfg.n_layer, n_ctx, kv_dim, kv, win, m->swa_step, err, errlen)
-                 : errf(err, errlen, "out of memory");
+    int rc = !win ? errf(err, errlen, "out of memory")
+           : pool ? kv_init_pool(&s->kv, m->kv_pools, m->cfg.n_layer, win, n_ctx, err, errlen)
+                  : kv_init(&s->kv, m->cfg.n_layer, n_ctx, kv_dim, kv, win, m->swa_step, err, errlen);
     free(win);
     if (rc != 0) {
         free(s);
@@ -194,8 +205,12 @@ eng_session *eng_session_new(eng_model *m, int n_ctx, eng_kv_type kv, char *err,
 uint64_t eng_session_kv_bytes(const eng_session *s)
 {
     const kv_cache *kv = &s->kv;
-    if (kv->pool) return (uint64_t)kv->n_blk * kvp_geometry_of(kv->pool)->block_bytes;
-    return kv_cache_bytes(kv->n_layer, kv->n_ctx, kv->kv_dim, kv->type, kv->win, kv->step);
+    if (!kv->pooled) return kv_cache_bytes(kv->n_layer, kv->n_ctx, kv->kv_dim, kv->type, kv->win, kv->step);
+    uint64_t b = 0;
+    for (int k = 0; k < ENG_KV_KINDS; k++)
+        if (kv->kp[k])
+            b += (uint64_t)(k == ENG_KV_RING ? kv->n_blk - kv->lo : kv->n_blk) * kvp_geometry_of(kv->kp[k])->block_bytes;
+    return b;
 }
 
 void eng_session_free(eng_session *s)
@@ -211,7 +226,12 @@ void eng_session_reset(eng_session *s)
     s->pos = 0;
 }
 
-void eng_set_kv_pool(eng_model *m, struct kvp *pool) { m->kv_pool = pool; }
+void eng_set_kv_pools(eng_model *m, struct kvp *whole, struct kvp *ring)
+{
+    m->kv_pools[ENG_KV_WHOLE] = whole;
+    m->kv_pools[ENG_KV_RING] = ring;
+}
+
 void eng_set_swa_step(eng_model *m, int step) { m->swa_step = step > 0 ? step : 0; }
 
 int eng_session_reuse(eng_session *s, const int32_t *tokens, int n)
@@ -222,12 +242,18 @@ int eng_session_reuse(eng_session *s, const int32_t *tokens, int n)
 
 uint64_t eng_session_reused(const eng_session *s) { return s->kv.reused; }
 
-int eng_session_kv_need(const eng_session *s, int n)
+void eng_session_kv_need(const eng_session *s, int n, int step, int need[ENG_KV_KINDS])
 {
-    if (!s->kv.pool || n <= 0) return 0;
-    int need = (s->pos + n + 15) / 16 - s->kv.n_blk;
-    return need > 0 ? need : 0;
+    if (!s->kv.pooled) need[ENG_KV_WHOLE] = need[ENG_KV_RING] = 0;
+    else kv_need(&s->kv, s->pos, n, step, need);
 }
+void eng_session_kv_held(const eng_session *s, int held[ENG_KV_KINDS])
+{
+    const kv_cache *kv = &s->kv;
+    held[ENG_KV_WHOLE] = kv->kp[ENG_KV_WHOLE] ? kv->n_blk : 0;
+    held[ENG_KV_RING] = kv->kp[ENG_KV_RING] ? kv->n_blk - kv->lo : 0;
+}
+
 int eng_session_pos(const eng_session *s) { return s->pos; }
 int eng_session_n_ctx(const eng_session *s) { return s->kv.n_ctx; }
 
@@ -657,7 +683,7 @@ static int forward_prepare(eng_model *m, eng_session *const *sess, const int *po
     if (check_tokens(&m->cfg, tok, n, err, errlen) != 0) return -1;
     for (int i = 0; i < n; i++) {
         if (pos[i] > max_pos) max_pos = pos[i];
-        if (sess[i]->kv.pool && kv_reserve(&sess[i]->kv, pos[i]) != 0)
+        if (sess[i]->kv.pooled && kv_reserve(&sess[i]->kv, pos[i]) != 0)
             return errf(err, errlen, "KV pool full: no free block for position %d (every block is in use)", pos[i]);
         kv_note(&sess[i]->kv, pos[i], tok[i]);
     }
@@ -694,6 +720,7 @@ static void forward_run(eng_model *m, eng_session *const *sess, const int *pos, 
         __atomic_fetch_add(&m->progress, 1, __ATOMIC_RELAXED);
     }
     for (int i = 0; i < n; i++) kv_publish(&sess[i]->kv, pos[i]); /* its block's last position */
+    for (int i = 0; i < n; i++) kv_slide(&sess[i]->kv); /* then ring blocks every window is past */
     if (!logits || nl <= 0) return;
     for (int j = 0; j < nl; j++)
         rms_norm(m->x + (size_t)lrows[j] * E, m->w.output_norm, m->xn + (size_t)j * E, 1, E, c->rms_eps);

@@ -99,6 +99,10 @@ int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type ty
 
 int kv_keeps(const kv_cache *kv, int pos)
 {
+    if (kv->pooled) { /* the ring blocks from the tile of pos's window start */
+        int need = pos - kv->wmax + 1;
+        return !kv->kp[ENG_KV_RING] || pos == 0 || (need > 0 ? need : 0) / 16 >= kv->lo;
+    }
     for (int l = 0; kv->step && pos > 0 && l < kv->n_layer; l++) { /* at 0 nothing is needed */
         int need = pos - kv->win[l] + 1; /* the first position the row at pos sees */
         if (kv->win[l] && (need > 0 ? need : 0) < kv->top - kv->cap[l]) return 0;
@@ -108,110 +112,233 @@ int kv_keeps(const kv_cache *kv, int pos)
 
 void kv_free(kv_cache *kv)
 {
-    if (kv->pool) kv_truncate(kv, 0);
+    if (kv->pooled) kv_truncate(kv, 0);
     free(kv->k);
     free(kv->v);
     free(kv->cap);
     free(kv->win);
     free(kv->k0);
     free(kv->v0);
-    free(kv->blk);
-    free(kv->pub);
+    free(kv->kind);
+    free(kv->plane);
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        free(kv->blk[k]);
+        free(kv->pub[k]);
+    }
     free(kv->hash);
     free(kv->toks);
     memset(kv, 0, sizeof *kv);
 }
 
-int kv_init_pool(kv_cache *kv, kvp *pool, int n_ctx, char *err, size_t errlen)
+int kv_ring_peak(int wmax, int step) { return (wmax - 1 + step + 15) / 16 + 1; }
+
+/* The first tile of the window of position pos (the ring blocks a session at pos needs). */
+static int ring_lo(const kv_cache *kv, int pos)
+{
+    int need = pos - kv->wmax + 1;
+    return need > 0 ? need / 16 : 0;
+}
+
+int kv_init_pool(kv_cache *kv, kvp *const pools[ENG_KV_KINDS], int n_layer, const int *window, int n_ctx,
+                 char *err, size_t errlen)
 {
     memset(kv, 0, sizeof *kv);
-    const kvp_geometry *g = kvp_geometry_of(pool);
-    if (n_ctx <= 0 || g->id.block_tokens != KV_BLOCK_TOKENS || g->id.type >= KVP_TYPE_COUNT)
-        return errf(err, errlen, "KV pool: blocks of %u tokens of type %u (need %d tokens of f16, f32 or q8_0)",
-                    g->id.block_tokens, g->id.type, KV_BLOCK_TOKENS);
-    kv->n_layer = (int)g->id.n_layer;
+    kvp *whole = pools[ENG_KV_WHOLE], *ring = pools[ENG_KV_RING];
+    const kvp_geometry *g = kvp_geometry_of(whole ? whole : ring);
+    if (!whole && !ring) return errf(err, errlen, "KV pool: none given");
+    int n_ring = 0;
+    for (int l = 0; ring && l < n_layer; l++) n_ring += window[l] > 0;
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        const kvp_geometry *gk = pools[k] ? kvp_geometry_of(pools[k]) : NULL;
+        uint32_t want = (uint32_t)(k == ENG_KV_RING ? n_ring : n_layer - n_ring);
+        if (gk ? gk->id.n_layer != want || gk->id.kind != (uint32_t)k : want != 0)
+            return errf(err, errlen, "KV pool: its %s blocks hold %u layers, the model has %u such layers",
+                        k == ENG_KV_RING ? "ring" : "whole", gk ? gk->id.n_layer : 0, want);
+        if (gk && (gk->id.block_tokens != KV_BLOCK_TOKENS || gk->id.type >= KVP_TYPE_COUNT ||
+                   gk->id.type != g->id.type || gk->id.kv_dim != g->id.kv_dim || gk->id.model_id != g->id.model_id))
+            return errf(err, errlen, "KV pool: blocks of %u tokens of type %u (need %d tokens of f16, f32 or q8_0, "
+                        "the same in both pools)", gk->id.block_tokens, gk->id.type, KV_BLOCK_TOKENS);
+    }
+    kv->n_layer = n_layer;
     kv->n_ctx = n_ctx;
     kv->kv_dim = g->id.kv_dim;
-    kv->type = kv_pool_type(pool);
+    kv->type = kv_pool_type(whole ? whole : ring);
     kv->kvt = kv_kern_type(kv->type);
     kv->n_tiles = (n_ctx + 15) / 16;
-    kv->blk = malloc((size_t)kv->n_tiles * sizeof *kv->blk);
-    kv->pub = calloc((size_t)kv->n_tiles, 1);
+    kv->chain = g->id;
+    kv->kind = malloc((size_t)n_layer);
+    kv->plane = malloc((size_t)n_layer * sizeof *kv->plane);
     kv->hash = calloc((size_t)kv->n_tiles, sizeof *kv->hash);
     kv->toks = calloc((size_t)n_ctx, sizeof *kv->toks);
-    if (!kv->blk || !kv->pub || !kv->hash || !kv->toks) {
+    bool ok = n_ctx > 0 && kv->kind && kv->plane && kv->hash && kv->toks;
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        if (!pools[k]) continue;
+        kv->blk[k] = malloc((size_t)kv->n_tiles * sizeof *kv->blk[k]);
+        kv->pub[k] = calloc((size_t)kv->n_tiles, 1);
+        ok = ok && kv->blk[k] && kv->pub[k];
+        for (int t = 0; ok && t < kv->n_tiles; t++) kv->blk[k][t] = -1;
+    }
+    if (!ok) {
         kv_free(kv);
         return errf(err, errlen, "KV cache: out of memory for a block table of %d positions", n_ctx);
     }
-    for (int t = 0; t < kv->n_tiles; t++) kv->blk[t] = -1;
-    kv->pool = pool;
+    int count[ENG_KV_KINDS] = {0};
+    for (int l = 0; l < n_layer; l++) {
+        int k = ring && window[l] > 0 ? ENG_KV_RING : ENG_KV_WHOLE;
+        kv->kind[l] = (uint8_t)k;
+        kv->plane[l] = count[k]++;
+        if (k == ENG_KV_RING && window[l] > kv->wmax) kv->wmax = window[l];
+    }
+    kv->kp[ENG_KV_WHOLE] = whole;
+    kv->kp[ENG_KV_RING] = ring;
+    kv->pooled = 1;
     return 0;
+}
+
+void kv_need(const kv_cache *kv, int pos, int n, int step, int need[ENG_KV_KINDS])
+{
+    int tiles = n > 0 ? (pos + n + 15) / 16 - kv->n_blk : 0;
+    if (tiles < 0) tiles = 0;
+    need[ENG_KV_WHOLE] = kv->kp[ENG_KV_WHOLE] ? tiles : 0;
+    int room = kv_ring_peak(kv->wmax, step > 0 ? step : 1) - (kv->n_blk - kv->lo);
+    need[ENG_KV_RING] = !kv->kp[ENG_KV_RING] ? 0 : tiles < room ? tiles : room > 0 ? room : 0;
 }
 
 int kv_reserve(kv_cache *kv, int pos)
 {
     while (kv->n_blk <= pos / 16) {
-        int b = kvp_alloc(kv->pool);
-        if (b < 0) return -1;
-        kv->blk[kv->n_blk] = b;
-        kv->pub[kv->n_blk++] = 0;
+        int t = kv->n_blk, b[ENG_KV_KINDS] = { -1, -1 };
+        for (int k = 0; k < ENG_KV_KINDS; k++) {
+            if (!kv->kp[k] || (b[k] = kvp_alloc(kv->kp[k])) >= 0) continue;
+            if (k && b[0] >= 0) kvp_release(kv->kp[0], b[0]); /* a tile has both kinds or none */
+            return -1;
+        }
+        for (int k = 0; k < ENG_KV_KINDS; k++) {
+            if (!kv->kp[k]) continue;
+            kv->blk[k][t] = b[k];
+            kv->pub[k][t] = 0;
+        }
+        kv->n_blk++;
     }
     return 0;
 }
 
 void kv_publish(kv_cache *kv, int pos)
 {
-    if (!kv->pool || pos % 16 != 15) return;
+    if (!kv->pooled || pos % 16 != 15) return;
     int t = pos / 16;
-    const kvp_ident *id = &kvp_geometry_of(kv->pool)->id;
     uint64_t parent = t ? kv->hash[t - 1] : 0;
-    kv->hash[t] = kvp_hash(parent, kv->toks + (size_t)t * 16, 16, id);
-    if (kv->pub[t]) return;
-    int b = kvp_publish(kv->pool, kv->blk[t], kv->hash[t], parent, kv->toks + (size_t)t * 16);
-    if (b == KVP_COLLISION) return; /* stays ours, unpublished */
-    kv->blk[t] = b;
-    kv->pub[t] = 1;
+    kv->hash[t] = kvp_hash(parent, kv->toks + (size_t)t * 16, 16, &kv->chain);
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        if (!kv->kp[k] || kv->pub[k][t] || (k == ENG_KV_RING && t < kv->lo)) continue;
+        int b = kvp_publish(kv->kp[k], kv->blk[k][t], kv->hash[t], parent, kv->toks + (size_t)t * 16);
+        if (b == KVP_COLLISION) continue; /* stays ours, unpublished */
+        kv->blk[k][t] = b;
+        kv->pub[k][t] = 1;
+    }
+}
+
+/* Gives back the ring blocks of tiles [lo, to). */
+static void ring_release(kv_cache *kv, int to)
+{
+    for (; kv->lo < to && kv->lo < kv->n_blk; kv->lo++) {
+        kvp_release(kv->kp[ENG_KV_RING], kv->blk[ENG_KV_RING][kv->lo]);
+        kv->blk[ENG_KV_RING][kv->lo] = -1;
+        kv->pub[ENG_KV_RING][kv->lo] = 0;
+    }
+}
+
+void kv_slide(kv_cache *kv)
+{
+    if (kv->kp[ENG_KV_RING]) ring_release(kv, ring_lo(kv, kv->top));
 }
 
 int kv_truncate(kv_cache *kv, int pos)
 {
     if (pos == 0) kv->top = 0; /* nothing kept: the rings start empty again */
-    if (!kv->pool) return 0;
+    if (!kv->pooled) return 0;
+    if (kv->top > pos) kv->top = pos; /* (a private ring keeps its top: what it overwrote) */
     int keep = (pos + 15) / 16;
     while (kv->n_blk > keep) {
-        kv->n_blk--;
-        kvp_release(kv->pool, kv->blk[kv->n_blk]);
-        kv->blk[kv->n_blk] = -1;
-        kv->pub[kv->n_blk] = 0;
+        int t = --kv->n_blk;
+        for (int k = 0; k < ENG_KV_KINDS; k++) {
+            if (!kv->kp[k] || kv->blk[k][t] < 0) continue;
+            kvp_release(kv->kp[k], kv->blk[k][t]);
+            kv->blk[k][t] = -1;
+            kv->pub[k][t] = 0;
+        }
     }
+    if (kv->lo > kv->n_blk) kv->lo = kv->n_blk;
+    if (kv->n_blk == 0) kv->lo = 0;
     int t = pos / 16;
-    if (pos % 16 == 0 || t >= kv->n_blk || !kv->pub[t]) return 0;
-    int b = kvp_alloc(kv->pool); /* the tile will be written again: a private copy */
-    if (b < 0) return -1;
-    memcpy(kvp_block_data(kv->pool, b), kvp_block_data(kv->pool, kv->blk[t]), kvp_geometry_of(kv->pool)->block_bytes);
-    kvp_release(kv->pool, kv->blk[t]);
-    kv->blk[t] = b;
-    kv->pub[t] = 0;
+    if (pos % 16 == 0 || t >= kv->n_blk) return 0;
+    for (int k = 0; k < ENG_KV_KINDS; k++) { /* the tile will be written again: private copies */
+        if (!kv->kp[k] || kv->blk[k][t] < 0 || !kv->pub[k][t]) continue;
+        int b = kvp_alloc(kv->kp[k]);
+        if (b < 0) return -1;
+        memcpy(kvp_block_data(kv->kp[k], b), kvp_block_data(kv->kp[k], kv->blk[k][t]),
+               kvp_geometry_of(kv->kp[k])->block_bytes);
+        kvp_release(kv->kp[k], kv->blk[k][t]);
+        kv->blk[k][t] = b;
+        kv->pub[k][t] = 0;
+    }
     return 0;
+}
+
+/* Drops the whole blocks of tiles [t0, t1) that kv_reuse took. */
+static void reuse_drop(kv_cache *kv, int t0, int t1)
+{
+    for (int t = t0; kv->kp[ENG_KV_WHOLE] && t < t1; t++) {
+        kvp_release(kv->kp[ENG_KV_WHOLE], kv->blk[ENG_KV_WHOLE][t]);
+        kv->blk[ENG_KV_WHOLE][t] = -1;
+        kv->pub[ENG_KV_WHOLE][t] = 0;
+    }
 }
 
 int kv_reuse(kv_cache *kv, int pos, const int32_t *tokens, int n)
 {
-    if (!kv->pool || pos % 16 || pos / 16 != kv->n_blk) return pos;
-    const kvp_ident *id = &kvp_geometry_of(kv->pool)->id;
+    if (!kv->pooled || pos % 16 || pos / 16 != kv->n_blk) return pos;
+    const int start = pos, t0 = pos / 16;
+    kvp *whole = kv->kp[ENG_KV_WHOLE], *ring = kv->kp[ENG_KV_RING];
+    /* the chain of tokens that whole blocks are published for (every tile without them) */
     while (pos + 16 <= n && pos + 16 <= kv->n_ctx) {
         int t = pos / 16;
-        uint64_t parent = t ? kv->hash[t - 1] : 0, h = kvp_hash(parent, tokens + pos, 16, id);
-        int b = kvp_lookup(kv->pool, h, parent, tokens + pos);
-        if (b < 0) break;
+        uint64_t parent = t ? kv->hash[t - 1] : 0, h = kvp_hash(parent, tokens + pos, 16, &kv->chain);
+        if (whole) {
+            int b = kvp_lookup(whole, h, parent, tokens + pos);
+            if (b < 0) break;
+            kv->blk[ENG_KV_WHOLE][t] = b;
+            kv->pub[ENG_KV_WHOLE][t] = 1;
+        }
         memcpy(kv->toks + pos, tokens + pos, 16 * sizeof *tokens);
-        kv->blk[t] = b;
-        kv->pub[t] = 1;
         kv->hash[t] = h;
-        kv->n_blk = t + 1;
-        kv->reused += 16;
         pos += 16;
     }
+    /* the ring blocks of the last window, from its end down: a missing one moves the
+     * end to its start (that window no longer sees it) */
+    for (int t = pos / 16 - 1; ring && t >= t0 && t >= ring_lo(kv, pos); t--) {
+        int b = kvp_lookup(ring, kv->hash[t], t ? kv->hash[t - 1] : 0, kv->toks + (size_t)t * 16);
+        if (b >= 0) {
+            kv->blk[ENG_KV_RING][t] = b;
+            kv->pub[ENG_KV_RING][t] = 1;
+            continue;
+        }
+        for (int u = t + 1; u < pos / 16; u++) { /* taken for the longer prefix */
+            kvp_release(ring, kv->blk[ENG_KV_RING][u]);
+            kv->blk[ENG_KV_RING][u] = -1;
+            kv->pub[ENG_KV_RING][u] = 0;
+        }
+        reuse_drop(kv, t, pos / 16);
+        pos = t * 16;
+    }
+    if (pos == start) return pos;
+    int lo = ring ? ring_lo(kv, pos) : 0;
+    if (ring && lo > t0) { /* the window starts past the tiles taken: none of ours is needed */
+        ring_release(kv, t0);
+        kv->lo = lo;
+    }
+    kv->n_blk = pos / 16;
+    kv->reused += (uint64_t)(pos - start);
     return pos;
 }
 

@@ -28,15 +28,19 @@
  * a session can only go back to a position whose window is still there: kv_keeps.
  * A pass must store at most step positions of a ring session (eng_step splits larger).
  *
- * Block table (kv_init_pool): the cache holds no buffers but one block of a shared
- * pool (kvpool.h, KV_BLOCK_TOKENS = 16 positions) per key tile: the block's K plane of a
- * layer is that tile, transposed as above, its V plane the 16 value rows. Blocks are
- * taken as positions are reached (kv_reserve), a tile is published under the hash of
- * its token chain once all its positions are written (kv_publish), and a new session
- * starts from the longest published prefix of full blocks (kv_reuse). A published block
- * is never written again: truncating into one copies it first. A block holds every
- * layer of its 16 positions, so a block table keeps the sliding-window layers' whole KV
- * too (no rings: a published prefix must serve any later position).
+ * Block table (kv_init_pool): the cache holds no buffers but blocks of shared pools
+ * (kvpool.h, KV_BLOCK_TOKENS = 16 positions), one per key tile and kind of layer:
+ * ENG_KV_WHOLE blocks hold the layers that keep every position, ENG_KV_RING blocks the
+ * sliding-window layers (engine.h). A block's K plane of a layer is that tile,
+ * transposed as above, its V plane the 16 value rows. Blocks are taken as positions are
+ * reached (kv_reserve), a tile is published under the hash of its token chain once all
+ * its positions are written (kv_publish: one chain, the same key in both pools), and a
+ * new session starts from the longest published prefix whose whole blocks and the ring
+ * blocks of its last window are all there (kv_reuse). After each pass a session gives
+ * back the ring blocks that every window from its next position on is past (kv_slide:
+ * published, they stay cached for other sessions), so a ring layer holds about its
+ * window, as a private ring does. A published block is never written again: truncating
+ * into one copies it first.
  */
 #ifndef LLM_KV_H
 #define LLM_KV_H
@@ -64,12 +68,18 @@ typedef struct {
     int64_t    *k0, *v0;  /* (n_layer) element offsets of the layers' planes */
     int         step;     /* rings: the most positions one pass may add; 0: no ring */
     int         top;      /* one past the highest position stored */
-    kvp        *pool;     /* block table mode (then k and v are NULL), else NULL */
-    int32_t    *blk;      /* (n_tiles) pool block of each tile, -1 none */
-    uint8_t    *pub;      /* (n_tiles) 1: the block is published (read-only) */
+    int         pooled;   /* block table mode (then k, v, cap and win are NULL) */
+    kvp        *kp[ENG_KV_KINDS];  /* the pool of each kind of layer, NULL when it has none */
+    kvp_ident   chain;    /* the identity the token chain is hashed with (either pool's) */
+    uint8_t    *kind;     /* (n_layer) a layer's kind (ENG_KV_WHOLE or ENG_KV_RING) */
+    int        *plane;    /* (n_layer) its plane in its kind's blocks */
+    int32_t    *blk[ENG_KV_KINDS]; /* (n_tiles) the block of each tile in a kind's pool, -1 none */
+    uint8_t    *pub[ENG_KV_KINDS]; /* (n_tiles) 1: that block is published (read-only) */
     uint64_t   *hash;     /* (n_tiles) kvp_hash of the token chain up to each full tile */
     int32_t    *toks;     /* (n_ctx) the token at each position */
-    int         n_blk;    /* tiles [0, n_blk) have a block */
+    int         n_blk;    /* tiles [0, n_blk) have a whole block, [lo, n_blk) a ring block */
+    int         lo;       /* the first tile with a ring block (0 without ring layers) */
+    int         wmax;     /* the widest window of the ring layers */
     uint64_t    reused;   /* positions taken from published blocks (kv_reuse) */
 } kv_cache;
 
@@ -105,8 +115,9 @@ int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type ty
 /* Bytes kv_init allocates for those sizes: keys (whole tiles) and values. */
 size_t kv_cache_bytes(int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type, const int *window, int step);
 /* 1 when the cache can go back to position pos (the next one written): every ring
- * still holds the positions of its window before pos; 0 when one has overwritten them
- * (the session must start again from 0). Always 1 without rings. */
+ * (private, or the ring blocks of a block table) still holds the positions of its
+ * window before pos; 0 when one has overwritten or given them back (the session must
+ * start again from 0, or from what kv_reuse finds). Always 1 without rings. */
 int kv_keeps(const kv_cache *kv, int pos);
 /* Frees the buffers; accepts a zeroed struct. */
 void kv_free(kv_cache *kv);
@@ -120,37 +131,57 @@ void kv_store(kv_cache *kv, int layer, int pos, const float *k, const float *v);
 void kv_put(kv_cache *kv, int layer, int pos, const float *k, const float *v);
 void kv_mark(kv_cache *kv, int pos);
 
-/* A cache of n_ctx positions over a pool's blocks (its type and shape must match the
- * model's: kvs_ident). 0, or -1 with err. */
-int kv_init_pool(kv_cache *kv, kvp *pool, int n_ctx, char *err, size_t errlen);
-/* Block table: makes tiles up to the one of position pos hold a block. 0, or -1 when the
- * pool has no block to give (every one referenced or being written). */
+/* A cache of n_ctx positions over blocks of pools[kind] (kvs_ident: of the model's type
+ * and shape, each holding its kind's layers; window: n_layer values, a layer of window
+ * > 0 being a ring layer). A model with ring layers and no ring pool keeps them in the
+ * whole blocks too. 0, or -1 with err. */
+int kv_init_pool(kv_cache *kv, kvp *const pools[ENG_KV_KINDS], int n_layer, const int *window, int n_ctx,
+                 char *err, size_t errlen);
+/* The most ring blocks a session with windows up to wmax holds at once when it adds at
+ * most step positions a step: its last window and the step's (a step takes its blocks
+ * first, kv_slide gives them back after). */
+int kv_ring_peak(int wmax, int step);
+/* Blocks of each kind a pooled cache at position pos takes to add n positions in steps of
+ * at most step positions: one per tile reached, and for the ring kind no more than it
+ * holds at once (kv_ring_peak) beyond what it holds now. */
+void kv_need(const kv_cache *kv, int pos, int n, int step, int need[ENG_KV_KINDS]);
+/* Block table: makes tiles up to the one of position pos hold a block of each kind. 0,
+ * or -1 when a pool has no block to give (every one referenced or being written). */
 int kv_reserve(kv_cache *kv, int pos);
 /* Block table: records tok at position pos (before kv_publish). */
-static inline void kv_note(kv_cache *kv, int pos, int32_t tok) { if (kv->pool) kv->toks[pos] = tok; }
+static inline void kv_note(kv_cache *kv, int pos, int32_t tok) { if (kv->pooled) kv->toks[pos] = tok; }
 /* Block table: publishes the tile of pos when pos is its last position. */
 void kv_publish(kv_cache *kv, int pos);
+/* Block table, after a pass (every kv_publish of it): gives back the ring blocks whose
+ * positions every window from position top on is past. */
+void kv_slide(kv_cache *kv);
 /* Drops the positions from pos on: a block table releases the blocks past it (a
  * published tile written into again copied first); at 0 the rings start empty. The
  * caller checks kv_keeps first. 0, or -1 when no block is left for the copy. */
 int kv_truncate(kv_cache *kv, int pos);
 /* Block table: from position pos (a tile start), takes the published blocks of the
- * tokens that follow while whole tiles fit in n tokens; returns the new position. */
+ * tokens that follow while whole tiles fit in n tokens, up to the furthest tile start
+ * whose last window's ring blocks are published too; returns the new position. */
 int kv_reuse(kv_cache *kv, int pos, const int32_t *tokens, int n);
 
 /* Key tile of (layer, tile): kv_dim x 16 elements of the cache's type. */
 static inline const void *kv_ktile(const kv_cache *kv, int layer, int tile)
 {
-    if (kv->pool) return kvp_plane(kv->pool, kv->blk[tile], layer, KVP_K);
+    if (kv->pooled) {
+        int k = kv->kind[layer];
+        return kvp_plane(kv->kp[k], kv->blk[k][tile], kv->plane[layer], KVP_K);
+    }
     int slot = tile % ((kv->cap[layer] + 15) / 16);
     return (const char *)kv->k + kern_kv_bytes(kv->kvt, kv->k0[layer] + (int64_t)slot * kv->kv_dim * 16);
 }
 /* Value row of (layer, pos). */
 static inline const void *kv_v(const kv_cache *kv, int layer, int pos)
 {
-    if (kv->pool)
-        return (const char *)kvp_plane(kv->pool, kv->blk[pos / 16], layer, KVP_V) +
+    if (kv->pooled) {
+        int k = kv->kind[layer];
+        return (const char *)kvp_plane(kv->kp[k], kv->blk[k][pos / 16], kv->plane[layer], KVP_V) +
                kern_kv_bytes(kv->kvt, (int64_t)(pos % 16) * kv->kv_dim);
+    }
     return (const char *)kv->v + kern_kv_bytes(kv->kvt, kv->v0[layer] + (int64_t)(pos % kv->cap[layer]) * kv->kv_dim);
 }
 /* Positions from pos (a tile start for keys) that follow one another in memory, key
@@ -158,7 +189,7 @@ static inline const void *kv_v(const kv_cache *kv, int layer, int pos)
  * whole tile of a layer that keeps every position (a multiple of 16 from a tile start). */
 static inline int kv_run(const kv_cache *kv, int layer, int pos)
 {
-    if (kv->pool) return 16 - pos % 16;
+    if (kv->pooled) return 16 - pos % 16;
     int cap = kv->cap[layer];
     return cap == kv->n_ctx ? kv->n_tiles * 16 - pos : cap - pos % cap;
 }

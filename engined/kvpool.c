@@ -481,12 +481,13 @@ static int check_pool(const void *base, size_t len, const char *name, const kvp_
         return errf(err, errlen, "KV pool %s: header sizes do not match its geometry or its %zu bytes", name, len);
     const kvp_ident *id = &h->g.id;
     if (want && (want->model_id != id->model_id || want->n_layer != id->n_layer || want->kv_dim != id->kv_dim ||
-                 want->type != id->type || (want->block_tokens && want->block_tokens != id->block_tokens)))
-        return errf(err, errlen, "KV pool %s holds another cache (model %016llx, %u layers, kv_dim %u, type %u, "
-                    "%u tokens a block; expected %016llx, %u, %u, %u, %u): remove it (engined --remove-segment %s)",
-                    name, (unsigned long long)id->model_id, id->n_layer, id->kv_dim, id->type, id->block_tokens,
-                    (unsigned long long)want->model_id, want->n_layer, want->kv_dim, want->type, want->block_tokens,
-                    name);
+                 want->type != id->type || want->kind != id->kind ||
+                 (want->block_tokens && want->block_tokens != id->block_tokens)))
+        return errf(err, errlen, "KV pool %s holds another cache (model %016llx, %u layers of kind %u, kv_dim %u, "
+                    "type %u, %u tokens a block; expected %016llx, %u, %u, %u, %u, %u): remove it (engined "
+                    "--remove-segment %s)", name, (unsigned long long)id->model_id, id->n_layer, id->kind, id->kv_dim,
+                    id->type, id->block_tokens, (unsigned long long)want->model_id, want->n_layer, want->kind,
+                    want->kv_dim, want->type, want->block_tokens, name);
     return 0;
 }
 

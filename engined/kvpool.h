@@ -71,7 +71,7 @@
 #include "segment.h"
 
 #define KVP_MAGIC 0x314c50564b4d4c4cull /* "LLMKVPL1" little-endian */
-#define KVP_LAYOUT_VERSION 3u /* 2: a block's K planes hold the attention's transposed key tile; 3: q8_0 keys in quads (KERN_KVQ_AT) */
+#define KVP_LAYOUT_VERSION 4u /* 2: a block's K planes hold the attention's transposed key tile; 3: q8_0 keys in quads (KERN_KVQ_AT); 4: kvp_ident.kind */
 #define KVP_HEADER_BYTES 4096
 #define KVP_ALIGN 64
 #define KVP_MAX_SLOTS 1024
@@ -93,6 +93,8 @@ typedef struct {
     uint32_t kv_dim;       /* n_head_kv * head_dim */
     uint32_t type;         /* kvp_type */
     uint32_t block_tokens; /* positions per block (kvp_attach: 0 accepts the pool's) */
+    uint32_t kind;         /* which of the model's layers (engine.h: ENG_KV_WHOLE, ENG_KV_RING) */
+    uint32_t reserved;
 } kvp_ident;
 
 /* Immutable after creation, covered by geo_checksum. */

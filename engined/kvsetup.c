@@ -12,6 +12,7 @@
 
 #include "errcode.h"
 #include "handle.h"
+#include "kv.h"
 #include "log.h"
 
 int kvs_parse(const char *size, kvs_spec *s, char *err, size_t errlen)
@@ -35,13 +36,44 @@ int kvs_parse(const char *size, kvs_spec *s, char *err, size_t errlen)
 
 int kvs_enabled(const kvs_spec *s) { return s->bytes || s->tokens; }
 
-void kvs_ident(const eng_model *m, eng_kv_type kv, kvp_ident *id)
+int kvs_layers(const mdl_config *c, int kind)
 {
-    const mdl_config *c = eng_config_of(m);
+    int ring = 0;
+    for (int l = 0; l < c->n_layer; l++) ring += mdl_layer_window(c, l) > 0;
+    return kind == ENG_KV_RING ? ring : c->n_layer - ring;
+}
+
+void kvs_peak(const mdl_config *c, int n, int step, int peak[ENG_KV_KINDS])
+{
+    int wmax = 0, tiles = (n + 15) / 16;
+    for (int l = 0; l < c->n_layer; l++)
+        if (mdl_layer_window(c, l) > wmax) wmax = mdl_layer_window(c, l);
+    int ring = kvs_layers(c, ENG_KV_RING) ? kv_ring_peak(wmax, step > 0 ? step : 1) : 0;
+    peak[ENG_KV_WHOLE] = kvs_layers(c, ENG_KV_WHOLE) ? tiles : 0;
+    peak[ENG_KV_RING] = tiles < ring ? tiles : ring;
+}
+
+static void ident_of(const mdl_config *c, uint64_t model_id, eng_kv_type kv, int kind, kvp_ident *id)
+{
     uint32_t type = kv == ENG_KV_F16 ? KVP_F16 : kv == ENG_KV_F32 ? KVP_F32 : KVP_Q8_0;
-    *id = (kvp_ident){ .model_id = kvp_model_id(seg_hdr(eng_handle_map(m))), .n_layer = (uint32_t)c->n_layer,
+    *id = (kvp_ident){ .model_id = model_id, .n_layer = (uint32_t)kvs_layers(c, kind),
                        .kv_dim = (uint32_t)(c->n_head_kv * c->head_dim), .type = type,
-                       .block_tokens = KVS_BLOCK_TOKENS };
+                       .block_tokens = KVS_BLOCK_TOKENS, .kind = (uint32_t)kind };
+}
+
+void kvs_ident(const eng_model *m, eng_kv_type kv, int kind, kvp_ident *id)
+{
+    ident_of(eng_config_of(m), kvp_model_id(seg_hdr(eng_handle_map(m))), kv, kind, id);
+}
+
+int kvs_name(const char *wname, int kind, char name[SEG_NAME_MAX])
+{
+    if (kvp_name_for(wname, name) != 0) return -1;
+    size_t n = strlen(name);
+    if (kind != ENG_KV_RING) return 0;
+    if (n + 5 >= SEG_NAME_MAX) return -1;
+    memcpy(name + n, "-ring", 6);
+    return 0;
 }
 
 /* The master's pool: create, else reuse one of our identity, else replace ours. */
@@ -77,20 +109,48 @@ static kvp *master_open(const char *name, const kvp_params *p, char *err, size_t
     return NULL;
 }
 
-kvp *kvs_open(const eng_model *m, const kvs_spec *s, int master, char *err, size_t errlen)
+void kvs_plan(const mdl_config *c, uint64_t model_id, const kvs_spec *s, kvp_params p[ENG_KV_KINDS])
 {
-    char name[SEG_NAME_MAX];
-    if (kvp_name_for(eng_segment_name(m), name) != 0) {
-        errf(err, errlen, "segment %s: no KV pool name for it", eng_segment_name(m));
-        return NULL;
+    int peak[ENG_KV_KINDS];
+    kvs_peak(c, s->n_ctx > 0 ? s->n_ctx : 1, s->step, peak);
+    double bytes[ENG_KV_KINDS], all = 0; /* of one session of n_ctx positions */
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        p[k] = (kvp_params){ .n_blocks = 0 };
+        ident_of(c, model_id, s->kv, k, &p[k].id);
+        bytes[k] = (double)peak[k] * p[k].id.n_layer * kvp_row_bytes((kvp_type)p[k].id.type, p[k].id.kv_dim);
+        all += bytes[k];
     }
-    if (eng_kv_check(m, s->kv, err, errlen) != 0) return NULL;
-    kvp_params p = { .bytes = s->bytes, .tokens = s->tokens };
-    kvs_ident(m, s->kv, &p.id);
-    if (master) return master_open(name, &p, err, errlen);
+    const int first = p[ENG_KV_WHOLE].id.n_layer ? ENG_KV_WHOLE : ENG_KV_RING;
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        if (!p[k].id.n_layer) continue;
+        if (s->bytes) {
+            p[k].bytes = (uint64_t)((double)s->bytes * bytes[k] / all);
+            continue;
+        }
+        /* tokens: whole blocks for them, and ring blocks in the ratio of one session's */
+        uint64_t blocks = (s->tokens + KVS_BLOCK_TOKENS - 1) / KVS_BLOCK_TOKENS;
+        if (k != first) blocks = (blocks * (uint64_t)peak[k] + (uint64_t)peak[first] - 1) / (uint64_t)peak[first];
+        p[k].n_blocks = blocks < (1u << 28) ? (uint32_t)blocks : 1u << 28;
+    }
+}
+
+void kvs_close(kvp *pools[ENG_KV_KINDS])
+{
+    for (int k = 0; k < ENG_KV_KINDS; k++) kvp_close(&pools[k]);
+}
+
+void kvs_reap(kvp *const pools[ENG_KV_KINDS])
+{
+    for (int k = 0; k < ENG_KV_KINDS; k++)
+        if (pools[k]) kvp_reap(pools[k]);
+}
+
+/* A worker's attach of the master's pool name. */
+static kvp *worker_open(const char *name, const kvp_ident *id, char *err, size_t errlen)
+{
     kvp *pool = NULL;
     for (int t = 0; t < 50; t++) { /* the master may still be creating it */
-        int rc = kvp_attach(name, &p.id, &pool, err, errlen);
+        int rc = kvp_attach(name, id, &pool, err, errlen);
         if (rc == 0) return pool;
         if (rc != 1 && rc != -2) return NULL;
         struct timespec ts = {0, 100 * 1000000L};
@@ -98,4 +158,29 @@ kvp *kvs_open(const eng_model *m, const kvs_spec *s, int master, char *err, size
     }
     if (!err[0] || !strstr(err, name)) errf(err, errlen, "KV pool %s: not there (is the master running with --kv-pool?)", name);
     return NULL;
+}
+
+int kvs_open(const eng_model *m, const kvs_spec *s, int master, kvp *pools[ENG_KV_KINDS], char *err, size_t errlen)
+{
+    for (int k = 0; k < ENG_KV_KINDS; k++) pools[k] = NULL;
+    if (eng_kv_check(m, s->kv, err, errlen) != 0) return -1;
+    kvp_params p[ENG_KV_KINDS];
+    kvs_spec r = *s;
+    r.n_ctx = eng_ctx(m, s->n_ctx);
+    kvs_plan(eng_config_of(m), kvp_model_id(seg_hdr(eng_handle_map(m))), &r, p);
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        char name[SEG_NAME_MAX];
+        if (!p[k].id.n_layer) continue;
+        if (kvs_name(eng_segment_name(m), k, name) != 0) {
+            errf(err, errlen, "segment %s: no KV pool name for it", eng_segment_name(m));
+            kvs_close(pools);
+            return -1;
+        }
+        pools[k] = master ? master_open(name, &p[k], err, errlen) : worker_open(name, &p[k].id, err, errlen);
+        if (!pools[k]) {
+            kvs_close(pools);
+            return -1;
+        }
+    }
+    return 0;
 }

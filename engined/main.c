@@ -18,7 +18,7 @@
 
 #include "engd.h"
 #include "engine.h"
-#include "kvpool.h"
+#include "kvsetup.h"
 #include "log.h"
 #include "segment.h"
 #include "errcode.h"
@@ -221,15 +221,17 @@ static int list_segments(void)
     return 0;
 }
 
-/* A weight segment's KV pool (kvpool.h) goes with it, when there is one. */
+/* A weight segment's KV pools (kvsetup.h) go with it, when there are some. */
 static void remove_pool_of(const char *wname)
 {
     char pool[SEG_NAME_MAX], full[SEG_NAME_MAX + 1], err[256];
     snprintf(full, sizeof full, "%s%s", wname[0] == '/' ? "" : "/", wname);
-    if (kvp_name_for(full, pool) != 0) return;
-    int rc = kvp_remove(pool, err, sizeof err);
-    if (rc == 0) printf("removed %s\n", pool);
-    else if (rc < 0) fprintf(stderr, "error: %s\n", err);
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        if (kvs_name(full, k, pool) != 0) return;
+        int rc = kvp_remove(pool, err, sizeof err);
+        if (rc == 0) printf("removed %s\n", pool);
+        else if (rc < 0) fprintf(stderr, "error: %s\n", err);
+    }
 }
 
 static int remove_segments(const char *what)

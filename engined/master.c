@@ -241,7 +241,7 @@ static void describe(int status, char *buf, size_t cap)
     else snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
 }
 
-static void reap(wslot *ws, int n, int64_t now, kvp *pool)
+static void reap(wslot *ws, int n, int64_t now, kvp *const pools[ENG_KV_KINDS])
 {
     int status;
     pid_t pid;
@@ -258,7 +258,7 @@ static void reap(wslot *ws, int n, int64_t now, kvp *pool)
             log_warn("worker %d (pid %d) %s; restarting it%s", i, (int)pid, how, delay ? " after a backoff" : "");
         }
     }
-    if (pool) kvp_reap(pool); /* its KV block references and unfinished blocks (logged there) */
+    kvs_reap(pools); /* its KV block references and unfinished blocks (logged there) */
 }
 
 static void stop_all(wslot *ws, int n)
@@ -320,10 +320,10 @@ int engd_master_run(const engd_opts *o, const char *self_exe)
         eng_close(m);
         return 1;
     }
-    kvp *pool = NULL;
-    kvs_spec ks = { .kv = o->kv };
+    kvp *pools[ENG_KV_KINDS] = { NULL, NULL };
+    kvs_spec ks = { .kv = o->kv, .n_ctx = o->n_ctx, .step = engd_chunk_max(o) };
     if (o->kv_pool && kvs_parse(o->kv_pool, &ks, err, sizeof err) == 0 && kvs_enabled(&ks) &&
-        !(pool = kvs_open(m, &ks, 1, err, sizeof err))) {
+        kvs_open(m, &ks, 1, pools, err, sizeof err) != 0) {
         log_error("--kv-pool %s: %s", o->kv_pool, err);
         eng_close(m);
         return 1;
@@ -333,10 +333,10 @@ int engd_master_run(const engd_opts *o, const char *self_exe)
     int64_t last_reap = net_now_ms();
     while (!dmn_stop) {
         int64_t now = net_now_ms();
-        if (dmn_child || (pool && now - last_reap >= 1000)) {
+        if (dmn_child || ((pools[0] || pools[1]) && now - last_reap >= 1000)) {
             dmn_child = 0;
             last_reap = now;
-            reap(ws, n, now, pool); /* also an attached worker's (engined --attach) death */
+            reap(ws, n, now, pools); /* also an attached worker's (engined --attach) death */
         }
         for (int i = 0; i < n && !dmn_stop; i++) {
             if (ws[i].pid > 0 || now < ws[i].next_ms) continue;
@@ -349,7 +349,7 @@ int engd_master_run(const engd_opts *o, const char *self_exe)
     }
     log_info("stopping %d workers", n);
     stop_all(ws, n);
-    kvp_close(&pool); /* the pool stays, its cached blocks with it, for the next master */
+    kvs_close(pools); /* the pools stay, their cached blocks with them, for the next master */
     eng_close(m);
     log_info("stopped; segment %s stays READY for the next master", seg);
     return 0;

@@ -60,6 +60,13 @@ void engd_opts_default(engd_opts *o)
     o->precision = ENG_NATIVE;
 }
 
+int engd_chunk_max(const engd_opts *o)
+{
+    int b = o->batch_tokens > 0 ? o->batch_tokens : ENGD_BATCH_TOKENS_DEFAULT;
+    int i = o->idle_tokens > 0 ? o->idle_tokens : ENGD_IDLE_TOKENS_DEFAULT, m = b > i ? b : i;
+    return m > PREFILL_MIN ? m : PREFILL_MIN;
+}
+
 static void publish_load(worker *w)
 {
     int active = 0, busy = 0;
@@ -71,13 +78,19 @@ static void publish_load(worker *w)
     }
     wio_set_load(&w->io, active, busy);
     wio_set_sampler_wait(&w->io, (int)(now - oldest));
-    if (w->pool && w->kv_blocked) wio_set_cap(&w->io, wkv_cap(w)); /* until the room is free */
-    if (w->pool && now - w->kv_ms >= 200) { /* the pool's lock, five times a second at most */
-        kvp_stats_t st;
-        kvp_stats(w->pool, &st);
+    if (w->kv_on && (w->kv_blocked[0] || w->kv_blocked[1])) wio_set_cap(&w->io, wkv_cap(w)); /* until the room is free */
+    if (w->kv_on && now - w->kv_ms >= 200) { /* the pools' locks, five times a second at most */
+        uint64_t kv[PROTO_KV_COUNTS] = {0, 0, 0, 0, w->kv_prompt, w->kv_reused, w->kv_preempt, w->kv_deferred};
+        for (int k = 0; k < ENG_KV_KINDS; k++) { /* blocks of both kinds together */
+            if (!w->pools[k]) continue;
+            kvp_stats_t st;
+            kvp_stats(w->pools[k], &st);
+            kv[0] += st.n_blocks;
+            kv[1] += st.writing + st.referenced;
+            kv[2] += st.cached;
+            kv[3] += st.c.evictions;
+        }
         w->kv_ms = now;
-        uint64_t kv[PROTO_KV_COUNTS] = {st.n_blocks, st.writing + st.referenced, st.cached, st.c.evictions,
-                                        w->kv_prompt, w->kv_reused, w->kv_preempt, w->kv_deferred};
         wio_set_kv(&w->io, kv);
     }
 }
@@ -515,7 +528,7 @@ static void on_run(worker *w, const proto_msg *pm)
     keep = eng_session_pos(s->es); /* less when a ring no longer holds keep's window (it restarts) */
     for (uint32_t i = 0; i < n; i++) s->toks[i] = (int32_t)toks->via.array.ptr[i].via.u64;
     s->n_toks = (int)n;
-    if (w->pool && !rec.embed && (keep = wkv_start(w, s, sess, epoch, keep)) < 0) return;
+    if (w->kv_on && !rec.embed && (keep = wkv_start(w, s, sess, epoch, keep)) < 0) return;
     s->sess = sess;
     s->epoch = epoch;
     s->seq = ++w->next_seq;
@@ -619,17 +632,19 @@ static void plan_decode(worker *w, splan *p, int64_t now)
 }
 
 /* Prefill chunks of the sessions in w->order, first come first served, up to room tokens
- * in all and to the positions that avail more KV blocks hold (avail < 0: no pool). */
-static void plan_prefill(worker *w, splan *p, int room, int avail)
+ * in all and to the positions that avail more KV blocks of each kind hold (avail NULL:
+ * no limit). */
+static void plan_prefill(worker *w, splan *p, int room, int *avail)
 {
     for (int k = 0; k < p->no && room > 0; k++) {
         wsess *s = &w->s[w->order[k]];
         int pos = eng_session_pos(s->es), take = s->n_toks - pos;
         if (take > room) take = room;
-        while (avail >= 0 && take > 0 && eng_session_kv_need(s->es, take) > avail)
+        int need[ENG_KV_KINDS];
+        while (avail && take > 0 && (eng_session_kv_need(s->es, take, take, need), need[0] > avail[0] || need[1] > avail[1]))
             take = (pos + take - 1) / 16 * 16 - pos; /* one block less */
         if (take <= 0) continue;
-        if (avail >= 0) avail -= eng_session_kv_need(s->es, take);
+        for (int j = 0; avail && j < ENG_KV_KINDS; j++) avail[j] -= need[j];
         room -= take;
         for (int j = 0; j < take; j++) {
             if (s->embed) w->hrow[p->nh++] = s;
@@ -667,8 +682,9 @@ static int step(worker *w)
     int budget = p.n || generating ? w->batch_tokens : w->idle_tokens;
     int room = budget - p.n, floor = budget < PREFILL_MIN ? budget : PREFILL_MIN;
     if (room < floor) room = floor;
-    plan_prefill(w, &p, room, wkv_avail(w));
-    if (!p.n && p.no) plan_prefill(w, &p, room, -1); /* no room at all: the step meets the full
+    int avail[ENG_KV_KINDS];
+    plan_prefill(w, &p, room, wkv_avail(w, avail) == 0 ? avail : NULL);
+    if (!p.n && p.no) plan_prefill(w, &p, room, NULL); /* no room at all: the step meets the full
                                                       * pool, and preempts or waits */
     int n = p.n, nl = p.nl, nh = p.nh, no = p.no;
     wsess **lrow = w->lrow;
@@ -684,7 +700,7 @@ static int step(worker *w)
     int rc = eng_step_hidden(w->m, w->items, n, w->logits, w->hidden, err, sizeof err);
     log_debug("step: %d items (%d rows of logits, %d sessions prefilling) in %lld ms", n, nl, no,
               (long long)(net_now_ms() - t0));
-    if (rc != 0 && w->pool && strstr(err, "KV pool full") && wkv_full(w, net_now_ms()))
+    if (rc != 0 && w->kv_on && strstr(err, "KV pool full") && wkv_full(w, net_now_ms()))
         return 1; /* next step, with room (or after other workers' sessions give some back) */
     for (int i = 0; i < w->n_s && rc == 0; i++) /* a step went through: nobody waits for room */
         if (w->s[i].state == WS_READY && !w->s[i].kv_wait) w->s[i].kv_wait_ms = 0;
@@ -772,7 +788,7 @@ static void worker_free(worker *w)
     free(w->order);
     free(w->lrow);
     lshm_destroy(&w->ring);
-    kvp_close(&w->pool);
+    kvs_close(w->pools);
     net_close(&w->samp);
     if (w->ctx) zmq_ctx_term(w->ctx);
     eng_close(w->m);
@@ -817,17 +833,22 @@ static int attach(worker *w, const engd_opts *o)
     }
     eng_set_threads(w->m, o->threads);
     log_info("attached segment %s read-only in %lld ms (no reload)", o->segment, (long long)(net_now_ms() - t0));
-    kvs_spec ks = { .kv = o->kv };
+    kvs_spec ks = { .kv = o->kv, .n_ctx = o->n_ctx, .step = engd_chunk_max(o) };
     if (o->kv_pool && kvs_parse(o->kv_pool, &ks, err, sizeof err) == 0 && kvs_enabled(&ks)) {
-        if (!(w->pool = kvs_open(w->m, &ks, 0, err, sizeof err))) {
+        if (kvs_open(w->m, &ks, 0, w->pools, err, sizeof err) != 0) {
             log_error("cannot attach the KV pool: %s", err);
             eng_close(w->m);
             w->m = NULL;
             return 1;
         }
-        log_info("attached KV pool: %u blocks of %u tokens (slot %d)", kvp_geometry_of(w->pool)->n_blocks,
-                 kvp_geometry_of(w->pool)->id.block_tokens, kvp_slot_of(w->pool));
-        eng_set_kv_pool(w->m, w->pool); /* every session holds a block table */
+        for (int k = 0; k < ENG_KV_KINDS; k++)
+            if (w->pools[k])
+                log_info("attached KV pool%s: %u blocks of %u tokens (slot %d)", k == ENG_KV_RING ? " (ring layers)" : "",
+                         kvp_geometry_of(w->pools[k])->n_blocks, kvp_geometry_of(w->pools[k])->id.block_tokens,
+                         kvp_slot_of(w->pools[k]));
+        eng_set_kv_pools(w->m, w->pools[ENG_KV_WHOLE], w->pools[ENG_KV_RING]); /* every session holds a block table */
+        w->kv_on = 1;
+        w->kv_step = ks.step;
     }
     return 0;
 }
@@ -838,7 +859,7 @@ static void knobs(worker *w, const engd_opts *o)
 {
     w->n_vocab = eng_config_of(w->m)->n_vocab;
     w->eos = eng_config_of(w->m)->eos_id;
-    w->n_s = o->max_sessions > 0 ? o->max_sessions : w->pool ? ENGD_POOL_SESSIONS_DEFAULT : ENGD_SESSIONS_DEFAULT;
+    w->n_s = o->max_sessions > 0 ? o->max_sessions : w->kv_on ? ENGD_POOL_SESSIONS_DEFAULT : ENGD_SESSIONS_DEFAULT;
     w->batch_tokens = o->batch_tokens > 0 ? o->batch_tokens : ENGD_BATCH_TOKENS_DEFAULT;
     w->idle_tokens = o->idle_tokens > 0 ? o->idle_tokens : ENGD_IDLE_TOKENS_DEFAULT;
     const char *fs = getenv("LLM_FAULT_STALL_STEP");

@@ -45,6 +45,9 @@ typedef struct {
 #define ENGD_SESSIONS_DEFAULT      16
 #define ENGD_POOL_SESSIONS_DEFAULT 64
 
+/* The most positions one step adds to a session: what a step's budget (batch or idle
+ * tokens, at least the prefill floor) lets one prompt take. */
+int engd_chunk_max(const engd_opts *o);
 /* Defaults: 1 worker, 1 thread, n_ctx 0, max_sessions 0 (above), ENGD_BATCH_TOKENS_DEFAULT tokens
  * per step, f32 KV, INT8. */
 void engd_opts_default(engd_opts *o);

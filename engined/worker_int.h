@@ -11,7 +11,7 @@
 
 #include "engine.h"
 #include "errcode.h"
-#include "kvpool.h"
+#include "kvsetup.h"
 #include "logits_shm.h"
 #include "proto.h"
 #include "sparams.h"
@@ -92,14 +92,16 @@ typedef struct {
     int         n_items_cap; /* items' capacity */
     float      *hidden;    /* (n_items_cap, n_embd) a step's hidden rows, and */
     wsess     **hrow;      /* (n_items_cap) their sessions; made by the first embedding */
-    kvp        *pool;      /* the master's KV block pool (--kv-pool), or NULL */
+    kvp        *pools[ENG_KV_KINDS]; /* the master's KV block pools (--kv-pool), or NULL */
+    int         kv_on;     /* a pool is there: sessions hold block tables */
+    int         kv_step;   /* the most positions a step adds to a session (engd_chunk_max) */
     uint64_t    kv_prompt; /* prompt tokens of the runs this worker started (pool on) */
     uint64_t    kv_reused; /* of them, positions not computed again (held or from the pool) */
     int64_t     kv_retry_ms; /* sessions waiting for other workers' blocks retry from then */
     uint64_t    kv_preempt;/* sessions preempted (or held chats reset) for KV blocks */
     int64_t     kv_ms;     /* when the pool's counts were last published */
-    uint32_t    kv_blocked;/* blocks the last run refused for room asked for (0: none):
-                            * no more sessions are offered until the pool has them */
+    int         kv_blocked[ENG_KV_KINDS]; /* blocks the last run refused for room asked
+                            * for (0: none): no more sessions are offered until the pools have them */
     uint64_t    kv_deferred; /* runs sent back to the queue for KV room */
 } worker;
 

@@ -1,6 +1,7 @@
 /*
- * worker_kv.c - a worker's scheduling on the shared KV block pool (kvpool.h), which every
- * worker of the segment draws from.
+ * worker_kv.c - a worker's scheduling on the shared KV block pools (kvsetup.h), which every
+ * worker of the segment draws from. Every count is per kind of block (ENG_KV_WHOLE, and
+ * ENG_KV_RING for a model with sliding-window layers): room is there when each kind has it.
  *
  * Admission counts blocks, not sessions: a run is taken when the free and cached blocks
  * hold the rest of its prompt (past the longest published prefix it found) and its first
@@ -23,6 +24,24 @@
 #define KV_RETRY_MS 50       /* a session waiting for other workers' blocks tries again this often */
 #define KV_WAIT_MAX_MS 60000 /* and gives up (the step's error) after this long */
 
+/* Blocks of each kind kvp_alloc can hand out now (free and cached). */
+static void avail_of(worker *w, int avail[ENG_KV_KINDS])
+{
+    for (int k = 0; k < ENG_KV_KINDS; k++) avail[k] = w->pools[k] ? (int)kvp_available(w->pools[k]) : 0;
+}
+
+static int n_blocks_of(const worker *w, int k) { return w->pools[k] ? (int)kvp_geometry_of(w->pools[k])->n_blocks : 0; }
+
+/* The first kind whose need is more than avail, or -1 when every kind fits. */
+static int short_kind(const int need[ENG_KV_KINDS], const int avail[ENG_KV_KINDS])
+{
+    for (int k = 0; k < ENG_KV_KINDS; k++)
+        if (need[k] > avail[k]) return k;
+    return -1;
+}
+
+static const char *kind_name(int k) { return k == ENG_KV_RING ? "ring " : ""; }
+
 /* Held chats (IDLE with positions) other than keep give their blocks back: published ones
  * stay cached, so their next turn finds them unless evicted. Returns how many. */
 static int release_held(worker *w, const wsess *keep)
@@ -40,36 +59,49 @@ static int release_held(worker *w, const wsess *keep)
     return n;
 }
 
-/* Blocks session x still takes for its prompt and first token, at least one (its next):
- * what an admitted session keeps for itself before it has them. */
-static uint32_t promised(const wsess *x)
+/* Adds the blocks session x still takes for its prompt and first token, at least one of
+ * each kind it uses (its next): what an admitted session keeps for itself before it has
+ * them. */
+static void promised(const worker *w, const wsess *x, int sum[ENG_KV_KINDS])
 {
-    int k = eng_session_kv_need(x->es, x->n_toks + 1 - eng_session_pos(x->es));
-    return k > 1 ? (uint32_t)k : 1;
+    int k[ENG_KV_KINDS];
+    eng_session_kv_need(x->es, x->n_toks + 1 - eng_session_pos(x->es), w->kv_step, k);
+    for (int i = 0; i < ENG_KV_KINDS; i++) sum[i] += w->pools[i] ? (k[i] > 1 ? k[i] : 1) : 0;
 }
 
-/* 1 when the pool holds the rest of s's prompt and first token beside what this worker's
+/* 1 when the pools hold the rest of s's prompt and first token beside what this worker's
  * other running sessions were promised (our held chats give their blocks back first if
  * that makes the room); 1 as well when nobody else holds or was promised a block (the
  * whole pool is s's, and wkv_start checked that it fits). Else s is dropped and sent back
  * to the queue: 0. */
 static int admit(worker *w, wsess *s, uint64_t sess, uint64_t epoch)
 {
-    int pos = eng_session_pos(s->es);
-    uint32_t n_blocks = kvp_geometry_of(w->pool)->n_blocks, held = (uint32_t)(pos + 15) / 16;
-    uint32_t own = (uint32_t)eng_session_kv_need(s->es, s->n_toks + 1 - pos), others = 0;
+    int own[ENG_KV_KINDS], others[ENG_KV_KINDS] = {0}, need[ENG_KV_KINDS], avail[ENG_KV_KINDS], held[ENG_KV_KINDS];
+    eng_session_kv_need(s->es, s->n_toks + 1 - eng_session_pos(s->es), w->kv_step, own);
+    eng_session_kv_held(s->es, held);
+    int alone = 1;
     for (int i = 0; i < w->n_s; i++) {
         const wsess *x = &w->s[i];
-        if (x != s && (x->state == WS_READY || x->state == WS_WAIT) && !x->kv_wait) others += promised(x);
+        if (x != s && (x->state == WS_READY || x->state == WS_WAIT) && !x->kv_wait) {
+            promised(w, x, others);
+            alone = 0;
+        }
     }
-    uint32_t need = own + others, avail = kvp_available(w->pool);
-    if (avail < need && release_held(w, s)) avail = kvp_available(w->pool);
-    if (avail >= need || (others == 0 && n_blocks - avail <= held)) return 1;
-    w->kv_blocked = need < n_blocks ? need : n_blocks;
+    for (int k = 0; k < ENG_KV_KINDS; k++) need[k] = own[k] + others[k];
+    avail_of(w, avail);
+    if (short_kind(need, avail) >= 0 && release_held(w, s)) avail_of(w, avail);
+    int k = short_kind(need, avail);
+    if (k >= 0 && alone) { /* nobody else of ours runs: it fits when every block in use is s's */
+        int own_all = 1;
+        for (int j = 0; j < ENG_KV_KINDS; j++) own_all &= n_blocks_of(w, j) - avail[j] <= held[j];
+        if (own_all) k = -1;
+    }
+    if (k < 0) return 1;
+    for (int j = 0; j < ENG_KV_KINDS; j++) w->kv_blocked[j] = need[j] < n_blocks_of(w, j) ? need[j] : n_blocks_of(w, j);
     w->kv_deferred++;
     char msg[200];
-    snprintf(msg, sizeof msg, "KV pool full: the prompt needs %u more blocks and this worker's running sessions %u, "
-             "%u are free or cached; it waits in the queue", own, others, avail);
+    snprintf(msg, sizeof msg, "KV pool full: the prompt needs %d more %sblocks and this worker's running sessions %d, "
+             "%d are free or cached; it waits in the queue", own[k], kind_name(k), others[k], avail[k]);
     log_debug("session %llu: %s", (unsigned long long)sess, msg);
     wrk_sess_drop(s);
     wrk_sess_error_code(w, sess, epoch, msg, ERR_WORKER_FULL, 0);
@@ -79,42 +111,49 @@ static int admit(worker *w, wsess *s, uint64_t sess, uint64_t epoch)
 
 int wkv_start(worker *w, wsess *s, uint64_t sess, uint64_t epoch, int keep)
 {
-    uint64_t cap = kvp_geometry_of(w->pool)->n_blocks, n = (uint64_t)s->n_toks;
+    int peak[ENG_KV_KINDS];
+    kvs_peak(eng_config_of(w->m), s->n_toks + 1, w->kv_step, peak);
     s->kv_wait = 0;
     s->kv_wait_ms = 0;
-    if ((n + 16) / 16 > cap) { /* its prompt and first token never fit */
-        char msg[160];
-        snprintf(msg, sizeof msg, "the prompt (%llu tokens) needs more KV blocks than the whole pool has "
-                 "(%llu blocks of 16 tokens)", (unsigned long long)n, (unsigned long long)cap);
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        if (!w->pools[k] || peak[k] <= n_blocks_of(w, k)) continue;
+        char msg[200]; /* its prompt and first token never fit */
+        snprintf(msg, sizeof msg, "the prompt (%d tokens) needs more KV blocks than the whole %spool has "
+                 "(%d blocks of 16 tokens; it needs %d)", s->n_toks, kind_name(k), n_blocks_of(w, k), peak[k]);
         wrk_sess_error_code(w, sess, epoch, msg, ERR_CONTEXT, 0);
         wrk_sess_drop(s);
         return -1;
     }
     if (eng_session_pos(s->es) == keep) keep = eng_session_reuse(s->es, s->toks, s->n_toks - 1);
     if (!admit(w, s, sess, epoch)) return -1;
-    w->kv_prompt += n;
+    w->kv_prompt += (uint64_t)s->n_toks;
     w->kv_reused += (uint64_t)keep;
     return keep;
 }
 
 int wkv_cap(worker *w)
 {
-    int active = 0;
+    int active = 0, avail[ENG_KV_KINDS];
     for (int i = 0; i < w->n_s; i++) active += w->s[i].state != WS_FREE;
-    if (w->kv_blocked && kvp_available(w->pool) >= w->kv_blocked) w->kv_blocked = 0;
-    return w->kv_blocked ? active : w->n_s;
+    avail_of(w, avail);
+    int blocked = w->kv_blocked[0] || w->kv_blocked[1];
+    if (blocked && short_kind(w->kv_blocked, avail) < 0) w->kv_blocked[0] = w->kv_blocked[1] = blocked = 0;
+    return blocked ? active : w->n_s;
 }
 
-int wkv_avail(worker *w)
+int wkv_avail(worker *w, int avail[ENG_KV_KINDS])
 {
-    if (!w->pool) return -1;
-    int avail = (int)kvp_available(w->pool);
+    if (!w->kv_on) return -1;
+    avail_of(w, avail);
     for (int i = 0; i < w->n_s; i++) { /* a decoding session's next position may start a block */
         const wsess *s = &w->s[i];
-        if (s->state == WS_READY && !s->kv_wait && s->n_toks - eng_session_pos(s->es) == 1 && !s->embed)
-            avail -= eng_session_kv_need(s->es, 1);
+        if (s->state != WS_READY || s->kv_wait || s->n_toks - eng_session_pos(s->es) != 1 || s->embed) continue;
+        int need[ENG_KV_KINDS];
+        eng_session_kv_need(s->es, 1, 1, need);
+        for (int k = 0; k < ENG_KV_KINDS; k++) avail[k] -= need[k];
     }
-    return avail > 0 ? avail : 0;
+    for (int k = 0; k < ENG_KV_KINDS; k++) avail[k] = avail[k] > 0 ? avail[k] : 0;
+    return 0;
 }
 
 int wkv_resume_ok(const worker *w, int64_t now)
@@ -159,13 +198,14 @@ static int preempt(worker *w)
  * 0 (the step fails with its error) after KV_WAIT_MAX_MS. */
 static int wait_others(worker *w, int64_t now)
 {
-    uint32_t n_blocks = kvp_geometry_of(w->pool)->n_blocks;
     int64_t oldest = now;
     for (int i = 0; i < w->n_s; i++) {
         wsess *s = &w->s[i];
         if (s->state != WS_READY) continue;
         eng_session_reset(s->es);
-        if ((uint32_t)(s->n_toks + 15) / 16 > n_blocks) { /* it never fits again */
+        int peak[ENG_KV_KINDS];
+        kvs_peak(eng_config_of(w->m), s->n_toks, w->kv_step, peak);
+        if (peak[0] > n_blocks_of(w, 0) || peak[1] > n_blocks_of(w, 1)) { /* it never fits again */
             wrk_sess_error_code(w, s->sess, s->epoch, "the session outgrew the KV pool", ERR_NONE, 1);
             s->state = WS_IDLE;
             continue;
@@ -175,7 +215,9 @@ static int wait_others(worker *w, int64_t now)
         if (s->kv_wait_ms < oldest) oldest = s->kv_wait_ms;
     }
     if (now - oldest > KV_WAIT_MAX_MS) return 0;
-    if (kvp_available(w->pool) == n_blocks) { /* nobody holds a block */
+    int avail[ENG_KV_KINDS];
+    avail_of(w, avail);
+    if (avail[0] == n_blocks_of(w, 0) && avail[1] == n_blocks_of(w, 1)) { /* nobody holds a block */
         w->kv_retry_ms = now;
         return 1;
     }

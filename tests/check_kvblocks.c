@@ -22,7 +22,7 @@ static kvp *make_pool(eng_model *m, const char *tag, uint32_t n_blocks, eng_kv_t
     char err[256];
     snprintf(name, SEG_NAME_MAX, "/llm-kv-%u-test%d-%s", (unsigned)geteuid(), (int)getpid(), tag);
     kvp_params p = { .n_blocks = n_blocks };
-    kvs_ident(m, kv, &p.id);
+    kvs_ident(m, kv, ENG_KV_WHOLE, &p.id); /* these models have no sliding-window layers */
     kvp *pool = NULL;
     ck_assert_msg(kvp_create(name, &p, &pool, err, sizeof err) == 0, "%s", err);
     kvp_close(&pool); /* the creator's handle has no slot: attach like a worker */
@@ -60,7 +60,7 @@ static void check_model(const char *file, eng_kv_type kv)
     eng_session_free(p);
 
     kvp *pool = make_pool(m, "inv", 64, kv, name);
-    eng_set_kv_pool(m, pool);
+    eng_set_kv_pools(m, pool, NULL);
     /* computed in chunks of 7 over a block table: publishes blocks 0..3 */
     eng_session *a = eng_session_new(m, 128, kv == ENG_KV_F32 ? ENG_KV_F16 : ENG_KV_F32 /* the pool's type wins */, err,
                                      sizeof err);
@@ -102,7 +102,7 @@ static void check_model(const char *file, eng_kv_type kv)
     ck_assert_uint_eq(st.referenced, 0);
     ck_assert_uint_eq(st.writing, 0);
     ck_assert_uint_ge(st.cached, N / 16);
-    eng_set_kv_pool(m, NULL);
+    eng_set_kv_pools(m, NULL, NULL);
     drop_pool(&pool, name);
     free(ref); free(ralt); free(out);
     test_model_close(m, built);
@@ -122,7 +122,7 @@ START_TEST(test_pool_full)
     char err[512], name[SEG_NAME_MAX];
     eng_model *m = test_model_open("stories260K-f32.gguf", ENG_INT8, &built);
     kvp *pool = make_pool(m, "full", 3, ENG_KV_F16, name);
-    eng_set_kv_pool(m, pool);
+    eng_set_kv_pools(m, pool, NULL);
     int32_t toks[64];
     for (int t = 0; t < 64; t++) toks[t] = 3 + t;
     eng_session *s = eng_session_new(m, 128, ENG_KV_F16, err, sizeof err);
@@ -138,7 +138,7 @@ START_TEST(test_pool_full)
     kvp_stats(pool, &st);
     ck_assert_uint_ge(st.c.evictions, 2);
     eng_session_free(s);
-    eng_set_kv_pool(m, NULL);
+    eng_set_kv_pools(m, NULL, NULL);
     drop_pool(&pool, name);
     test_model_close(m, built);
 }

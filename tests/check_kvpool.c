@@ -26,7 +26,7 @@
 #define NB 8  /* blocks of the test pools */
 #define BT 16 /* tokens a block */
 
-static const kvp_ident ID = { 0x1234abcd5678ef01ull, 2, 64, KVP_F16, BT };
+static const kvp_ident ID = { 0x1234abcd5678ef01ull, 2, 64, KVP_F16, BT, 0, 0 };
 
 static void pool_name(char *buf, const char *tag)
 {
@@ -724,6 +724,9 @@ START_TEST(test_corrupt_header_refused)
     refused(name, &other, "holds another cache");
     other = ID;
     other.type = KVP_F32;
+    refused(name, &other, "holds another cache");
+    other = ID;
+    other.kind = 1; /* the same shape, for the other kind of layer */
     refused(name, &other, "holds another cache");
     other = ID;
     other.block_tokens = 0; /* any block size */

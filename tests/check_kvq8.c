@@ -82,8 +82,10 @@ START_TEST(test_q8_refused)
     eng_model *m = test_model_open("stories260K-f32.gguf", ENG_INT8, &built);
     ck_assert_ptr_null(eng_session_new(m, 16, ENG_KV_Q8_0, err, sizeof err));
     ck_assert_msg(strstr(err, "head_dim") && strstr(err, "q8_0"), "%s", err);
-    kvs_spec ks = { .tokens = 64, .kv = ENG_KV_Q8_0 };
-    ck_assert_ptr_null(kvs_open(m, &ks, 1, err, sizeof err));
+    kvs_spec ks = { .tokens = 64, .kv = ENG_KV_Q8_0, .step = 16 };
+    kvp *pools[ENG_KV_KINDS];
+    ck_assert_int_eq(kvs_open(m, &ks, 1, pools, err, sizeof err), -1);
+    ck_assert(!pools[ENG_KV_WHOLE] && !pools[ENG_KV_RING]);
     ck_assert_msg(strstr(err, "head_dim"), "%s", err);
     ck_assert_int_eq(eng_kv_check(m, ENG_KV_F16, err, sizeof err), 0);
     test_model_close(m, built);
@@ -264,10 +266,10 @@ START_TEST(test_q8_pool_identity)
     char err[256], name[SEG_NAME_MAX];
     eng_model *m = test_model_open("tiny-llama2-Q8_0.gguf", ENG_INT8, &built);
     kvp_params p = { .n_blocks = 4 };
-    kvs_ident(m, ENG_KV_Q8_0, &p.id);
+    kvs_ident(m, ENG_KV_Q8_0, ENG_KV_WHOLE, &p.id);
     ck_assert_uint_eq(p.id.type, KVP_Q8_0);
     kvp_ident f16 = p.id;
-    kvs_ident(m, ENG_KV_F16, &f16);
+    kvs_ident(m, ENG_KV_F16, ENG_KV_WHOLE, &f16);
     int32_t toks[16];
     for (int i = 0; i < 16; i++) toks[i] = 100 + i;
     ck_assert(kvp_hash(0, toks, 16, &p.id) != kvp_hash(0, toks, 16, &f16));

@@ -5,13 +5,21 @@
  * chunks larger and smaller than the ring's step, decoded one token at a time, in steps
  * mixed with another session, and after a rewind (eng_session_truncate) into what the
  * rings still hold; a rewind past it reports that the session starts again from 0.
+ * Pooled sessions (kvsetup.h) keep those layers in ring blocks of their own pool, given
+ * back as the window passes: the same bits again, a prefix taken from another session's
+ * blocks, and a prefix whose last window's ring blocks were evicted computed again.
  */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "engine.h"
+#include "kvpool.h"
+#include "kvsetup.h"
 #include "segment.h"
 #include "test_model.h"
 
@@ -150,6 +158,218 @@ static void check_step(const char *stem, eng_precision prec)
     test_model_close(t.m, t.built);
 }
 
+/* The pools of model m for type kv, as a worker holds them: one per kind with layers,
+ * n_blocks each (ring: ring_blocks), under test names. */
+static void make_pools(eng_model *m, eng_kv_type kv, uint32_t n_blocks, uint32_t ring_blocks, kvp *pools[ENG_KV_KINDS],
+                       char names[ENG_KV_KINDS][SEG_NAME_MAX])
+{
+    char err[256];
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        pools[k] = NULL;
+        kvp_params p = { .n_blocks = k == ENG_KV_RING ? ring_blocks : n_blocks };
+        kvs_ident(m, kv, k, &p.id);
+        if (!p.id.n_layer) continue;
+        snprintf(names[k], SEG_NAME_MAX, "/llm-kv-%u-test%d-swa%d", (unsigned)geteuid(), (int)getpid(), k);
+        kvp_remove(names[k], err, sizeof err);
+        ck_assert_msg(kvp_create(names[k], &p, &pools[k], err, sizeof err) == 0, "%s", err);
+        kvp_close(&pools[k]); /* the creator's handle has no slot: attach like a worker */
+        ck_assert_msg(kvp_attach(names[k], &p.id, &pools[k], err, sizeof err) == 0, "%s", err);
+    }
+    eng_set_kv_pools(m, pools[ENG_KV_WHOLE], pools[ENG_KV_RING]);
+}
+
+/* Nothing referenced or being written, every invariant holding; then removed. */
+static void drop_pools(eng_model *m, kvp *pools[ENG_KV_KINDS], char names[ENG_KV_KINDS][SEG_NAME_MAX])
+{
+    char err[256];
+    eng_set_kv_pools(m, NULL, NULL);
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        if (!pools[k]) continue;
+        kvp_stats_t st;
+        kvp_stats(pools[k], &st);
+        ck_assert_uint_eq(st.referenced, 0);
+        ck_assert_uint_eq(st.writing, 0);
+        ck_assert_msg(kvp_check(pools[k], err, sizeof err) == 0, "%s", err);
+        kvp_close(&pools[k]);
+        kvp_remove(names[k], err, sizeof err);
+    }
+}
+
+/* A pooled ring session against the full private cache: chunks, the ring blocks it
+ * holds, a prefix from another session's blocks, rewinds, decode, and a prefix whose
+ * last window's ring blocks are gone. */
+static void check_pooled(const char *stem, eng_precision prec, eng_kv_type kv)
+{
+    tmodel t = open_data(stem, prec);
+    char why[256];
+    if (eng_kv_check(t.m, kv, why, sizeof why) != 0) {
+        fprintf(stderr, "swa: %s: %s\n", stem, why);
+        test_model_close(t.m, t.built);
+        return;
+    }
+    int V = t.V, wmax = 0;
+    const mdl_config *c = eng_config_of(t.m);
+    for (int l = 0; l < c->n_layer; l++)
+        if (mdl_layer_window(c, l) > wmax) wmax = mdl_layer_window(c, l);
+    int32_t toks[N], alt[N];
+    for (int i = 0; i < N; i++) {
+        toks[i] = i == 0 ? 1 : (int32_t)(3 + (i * 37) % (V - 3));
+        alt[i] = i < 90 ? toks[i] : (int32_t)(3 + (i * 11) % (V - 3));
+    }
+    size_t bytes = (size_t)N * V * sizeof(float);
+    float *ref = malloc(bytes), *ralt = malloc(bytes), *out = malloc(bytes);
+    eng_session *f = new_session(t.m, 0, CTX, kv);
+    prefill(t.m, f, toks, N, ref);
+    ck_assert_int_eq(eng_session_truncate(f, 90), 0);
+    prefill(t.m, f, alt + 90, N - 90, ralt + (size_t)90 * V);
+    uint64_t full = eng_session_kv_bytes(f);
+    eng_session_free(f);
+
+    kvp *pools[ENG_KV_KINDS];
+    char names[ENG_KV_KINDS][SEG_NAME_MAX];
+    make_pools(t.m, kv, 64, 12, pools, names);
+    ck_assert_ptr_nonnull(pools[ENG_KV_RING]);
+    char err[512];
+    eng_session *a = eng_session_new(t.m, CTX, kv, err, sizeof err);
+    ck_assert_msg(a != NULL, "%s", err);
+    int cuts[] = { 7, 30, 1, 17, 16, 29 }; /* sums to N */
+    for (int k = 0, done = 0; k < 6; done += cuts[k++])
+        prefill(t.m, a, toks + done, cuts[k], out + (size_t)done * V);
+    same_rows(out, ref, N, V, "pooled, prefill in chunks", stem);
+    int held[ENG_KV_KINDS], lo = (N - wmax + 1) / 16;
+    eng_session_kv_held(a, held);
+    ck_assert_int_eq(held[ENG_KV_WHOLE], pools[ENG_KV_WHOLE] ? (N + 15) / 16 : 0);
+    ck_assert_int_eq(held[ENG_KV_RING], (N + 15) / 16 - lo); /* its last window's tiles */
+    ck_assert_msg(eng_session_kv_bytes(a) < full, "%s: the pooled session is not smaller", stem);
+
+    /* another session takes a's published prefix: whole blocks and the last window's ring blocks */
+    eng_session *b = eng_session_new(t.m, CTX, kv, err, sizeof err);
+    ck_assert_int_eq(eng_session_reuse(b, toks, N - 1), (N - 1) / 16 * 16);
+    prefill(t.m, b, toks + (N - 1) / 16 * 16, N - (N - 1) / 16 * 16, out);
+    same_rows(out, ref + (size_t)((N - 1) / 16 * 16) * V, N - (N - 1) / 16 * 16, V, "after a reused prefix", stem);
+    ck_assert_int_eq(eng_session_truncate(b, 95), 0); /* 95's window is still held */
+    prefill(t.m, b, toks + 95, N - 95, out);
+    same_rows(out, ref + (size_t)95 * V, N - 95, V, "pooled, re-prefill after a rewind to 95", stem);
+    ck_assert_int_eq(eng_session_truncate(b, 90), 0);
+    prefill(t.m, b, alt + 90, N - 90, out);
+    same_rows(out, ralt + (size_t)90 * V, N - 90, V, "pooled, a divergent turn at 90", stem);
+    ck_assert_int_eq(eng_session_truncate(b, 40), -1); /* 40's window was given back */
+    ck_assert_int_eq(eng_session_pos(b), 0);
+    ck_assert_int_eq(eng_session_reuse(b, toks, 40), 32); /* published and cached */
+    prefill(t.m, b, toks + 32, N - 32, out);
+    same_rows(out, ref + (size_t)32 * V, N - 32, V, "pooled, from a prefix found again", stem);
+    eng_session_free(b);
+
+    /* decode one token at a time */
+    eng_session *d = eng_session_new(t.m, CTX, kv, err, sizeof err);
+    for (int i = 0; i < N; i++) {
+        eng_session *one = d;
+        ck_assert_msg(eng_decode(t.m, &one, toks + i, 1, out + (size_t)i * V, err, sizeof err) == 0, "%s", err);
+    }
+    same_rows(out, ref, N, V, "pooled, decode one token at a time", stem);
+    eng_session_free(d);
+    eng_session_free(a);
+
+    /* every cached ring block evicted: the whole blocks are there, no window is: nothing
+     * is taken (no reference kept), and the prompt is computed again */
+    kvp *ring = pools[ENG_KV_RING];
+    int got[64], n = 0;
+    while (n < 64 && (got[n] = kvp_alloc(ring)) >= 0) n++;
+    for (int i = 0; i < n; i++) kvp_release(ring, got[i]);
+    eng_session *g = eng_session_new(t.m, CTX, kv, err, sizeof err);
+    ck_assert_int_eq(eng_session_reuse(g, toks, N - 1), 0);
+    eng_session_kv_held(g, held);
+    ck_assert(held[ENG_KV_WHOLE] == 0 && held[ENG_KV_RING] == 0);
+    prefill(t.m, g, toks, N, out);
+    same_rows(out, ref, N, V, "pooled, after the ring blocks were evicted", stem);
+    eng_session_free(g);
+    drop_pools(t.m, pools, names);
+    free(ref); free(ralt); free(out);
+    test_model_close(t.m, t.built);
+}
+
+/* A ring pool with too few blocks for a session's window and one step: the step fails
+ * with "KV pool full", the pools stay consistent. */
+static void check_pooled_full(const char *stem)
+{
+    tmodel t = open_data(stem, ENG_NATIVE);
+    kvp *pools[ENG_KV_KINDS];
+    char names[ENG_KV_KINDS][SEG_NAME_MAX], err[512];
+    make_pools(t.m, ENG_KV_F16, 64, 2, pools, names);
+    int32_t toks[64];
+    for (int i = 0; i < 64; i++) toks[i] = 3 + i;
+    eng_session *s = eng_session_new(t.m, CTX, ENG_KV_F16, err, sizeof err);
+    ck_assert_int_eq(eng_prefill(t.m, s, toks, 32, NULL, false, err, sizeof err), 0); /* 2 tiles */
+    int need[ENG_KV_KINDS], peak[ENG_KV_KINDS], held[ENG_KV_KINDS];
+    eng_session_kv_need(s, 32, 32, need);
+    eng_session_kv_held(s, held);
+    ck_assert_int_eq(need[ENG_KV_RING], 2);
+    ck_assert_int_eq(held[ENG_KV_RING], 1); /* tile 0 is past every window from 32 on */
+    ck_assert_int_eq(eng_prefill(t.m, s, toks + 32, 32, NULL, false, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "KV pool full") != NULL, "%s", err);
+    ck_assert_int_eq(eng_session_pos(s), 32);
+    kvs_peak(eng_config_of(t.m), 1000, 16, peak); /* a window and a step, whatever the length */
+    ck_assert_int_eq(peak[ENG_KV_WHOLE], pools[ENG_KV_WHOLE] ? 63 : 0);
+    ck_assert_int_lt(peak[ENG_KV_RING], 5);
+    eng_session_free(s);
+    drop_pools(t.m, pools, names);
+    test_model_close(t.m, t.built);
+}
+
+/* kvs_open sizes the two pools of a gemma3 model from one --kv-pool SIZE: the ring pool
+ * in the ratio of one session's most ring blocks to its whole blocks. */
+START_TEST(test_pool_sizes)
+{
+    tmodel t = open_data("gemma3-tiny-Q8_0", ENG_NATIVE);
+    char err[512], name[SEG_NAME_MAX];
+    kvs_spec ks = { .kv = ENG_KV_F16, .n_ctx = 1024, .step = 512 };
+    ck_assert_int_eq(kvs_parse("4096", &ks, err, sizeof err), 0);
+    kvp *m[ENG_KV_KINDS], *w[ENG_KV_KINDS];
+    ck_assert_msg(kvs_open(t.m, &ks, 1, m, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(kvs_open(t.m, &ks, 0, w, err, sizeof err) == 0, "%s", err);
+    int peak[ENG_KV_KINDS];
+    kvs_peak(eng_config_of(t.m), 1024, 512, peak);
+    ck_assert_int_eq(peak[ENG_KV_WHOLE], 64);
+    ck_assert_int_lt(peak[ENG_KV_RING], 64);
+    ck_assert_uint_eq(kvp_geometry_of(m[ENG_KV_WHOLE])->n_blocks, 256);
+    ck_assert_uint_eq(kvp_geometry_of(m[ENG_KV_RING])->n_blocks, (256u * (unsigned)peak[ENG_KV_RING] + 63) / 64);
+    ck_assert_uint_eq(kvp_geometry_of(w[ENG_KV_RING])->id.kind, ENG_KV_RING);
+    ck_assert_uint_eq(kvp_geometry_of(w[ENG_KV_RING])->id.n_layer, (uint32_t)kvs_layers(eng_config_of(t.m), ENG_KV_RING));
+    kvs_close(w);
+    kvs_close(m);
+    for (int k = 0; k < ENG_KV_KINDS; k++) { /* removed with the segment: named after it */
+        ck_assert_int_eq(kvs_name(eng_segment_name(t.m), k, name), 0);
+        ck_assert_int_eq(kvp_remove(name, err, sizeof err), 0);
+    }
+    ck_assert(strstr(name, "-ring") != NULL);
+    /* bytes: both pools in 8 MiB, each blocks in that ratio */
+    ck_assert_int_eq(kvs_parse("8M", &ks, err, sizeof err), 0);
+    ck_assert_msg(kvs_open(t.m, &ks, 1, m, err, sizeof err) == 0, "%s", err);
+    uint64_t total = kvp_geometry_of(m[0])->total_bytes + kvp_geometry_of(m[1])->total_bytes;
+    ck_assert(total <= 8ull << 20 && total > 7ull << 20);
+    double ratio = (double)kvp_geometry_of(m[1])->n_blocks / kvp_geometry_of(m[0])->n_blocks;
+    ck_assert(fabs(ratio - (double)peak[ENG_KV_RING] / 64) < 0.05);
+    kvs_close(m);
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        kvs_name(eng_segment_name(t.m), k, name);
+        kvp_remove(name, err, sizeof err);
+    }
+    test_model_close(t.m, t.built);
+}
+END_TEST
+
+START_TEST(test_pooled_rings)
+{
+    check_pooled("gemma3-tiny-Q8_0", ENG_NATIVE, ENG_KV_F16);
+    check_pooled("gemma3-tiny-Q8_0", ENG_NATIVE, ENG_KV_Q8_0);
+    check_pooled("gemma3-tiny-f32", ENG_FLOAT, ENG_KV_F32);
+    check_pooled("gemma2-tiny-Q8_0", ENG_NATIVE, ENG_KV_F16);
+    check_pooled("phi3-tiny-Q8_0", ENG_NATIVE, ENG_KV_F16); /* no whole layers: a ring pool alone */
+    check_pooled_full("gemma3-tiny-Q8_0");
+    check_pooled_full("phi3-tiny-Q8_0");
+}
+END_TEST
+
 START_TEST(test_gemma3_ring)
 {
     check_ring("gemma3-tiny-f32", ENG_FLOAT, ENG_KV_F32);
@@ -216,6 +436,8 @@ Suite *swa_suite(void)
     tcase_add_test(tc, test_gemma2_ring);
     tcase_add_test(tc, test_phi3_ring);
     tcase_add_test(tc, test_default_step);
+    tcase_add_test(tc, test_pooled_rings);
+    tcase_add_test(tc, test_pool_sizes);
     suite_add_tcase(s, tc);
     return s;
 }
