@@ -8,8 +8,9 @@ types (f32, f16, q8_0) side by side with llama-server's (issue 19's "sessions pe
 
 Ours: build/bench/bench_kvmem (the bytes kv_init allocates for a private session of CTX
 positions, sliding-window layers as rings of window - 1 + 512 positions as sessions
-keep them, and a real pool of POOL_MIB MiB made with kvp_create, its geometry read and
-removed: metadata and 16-token blocks included; no weights are converted).
+keep them, and real pools of POOL_MIB MiB in all, planned as engined --kv-pool plans
+them (a ring pool for the sliding-window layers), made with kvp_create, their geometry
+read and removed: metadata and 16-token blocks included; no weights are converted).
 llama-server: started once per peer type with -c CTX -np 1 -ctk T -ctv T (-fa for a
 quantized V, which it needs) and stopped as soon as it has logged its KV buffer size
 ("KV self size = X MiB" or "llama_kv_cache: size = X MiB", else the sum of its "KV
@@ -113,10 +114,11 @@ def main():
     ref = next((r for r in rows if r["who"] == "ours" and r["type"] == "f32"), None)
     print("model %s, context %d tokens (GiB = 2^30 bytes)" % (os.path.basename(args.model), args.ctx))
     swa = next((r for r in rows if r.get("swa_layers")), None)
-    if swa:  # the pool's blocks hold every layer whole
+    if swa:  # private rings; pooled sessions hold ring blocks of the second pool instead
         print("ours: %d sliding-window layers kept as rings in a private session (%s: %.2f MiB, %.2f MiB if whole; "
-              "pooled sessions keep them whole)" % (swa["swa_layers"], swa["type"], swa["session_bytes"] / 2**20,
-                                                   swa["session_bytes_full"] / 2**20))
+              "pooled sessions hold ring blocks of about a window)" % (swa["swa_layers"], swa["type"],
+                                                                      swa["session_bytes"] / 2**20,
+                                                                      swa["session_bytes_full"] / 2**20))
     print("%-13s %-5s %12s %14s %16s %9s" % ("", "KV", "MiB/session", "sessions/GiB", "pooled/GiB", "vs f32"))
     for r in rows:
         pooled = "%.2f" % r["pool_sessions_per_gib"] if r["pool_sessions_per_gib"] is not None else "-"
