@@ -301,8 +301,9 @@ QK_FN(z_qk_f, 0)
 /* How far ahead the attention kernels fetch a head's slice of the cache (the slices are
  * kv_dim apart, too sparse for the hardware prefetchers): key tiles, and value rows of
  * f16 and q8_0 caches (f32 rows, four times larger, one line in eight ahead). Measured
- * with bench_attn 4096 on Zen 5: from 2 tiles and 8 rows, f16 11.1-11.6 -> 9.4-10.0 ms a
- * token and q8_0 7.7-8.0 -> 6.9-7.3. */
+ * with bench_attn 4096 on Zen 5: from 2 q8_0 tiles (f16 and f32: none) and 8 rows, f16
+ * 11.1-11.6 -> 9.4-10.0 ms a token and q8_0 7.7-8.0 -> 6.9-7.3; the f16 key tiles
+ * fetched too, f16 9.8-11.9 -> 8.9-9.3. */
 #define PF_TILES 8
 #define PF_ROWS  64
 /* The rows of the next pass over n rows left: 8, 4, 2 or 1. */
@@ -375,6 +376,10 @@ static TGT void avx512_att_qk(const float *q, int64_t qs, int nq, const void *kt
         for (int64_t i = 0; i < ntiles; i += 2) {
             int nt = ntiles - i < 2 ? 1 : 2;
             const void *t = (const char *)kt + kern_kv_bytes(kvt, i * kts);
+            if (r0 == 0 && i + PF_TILES + 2 <= ntiles) /* the head's slice of the tiles ahead (a first pass) */
+                for (int j = 0; j < 2; j++)
+                    for (size_t o = 0; o < kern_kv_bytes(kvt, (int64_t)d * KERN_TILE); o += 64)
+                        _mm_prefetch((const char *)t + kern_kv_bytes(kvt, (PF_TILES + j) * kts) + o, _MM_HINT_T0);
             float *o = sc + r0 * lds + i * KERN_TILE;
             if (f16) z_qk_h(q + r0 * qs, qs, R, t, kts, d, scale, o, lds, nt);
             else z_qk_f(q + r0 * qs, qs, R, t, kts, d, scale, o, lds, nt);
