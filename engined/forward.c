@@ -206,10 +206,11 @@ uint64_t eng_session_kv_bytes(const eng_session *s)
 {
     const kv_cache *kv = &s->kv;
     if (!kv->pooled) return kv_cache_bytes(kv->n_layer, kv->n_ctx, kv->kv_dim, kv->type, kv->win, kv->step);
+    int held[ENG_KV_KINDS];
+    eng_session_kv_held(s, held);
     uint64_t b = 0;
     for (int k = 0; k < ENG_KV_KINDS; k++)
-        if (kv->kp[k])
-            b += (uint64_t)(k == ENG_KV_RING ? kv->n_blk - kv->lo : kv->n_blk) * kvp_geometry_of(kv->kp[k])->block_bytes;
+        if (kv->kp[k]) b += (uint64_t)held[k] * kvp_geometry_of(kv->kp[k])->block_bytes;
     return b;
 }
 

@@ -238,14 +238,19 @@ void kv_publish(kv_cache *kv, int pos)
     }
 }
 
+/* Gives back tile t's block of kind k, if it has one. */
+static void drop(kv_cache *kv, int k, int t)
+{
+    if (!kv->kp[k] || kv->blk[k][t] < 0) return;
+    kvp_release(kv->kp[k], kv->blk[k][t]);
+    kv->blk[k][t] = -1;
+    kv->pub[k][t] = 0;
+}
+
 /* Gives back the ring blocks of tiles [lo, to). */
 static void ring_release(kv_cache *kv, int to)
 {
-    for (; kv->lo < to && kv->lo < kv->n_blk; kv->lo++) {
-        kvp_release(kv->kp[ENG_KV_RING], kv->blk[ENG_KV_RING][kv->lo]);
-        kv->blk[ENG_KV_RING][kv->lo] = -1;
-        kv->pub[ENG_KV_RING][kv->lo] = 0;
-    }
+    for (; kv->lo < to && kv->lo < kv->n_blk; kv->lo++) drop(kv, ENG_KV_RING, kv->lo);
 }
 
 void kv_slide(kv_cache *kv)
@@ -261,12 +266,7 @@ int kv_truncate(kv_cache *kv, int pos)
     int keep = (pos + 15) / 16;
     while (kv->n_blk > keep) {
         int t = --kv->n_blk;
-        for (int k = 0; k < ENG_KV_KINDS; k++) {
-            if (!kv->kp[k] || kv->blk[k][t] < 0) continue;
-            kvp_release(kv->kp[k], kv->blk[k][t]);
-            kv->blk[k][t] = -1;
-            kv->pub[k][t] = 0;
-        }
+        for (int k = 0; k < ENG_KV_KINDS; k++) drop(kv, k, t);
     }
     if (kv->lo > kv->n_blk) kv->lo = kv->n_blk;
     if (kv->n_blk == 0) kv->lo = 0;
@@ -283,16 +283,6 @@ int kv_truncate(kv_cache *kv, int pos)
         kv->pub[k][t] = 0;
     }
     return 0;
-}
-
-/* Drops the whole blocks of tiles [t0, t1) that kv_reuse took. */
-static void reuse_drop(kv_cache *kv, int t0, int t1)
-{
-    for (int t = t0; kv->kp[ENG_KV_WHOLE] && t < t1; t++) {
-        kvp_release(kv->kp[ENG_KV_WHOLE], kv->blk[ENG_KV_WHOLE][t]);
-        kv->blk[ENG_KV_WHOLE][t] = -1;
-        kv->pub[ENG_KV_WHOLE][t] = 0;
-    }
 }
 
 int kv_reuse(kv_cache *kv, int pos, const int32_t *tokens, int n)
@@ -323,12 +313,10 @@ int kv_reuse(kv_cache *kv, int pos, const int32_t *tokens, int n)
             kv->pub[ENG_KV_RING][t] = 1;
             continue;
         }
-        for (int u = t + 1; u < pos / 16; u++) { /* taken for the longer prefix */
-            kvp_release(ring, kv->blk[ENG_KV_RING][u]);
-            kv->blk[ENG_KV_RING][u] = -1;
-            kv->pub[ENG_KV_RING][u] = 0;
+        for (int u = t; u < pos / 16; u++) { /* taken for the longer prefix (t: whole only) */
+            drop(kv, ENG_KV_RING, u);
+            drop(kv, ENG_KV_WHOLE, u);
         }
-        reuse_drop(kv, t, pos / 16);
         pos = t * 16;
     }
     if (pos == start) return pos;

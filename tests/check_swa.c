@@ -69,6 +69,21 @@ static void same_rows(const float *a, const float *b, int rows, int V, const cha
                       "%s: %s: row %d differs from the full cache's", stem, what, r);
 }
 
+/* The test's tokens (alt diverges from toks at 90) and the full cache's logits of both:
+ * ref for toks, ralt from 90 on for alt. Returns that full session. */
+static eng_session *full_refs(const tmodel *t, eng_kv_type kv, int32_t *toks, int32_t *alt, float *ref, float *ralt)
+{
+    for (int i = 0; i < N; i++) {
+        toks[i] = i == 0 ? 1 : (int32_t)(3 + (i * 37) % (t->V - 3));
+        alt[i] = i < 90 ? toks[i] : (int32_t)(3 + (i * 11) % (t->V - 3));
+    }
+    eng_session *f = new_session(t->m, 0, CTX, kv);
+    prefill(t->m, f, toks, N, ref);
+    ck_assert_int_eq(eng_session_truncate(f, 90), 0);
+    prefill(t->m, f, alt + 90, N - 90, ralt + (size_t)90 * t->V);
+    return f;
+}
+
 /* Ring session against full caches: one pass, chunks, decode, truncate. */
 static void check_ring(const char *stem, eng_precision prec, eng_kv_type kv)
 {
@@ -81,16 +96,9 @@ static void check_ring(const char *stem, eng_precision prec, eng_kv_type kv)
     }
     int V = t.V;
     int32_t toks[N], alt[N];
-    for (int i = 0; i < N; i++) {
-        toks[i] = i == 0 ? 1 : (int32_t)(3 + (i * 37) % (V - 3));
-        alt[i] = i < 90 ? toks[i] : (int32_t)(3 + (i * 11) % (V - 3));
-    }
     size_t bytes = (size_t)N * V * sizeof(float);
     float *ref = malloc(bytes), *ralt = malloc(bytes), *out = malloc(bytes);
-    eng_session *f = new_session(t.m, 0, CTX, kv);
-    prefill(t.m, f, toks, N, ref);
-    ck_assert_int_eq(eng_session_truncate(f, 90), 0);
-    prefill(t.m, f, alt + 90, N - 90, ralt + (size_t)90 * V);
+    eng_session *f = full_refs(&t, kv, toks, alt, ref, ralt);
 
     eng_session *r = new_session(t.m, STEP, CTX, kv);
     ck_assert_msg(eng_session_kv_bytes(r) < eng_session_kv_bytes(f), "%s: the ring session is not smaller", stem);
@@ -212,16 +220,9 @@ static void check_pooled(const char *stem, eng_precision prec, eng_kv_type kv)
     for (int l = 0; l < c->n_layer; l++)
         if (mdl_layer_window(c, l) > wmax) wmax = mdl_layer_window(c, l);
     int32_t toks[N], alt[N];
-    for (int i = 0; i < N; i++) {
-        toks[i] = i == 0 ? 1 : (int32_t)(3 + (i * 37) % (V - 3));
-        alt[i] = i < 90 ? toks[i] : (int32_t)(3 + (i * 11) % (V - 3));
-    }
     size_t bytes = (size_t)N * V * sizeof(float);
     float *ref = malloc(bytes), *ralt = malloc(bytes), *out = malloc(bytes);
-    eng_session *f = new_session(t.m, 0, CTX, kv);
-    prefill(t.m, f, toks, N, ref);
-    ck_assert_int_eq(eng_session_truncate(f, 90), 0);
-    prefill(t.m, f, alt + 90, N - 90, ralt + (size_t)90 * V);
+    eng_session *f = full_refs(&t, kv, toks, alt, ref, ralt);
     uint64_t full = eng_session_kv_bytes(f);
     eng_session_free(f);
 

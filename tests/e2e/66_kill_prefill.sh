@@ -12,7 +12,7 @@ MODEL=$(synth_model stories110m Q8_0)
 # end before llmc status has shown who holds the session.
 LLM_FAULT_STEP_DELAY_MS=100 start_pipeline 2 --threads 1 --batch-tokens 64 --idle-batch-tokens 64
 words 700 >"$RUN/long.txt"
-holder() { "$LLM_BIN/llmc" status --run-dir "$RUN" | sed -n 's/^  worker pid \([0-9]*\) .* sessions \([1-9][0-9]*\) .*/\1/p' | head -n 1; }
+holder() { status_field busy; }
 
 run_case() { # label n_predict when(prefill|decode)
     llmc -n "$2" --temp 0 --file "$RUN/long.txt" >"$RUN/ref.txt" || fail "$1: reference run failed"

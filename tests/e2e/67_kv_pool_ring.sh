@@ -47,7 +47,7 @@ llmc -n $N --temp 0 "Once upon a time" >"$RUN/out.txt" 2>"$RUN/err.txt" & E2E_PI
 victim=""
 for t in $(seq 400); do
     if [ "$(cat "$RUN/out.txt" 2>/dev/null | wc -c)" -gt 100 ]; then
-        victim=$("$LLM_BIN/llmc" status --run-dir "$RUN" | sed -n 's/^  worker pid \([0-9]*\) .* sessions \([1-9][0-9]*\) .*/\1/p' | head -n 1)
+        victim=$(status_field busy)
         [ -n "$victim" ] && break
     fi
     sleep 0.01

@@ -54,7 +54,7 @@ for t in $(seq 600); do
     started=1
     for i in 0 1 2 3; do grep -q '"text"' "$RUN/k$i.sse" 2>/dev/null || started=0; done
     if [ $started = 1 ]; then
-        victim=$("$LLM_BIN/llmc" status --run-dir "$RUN" | sed -n 's/^  worker pid \([0-9]*\) .* sessions \([1-9][0-9]*\) .*/\1/p' | head -n 1)
+        victim=$(status_field busy)
         [ -n "$victim" ] && break
     fi
     sleep 0.01
