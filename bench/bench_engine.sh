@@ -21,7 +21,8 @@
 #   SHAPE=qwen3moe-a0.6b ARCH=qwen3moe VOCAB=../shared/reference/tokenizer/ggml-vocab-qwen2.gguf \
 #   TYPES=Q4_K_M THREADS=2 REPS=1 bash bench/bench_engine.sh
 # (~4B parameters, 64 experts, top-8; decode GB/s counts the experts a token reads: the
-# expert stacks times used/count). Then our pp2048 against our pp512 (Q8_0), and
+# expert stacks times used/count). Then pp2048 (Q8_0; the peers' llama-bench -p 2048 -fa 0)
+# and each engine's pp2048 over its pp512, and
 # batched decode of 1..16 sessions (bench/engine). The machine is shared and noisy:
 # compare ratios taken in the same run. Segments this run builds are removed at the end
 # (KEEP_SEGMENTS=1 keeps them).
@@ -84,6 +85,15 @@ for row in csv.DictReader(sys.stdin):
     if row["n_prompt"] == "0" and row["n_gen"] == "128": tg = "%.1f" % float(row["avg_ts"])
 print(pp, tg)'
 }
+peer_pp() { # binary file threads prompt-tokens -> tok/s of llama-bench -p N (its mean of -r 3), or -
+    if [ -z "$1" ] || [ ! -x "$1" ]; then echo "-"; return; fi
+    "$1" -m "$2" -p "$4" -n 0 -r 3 -t "$3" -fa 0 -o csv 2>/dev/null | python3 -c '
+import csv, sys
+pp = "-"
+for row in csv.DictReader(sys.stdin):
+    if row["n_gen"] == "0": pp = "%.1f" % float(row["avg_ts"])
+print(pp)'
+}
 
 echo
 echo "engine on $SHAPE ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg), kernels ${LLM_KERNELS:-auto}, precision $PREC)"
@@ -96,7 +106,7 @@ echo "|---|---|---|---|---|---|---|---|---|---|---|"
 read_bytes() { "$BIN/llmc" inspect "$1" --tensors | awk '$1 == "experts" { f = $3 / ($2 + 0) }
     $1 == "output.weight" { o = 1 } $1 == "token_embd.weight" { te = $NF }
     $1 != "token_embd.weight" && $NF ~ /^[0-9]+$/ { s += ($1 ~ /_exps\./ && f ? f : 1) * $NF } END { print s + (o ? 0 : te) }'; }
-declare -A PP512
+declare -A PP512 LP512 IP512
 for ty in $TYPES; do
     f=$DIR/$SHAPE-$ty.gguf
     for t in $THREADS; do
@@ -107,7 +117,7 @@ for ty in $TYPES; do
             read -r a b <<<"$(peer "${LLAMA_BENCH:-}" "$f" "$t")"; lp=$(max "$lp" "$a"); lg=$(max "$lg" "$b")
             read -r a b <<<"$(peer "${IK_LLAMA_BENCH:-}" "$f" "$t")"; ip=$(max "$ip" "$a"); ig=$(max "$ig" "$b")
         done
-        PP512[$ty.$t]=$p
+        PP512[$ty.$t]=$p LP512[$ty.$t]=$lp IP512[$ty.$t]=$ip
         awk -v ty="$ty" -v t="$t" -v p="$p" -v lp="$lp" -v ip="$ip" -v g="$g" -v lg="$lg" -v ig="$ig" -v rb="$(read_bytes "$f")" '
             function best(a, b) { return a == "-" ? b : b == "-" ? a : (a + 0 > b + 0 ? a : b) }
             function ratio(x, y) { return y == "-" ? "-" : sprintf("%.2f", x / y) }
@@ -118,13 +128,21 @@ for ty in $TYPES; do
 done
 if [[ " $TYPES " == *" Q8_0 "* && $SHAPE == tinyllama-1.1b ]]; then
     echo
-    echo "| file | threads | pp2048 ours | pp512 ours | pp2048 / pp512 |"
-    echo "|---|---|---|---|---|"
+    echo "| file | threads | pp2048 ours | llama.cpp | ik_llama.cpp | ratio | pp2048 / pp512: ours | llama.cpp | ik_llama.cpp |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     for t in $THREADS; do
-        p2=-
-        for r in $(seq "$REPS"); do p2=$(max "$p2" "$(ours_pp "$DIR/tinyllama-1.1b-Q8_0.gguf" "$t" "$DIR/p2048.txt")"); done
-        awk -v t="$t" -v a="$p2" -v b="${PP512[Q8_0.$t]}" \
-            'BEGIN { printf "| Q8_0 | %d | %.1f | %.1f | %.2f |\n", t, a, b, a / b }'
+        f=$DIR/tinyllama-1.1b-Q8_0.gguf p2=- l2=- i2=-
+        for r in $(seq "$REPS"); do
+            p2=$(max "$p2" "$(ours_pp "$f" "$t" "$DIR/p2048.txt")")
+            l2=$(max "$l2" "$(peer_pp "${LLAMA_BENCH:-}" "$f" "$t" 2048)")
+            i2=$(max "$i2" "$(peer_pp "${IK_LLAMA_BENCH:-}" "$f" "$t" 2048)")
+        done
+        awk -v t="$t" -v p="$p2" -v l="$l2" -v i="$i2" -v p5="${PP512[Q8_0.$t]}" -v l5="${LP512[Q8_0.$t]}" \
+            -v i5="${IP512[Q8_0.$t]}" '
+            function best(a, b) { return a == "-" ? b : b == "-" ? a : (a + 0 > b + 0 ? a : b) }
+            function ratio(x, y) { return x == "-" || y == "-" ? "-" : sprintf("%.2f", x / y) }
+            BEGIN { printf "| Q8_0 | %d | %.1f | %s | %s | %s | %s | %s | %s |\n", t, p, l, i, ratio(p, best(l, i)),
+                           ratio(p, p5), ratio(l, l5), ratio(i, i5) }'
     done
     echo
     echo "batched decode (one pass over the weights for B sessions), Q8_0, 2 threads:"

@@ -83,7 +83,8 @@ def fresh(srv, args, extra):
     segment and its pool are removed and the setup started again."""
     time.sleep(0.6)  # the workers' first beats carry the pool's counts
     st = srv.status()
-    if not (st.get("kvc") or st.get("kvu")):
+    cached = st.get("kvc", 0) + st.get("kvrc", 0)
+    if not (cached or st.get("kvu") or st.get("kvru")):
         return srv
     with open(os.path.join(srv.run, "segment")) as f:
         seg = f.read().strip()
@@ -91,7 +92,7 @@ def fresh(srv, args, extra):
     subprocess.run([os.path.join(srv.bin, "engined"), "--remove-segment", seg], env=srv.env,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     print("%s: the KV pool held %d cached blocks from an earlier run: removed, setup started again"
-          % (" ".join(extra), st.get("kvc", 0)), file=sys.stderr)
+          % (" ".join(extra), cached), file=sys.stderr)
     return Ours(args, extra)
 
 

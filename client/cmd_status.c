@@ -51,12 +51,17 @@ static void print_text(const proto_msg *m)
         else printf("samplerd: NOT ANSWERING: a sample request has waited %.1f s (is samplerd running? "
                     "'bash deploy/pipeline.sh status')\n", sw);
     }
-    if (st.has_kvb) /* engined --kv-pool */
-        printf("kv pool: %llu blocks of 16 tokens, %llu in use, %llu cached; prefix hits %llu of %llu prompt tokens "
-               "(%.1f%%); %llu evictions, %llu preemptions, %llu runs deferred for room\n",
-               (unsigned long long)st.kvb, (unsigned long long)st.kvu, (unsigned long long)st.kvc,
+    if (st.has_kvb) { /* engined --kv-pool */
+        printf("kv pool: %llu blocks of 16 tokens, %llu in use, %llu cached", (unsigned long long)st.kvb,
+               (unsigned long long)st.kvu, (unsigned long long)st.kvc);
+        if (st.kvrb) /* a model with sliding-window layers: their pool */
+            printf("; ring pool (sliding-window layers): %llu blocks, %llu in use, %llu cached",
+                   (unsigned long long)st.kvrb, (unsigned long long)st.kvru, (unsigned long long)st.kvrc);
+        printf("; prefix hits %llu of %llu prompt tokens (%.1f%%); %llu evictions, %llu preemptions, %llu runs "
+               "deferred for room\n",
                (unsigned long long)st.kvrt, (unsigned long long)st.kvpt, st.kvpt ? 100.0 * st.kvrt / st.kvpt : 0.0,
                (unsigned long long)st.kvev, (unsigned long long)st.kvpre, (unsigned long long)st.kvdef);
+    }
     const msgpack_object *q = st.has_queue ? st.queue : NULL;
     uint32_t nq = q && q->type == MSGPACK_OBJECT_ARRAY ? q->via.array.size : 0;
     printf("queue: %llu waiting (first come, first served; limits: %llu requests, %llu per client)\n",

@@ -244,8 +244,7 @@ static void on_status(gwb *b, const proto_msg *m)
     s.queued = r.queued;
     s.held = r.held;
     s.has_kv = r.has_kvb;
-    uint64_t kv[PROTO_KV_COUNTS] = {r.kvb, r.kvu, r.kvc, r.kvev, r.kvpt, r.kvrt, r.kvpre, r.kvdef};
-    memcpy(s.kv, kv, sizeof kv);
+    PROTO_KV_GET(r, s.kv);
     s.served = r.served;
     s.failed = r.failed;
     s.max_requests = r.max_requests;

@@ -132,18 +132,28 @@ char *gwm_render(gwm *m, const gwm_front *fr, size_t *len)
         one(f, "llm_frontdoor_served_total", "counter", "Requests the front door finished.", fr->served);
         one(f, "llm_frontdoor_failed_total", "counter", "Requests the front door failed or dropped.", fr->failed);
         if (fr->has_kv) {
-            one(f, "llm_kv_pool_blocks", "gauge", "Blocks of 16 positions in the shared KV pool.", fr->kv[0]);
-            one(f, "llm_kv_blocks_used", "gauge", "KV blocks referenced or being written.", fr->kv[1]);
+            const uint64_t *kv = fr->kv;
+            one(f, "llm_kv_pool_blocks", "gauge", "Blocks of 16 positions in the shared KV pool.", kv[PKV_KVB]);
+            one(f, "llm_kv_blocks_used", "gauge", "KV blocks referenced or being written.", kv[PKV_KVU]);
             one(f, "llm_kv_blocks_cached", "gauge", "Published KV blocks no session references (evictable).",
-                fr->kv[2]);
-            one(f, "llm_kv_evictions_total", "counter", "Cached KV blocks evicted for new ones.", fr->kv[3]);
+                kv[PKV_KVC]);
+            if (kv[PKV_KVRB]) { /* a model with sliding-window layers: their ring pool */
+                one(f, "llm_kv_ring_pool_blocks", "gauge",
+                    "Blocks of 16 positions in the ring pool (the sliding-window layers).", kv[PKV_KVRB]);
+                one(f, "llm_kv_ring_blocks_used", "gauge", "Ring pool blocks referenced or being written.",
+                    kv[PKV_KVRU]);
+                one(f, "llm_kv_ring_blocks_cached", "gauge",
+                    "Published ring pool blocks no session references (evictable).", kv[PKV_KVRC]);
+            }
+            one(f, "llm_kv_evictions_total", "counter", "Cached KV blocks evicted for new ones (both pools).",
+                kv[PKV_KVEV]);
             one(f, "llm_kv_prompt_tokens_total", "counter", "Prompt tokens of runs the live workers started.",
-                fr->kv[4]);
+                kv[PKV_KVPT]);
             one(f, "llm_kv_prompt_tokens_reused_total", "counter",
-                "Of them, positions not computed again (held or from the KV pool).", fr->kv[5]);
-            one(f, "llm_kv_preemptions_total", "counter", "Sessions preempted for KV blocks.", fr->kv[6]);
+                "Of them, positions not computed again (held or from the KV pool).", kv[PKV_KVRT]);
+            one(f, "llm_kv_preemptions_total", "counter", "Sessions preempted for KV blocks.", kv[PKV_KVPRE]);
             one(f, "llm_kv_deferred_total", "counter", "Runs sent back to the queue until the KV pool had room.",
-                fr->kv[7]);
+                kv[PKV_KVDEF]);
         }
         if (fr->max_requests || fr->max_per_client)
             fprintf(f, "# HELP llm_queue_capacity Requests (running + queued) the front door admits.\n"

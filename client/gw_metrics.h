@@ -16,9 +16,11 @@
  * (requests in flight here), and from the front door's last STATUS_REPLY: queue_depth,
  * requests_active, sessions_held, workers_live, frontdoor_served_total,
  * frontdoor_failed_total, queue_capacity{scope=all|per_client}; up{daemon=gateway|tokenizerd|engined|samplerd};
- * with a KV pool: kv_pool_blocks, kv_blocks_used, kv_blocks_cached, kv_evictions_total,
- * kv_prompt_tokens_total, kv_prompt_tokens_reused_total (their ratio: the prefix hit
- * rate; the live workers' tallies), kv_preemptions_total.
+ * with a KV pool: kv_pool_blocks, kv_blocks_used, kv_blocks_cached (the main pool),
+ * kv_ring_pool_blocks, kv_ring_blocks_used, kv_ring_blocks_cached (the ring pool of a
+ * model with sliding-window layers), kv_evictions_total, kv_prompt_tokens_total,
+ * kv_prompt_tokens_reused_total (their ratio: the prefix hit rate; the live workers'
+ * tallies), kv_preemptions_total, kv_deferred_total.
  */
 #ifndef LLM_GW_METRICS_H
 #define LLM_GW_METRICS_H

@@ -31,7 +31,7 @@ typedef struct {
     proto_kind     kind;
 } proto_field_spec;
 
-#define MAXF 24
+#define MAXF 32
 typedef struct {
     const char      *name;
     proto_field_spec req[MAXF]; /* required fields */

@@ -107,10 +107,13 @@
     X(TOOLS, "tools", STRS)          /* OpenAI tool objects, one JSON text each */      \
     X(TCALLS, "tcalls", STRS)        /* message index, id, name, arguments: 4 each */ \
     /* the shared KV block pool (engined --kv-pool): pool-wide counts, per-worker tallies */ \
-    X(KVB, "kvb", U64)               /* blocks in the pool (16 positions each) */       \
+    X(KVB, "kvb", U64)               /* blocks in the main pool (16 positions each) */  \
     X(KVU, "kvu", U64)               /* blocks in use: referenced or being written */   \
     X(KVC, "kvc", U64)               /* published blocks no one references (evictable) */ \
-    X(KVEV, "kvev", U64)             /* cached blocks evicted for new ones */           \
+    X(KVEV, "kvev", U64)             /* cached blocks evicted for new ones (both pools) */ \
+    X(KVRB, "kvrb", U64)             /* the ring pool's (sliding-window layers) blocks, */ \
+    X(KVRU, "kvru", U64)             /* ...in use */                                     \
+    X(KVRC, "kvrc", U64)             /* ...cached */                                     \
     X(KVPT, "kvpt", U64)             /* prompt tokens of runs started */                \
     X(KVRT, "kvrt", U64)             /* of them, reused (held or from the pool) */      \
     X(KVPRE, "kvpre", U64)           /* sessions preempted for blocks */                \

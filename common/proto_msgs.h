@@ -31,12 +31,34 @@
 #define PM_ACCEPTED(R, O, K) R(NTOK, ntok) R(SESS, sess) O(KEY, key) O(SEED, seed) O(POS, pos)
 #define PM_PIECE(R, O, K) R(TEXT, text) R(NTOK, ntok) O(PROBS, probs)
 #define PM_DONE(R, O, K) R(REASON, reason) R(NTOK_PROMPT, ntok_prompt) R(NTOK, ntok) O(SESS, sess) O(MOVES, moves)
-/* The KV pool's counts (engined --kv-pool), in a worker's heartbeat, the STATUS_REPLY
- * (the pool's counts, the workers' tallies summed) and its worker rows, in this order:
- * blocks, used, cached, evictions, prompt tokens, reused, preempted, deferred. */
-#define PM_KV(O) O(KVB, kvb) O(KVU, kvu) O(KVC, kvc) O(KVEV, kvev) O(KVPT, kvpt) O(KVRT, kvrt) O(KVPRE, kvpre) \
-    O(KVDEF, kvdef)
-#define PROTO_KV_COUNTS 8
+/* The KV pools' counts (engined --kv-pool), in a worker's heartbeat, the STATUS_REPLY
+ * (the pools' counts, the workers' tallies summed) and its worker rows. First the pools'
+ * own, which every worker reads off the same pools: blocks, used, cached of the main
+ * pool, evictions (both pools), then blocks, used, cached of the ring pool (a model's
+ * sliding-window layers; 0 without one); then a worker's tallies: prompt tokens,
+ * reused, preempted, deferred. */
+#define PM_KV(O) O(KVB, kvb) O(KVU, kvu) O(KVC, kvc) O(KVEV, kvev) O(KVRB, kvrb) O(KVRU, kvru) O(KVRC, kvrc) \
+    O(KVPT, kvpt) O(KVRT, kvrt) O(KVPRE, kvpre) O(KVDEF, kvdef)
+/* PKV_KVB, ...: each count's index in an array of them; PROTO_KV_COUNTS of them, the
+ * pools' own before PKV_KVPT */
+#define PKV_IDX_(ID, m) PKV_##ID,
+enum { PM_KV(PKV_IDX_) PROTO_KV_COUNTS };
+/* kv[] <- the counts of message struct s; s's counts <- kv[], present where on */
+#define PKV_GET_(ID, m) kv_[PKV_##ID] = s_->m;
+#define PKV_PUT_(ID, m) s_->m = kv_[PKV_##ID], s_->has_##m = on_;
+#define PROTO_KV_GET(s, kv)                                                              \
+    do {                                                                                 \
+        const __typeof__(s) *s_ = &(s);                                                  \
+        uint64_t *kv_ = (kv);                                                            \
+        PM_KV(PKV_GET_)                                                                  \
+    } while (0)
+#define PROTO_KV_PUT(s, kv, on)                                                          \
+    do {                                                                                 \
+        __typeof__(s) *s_ = &(s);                                                        \
+        const uint64_t *kv_ = (kv);                                                      \
+        int on_ = (on);                                                                  \
+        PM_KV(PKV_PUT_)                                                                  \
+    } while (0)
 #define PM_STATUS_REPLY(R, O, K)                                                         \
     R(WORKERS, workers) R(UPTIME, uptime) R(ACTIVE, active) O(QUEUE, queue)              \
     O(MAX_REQUESTS, max_requests) O(MAX_PER_CLIENT, max_per_client) O(SEGMENT, segment)  \

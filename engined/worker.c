@@ -80,15 +80,17 @@ static void publish_load(worker *w)
     wio_set_sampler_wait(&w->io, (int)(now - oldest));
     if (w->kv_on && (w->kv_blocked[0] || w->kv_blocked[1])) wio_set_cap(&w->io, wkv_cap(w)); /* until the room is free */
     if (w->kv_on && now - w->kv_ms >= 200) { /* the pools' locks, five times a second at most */
-        uint64_t kv[PROTO_KV_COUNTS] = {0, 0, 0, 0, w->kv_prompt, w->kv_reused, w->kv_preempt, w->kv_deferred};
-        for (int k = 0; k < ENG_KV_KINDS; k++) { /* blocks of both kinds together */
+        uint64_t kv[PROTO_KV_COUNTS] = {[PKV_KVPT] = w->kv_prompt, [PKV_KVRT] = w->kv_reused,
+                                         [PKV_KVPRE] = w->kv_preempt, [PKV_KVDEF] = w->kv_deferred};
+        for (int k = 0; k < ENG_KV_KINDS; k++) { /* each pool's blocks, both pools' evictions */
             if (!w->pools[k]) continue;
             kvp_stats_t st;
             kvp_stats(w->pools[k], &st);
-            kv[0] += st.n_blocks;
-            kv[1] += st.writing + st.referenced;
-            kv[2] += st.cached;
-            kv[3] += st.c.evictions;
+            int ring = k == ENG_KV_RING;
+            kv[ring ? PKV_KVRB : PKV_KVB] = st.n_blocks;
+            kv[ring ? PKV_KVRU : PKV_KVU] = st.writing + st.referenced;
+            kv[ring ? PKV_KVRC : PKV_KVC] = st.cached;
+            kv[PKV_KVEV] += st.c.evictions;
         }
         w->kv_ms = now;
         wio_set_kv(&w->io, kv);

@@ -73,12 +73,7 @@ static void send_beat(wio *io, int bye)
         .swait = (uint64_t)__atomic_load_n(&io->swait, __ATOMIC_RELAXED), .has_swait = 1,
         .bpw = io->bpw, .has_bpw = 1};
     pthread_mutex_lock(&io->kv_mu);
-    if (io->kv_on) {
-        const uint64_t *k = io->kv;
-        hb.kvb = k[0], hb.kvu = k[1], hb.kvc = k[2], hb.kvev = k[3], hb.kvpt = k[4], hb.kvrt = k[5], hb.kvpre = k[6],
-            hb.kvdef = k[7];
-        hb.has_kvb = hb.has_kvu = hb.has_kvc = hb.has_kvev = hb.has_kvpt = hb.has_kvrt = hb.has_kvpre = hb.has_kvdef = 1;
-    }
+    if (io->kv_on) PROTO_KV_PUT(hb, io->kv, 1);
     pthread_mutex_unlock(&io->kv_mu);
     proto_writer pw;
     proto_begin(&pw, PT_WORKER_HB, 0);

@@ -823,6 +823,46 @@ START_TEST(test_typed_messages)
 }
 END_TEST
 
+START_TEST(test_kv_counts)
+{
+    /* the KV pools' counts: an array into a heartbeat, over the wire, into another array
+     * through a status reply, every count in its place; absent without a pool */
+    uint64_t in[PROTO_KV_COUNTS], mid[PROTO_KV_COUNTS], out[PROTO_KV_COUNTS];
+    for (int k = 0; k < PROTO_KV_COUNTS; k++) in[k] = 1000 + 7 * (uint64_t)k;
+    ck_assert(PKV_KVB == 0 && PKV_KVRC < PKV_KVPT && PKV_KVDEF == PROTO_KV_COUNTS - 1);
+    pm_worker_hb hb = {.pid = 1, .host = proto_sv_of("h"), .seg = proto_sv_of("/llm-0-1"), .wid = 2};
+    PROTO_KV_PUT(hb, in, 1);
+    ck_assert(hb.has_kvrb && hb.kvrb == in[PKV_KVRB] && hb.kvdef == in[PKV_KVDEF]);
+    proto_writer w;
+    proto_begin(&w, PT_WORKER_HB, 1);
+    pm_worker_hb_put(&w, &hb);
+    proto_msg m;
+    char err[200];
+    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    pm_worker_hb back;
+    pm_worker_hb_get(&m, &back);
+    ck_assert(back.has_kvb && back.has_kvrc);
+    PROTO_KV_GET(back, mid);
+    ck_assert_mem_eq(mid, in, sizeof in);
+    ck_assert_uint_eq(proto_u64(&m, MF_KVRU, 0), in[PKV_KVRU]);
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+    pm_status_reply st = {.uptime = 1};
+    PROTO_KV_PUT(st, mid, 1);
+    PROTO_KV_GET(st, out);
+    ck_assert_mem_eq(out, in, sizeof in);
+    pm_worker_hb none = {.pid = 1, .host = proto_sv_of("h"), .seg = proto_sv_of("/llm-0-1")};
+    PROTO_KV_PUT(none, in, 0);
+    proto_begin(&w, PT_WORKER_HB, 1);
+    pm_worker_hb_put(&w, &none);
+    ck_assert_msg(proto_decode(&m, proto_data(&w), proto_size(&w), err, sizeof err) == 0, "%s", err);
+    ck_assert_ptr_null(proto_field(&m, MF_KVB));
+    ck_assert_ptr_null(proto_field(&m, MF_KVRB));
+    proto_msg_free(&m);
+    proto_writer_free(&w);
+}
+END_TEST
+
 START_TEST(test_sessrec)
 {
     /* RUN and REPORT carry one session record: what is written is what is read */
@@ -1030,6 +1070,7 @@ Suite *proto_suite(void)
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_errcodes);
     tcase_add_test(tc, test_sessrec);
+    tcase_add_test(tc, test_kv_counts);
     tcase_add_test(tc, test_grammar_fields);
     tcase_add_test(tc, test_tools_fields);
     tcase_add_test(tc, test_field_table);

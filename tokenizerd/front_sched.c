@@ -136,8 +136,7 @@ void front_worker_beat(front *f, int wi, const pm_worker_hb *hb, int64_t now)
     w->ctx = (int)hb->ctx;
     w->swait = (int)hb->swait;
     w->has_kv = hb->has_kvb;
-    uint64_t kv[PROTO_KV_COUNTS] = {hb->kvb, hb->kvu, hb->kvc, hb->kvev, hb->kvpt, hb->kvrt, hb->kvpre, hb->kvdef};
-    memcpy(w->kv, kv, sizeof kv);
+    PROTO_KV_GET(*hb, w->kv);
     if (prog != w->prog || (busy && !w->busy)) {
         if (w->stalled && prog != w->prog)
             log_info("worker pid %d makes progress again: it takes sessions again", w->pid);

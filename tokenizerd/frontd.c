@@ -107,7 +107,7 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
     const char *seg = "";
     double bpw = 0; /* of that segment */
     int swait = 0;  /* the longest any worker waits for samplerd: its health */
-    int has_kv = 0; /* the KV pool: its counts (the same pool: the largest), the tallies summed */
+    int has_kv = 0; /* the KV pools: their counts (the same pools: the largest), the tallies summed */
     uint64_t kv[PROTO_KV_COUNTS] = {0};
     for (int i = 0; i < FRONT_MAX_WORKERS; i++) {
         const front_worker *x = &f->w[i];
@@ -117,7 +117,8 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
         bpw = x->bpw;
         if (x->swait > swait) swait = x->swait;
         has_kv |= x->has_kv;
-        for (int k = 0; k < PROTO_KV_COUNTS && x->has_kv; k++) kv[k] = k < 4 ? (x->kv[k] > kv[k] ? x->kv[k] : kv[k]) : kv[k] + x->kv[k];
+        for (int k = 0; k < PROTO_KV_COUNTS && x->has_kv; k++)
+            kv[k] = k < PKV_KVPT ? (x->kv[k] > kv[k] ? x->kv[k] : kv[k]) : kv[k] + x->kv[k];
     }
     pm_status_reply st = {
         .uptime = (double)(now - f->start_ms) / 1000.0, .active = (uint64_t)front_count(f, RQ_RUNNING),
@@ -130,10 +131,8 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
         .failed = f->failed, .has_failed = 1, .pid = (uint64_t)getpid(), .has_pid = 1,
         .template_name = proto_sv_of(chat_template_name(f->tmpl)), .has_template_name = 1,
         .nv = f->n_vocab, .has_nv = 1, .vid = f->vocab_id, .has_vid = 1,
-        .swait = (uint64_t)swait, .has_swait = n > 0, /* absent: no worker to ask */
-        .kvb = kv[0], .has_kvb = has_kv, .kvu = kv[1], .has_kvu = has_kv, .kvc = kv[2], .has_kvc = has_kv,
-        .kvev = kv[3], .has_kvev = has_kv, .kvpt = kv[4], .has_kvpt = has_kv, .kvrt = kv[5], .has_kvrt = has_kv,
-        .kvpre = kv[6], .has_kvpre = has_kv, .kvdef = kv[7], .has_kvdef = has_kv};
+        .swait = (uint64_t)swait, .has_swait = n > 0}; /* absent: no worker to ask */
+    PROTO_KV_PUT(st, kv, has_kv);
     proto_writer w;
     proto_begin(&w, PT_STATUS_REPLY, id);
     pm_status_reply_put(&w, &st); /* and the lists: */
@@ -147,11 +146,8 @@ static void status_reply(front *f, const uint8_t *rid, size_t rl, uint64_t id)
             .busy = (uint64_t)x->busy, .has_busy = 1, .cap = (uint64_t)x->cap, .has_cap = 1,
             .ctx = (uint64_t)x->ctx, .has_ctx = 1, .stalled = x->stalled != 0, .has_stalled = 1,
             .up = (double)(now - x->since_ms) / 1000.0, .has_up = 1, .swait = (uint64_t)x->swait, .has_swait = 1,
-            .bpw = x->bpw, .has_bpw = 1,
-            .kvb = x->kv[0], .has_kvb = x->has_kv, .kvu = x->kv[1], .has_kvu = x->has_kv, .kvc = x->kv[2],
-            .has_kvc = x->has_kv, .kvev = x->kv[3], .has_kvev = x->has_kv, .kvpt = x->kv[4], .has_kvpt = x->has_kv,
-            .kvrt = x->kv[5], .has_kvrt = x->has_kv, .kvpre = x->kv[6], .has_kvpre = x->has_kv,
-            .kvdef = x->kv[7], .has_kvdef = x->has_kv};
+            .bpw = x->bpw, .has_bpw = 1};
+        PROTO_KV_PUT(r, x->kv, x->has_kv);
         pm_status_worker_pack(&w.pk, &r, 0);
     }
     /* the queue, first come first served: position, prompt tokens, wait (no session ids:

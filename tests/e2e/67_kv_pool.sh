@@ -48,6 +48,8 @@ wait_until 5 '"$LLM_BIN/llmc" status --run-dir "$RUN" | grep -q "prefix hits [1-
 wait_until 10 'curl -s "http://127.0.0.1:$PORT/metrics" | grep -q "^llm_kv_prompt_tokens_reused_total [1-9]"' \
     || fail "/metrics has no KV pool counts: $(curl -s "http://127.0.0.1:$PORT/metrics" | grep llm_kv)"
 curl -s "http://127.0.0.1:$PORT/metrics" | grep -q "^llm_kv_pool_blocks 1024" || fail "/metrics: no llm_kv_pool_blocks"
+! curl -s "http://127.0.0.1:$PORT/metrics" | grep -q "^llm_kv_ring" || fail "/metrics: ring pool counts without a ring pool"
+! "$LLM_BIN/llmc" status --run-dir "$RUN" | grep -q "ring pool" || fail "status: a ring pool line without a ring pool"
 
 # kill -9 of the worker serving a stream: the text is exact; the master releases its
 # slot and the adopting worker starts from the published blocks

@@ -4,8 +4,8 @@
 # both are attached by every worker, a run from a shared prefix takes blocks of both (a
 # hit in llmc status) and gives the text of the run without a pool, kill -9 of the
 # worker serving a stream leaves the text exact (the adopter starts from the published
-# blocks, the last window's ring blocks among them), and engined --remove-segment takes
-# both pools away with the segment.
+# blocks, the last window's ring blocks among them), llmc status and /metrics count the
+# two pools apart, and engined --remove-segment takes both pools away with the segment.
 . "$(dirname "$0")/pipeline.inc"
 e2e_deadline 120
 cp "$(dirname "$0")/../data/gemma3-tiny-Q8_0/gemma3-tiny-Q8_0.gguf" "$RUN/m.gguf"
@@ -25,7 +25,8 @@ llmc -n $N --temp 0 "Once upon a time" >"$RUN/ref.txt" || fail "stream without a
 $PIPELINE stop --run-dir "$RUN" >/dev/null 2>&1
 
 export LLM_FAULT_STEP_DELAY_MS=10 # streams outlast a kill
-start_pipeline 2 --kv-pool 2048
+PORT=$(free_port)
+start_pipeline 2 --kv-pool 2048 --http "$PORT"
 wait_until 20 '[ "$(status_field workers)" = 2 ]' || fail "2 workers did not register"
 whole=/dev/shm/llm-kv-${seg#/llm-} ring=/dev/shm/llm-kv-${seg#/llm-}-ring
 for f in "$whole" "$ring"; do
@@ -33,6 +34,9 @@ for f in "$whole" "$ring"; do
     [ "$(stat -c %a "$f")" = 600 ] || fail "pool $f mode $(stat -c %a "$f"), not 600"
 done
 grep -q "KV pool /llm-kv-.*-ring created: [0-9]* blocks of 16 tokens" "$RUN/engined.log" || fail "no ring pool created"
+nw=$(sed -n 's/.*KV pool \/llm-kv-[^ ]*[0-9a-f] created: \([0-9]*\) blocks.*/\1/p' "$RUN/engined.log" | head -1)
+nr=$(sed -n 's/.*KV pool \/llm-kv-.*-ring created: \([0-9]*\) blocks.*/\1/p' "$RUN/engined.log" | head -1)
+[ -n "$nw" ] && [ -n "$nr" ] || fail "pool sizes not logged: whole '$nw', ring '$nr'"
 wait_until 10 '[ "$(grep -c "attached KV pool (ring layers)" "$RUN/engined.log")" -ge 2 ]' \
     || fail "workers did not attach the ring pool"
 
@@ -42,6 +46,16 @@ a=$(llmc -n 24 --temp 0 "$long") && b=$(llmc -n 24 --temp 0 "$long") || fail "sh
 wait_until 5 '"$LLM_BIN/llmc" status --run-dir "$RUN" | grep -q "prefix hits [1-9]"' \
     || fail "no prefix hit reported: $("$LLM_BIN/llmc" status --run-dir "$RUN" | grep kv)"
 "$LLM_BIN/llmc" status --run-dir "$RUN" | grep "^kv pool"
+# each pool's blocks on their own: the whole pool's in kvb, the ring pool's in kvrb, and
+# the finished runs' published blocks cached in both
+wait_until 5 '"$LLM_BIN/llmc" status --run-dir "$RUN" |
+    grep -q "^kv pool: $nw blocks of 16 tokens, 0 in use, [1-9][0-9]* cached; ring pool (sliding-window layers): $nr blocks, 0 in use, [1-9][0-9]* cached;"' \
+    || fail "status does not count the pools apart: $("$LLM_BIN/llmc" status --run-dir "$RUN" | grep "^kv")"
+"$LLM_BIN/llmc" status --json --run-dir "$RUN" | grep -q "\"kvrb\":$nr" || fail "status --json has no kvrb $nr"
+m=$(curl -s "http://127.0.0.1:$PORT/metrics")
+echo "$m" | grep -q "^llm_kv_pool_blocks $nw\$" || fail "/metrics: llm_kv_pool_blocks is not the whole pool's $nw"
+echo "$m" | grep -q "^llm_kv_ring_pool_blocks $nr\$" || fail "/metrics: no llm_kv_ring_pool_blocks $nr"
+echo "$m" | grep -q "^llm_kv_ring_blocks_cached [1-9]" || fail "/metrics: no cached ring blocks"
 
 llmc -n $N --temp 0 "Once upon a time" >"$RUN/out.txt" 2>"$RUN/err.txt" & E2E_PIDS+=($!); streamer=$!
 victim=""
@@ -64,4 +78,4 @@ $PIPELINE stop --run-dir "$RUN" >/dev/null 2>&1
 "$LLM_BIN/engined" --remove-segment "$seg" >"$RUN/rm.txt" 2>&1 || fail "remove-segment failed: $(cat "$RUN/rm.txt")"
 [ ! -e "$whole" ] && [ ! -e "$ring" ] || fail "pools left after --remove-segment: $(cat "$RUN/rm.txt")"
 seg=""
-echo "ring pool beside the whole one: 0600, shared prefix hit with the same text, stream exact after kill -9, removed with the segment"
+echo "ring pool beside the whole one: 0600, counted apart in status and /metrics, shared prefix hit with the same text, stream exact after kill -9, removed with the segment"
