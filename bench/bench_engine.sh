@@ -74,26 +74,25 @@ ours_tg() { # file threads -> tok/s of one run
     "$BIN/engined" --model "$1" --precision "$PREC" --eval "$DIR/p1.txt" -n 129 --threads "$2" 2>&1 >/dev/null |
         sed -n 's/.*decode: 128 tokens in .* ms (\([0-9.]*\) tok\/s.*/\1/p'
 }
-# llama-bench -o csv -> "pp512 tg128" (mean tok/s of its -r 3), or "- -" without the binary
+# llama-bench -o csv on stdin -> for each PROMPT:GEN, the mean tok/s of that test (its -r 3), or -
+bench_ts() {
+    python3 -c '
+import csv, sys
+ts = {(r["n_prompt"], r["n_gen"]): "%.1f" % float(r["avg_ts"]) for r in csv.DictReader(sys.stdin)}
+print(" ".join(ts.get(tuple(a.split(":")), "-") for a in sys.argv[1:]))' "$@"
+}
+# the peer's "pp512 tg128", or "- -" without the binary
 peer() { # binary file threads
     if [ -z "$1" ] || [ ! -x "$1" ]; then echo "- -"; return; fi
-    "$1" -m "$2" -p 512 -n 128 -r 3 -t "$3" -fa 0 -o csv 2>/dev/null | python3 -c '
-import csv, sys
-pp = tg = "-"
-for row in csv.DictReader(sys.stdin):
-    if row["n_prompt"] == "512" and row["n_gen"] == "0": pp = "%.1f" % float(row["avg_ts"])
-    if row["n_prompt"] == "0" and row["n_gen"] == "128": tg = "%.1f" % float(row["avg_ts"])
-print(pp, tg)'
+    "$1" -m "$2" -p 512 -n 128 -r 3 -t "$3" -fa 0 -o csv 2>/dev/null | bench_ts 512:0 0:128
 }
-peer_pp() { # binary file threads prompt-tokens -> tok/s of llama-bench -p N (its mean of -r 3), or -
+peer_pp() { # binary file threads prompt-tokens -> the peer's tok/s for that prompt, or -
     if [ -z "$1" ] || [ ! -x "$1" ]; then echo "-"; return; fi
-    "$1" -m "$2" -p "$4" -n 0 -r 3 -t "$3" -fa 0 -o csv 2>/dev/null | python3 -c '
-import csv, sys
-pp = "-"
-for row in csv.DictReader(sys.stdin):
-    if row["n_gen"] == "0": pp = "%.1f" % float(row["avg_ts"])
-print(pp)'
+    "$1" -m "$2" -p "$4" -n 0 -r 3 -t "$3" -fa 0 -o csv 2>/dev/null | bench_ts "$4:0"
 }
+# awk: the faster of two figures and a ratio, "-" standing for a missing one
+RATIO_AWK='function best(a, b) { return a == "-" ? b : b == "-" ? a : (a + 0 > b + 0 ? a : b) }
+           function ratio(x, y) { return x == "-" || y == "-" ? "-" : sprintf("%.2f", x / y) }'
 
 echo
 echo "engine on $SHAPE ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg), kernels ${LLM_KERNELS:-auto}, precision $PREC)"
@@ -118,9 +117,7 @@ for ty in $TYPES; do
             read -r a b <<<"$(peer "${IK_LLAMA_BENCH:-}" "$f" "$t")"; ip=$(max "$ip" "$a"); ig=$(max "$ig" "$b")
         done
         PP512[$ty.$t]=$p LP512[$ty.$t]=$lp IP512[$ty.$t]=$ip
-        awk -v ty="$ty" -v t="$t" -v p="$p" -v lp="$lp" -v ip="$ip" -v g="$g" -v lg="$lg" -v ig="$ig" -v rb="$(read_bytes "$f")" '
-            function best(a, b) { return a == "-" ? b : b == "-" ? a : (a + 0 > b + 0 ? a : b) }
-            function ratio(x, y) { return y == "-" ? "-" : sprintf("%.2f", x / y) }
+        awk -v ty="$ty" -v t="$t" -v p="$p" -v lp="$lp" -v ip="$ip" -v g="$g" -v lg="$lg" -v ig="$ig" -v rb="$(read_bytes "$f")" "$RATIO_AWK"'
             BEGIN { bp = best(lp, ip); bg = best(lg, ig)
                     printf "| %s | %d | %.1f | %s | %s | %s | %.1f | %s | %s | %s | %.1f |\n",
                            ty, t, p, lp, ip, ratio(p, bp), g, lg, ig, ratio(g, bg), g * rb / 1e9 }'
@@ -138,9 +135,7 @@ if [[ " $TYPES " == *" Q8_0 "* && $SHAPE == tinyllama-1.1b ]]; then
             i2=$(max "$i2" "$(peer_pp "${IK_LLAMA_BENCH:-}" "$f" "$t" 2048)")
         done
         awk -v t="$t" -v p="$p2" -v l="$l2" -v i="$i2" -v p5="${PP512[Q8_0.$t]}" -v l5="${LP512[Q8_0.$t]}" \
-            -v i5="${IP512[Q8_0.$t]}" '
-            function best(a, b) { return a == "-" ? b : b == "-" ? a : (a + 0 > b + 0 ? a : b) }
-            function ratio(x, y) { return x == "-" || y == "-" ? "-" : sprintf("%.2f", x / y) }
+            -v i5="${IP512[Q8_0.$t]}" "$RATIO_AWK"'
             BEGIN { printf "| Q8_0 | %d | %.1f | %s | %s | %s | %s | %s | %s |\n", t, p, l, i, ratio(p, best(l, i)),
                            ratio(p, p5), ratio(l, l5), ratio(i, i5) }'
     done
