@@ -2,16 +2,22 @@
  * bench/engine - batched multi-session decode: aggregate tokens/s when B sessions are
  * decoded together in one pass over the weights, for B = 1, 2, 4, 8, 16.
  *
- *   build/bench/engine MODEL.gguf [threads] [steps] [precision]
+ *   build/bench/engine MODEL.gguf [threads] [steps] [precision] [same|spread]
  *                      (defaults: 2 threads, 32 steps, native: engined's default layouts;
- *                       int8 widens 2-6-bit weights to Q8_0 tiles, as --precision int8)
+ *                       int8 widens 2-6-bit weights to Q8_0 tiles, as --precision int8;
+ *                       same: each session decodes its own greedy token)
  *
  * Each session is prefilled with a short prompt first; then `steps` decode passes run
  * with B tokens each. Memory-bound decode reads the weights once per pass, so the
  * aggregate rate should grow almost linearly with B until compute catches up.
+ * A random-weight model's greedy tokens soon agree across sessions, so with `same` a
+ * mixture of experts routes every session to the same few experts; `spread` offsets
+ * session i's next token by i * 7919 (mod the vocabulary) so that the sessions' tokens
+ * differ, as sampled streams' do, and a step reads the experts that many tokens choose.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "engine.h"
@@ -27,14 +33,19 @@ static double now_s(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: engine MODEL.gguf [threads] [steps] [native|int8|float]\n");
+        fprintf(stderr, "usage: engine MODEL.gguf [threads] [steps] [native|int8|float] [same|spread]\n");
         return 2;
     }
     log_init("bench-engine", LOG_WARN);
     int threads = argc > 2 ? atoi(argv[2]) : 2, steps = argc > 3 ? atoi(argv[3]) : 32;
     char err[512];
     eng_open_info info;
-    const char *prec = argc > 4 ? argv[4] : "native";
+    const char *prec = argc > 4 ? argv[4] : "native", *mode = argc > 5 ? argv[5] : "same";
+    const int spread = strcmp(mode, "spread") == 0;
+    if (!spread && strcmp(mode, "same") != 0) {
+        fprintf(stderr, "error: token mode '%s' is neither same nor spread\n", mode);
+        return 2;
+    }
     eng_model *m = eng_open(argv[1], prec[0] == 'i' ? ENG_INT8 : prec[0] == 'f' ? ENG_FLOAT : ENG_NATIVE, &info, err,
                             sizeof err);
     if (!m || threads < 1 || steps < 1 || eng_set_threads(m, threads) != 0) {
@@ -65,7 +76,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "error: %s\n", err);
                 return 1;
             }
-            for (int i = 0; i < B; i++) tok[i] = eng_argmax(lg + (size_t)i * V, V);
+            for (int i = 0; i < B; i++)
+                tok[i] = (int32_t)((eng_argmax(lg + (size_t)i * V, V) + (spread ? (int64_t)i * 7919 : 0)) % V);
         }
         double dt = now_s() - t0;
         printf("| %d | %.2f | %.1f | %.1f |\n", B, steps / dt, B * steps / dt, gb * steps / dt);

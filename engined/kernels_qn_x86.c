@@ -16,10 +16,10 @@
  * by one madd with the scale (QN(i16block)). Decode is memory-bound: each byte is read
  * once, front to back (AVX2 takes a tile's two halves super-block by super-block, the
  * second from L1), and prefetched 4 KB ahead (KERN_X86_PF_DIST). From 3 tokens a call (batched
- * decode, prompt passes) AVX-512 takes the tiles in pairs, 4 tokens a pass
+ * prompt passes over tiles in cache) AVX-512 takes the tiles in pairs, 4 tokens a pass
  * (z_pair_tables): each token's broadcast then feeds both tiles. A call whose tiles come
- * from memory (stream: a batched decode step's first token chunk) prefetches on its first
- * pass at every width.
+ * from memory (stream: a batched decode step's first token chunk) takes them one at a
+ * time and prefetches on its first pass at every width.
  */
 #include "kernels.h"
 
@@ -123,8 +123,14 @@ typedef void (*zqn_pair_fn)(const uint8_t *, size_t, size_t, size_t, int64_t, co
 #undef QN_I8I
 #undef QN_STORE
 
-/* From this many tokens a call, tiles go in pairs: below it one tile streams from
- * memory best (two tokens in pairs: 0.6-0.8x). */
+/* From this many tokens a call whose tiles are in cache (not stream: a prompt pass's
+ * later token chunks over a panel), tiles go in pairs: below it one tile is best (two
+ * tokens in pairs: 0.6-0.8x). A stream call (the tiles come from memory: a batched
+ * decode step, a mixture's expert with a few tokens) takes one tile at a time, up to 8
+ * tokens: each tile's prefetch then runs ahead into the next tile's bytes, where a pair's
+ * two streams leave the next pair's second tile unrequested. bench_qn, one thread, 4 and
+ * 8 tokens: the qwen3moe expert shapes (768 x 1024, 1024 x 768) 1.5-2.7x, Q4_K
+ * TinyLlama shapes 1.0-1.5x, a few rows 0.8-0.95x (Q4_0 and Q6_K, 4 tokens). */
 #define Z_PAIR_MIN 3
 
 void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
@@ -134,7 +140,7 @@ void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t c
     kern_xq_offs o = kern_xq_offsets(cols);
     const int64_t nb = cols / KERN_QK;
     int i = 0;
-    if (nt >= Z_PAIR_MIN && z_pair_tables[wt]) {
+    if (nt >= Z_PAIR_MIN && !stream && z_pair_tables[wt]) {
         const int passes = (nt + 3) / 4, ps = (nt + passes - 1) / passes; /* even passes of at most 4 */
         for (; i + 1 < nr; i += 2) {
             const __mmask16 mask[2] = { kern_tile_bits(lo, hi, i), kern_tile_bits(lo, hi, i + 1) };

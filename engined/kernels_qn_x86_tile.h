@@ -388,7 +388,8 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
 #define QN_T 4 /* most tokens of a pass of QN(rows) */
 
 /* QN_R whole tiles (w, w + tb, ...) times nt <= QN_T tokens over nb blocks, for every
- * kind but K2: QN(tile) for calls of 3 or more tokens, up to 4 tokens a pass. Block by
+ * kind but K2: QN(tile) for calls of 3 or more tokens over tiles in cache (a prompt
+ * pass's later token chunks; kernels_qn_x86.c's Z_PAIR_MIN), up to 4 tokens a pass. Block by
  * block: each tile's row factors once; then group by group, each tile's group unpacked
  * as it is used and each token's 4 bytes broadcast once for every tile, so that one
  * broadcast feeds QN_R vpdpbusd and consecutive vpdpbusd go to different sums (QN(tile),
