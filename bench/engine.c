@@ -10,10 +10,10 @@
  * Each session is prefilled with a short prompt first; then `steps` decode passes run
  * with B tokens each. Memory-bound decode reads the weights once per pass, so the
  * aggregate rate should grow almost linearly with B until compute catches up.
- * A random-weight model's greedy tokens soon agree across sessions, so with `same` a
- * mixture of experts routes every session to the same few experts; `spread` offsets
- * session i's next token by i * 7919 (mod the vocabulary) so that the sessions' tokens
- * differ, as sampled streams' do, and a step reads the experts that many tokens choose.
+ * A random-weight model's sessions may fall into the same greedy tokens; `spread`
+ * offsets session i's next token by i * 7919 (mod the vocabulary) so that the sessions'
+ * tokens differ, as sampled streams' do (a mixture of experts then routes different
+ * tokens; how many experts they choose is the model's router's doing).
  */
 #include <stdio.h>
 #include <stdlib.h>

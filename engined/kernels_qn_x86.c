@@ -127,10 +127,10 @@ typedef void (*zqn_pair_fn)(const uint8_t *, size_t, size_t, size_t, int64_t, co
  * later token chunks over a panel), tiles go in pairs: below it one tile is best (two
  * tokens in pairs: 0.6-0.8x). A stream call (the tiles come from memory: a batched
  * decode step, a mixture's expert with a few tokens) takes one tile at a time, up to 8
- * tokens: each tile's prefetch then runs ahead into the next tile's bytes, where a pair's
- * two streams leave the next pair's second tile unrequested. bench_qn, one thread, 4 and
- * 8 tokens: the qwen3moe expert shapes (768 x 1024, 1024 x 768) 1.5-2.7x, Q4_K
- * TinyLlama shapes 1.0-1.5x, a few rows 0.8-0.95x (Q4_0 and Q6_K, 4 tokens). */
+ * tokens. bench_qn, one thread, 4 and 8 tokens: the qwen3moe expert shapes (768 x 1024,
+ * 1024 x 768) 1.5-2.7x, Q4_K TinyLlama shapes 1.0-1.5x, a few rows 0.8-0.95x (Q4_0 and
+ * Q6_K, 4 tokens). Why the pairs fall behind from memory is not settled: having them
+ * prefetch the next pair's bytes instead of their own 4 KB ahead did not close the gap. */
 #define Z_PAIR_MIN 3
 
 void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
