@@ -15,8 +15,8 @@
  * has no vpdpbusd: its maddubs pairs are summed in int16 over runs of groups and widened
  * by one madd with the scale (QN(i16block)). Decode is memory-bound: each byte is read
  * once, front to back (AVX2 takes a tile's two halves super-block by super-block, the
- * second from L1), and prefetched 4 KB ahead (KERN_X86_PF_DIST). From 3 tokens a call (batched
- * prompt passes over tiles in cache) AVX-512 takes the tiles in pairs, 4 tokens a pass
+ * second from L1), and prefetched 4 KB ahead (KERN_X86_PF_DIST). From 3 tokens a call whose
+ * tiles are in cache (a prompt pass's later token chunks) AVX-512 takes the tiles in pairs, 4 tokens a pass
  * (z_pair_tables): each token's broadcast then feeds both tiles. A call whose tiles come
  * from memory (stream: a batched decode step's first token chunk) takes them one at a
  * time and prefetches on its first pass at every width.
