@@ -7,7 +7,7 @@
  *       --seed 1 -o /tmp/tinyllama-q8.gguf [--arch llama|qwen2|qwen3] [--threads N]
  *
  * Mixture-of-experts shapes (--arch qwen3moe, qwen2moe, or llama for Mixtral) get a router
- * ffn_gate_inp (F32, N(0, 0.5): decisive routing), 3-D expert stacks ffn_{gate,up,down}_exps
+ * ffn_gate_inp (F32, N(0, 4 / sqrt(n_embd)): decisive routing), 3-D expert stacks ffn_{gate,up,down}_exps
  * and, with a shared expert, ffn_*_shexp and its gate ffn_gate_inp_shexp.
  * Weights ~ N(0, 0.02), norms 1 + N(0, 0.1) (qwen3 per-head q/k norms too), qwen2 q/k/v biases N(0, 0.05). Every
  * 2-D matrix (token_embd too) gets TYPE, or Q8_0/F16 when its rows do not fit TYPE's
@@ -315,15 +315,20 @@ static void *fill_worker(void *arg)
         return NULL;
     }
     float mean = t->kind == FILL_NORM ? 1.0f : 0.0f;
-    /* routers wider than the rest: decisive routing, as trained routers are */
-    float sd = t->kind == FILL_NORM ? 0.1f : t->kind == FILL_BIAS ? 0.05f : t->kind == FILL_ROUTER ? 0.5f : 0.02f;
+    /* routers wider than the rest: decisive routing, as trained routers are. The input
+     * is RMS-normed, so N(0, 4 / sqrt(n_embd)) gives logits of about N(0, 4) at every
+     * width: 0.5 at n_embd 64; a fixed 0.5 at n_embd 1024 spread the logits so far that
+     * all but the largest softmaxed to 0 and ties chose the lowest experts. */
+    float sd = t->kind == FILL_NORM ? 0.1f : t->kind == FILL_BIAS ? 0.05f
+             : t->kind == FILL_ROUTER ? 4.0f / sqrtf((float)t->ne[0]) : 0.02f;
+    const bool ramp = t->kind == FILL_FREQ || t->kind == FILL_FREQ_SHORT;
     for (int64_t c = p->first; c < p->n_chunks; c += p->step) {
         int64_t r0 = c * p->chunk_rows;
         int64_t rows = t_rows(t) - r0 < p->chunk_rows ? t_rows(t) - r0 : p->chunk_rows;
         xoshiro rng;
         xo_seed(&rng, p->job->seed, t->name, (uint64_t)c);
         gen_normal(&rng, tmp, rows * t->ne[0], mean, sd);
-        for (int64_t i = 0; t->kind >= FILL_FREQ && i < rows * t->ne[0]; i++) /* 1 .. 8 (short: 1.5), rising */
+        for (int64_t i = 0; ramp && i < rows * t->ne[0]; i++) /* 1 .. 8 (short: 1.5), rising */
             tmp[i] = 1.0f + (t->kind == FILL_FREQ ? 7.0f : 0.5f) * (float)i / (float)(rows * t->ne[0]);
         q->quant(tmp, p->dst + (size_t)r0 * row, rows * t->ne[0]);
     }

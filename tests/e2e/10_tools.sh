@@ -89,6 +89,25 @@ say "synth tiny Q8_0: $(stat -c %s "$T/a.gguf") bytes"
 "$L" quantize "$T/moe.gguf" "$T/moe4.gguf" Q4_0 2>/dev/null || bad "quantize qwen3moe-tiny Q4_0 failed"
 "$L" inspect "$T/moe4.gguf" --tensors | grep -Eq "^blk.0.ffn_gate_inp.weight +F32 " || bad "quantize: the router is not F32"
 "$L" synth --shape qwen3moe-tiny --type Q8_0 --vocab-from x --seed 1 --arch qwen3 -o "$T/x" 2>/dev/null; [ $? -eq 2 ] || bad "synth MoE shape with a dense arch: exit is not 2"
+# synth still makes the test models of tests/data byte for byte, with the commands of its
+# README (seed 7): a change to what synth draws (such as a router filled with the rope
+# factors' ramp, which sent every token to the first or last experts) shows here
+D="$(dirname "$0")/../data"
+nrep=0
+for f in "$D"/*-tiny-*/*.gguf; do
+    stem=$(basename "$f" .gguf) shape=${stem%-*} ty=${stem##*-}
+    case $shape in
+        qwen3moe-*) arch=qwen3moe ;; qwen2moe-*) arch=qwen2moe ;; mixtral-*|llama31-*) arch=llama ;;
+        qwen3-*) arch=qwen3 ;; gemma3-*) arch=gemma3 ;; gemma2-*) arch=gemma2 ;; phi3-*) arch=phi3 ;;
+        *) bad "tests/data/$stem: no arch known for shape $shape"; continue ;;
+    esac
+    "$L" synth --shape "$shape" --type "$([ "$ty" = f32 ] && echo F32 || echo "$ty")" --arch "$arch" --seed 7 \
+        --vocab-from "$SH/models/stories260K-f32.gguf" -o "$T/rep.gguf" 2>>"$T/synth.log" || { bad "synth $stem failed"; continue; }
+    cmp -s "$T/rep.gguf" "$f" || bad "synth no longer makes tests/data/$stem/$stem.gguf byte for byte"
+    nrep=$((nrep + 1))
+done
+[ "$nrep" -ge 18 ] || bad "only $nrep test models of tests/data remade"
+say "synth remade $nrep test models of tests/data byte for byte"
 
 # 4. quantize: a model to Q4_0 reads back with Q4_0 matrices; fallbacks are said
 "$L" quantize "$SH/models/tiny-llama2-Q8_0.gguf" "$T/q4.gguf" Q4_0 2>"$T/q.log" || bad "quantize failed: $(cat "$T/q.log")"
