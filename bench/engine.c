@@ -13,7 +13,9 @@
  * A random-weight model's sessions may fall into the same greedy tokens; `spread`
  * offsets session i's next token by i * 7919 (mod the vocabulary) so that the sessions'
  * tokens differ, as sampled streams' do (a mixture of experts then routes different
- * tokens; how many experts they choose is the model's router's doing).
+ * tokens; how many experts they choose is the model's router's doing). For a mixture of
+ * experts a last column gives the experts a layer a pass read on average
+ * (eng_moe_counts): k for one session, up to all of them for many.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +58,9 @@ int main(int argc, char **argv)
     eng_warm(m);
     int V = eng_config_of(m)->n_vocab;
     double gb = eng_weight_bytes_per_token(m) / 1e9;
-    printf("| sessions | passes/s | aggregate tok/s | weights GB/s |\n|---|---|---|---|\n");
+    const int moe = eng_config_of(m)->n_expert > 0; /* and the experts a step reads */
+    printf("| sessions | passes/s | aggregate tok/s | weights GB/s |%s\n|---|---|---|---|%s\n",
+           moe ? " experts a layer |" : "", moe ? "---|" : "");
     for (int B = 1; B <= 16; B *= 2) {
         eng_session *s[16];
         int32_t tok[16];
@@ -70,6 +74,8 @@ int main(int argc, char **argv)
             }
             tok[i] = eng_argmax(lg, V);
         }
+        uint64_t b0, e0, b1, e1;
+        eng_moe_counts(m, &b0, &e0);
         double t0 = now_s();
         for (int k = 0; k < steps; k++) {
             if (eng_decode(m, s, tok, B, lg, err, sizeof err) != 0) {
@@ -80,7 +86,10 @@ int main(int argc, char **argv)
                 tok[i] = (int32_t)((eng_argmax(lg + (size_t)i * V, V) + (spread ? (int64_t)i * 7919 : 0)) % V);
         }
         double dt = now_s() - t0;
-        printf("| %d | %.2f | %.1f | %.1f |\n", B, steps / dt, B * steps / dt, gb * steps / dt);
+        eng_moe_counts(m, &b1, &e1);
+        printf("| %d | %.2f | %.1f | %.1f |", B, steps / dt, B * steps / dt, gb * steps / dt);
+        if (moe) printf(" %.1f |", b1 > b0 ? (double)(e1 - e0) / (double)(b1 - b0) : 0.0);
+        printf("\n");
         for (int i = 0; i < B; i++) eng_session_free(s[i]);
         free(lg);
     }

@@ -90,6 +90,9 @@ const void *eng_tokenizer_blob(const eng_model *m, size_t *len);
 /* Bytes of weights one decode step reads (every matrix once, the embedding only
  * when it is also the output): the numerator of decode's GB/s. */
 uint64_t eng_weight_bytes_per_token(const eng_model *m);
+/* Mixture of experts: the MoE blocks this handle has run and the routed experts they
+ * read (moe_counts); both 0 for a dense model. */
+void eng_moe_counts(const eng_model *m, uint64_t *blocks, uint64_t *experts);
 /* Bits of segment memory per weight (seg_bits_per_weight): about 8.5 for INT8 tiles,
  * 32 for the float path. */
 double eng_bits_per_weight(const eng_model *m);

@@ -119,6 +119,11 @@ const void *eng_tokenizer_blob(const eng_model *m, size_t *len)
 
 static uint64_t mat_bytes(const mdl_mat *w) { return w->nbytes; }
 
+void eng_moe_counts(const eng_model *m, uint64_t *blocks, uint64_t *experts)
+{
+    moe_counts(m->moe, blocks, experts);
+}
+
 uint64_t eng_weight_bytes_per_token(const eng_model *m)
 {
     uint64_t b = mat_bytes(&m->w.output);

@@ -53,6 +53,7 @@ struct moe_scratch {
     int       cap_units;
     moe_grp   grp[MOE_MAX_GROUPS];
     int       ngrp;
+    uint64_t  n_blocks, n_read; /* moe_counts */
 };
 
 /* ---- scratch ---- */
@@ -374,6 +375,8 @@ static void group(moe_job *j)
         g->F = s->F;
         row += s->count[e];
     }
+    s->n_blocks++;
+    s->n_read += (uint64_t)s->ngrp;
     for (int t = 0; t < n; t++) /* token order within each expert */
         for (int r = 0; r < k; r++) {
             int at = first[s->sel[t * k + r]]++;
@@ -390,6 +393,12 @@ static void group(moe_job *j)
         g->F = s->S;
         for (int t = 0; t < n; t++) s->rowtok[j->R + t] = t;
     }
+}
+
+void moe_counts(const moe_scratch *s, uint64_t *blocks, uint64_t *experts)
+{
+    *blocks = s ? s->n_blocks : 0;
+    *experts = s ? s->n_read : 0;
 }
 
 void moe_ffn(moe_scratch *s, pool_t *pool, const mdl_config *c, const mdl_layer *L, const float *x, int n,

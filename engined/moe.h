@@ -41,6 +41,10 @@ void moe_free(moe_scratch **s);
  * may alias x. s must have been reserved for n. */
 void moe_ffn(moe_scratch *s, pool_t *pool, const mdl_config *c, const mdl_layer *L, const float *x, int n,
              float *out);
+/* The blocks run since s was made, and the routed experts they read (the shared one
+ * not counted): a block reads each expert its tokens chose once, so experts / blocks
+ * is how many of a layer's experts a step reads on average. */
+void moe_counts(const moe_scratch *s, uint64_t *blocks, uint64_t *experts);
 /* Weight bytes a decoded token reads in the MoE block of L: the router, k of the
  * experts, the shared expert. */
 uint64_t moe_bytes_per_token(const mdl_config *c, const mdl_layer *L);

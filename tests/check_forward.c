@@ -576,11 +576,26 @@ START_TEST(test_batch_invariance_moe)
     int32_t toks[40];
     for (int i = 0; i < n; i++) toks[i] = i == 0 ? 1 : 3 + (i * 97) % (V - 3);
     float *ref = malloc((size_t)n * V * sizeof(float)), *out = malloc((size_t)n * V * sizeof(float));
+    const mdl_config *c = eng_config_of(m);
+    uint64_t b0, e0, b1, e1;
     for (int nt = 1; nt <= 3; nt++) {
         ck_assert_int_eq(eng_set_threads(m, nt), 0);
         eng_session *s = eng_session_new(m, 64, ENG_KV_F16, err, sizeof err);
+        eng_moe_counts(m, &b0, &e0);
         ck_assert_msg(s && eng_prefill(m, s, toks, n, nt == 1 ? ref : out, true, err, sizeof err) == 0, "%s", err);
         if (nt > 1) ck_assert_msg(memcmp(out, ref, (size_t)n * V * sizeof(float)) == 0, "MoE: %d threads differ from 1", nt);
+        /* the experts read: 40 tokens' blocks read k to all of them; one token's, k */
+        eng_moe_counts(m, &b1, &e1);
+        ck_assert_msg(b1 - b0 >= (uint64_t)c->n_layer && e1 - e0 >= (b1 - b0) * (uint64_t)c->n_expert_used &&
+                          e1 - e0 <= (b1 - b0) * (uint64_t)c->n_expert,
+                      "MoE counts of a prompt: %llu blocks read %llu experts", (unsigned long long)(b1 - b0),
+                      (unsigned long long)(e1 - e0));
+        int32_t next = toks[5];
+        ck_assert_msg(eng_decode(m, &s, &next, 1, out, err, sizeof err) == 0, "%s", err);
+        eng_moe_counts(m, &b0, &e0);
+        ck_assert_msg(b0 - b1 == (uint64_t)c->n_layer && e0 - e1 == (uint64_t)c->n_layer * (uint64_t)c->n_expert_used,
+                      "MoE counts of one token: %llu blocks read %llu experts, not %d x %d",
+                      (unsigned long long)(b0 - b1), (unsigned long long)(e0 - e1), c->n_layer, c->n_expert_used);
         eng_session_free(s);
     }
     free(ref);
