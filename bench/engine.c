@@ -56,9 +56,10 @@ int main(int argc, char **argv)
         return 1;
     }
     eng_warm(m);
-    int V = eng_config_of(m)->n_vocab;
+    const mdl_config *cfg = eng_config_of(m);
+    int V = cfg->n_vocab;
     double gb = eng_weight_bytes_per_token(m) / 1e9;
-    const int moe = eng_config_of(m)->n_expert > 0; /* and the experts a step reads */
+    const int moe = cfg->n_expert > 0; /* and the experts a step reads */
     printf("| sessions | passes/s | aggregate tok/s | weights GB/s |%s\n|---|---|---|---|%s\n",
            moe ? " experts a layer |" : "", moe ? "---|" : "");
     for (int B = 1; B <= 16; B *= 2) {
