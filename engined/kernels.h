@@ -28,7 +28,10 @@
  * tiles' even count), then each block's scale D as a float, then -128 * (sum of its
  * values) as an int32 (what lets vpdpbusd take the unsigned weights), then (for the
  * native layouts) the sum of its first 16 values as an int32, then sum * D as a float
- * (exact: 12 by 11 bits).
+ * (exact: 12 by 11 bits), then per pair of blocks their two sums as int16 in one int32
+ * (the even block's low; |sum| <= 4064), then per block its two halves' sums as int16
+ * in one int32 (the first half's low): what the K kinds' mins and offsets take as they
+ * are.
  *
  * The product, and its order (the contract every table keeps bit for bit): for each
  * output y[t][r] = one chain over the blocks k = 0, 1, ... of the row,
@@ -222,17 +225,19 @@ static inline size_t kern_q8t_bytes(int64_t rows, int64_t cols)
 static inline size_t kern_xq_row_bytes(int64_t cols)
 {
     size_t nbp = (size_t)kern_nsb(cols) * KERN_SB_BLOCKS;
-    return (nbp * (KERN_QK + 16) + 63) / 64 * 64;
+    return (nbp * (KERN_QK + 22) + 63) / 64 * 64;
 }
 /* Byte offsets, from the row's start, of the parts of an xq row of `cols` values after
- * the int8 values: scales D, -128 * sums, first-half sums, sum * D (the layout above). */
+ * the int8 values: scales D, -128 * sums, first-half sums, sum * D, pairs of sums,
+ * pairs of half sums (the layout above). */
 typedef struct {
-    size_t d, c, hs, sd;
+    size_t d, c, hs, sd, s2, hp;
 } kern_xq_offs;
 static inline kern_xq_offs kern_xq_offsets(int64_t cols)
 {
     size_t nbp = (size_t)kern_nsb(cols) * KERN_SB_BLOCKS;
-    kern_xq_offs o = { nbp * KERN_QK, nbp * (KERN_QK + 4), nbp * (KERN_QK + 8), nbp * (KERN_QK + 12) };
+    kern_xq_offs o = { nbp * KERN_QK, nbp * (KERN_QK + 4), nbp * (KERN_QK + 8), nbp * (KERN_QK + 12),
+                       nbp * (KERN_QK + 16), nbp * (KERN_QK + 18) };
     return o;
 }
 /* Bytes of one block_q8_0 row of `cols` values (the last block zero-padded). */
@@ -260,6 +265,10 @@ static inline void kern_xq_quantize(const float *x, int64_t n_rows, int64_t cols
 /* Then the native layouts' sums (first-half sums, S * D) of those rows, which their
  * products also read. Plain C: the same bits everywhere. */
 void kern_xq_finish(void *xq, int64_t n_rows, int64_t cols);
+/* The pairs of sums and of half sums of one xq row whose -128 * sums and first-half
+ * sums are written (kern_xq_finish's last part, for a table's own quantizer that writes
+ * those itself). */
+void kern_xq_pairs(void *row, int64_t cols);
 
 /* The same xq layout, finished, with llama.cpp's K-quant activation rounding (Q8_K: one
  * float scale per 256 values, given to each of its blocks), for matrices from K-quant

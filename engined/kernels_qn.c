@@ -357,6 +357,23 @@ void kern_xq_finish(void *xq, int64_t n_rows, int64_t cols)
             hs[k] = s;
             sd[k] = (float)(-c[k] / 128) * d[k];
         }
+        kern_xq_pairs(row, cols);
+    }
+}
+
+void kern_xq_pairs(void *row, int64_t cols)
+{
+    int64_t nb = (cols + KERN_QK - 1) / KERN_QK, nbp = kern_nsb(cols) * KERN_SB_BLOCKS;
+    kern_xq_offs o = kern_xq_offsets(cols);
+    const int32_t *c = (const int32_t *)((uint8_t *)row + o.c), *hs = (const int32_t *)((uint8_t *)row + o.hs);
+    uint32_t *s2 = (uint32_t *)((uint8_t *)row + o.s2), *hp = (uint32_t *)((uint8_t *)row + o.hp);
+    for (int64_t k = 0; k < nbp; k += 2) {
+        uint32_t s0 = k < nb ? (uint32_t)(-c[k] / 128) : 0, s1 = k + 1 < nb ? (uint32_t)(-c[k + 1] / 128) : 0;
+        s2[k / 2] = (s0 & 0xffff) | s1 << 16;
+    }
+    for (int64_t k = 0; k < nbp; k++) {
+        int32_t S = -c[k] / 128;
+        hp[k] = ((uint32_t)hs[k] & 0xffff) | (uint32_t)(S - hs[k]) << 16;
     }
 }
 

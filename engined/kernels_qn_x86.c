@@ -203,6 +203,7 @@ static void xk_quantize_with(xk_amax_fn amax_of, xk_block_fn block, const float 
                 ((float *)(row + o.sd))[k] = (float)(h[0] + h[1]) * dk;
             }
         }
+        kern_xq_pairs(row, cols);
     }
 }
 

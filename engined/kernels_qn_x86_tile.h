@@ -34,8 +34,9 @@
 #define QN_INLINE static inline __attribute__((always_inline)) QN_ATTR
 
 /* Block b's row factors (kernels.h's chain): B kinds: f0 and f1 (d; B1's min); K kinds:
- * the int32 scales sc[0..1] (K: of the block; K6, K2: of its two halves) and K2's mins
- * sc[2..3]. r8 is the first row of the half. */
+ * the int32 scales sc[0..1] (K: of the block; K6, K2: of its two halves), K2's mins
+ * sc[2..3] and K6's two scales times -32 as int16 pairs in sc[2] (its offset term
+ * against the half sums; |32 * scale| <= 4096). r8 is the first row of the half. */
 QN_INLINE void QN(factors)(int kind, const uint8_t *sb, int b, int r8, VF *f0, VF *f1, VI sc[4])
 {
     if (kind == KERN_QN_B0 || kind == KERN_QN_B1) {
@@ -49,6 +50,8 @@ QN_INLINE void QN(factors)(int kind, const uint8_t *sb, int b, int r8, VF *f0, V
         sc[0] = QN_U8I(sb + 64 + 16 * b + r8);
     } else {
         sc[0] = QN_I8I(sb + 64 + 32 * b + r8), sc[1] = QN_I8I(sb + 64 + 32 * b + 16 + r8);
+        const VI n0 = V(sub_epi32)(VI_ZERO(), V(slli_epi32)(sc[0], 5)), n1 = V(sub_epi32)(VI_ZERO(), V(slli_epi32)(sc[1], 5));
+        sc[2] = VI_OR(VI_AND(n0, V(set1_epi32)(0xffff)), V(slli_epi32)(n1, 16));
     }
 }
 
@@ -84,24 +87,27 @@ QN_INLINE void QN(ktoken)(int kind, int scaled, const VI wv[8], const VI sc[4], 
         *is = V(add_epi32)(*is, V(mullo_epi32)(p, sc[0]));
         return;
     }
-    const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128, h0 = ((const int32_t *)(xr + o.hs))[k];
+    const VI hp = V(set1_epi32)(((const int32_t *)(xr + o.hp))[k]); /* the half sums (h0, S - h0) */
     if (kind == KERN_QN_K2 && scaled) { /* values already scaled (QN(k2_scale)): straight into the sums */
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) *is = QN_DOT(*is, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
-        *ms = QN_DOTW(*ms, sc[2], V(set1_epi32)((int32_t)(((uint32_t)h0 & 0xffff) | (uint32_t)(S - h0) << 16)));
+        *ms = QN_DOTW(*ms, sc[2], hp);
         return;
     }
-    VI i0 = kind == KERN_QN_K6 ? V(set1_epi32)(-32 * h0) : VI_ZERO();
-    VI i1 = kind == KERN_QN_K6 ? V(set1_epi32)(-32 * (S - h0)) : VI_ZERO();
+    /* K6's offset -32 times each half's sum, times its scale: one pair dot */
+    if (kind == KERN_QN_K6) *is = QN_DOTW(*is, sc[2], hp);
+    VI i0 = VI_ZERO(), i1 = VI_ZERO();
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         i0 = QN_DOT(i0, wv[g], V(set1_epi32)(ld32(a + 4 * g)));
         i1 = QN_DOT(i1, wv[g + 4], V(set1_epi32)(ld32(a + 16 + 4 * g)));
     }
     *is = V(add_epi32)(*is, V(add_epi32)(V(mullo_epi32)(i0, sc[0]), V(mullo_epi32)(i1, sc[1])));
-    if (kind == KERN_QN_K2)
+    if (kind == KERN_QN_K2) {
+        const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128, h0 = ((const int32_t *)(xr + o.hs))[k];
         *ms = V(add_epi32)(*ms, V(add_epi32)(V(mullo_epi32)(sc[2], V(set1_epi32)(h0)),
                                              V(mullo_epi32)(sc[3], V(set1_epi32)(S - h0))));
+    }
 }
 
 /* K2, once per block for every token: each 2-bit value times its half's 4-bit scale
@@ -147,9 +153,8 @@ QN_INLINE void QN(i16block)(int kind, int bits, int off, int nt, const uint8_t *
 #pragma GCC unroll 4
     for (int t = 0; t < QN_TMAX; t++) if (t < nt) {
         const uint8_t *xr = xq + (size_t)t * xs;
-        const int32_t S = -((const int32_t *)(xr + o.c))[k] / 128, h0 = ((const int32_t *)(xr + o.hs))[k];
-        hp[t] = V(set1_epi32)((int32_t)(((uint32_t)h0 & 0xffff) | (uint32_t)(S - h0) << 16));
-        p[t] = kind == KERN_QN_B0 ? V(set1_epi32)(-off * S) : VI_ZERO();
+        hp[t] = V(set1_epi32)(((const int32_t *)(xr + o.hp))[k]);
+        p[t] = kind == KERN_QN_B0 ? V(set1_epi32)(-off * (-((const int32_t *)(xr + o.c))[k] / 128)) : VI_ZERO();
         if (kind == KERN_QN_K6) p[t] = V(sub_epi32)(p[t], V(slli_epi32)(V(madd_epi16)(sp, hp[t]), 5));
     }
 #pragma GCC unroll 8
@@ -182,26 +187,25 @@ QN_INLINE void QN(i16block)(int kind, int bits, int off, int nt, const uint8_t *
     }
 }
 
-/* K's mins of super-block sb (blocks k0..k0+7, n of them in the row) times one token's
- * block sums: pairs of blocks at once, the mins as int16 pairs (mp) against the sums as
- * int16 pairs (exact: |S| <= 4096). */
-QN_INLINE VI QN(kmins)(const VI mp[4], const uint8_t *xr, kern_xq_offs o, int64_t k0, int n)
+/* K's mins of super-block sb (blocks k0..k0+7) times one token's block sums: pairs of
+ * blocks at once, the mins as int16 pairs (mp) against the row's pairs of sums (exact:
+ * |S| <= 4064; blocks past the row's end sum to 0). The pairs are made once a token
+ * (kern_xq_pairs): made here, per tile and super-block, they took a quarter of an
+ * 8-token call (bench_qn's 768 x 1024 in cache). */
+QN_INLINE VI QN(kmins)(const VI mp[4], const uint8_t *xr, kern_xq_offs o, int64_t k0)
 {
-    const int32_t *c = (const int32_t *)(xr + o.c) + k0;
+    const int32_t *s2 = (const int32_t *)(xr + o.s2) + k0 / 2;
     VI ms = VI_ZERO();
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-        uint32_t s0 = 2 * j < n ? (uint32_t)(-c[2 * j] / 128) : 0, s1 = 2 * j + 1 < n ? (uint32_t)(-c[2 * j + 1] / 128) : 0;
-        ms = QN_DOTW(ms, mp[j], V(set1_epi32)((int32_t)((s0 & 0xffff) | s1 << 16)));
-    }
+    for (int j = 0; j < 4; j++) ms = QN_DOTW(ms, mp[j], V(set1_epi32)(s2[j]));
     return ms;
 }
 
-/* A K kind's float step at the end of super-block sb (blocks k0..k0+nbs-1) for the half
+/* A K kind's float step at the end of super-block sb (blocks k0..k0+7) for the half
  * whose first row is r8: each token's integer sums is (and ms: K2's scaled mins; K's are
  * made here from the block sums) times d (dmin) and the token's scale, into acc (accm). */
 QN_INLINE void QN(kstep)(int kind, int nt, const uint8_t *sb, int r8, const uint8_t *xq, size_t xs, kern_xq_offs o,
-                         int64_t k0, int nbs, const VI *is, VI *ms, VF *acc, VF *accm)
+                         int64_t k0, const VI *is, VI *ms, VF *acc, VF *accm)
 {
     const VF d = QN_H16(sb + 2 * r8), dmin = QN_H16(sb + 32 + 2 * r8);
     VI mp[4];
@@ -214,7 +218,7 @@ QN_INLINE void QN(kstep)(int kind, int nt, const uint8_t *sb, int r8, const uint
         if (t >= nt) continue;
         const uint8_t *xr = xq + (size_t)t * xs;
         const VF vD = V(set1_ps)(((const float *)(xr + o.d))[k0]);
-        if (kind == KERN_QN_K) ms[t] = QN(kmins)(mp, xr, o, k0, nbs);
+        if (kind == KERN_QN_K) ms[t] = QN(kmins)(mp, xr, o, k0);
         acc[t] = V(fmadd_ps)(V(cvtepi32_ps)(is[t]), V(mul_ps)(d, vD), acc[t]);
         if (kind != KERN_QN_K6) accm[t] = V(fmadd_ps)(V(cvtepi32_ps)(ms[t]), V(mul_ps)(dmin, vD), accm[t]);
     }
@@ -316,7 +320,7 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
                     }
             }
 #pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) QN(kstep)(kind, nt, sb, 8 * h, xq, xs, o, k0, nbs, is2[h], ms2[h], acc[h], accm[h]);
+            for (int h = 0; h < 2; h++) QN(kstep)(kind, nt, sb, 8 * h, xq, xs, o, k0, is2[h], ms2[h], acc[h], accm[h]);
             continue;
         }
 #endif
@@ -373,7 +377,7 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
                     if (t < nt) QN(ktoken)(kind, scaled, wv, sc, xq + (size_t)t * xs, o, k, &is[t], &ms[t]);
             }
             if (kind == KERN_QN_B0 || kind == KERN_QN_B1) continue;
-            QN(kstep)(kind, nt, sb, r8, xq, xs, o, k0, nbs, is, ms, acc[h], accm[h]);
+            QN(kstep)(kind, nt, sb, r8, xq, xs, o, k0, is, ms, acc[h], accm[h]);
         }
     }
 #pragma GCC unroll 2
@@ -422,13 +426,12 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int nt, const uint8_t *w, s
             QN(factors)(kind, sb[r], b, 0, &f0[r], &f1[r], sc[r]);
         }
         const int8_t *a[QN_T];
-        int32_t S[QN_T], h0[QN_T];
+        int32_t S[QN_T];
 #pragma GCC unroll 4
         for (int t = 0; t < QN_T; t++) if (t < nt) {
             const uint8_t *xr = xq + (size_t)t * xs;
             a[t] = (const int8_t *)xr + k * KERN_QK;
             S[t] = -((const int32_t *)(xr + o.c))[k] / 128;
-            h0[t] = ((const int32_t *)(xr + o.hs))[k];
         }
         /* groups [g0, g1) of every tile times every token, into p[r][t] */
 #define QN_DOTS(g0, g1, p)                                                                           \
@@ -463,18 +466,23 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int nt, const uint8_t *w, s
                 }
             continue;
         }
-        /* K: the block's dots times its scale; K6: each half's times its own, from the
-         * offset term */
+        /* K: the block's dots times its scale; K6: each half's times its own, and its
+         * offset term into ms as QN(ktoken) has it */
+        if (kind == KERN_QN_K6)
+#pragma GCC unroll 4
+            for (int t = 0; t < QN_T; t++) if (t < nt) {
+                const VI hp = V(set1_epi32)(((const int32_t *)(xq + (size_t)t * xs + o.hp))[k]);
+#pragma GCC unroll 2
+                for (int r = 0; r < QN_R; r++) is[r][t] = QN_DOTW(is[r][t], sc[r][2], hp);
+            }
 #pragma GCC unroll 2
         for (int hb = 0; hb < 2; hb++) {
             if (hb && kind == KERN_QN_K) break;
             VI p[QN_R][QN_T];
 #pragma GCC unroll 4
-            for (int t = 0; t < QN_T; t++) if (t < nt) {
-                const VI p0 = kind == KERN_QN_K6 ? V(set1_epi32)(-32 * (hb ? S[t] - h0[t] : h0[t])) : VI_ZERO();
+            for (int t = 0; t < QN_T; t++) if (t < nt)
 #pragma GCC unroll 2
-                for (int r = 0; r < QN_R; r++) p[r][t] = p0;
-            }
+                for (int r = 0; r < QN_R; r++) p[r][t] = VI_ZERO();
             if (kind == KERN_QN_K) {
                 QN_DOTS(0, 8, p)
             } else if (hb == 0) {
@@ -504,7 +512,7 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int nt, const uint8_t *w, s
             for (int t = 0; t < QN_T; t++) if (t < nt) {
                 const uint8_t *xr = xq + (size_t)t * xs;
                 const VF vD = V(set1_ps)(((const float *)(xr + o.d))[k0]);
-                if (kind == KERN_QN_K) ms[r][t] = QN(kmins)(mp, xr, o, k0, b + 1);
+                if (kind == KERN_QN_K) ms[r][t] = QN(kmins)(mp, xr, o, k0);
                 acc[r][t] = V(fmadd_ps)(V(cvtepi32_ps)(is[r][t]), V(mul_ps)(d, vD), acc[r][t]);
                 if (kind != KERN_QN_K6)
                     accm[r][t] = V(fmadd_ps)(V(cvtepi32_ps)(ms[r][t]), V(mul_ps)(dmin, vD), accm[r][t]);
