@@ -466,8 +466,8 @@ QN_INLINE void QN(rows)(int kind, int bits, int off, int nt, const uint8_t *w, s
                 }
             continue;
         }
-        /* K: the block's dots times its scale; K6: each half's times its own, and its
-         * offset term into ms as QN(ktoken) has it */
+        /* K: the block's dots times its scale; K6: each half's times its own, its offset
+         * term first (one pair dot into the sum, as QN(ktoken) has it) */
         if (kind == KERN_QN_K6)
 #pragma GCC unroll 4
             for (int t = 0; t < QN_T; t++) if (t < nt) {
