@@ -367,13 +367,10 @@ void kern_xq_pairs(void *row, int64_t cols)
     kern_xq_offs o = kern_xq_offsets(cols);
     const int32_t *c = (const int32_t *)((uint8_t *)row + o.c), *hs = (const int32_t *)((uint8_t *)row + o.hs);
     uint32_t *s2 = (uint32_t *)((uint8_t *)row + o.s2), *hp = (uint32_t *)((uint8_t *)row + o.hp);
-    for (int64_t k = 0; k < nbp; k += 2) {
-        uint32_t s0 = k < nb ? (uint32_t)(-c[k] / 128) : 0, s1 = k + 1 < nb ? (uint32_t)(-c[k + 1] / 128) : 0;
-        s2[k / 2] = (s0 & 0xffff) | s1 << 16;
-    }
     for (int64_t k = 0; k < nbp; k++) {
-        int32_t S = -c[k] / 128;
-        hp[k] = ((uint32_t)hs[k] & 0xffff) | (uint32_t)(S - hs[k]) << 16;
+        uint32_t S = k < nb ? (uint32_t)(-c[k] / 128) : 0;
+        hp[k] = ((uint32_t)hs[k] & 0xffff) | (S - (uint32_t)hs[k]) << 16;
+        s2[k / 2] = k % 2 ? s2[k / 2] | S << 16 : (S & 0xffff);
     }
 }
 

@@ -33,6 +33,9 @@
 
 #define QN_INLINE static inline __attribute__((always_inline)) QN_ATTR
 
+/* An int32 lane's low int16 from a, high from b. */
+QN_INLINE VI QN(pair16)(VI a, VI b) { return VI_OR(VI_AND(a, V(set1_epi32)(0xffff)), V(slli_epi32)(b, 16)); }
+
 /* Block b's row factors (kernels.h's chain): B kinds: f0 and f1 (d; B1's min); K kinds:
  * the int32 scales sc[0..1] (K: of the block; K6, K2: of its two halves), K2's mins
  * sc[2..3] and K6's two scales times -32 as int16 pairs in sc[2] (its offset term
@@ -50,13 +53,9 @@ QN_INLINE void QN(factors)(int kind, const uint8_t *sb, int b, int r8, VF *f0, V
         sc[0] = QN_U8I(sb + 64 + 16 * b + r8);
     } else {
         sc[0] = QN_I8I(sb + 64 + 32 * b + r8), sc[1] = QN_I8I(sb + 64 + 32 * b + 16 + r8);
-        const VI n0 = V(sub_epi32)(VI_ZERO(), V(slli_epi32)(sc[0], 5)), n1 = V(sub_epi32)(VI_ZERO(), V(slli_epi32)(sc[1], 5));
-        sc[2] = VI_OR(VI_AND(n0, V(set1_epi32)(0xffff)), V(slli_epi32)(n1, 16));
+        sc[2] = QN(pair16)(V(sub_epi32)(VI_ZERO(), V(slli_epi32)(sc[0], 5)), V(sub_epi32)(VI_ZERO(), V(slli_epi32)(sc[1], 5)));
     }
 }
-
-/* An int32 lane's low int16 from a, high from b. */
-QN_INLINE VI QN(pair16)(VI a, VI b) { return VI_OR(VI_AND(a, V(set1_epi32)(0xffff)), V(slli_epi32)(b, 16)); }
 
 /* acc plus one token's product with block k of a B kind (unpacked in wv, factors f0 f1);
  * xr is the token's activation row. */
@@ -154,7 +153,9 @@ QN_INLINE void QN(i16block)(int kind, int bits, int off, int nt, const uint8_t *
     for (int t = 0; t < QN_TMAX; t++) if (t < nt) {
         const uint8_t *xr = xq + (size_t)t * xs;
         hp[t] = V(set1_epi32)(((const int32_t *)(xr + o.hp))[k]);
-        p[t] = kind == KERN_QN_B0 ? V(set1_epi32)(-off * (-((const int32_t *)(xr + o.c))[k] / 128)) : VI_ZERO();
+        p[t] = kind == KERN_QN_B0 ? V(set1_epi32)(off * ((const int32_t *)(xr + o.c))[k] / 128) : VI_ZERO();
+        /* (sp and a shift, not sc[2]: making the -32 pairs per block cost 8% of a one-token
+         * AVX2 call in cache, bench_qn) */
         if (kind == KERN_QN_K6) p[t] = V(sub_epi32)(p[t], V(slli_epi32)(V(madd_epi16)(sp, hp[t]), 5));
     }
 #pragma GCC unroll 8
