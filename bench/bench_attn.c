@@ -6,7 +6,9 @@
  * a real decode). Scores (kern_att_qk; q8_0: kern_att_q8_query and kern_att_qk8), softmax and value sums (kern_att_pv) per (layer,
  * kv head), the best of 5 runs.
  *
- *   build/bench/bench_attn [CTX] [table ...]   (defaults: 4096, every table this CPU runs)
+ *   build/bench/bench_attn [CTX] [table ...] [f32|f16|q8_0 ...]
+ *   (defaults: 4096, every table this CPU runs, every KV type; BENCH_ATTN_REPS=N times
+ *   the 5 runs, for perf)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +66,9 @@ static double one_token(int kvt, int n, const char *kt, const char *v, const flo
     kern_qq qq[GROUP * DIM / 32];
     size_t tb = kern_kv_bytes(kvt, (int64_t)KVD * 16), rb = kern_kv_bytes(kvt, KVD);
     double best = 1e30;
-    for (int rep = 0; rep < 5; rep++) {
+    const char *e = getenv("BENCH_ATTN_REPS");
+    int reps = 5 * (e && atoi(e) > 0 ? atoi(e) : 1);
+    for (int rep = 0; rep < reps; rep++) {
         double t0 = now();
         for (int l = 0; l < LAYERS; l++)
             for (int h = 0; h < HEADS; h++) {
@@ -96,16 +100,25 @@ int main(int argc, char **argv)
     static const char *const kvn[] = { "f32", "f16", "q8_0" };
     float q[GROUP * DIM], *sc = malloc((size_t)GROUP * n * sizeof(float)), out[GROUP * DIM];
     for (int i = 0; i < GROUP * DIM; i++) q[i] = frnd();
+    int kvnamed = 0;
+    for (int a = 2; a < argc; a++)
+        for (int k = 0; k < 3; k++) kvnamed |= !strcmp(argv[a], kvn[k]);
+    int tnamed = 0;
+    for (int a = 2; a < argc; a++)
+        for (int t = 0; t < 6; t++) tnamed |= !strcmp(argv[a], all[t]);
     for (int k = 0; k < 3; k++) {
+        int want = !kvnamed;
+        for (int a = 2; a < argc; a++) want |= !strcmp(argv[a], kvn[k]);
+        if (!want) continue;
         size_t kb = (size_t)LAYERS * (n / 16) * kern_kv_bytes(kvts[k], (int64_t)KVD * 16);
         size_t vb = (size_t)LAYERS * n * kern_kv_bytes(kvts[k], KVD);
         char *kt = malloc(kb), *v = malloc(vb);
         if (!kt || !v || !sc) return 1;
         fill(kvts[k], n, kt, v);
         for (int t = 0; t < 6; t++) {
-            int named = argc <= 2;
+            int named = !tnamed;
             for (int a = 2; a < argc; a++) named |= !strcmp(argv[a], all[t]);
-            if (!named || (argc <= 2 && t == 0) || kern_select(all[t]) != 0) continue;
+            if (!named || (!tnamed && t == 0) || kern_select(all[t]) != 0) continue;
             printf("%-10s %-4s ctx %d: %7.2f ms per token (KV %.0f MB)\n", all[t], kvn[k], n,
                    one_token(kvts[k], n, kt, v, q, sc, out), (kb + vb) / 1e6);
         }

@@ -8,7 +8,8 @@ with llama.cpp and ik_llama.cpp on the same file, the same KV type and flash att
   IK_LLAMA_SERVER=.../ik_llama.cpp/build/bin/llama-server python3 bench/bench_kvdecode.py ...
 
 Ours: `engined --eval` of a --depth-token prompt then --gen greedy one-token steps
-(`--kv T`), its logged decode rate: the tokens decoded between positions depth and
+(`--kv T`; with --kv-pool SIZE the session holds pool blocks, as a pipeline's sessions
+with --kv-pool do), its logged decode rate: the tokens decoded between positions depth and
 depth + gen (4,096 by default). Peers: llama-server (llama.cpp c392e50's llama-bench has no
 depth option) with `-c depth+gen+16 -np 1 -t T -ctk T -ctv T` and flash attention, one
 /completion of the same token ids with n_predict gen, ignore_eos, no prompt cache and the
@@ -43,7 +44,8 @@ def ours(args, kv, ids):
         f.write("\n".join(map(str, ids)) + "\n")
     try:
         out = subprocess.run([os.path.join(args.bin, "engined"), "--model", args.model, "--eval", f.name,
-                              "-n", str(args.gen + 1), "--threads", str(args.threads), "--kv", kv],
+                              "-n", str(args.gen + 1), "--threads", str(args.threads), "--kv", kv]
+                             + (["--kv-pool", args.kv_pool] if args.kv_pool else []),
                              capture_output=True, text=True, timeout=1800)
     finally:
         os.unlink(f.name)
@@ -84,6 +86,8 @@ def main():
     ap.add_argument("--types", default="f16,q8_0", help="KV cache types, comma-separated")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--kv-pool", default="", help="ours with the session in blocks of a KV pool of this size "
+                    "(engined --eval --kv-pool), as a pipeline's sessions with --kv-pool")
     ap.add_argument("--bin", default=os.environ.get("LLM_BIN", os.path.join(ROOT, "build", "bin")))
     args = ap.parse_args()
     peers = [(os.environ.get("LLAMA_SERVER"), "llama.cpp"), (os.environ.get("IK_LLAMA_SERVER"), "ik_llama.cpp")]
@@ -91,8 +95,9 @@ def main():
     ids = prompt_ids(args.depth)
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
-    print("decode at depth %d..%d, %s, %d threads, load %s, %s" % (args.depth, args.depth + args.gen,
-          os.path.basename(args.model), args.threads, load, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+    print("decode at depth %d..%d, %s, %d threads, load %s, %s%s" % (args.depth, args.depth + args.gen,
+          os.path.basename(args.model), args.threads, load, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+          ", ours in a KV pool of %s" % args.kv_pool if args.kv_pool else ""))
     print()
     head = "| KV | tg ours | " + " | ".join("tg " + n for _, n in peers) + " | ratio | pp%d ours | " % args.depth
     head += " | ".join("pp " + n for _, n in peers) + " |"

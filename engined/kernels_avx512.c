@@ -401,9 +401,11 @@ TGT_INLINE void z_pv_body(const float *p, int64_t lds, int64_t a, int64_t b, con
             acc[r][c] = _mm512_maskz_loadu_ps(c == NV - 1 ? last : 0xffff, out + r * os + 16 * c);
     for (int64_t t = a; t <= b; t++) {
         __m512 vv[4];
-        const size_t ahead = f16 ? PF_ROWS : PF_ROWS / 8;
-        _mm_prefetch((const char *)v + (size_t)(t + ahead) * vs * elt, _MM_HINT_T0);
-        _mm_prefetch((const char *)v + ((size_t)(t + ahead) * vs + (size_t)NV * 16) * elt - 1, _MM_HINT_T0);
+        const int64_t ahead = f16 ? PF_ROWS : PF_ROWS / 8;
+        if (t + ahead <= b) { /* within the run (a pool block's rows are followed by other planes) */
+            _mm_prefetch((const char *)v + (size_t)(t + ahead) * vs * elt, _MM_HINT_T0);
+            _mm_prefetch((const char *)v + ((size_t)(t + ahead) * vs + (size_t)NV * 16) * elt - 1, _MM_HINT_T0);
+        }
         _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++)
             vv[c] = z_load(v, t * vs + 16 * c, f16, c == NV - 1 ? last : 0xffff);
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
@@ -457,8 +459,10 @@ TGT_INLINE void z_pv_q_body(const float *p, int64_t lds, int64_t a, int64_t b, c
     for (int64_t t = a; t <= b; t++) {
         __m512 vv[4];
         /* rows are kv_dim apart and a head reads a slice of each: fetch ahead */
-        _mm_prefetch((const char *)v + (size_t)(t + PF_ROWS) * rb, _MM_HINT_T0);
-        _mm_prefetch((const char *)v + (size_t)(t + PF_ROWS) * rb + NB * 34 - 1, _MM_HINT_T0);
+        if (t + PF_ROWS <= b) {
+            _mm_prefetch((const char *)v + (size_t)(t + PF_ROWS) * rb, _MM_HINT_T0);
+            _mm_prefetch((const char *)v + (size_t)(t + PF_ROWS) * rb + NB * 34 - 1, _MM_HINT_T0);
+        }
         _Pragma("GCC unroll 2") for (int k = 0; k < NB; k++) {
             const uint8_t *blk = v + (size_t)t * rb + (size_t)k * 34;
             const __m512 sv = _mm512_set1_ps(_cvtsh_ss(*(const uint16_t *)blk));

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "errcode.h"
 #include "handle.h"
@@ -132,6 +133,48 @@ void kvs_plan(const mdl_config *c, uint64_t model_id, const kvs_spec *s, kvp_par
         if (k != first) blocks = (blocks * (uint64_t)peak[k] + (uint64_t)peak[first] - 1) / (uint64_t)peak[first];
         p[k].n_blocks = blocks < (1u << 28) ? (uint32_t)blocks : 1u << 28;
     }
+}
+
+int kvs_open_own(const eng_model *m, const kvs_spec *s, kvp *made[ENG_KV_KINDS], kvp *use[ENG_KV_KINDS],
+                 char names[ENG_KV_KINDS][SEG_NAME_MAX], char *err, size_t errlen)
+{
+    for (int k = 0; k < ENG_KV_KINDS; k++) made[k] = use[k] = NULL, names[k][0] = 0;
+    if (eng_kv_check(m, s->kv, err, errlen) != 0) return -1;
+    kvp_params p[ENG_KV_KINDS];
+    kvs_spec r = *s;
+    r.n_ctx = eng_ctx(m, s->n_ctx);
+    kvs_plan(eng_config_of(m), kvp_model_id(seg_hdr(eng_handle_map(m))), &r, p);
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        char base[SEG_NAME_MAX];
+        if (!p[k].id.n_layer) continue;
+        if (kvs_name(eng_segment_name(m), k, base) != 0 ||
+            snprintf(names[k], SEG_NAME_MAX, "%s-eval%ld", base, (long)getpid()) >= SEG_NAME_MAX) {
+            names[k][0] = 0;
+            kvs_remove_own(made, use, names);
+            return errf(err, errlen, "segment %s: no KV pool name for it", eng_segment_name(m));
+        }
+        int rc = kvp_create(names[k], &p[k], &made[k], err, errlen);
+        if (rc != 0) {
+            if (rc == 1) errf(err, errlen, "KV pool %s exists already", names[k]);
+            names[k][0] = 0;
+            kvs_remove_own(made, use, names);
+            return -1;
+        }
+        if (kvp_attach(names[k], &p[k].id, &use[k], err, errlen) != 0) {
+            kvs_remove_own(made, use, names);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void kvs_remove_own(kvp *made[ENG_KV_KINDS], kvp *use[ENG_KV_KINDS], char names[ENG_KV_KINDS][SEG_NAME_MAX])
+{
+    char err[256];
+    kvs_close(use);
+    kvs_close(made);
+    for (int k = 0; k < ENG_KV_KINDS; k++)
+        if (names[k][0] && kvp_remove(names[k], err, sizeof err) < 0) log_warn("%s", err);
 }
 
 void kvs_close(kvp *pools[ENG_KV_KINDS])

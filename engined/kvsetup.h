@@ -70,6 +70,14 @@ int kvs_name(const char *wname, int kind, char name[SEG_NAME_MAX]);
  * (another uid's or open to others, truncated, corrupt, other model, a type the model
  * cannot hold: eng_kv_check). */
 int kvs_open(const eng_model *m, const kvs_spec *s, int master, kvp *pools[ENG_KV_KINDS], char *err, size_t errlen);
+/* The same pools for one process alone (`engined --eval --kv-pool`): created (made)
+ * under the pool names with "-evalPID" added, so a pipeline's pools of the same segment
+ * are never touched, and attached as a worker attaches them (use: for eng_set_kv_pools);
+ * names[kind] receives each name. 0, or -1 with err and nothing left open or made. */
+int kvs_open_own(const eng_model *m, const kvs_spec *s, kvp *made[ENG_KV_KINDS], kvp *use[ENG_KV_KINDS],
+                 char names[ENG_KV_KINDS][SEG_NAME_MAX], char *err, size_t errlen);
+/* Closes both and removes the pools kvs_open_own made. */
+void kvs_remove_own(kvp *made[ENG_KV_KINDS], kvp *use[ENG_KV_KINDS], char names[ENG_KV_KINDS][SEG_NAME_MAX]);
 /* kvp_close of each; accepts NULLs. */
 void kvs_close(kvp *pools[ENG_KV_KINDS]);
 /* Releases dead attachers' slots in each (kvp_reap). */

@@ -28,7 +28,7 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: engined --model FILE --eval TOKENS.txt [--logits-out OUT.f32] [-n N]\n"
         "               [--precision native|int8|float] [--threads N] [--kv f16|f32|q8_0] [--ctx N]\n"
-        "               [--warmup N]\n"
+        "               [--warmup N] [--kv-pool SIZE]\n"
         "       engined --list-segments\n"
         "       engined --remove-segment NAME | --all\n"
         "       engined --verify-segment NAME | --all    (attach as a worker, check every checksum)\n"
@@ -42,7 +42,10 @@ static void usage(FILE *f)
         "  --threads N        compute threads (default 2)\n"
         "  --kv T             KV cache type f16 (default), f32 or q8_0\n"
         "  --warmup N         N untimed passes of the prompt first (default 0), as llama-bench's\n"
-        "                     warm-up run: the timed pass then finds its buffers touched\n");
+        "                     warm-up run: the timed pass then finds its buffers touched\n"
+        "  --kv-pool SIZE     the session holds blocks of KV pools of its own (bytes with a\n"
+        "                     K/M/G suffix, or tokens), as a pipeline's sessions with --kv-pool\n"
+        "                     do; the pools are removed at exit\n");
 }
 
 static double now_ms(void)
@@ -96,7 +99,7 @@ static int32_t *read_tokens(const char *path, int *n, char *err, size_t errlen)
 }
 
 typedef struct {
-    const char *model, *eval, *logits_out;
+    const char *model, *eval, *logits_out, *kv_pool;
     int n_gen, threads, n_ctx, warmup;
     eng_precision prec;
     eng_kv_type kv;
@@ -149,6 +152,8 @@ static int run_eval(const eval_opts *o)
     eng_model *m = eng_open(o->model, o->prec, &info, err, sizeof err);
     eng_session *s = NULL;
     float *lg = NULL;
+    kvp *made[ENG_KV_KINDS] = { NULL }, *use[ENG_KV_KINDS] = { NULL };
+    char pool_names[ENG_KV_KINDS][SEG_NAME_MAX] = { "" };
     if (!m) goto fail;
     if (eng_set_threads(m, o->threads) != 0) {
         errf(err, sizeof err, "--threads %d: cannot start that many threads", o->threads);
@@ -156,6 +161,16 @@ static int run_eval(const eval_opts *o)
     }
     const mdl_config *c = eng_config_of(m);
     int n_ctx = o->n_ctx > 0 ? o->n_ctx : n + o->n_gen + 1;
+    if (o->kv_pool) {
+        kvs_spec ks = { .kv = o->kv, .n_ctx = n_ctx, .step = n };
+        if (kvs_parse(o->kv_pool, &ks, err, sizeof err) != 0) goto fail;
+        if (!kvs_enabled(&ks)) {
+            errf(err, sizeof err, "--kv-pool %s: no pool asked for", o->kv_pool);
+            goto fail;
+        }
+        if (kvs_open_own(m, &ks, made, use, pool_names, err, sizeof err) != 0) goto fail;
+        eng_set_kv_pools(m, use[ENG_KV_WHOLE], use[ENG_KV_RING]);
+    }
     s = eng_session_new(m, n_ctx, o->kv, err, sizeof err);
     bool all = o->logits_out != NULL;
     lg = malloc((size_t)c->n_vocab * (all ? (size_t)n : 1) * sizeof(float));
@@ -183,6 +198,7 @@ done:
     free(lg);
     free(toks);
     eng_session_free(s);
+    kvs_remove_own(made, use, pool_names);
     eng_close(m);
     return rc;
 }
@@ -329,6 +345,7 @@ static int parse_eval(int argc, char **argv, eval_opts *o)
         else if (!strcmp(a, "--threads") && v) o->threads = atoi(v);
         else if (!strcmp(a, "--ctx") && v) o->n_ctx = atoi(v);
         else if (!strcmp(a, "--warmup") && v) o->warmup = atoi(v);
+        else if (!strcmp(a, "--kv-pool") && v) o->kv_pool = v;
         else if (!strcmp(a, "--precision") && v && (!strcmp(v, "int8") || !strcmp(v, "float") || !strcmp(v, "native")))
             o->prec = !strcmp(v, "float") ? ENG_FLOAT : !strcmp(v, "int8") ? ENG_INT8 : ENG_NATIVE;
         else if (!strcmp(a, "--kv") && v && eng_kv_parse(v) >= 0)

@@ -1,7 +1,7 @@
 /*
  * Suite "kvblocks": sessions over block tables in a shared KV pool (kv.h, kvsetup.h).
  * A pooled session's logits are the same bits as a private cache's of the same type,
- * whether its prefix was computed in one pass, in chunks, or taken from blocks another
+ * whether it was computed in one pass, in chunks, or its prefix taken from blocks another
  * session published; truncating into a published block copies it; a full pool fails a
  * step with a clear message and leaves the pool consistent.
  */
@@ -95,6 +95,12 @@ static void check_model(const char *file, eng_kv_type kv)
     memcpy(other, toks, sizeof other);
     other[3] ^= 1;
     ck_assert_int_eq(eng_session_reuse(c, other, 20), 0);
+    /* all N in one pass over a block table: attention copies a head's slices of the
+     * blocks next to each other (16 query rows or more) */
+    eng_session *d = eng_session_new(m, 128, ENG_KV_F16, err, sizeof err);
+    ck_assert_msg(d && eng_prefill(m, d, toks, N, out, true, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(memcmp(out, ref, (size_t)N * V * sizeof(float)) == 0, "%s: one-pass pooled prefill differs", file);
+    eng_session_free(d);
     eng_session_free(a);
     eng_session_free(b);
     eng_session_free(c);

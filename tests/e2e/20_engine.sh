@@ -1,7 +1,7 @@
 #!/bin/bash
 # End-to-end: engined's one-shot commands on a private copy of stories260K.
 # Build then attach (log says so), greedy ids equal llama.cpp's greedy.txt on both
-# paths, --logits-out size (and its bytes after --warmup passes), --list-segments / --remove-segment / --verify-segment (a
+# paths, --logits-out size (and its bytes after --warmup passes, and with --kv-pool), --list-segments / --remove-segment / --verify-segment (a
 # flipped bit, a flipped header byte, mode 0644), a changed file gets a new segment, and
 # bad input gives "error:" lines and exit status 1.
 set -u
@@ -49,6 +49,16 @@ want=$(( $(grep -c . "$REF/unicode/tokens.txt") * 512 * 4 ))
 "$E" --model "$T/m.gguf" --eval "$REF/unicode/tokens.txt" --logits-out "$T/lw.f32" --warmup 2 2>"$T/logw" \
     || bad "--warmup 2 failed: $(cat "$T/logw")"
 cmp -s "$T/l.f32" "$T/lw.f32" || bad "logits after --warmup 2 differ from a cold pass's"
+# --kv-pool: the session holds blocks of pools of the process's own (the logits the same
+# bits as the private cache's), removed at exit; a pipeline's pools are never touched
+"$E" --model "$T/m.gguf" --eval "$REF/unicode/tokens.txt" --logits-out "$T/lp.f32" --kv-pool 1024 2>"$T/logp" \
+    || bad "--kv-pool 1024 failed: $(cat "$T/logp")"
+cmp -s "$T/l.f32" "$T/lp.f32" || bad "logits with --kv-pool differ from the private cache's"
+"$E" --model "$T/m.gguf" --eval "$REF/story/tokens.txt" -n 32 --kv-pool 1M >"$T/gp" 2>/dev/null || bad "--kv-pool 1M greedy failed"
+cmp -s "$T/gp" "$T/g1" || bad "greedy with --kv-pool differs"
+ls /dev/shm | grep -q -- '-eval[0-9]' && bad "pools left behind: $(ls /dev/shm | grep -- '-eval[0-9]')"
+"$E" --model "$T/m.gguf" --eval "$REF/story/tokens.txt" --kv-pool lots 2>"$T/logb" && bad "--kv-pool lots accepted"
+grep -q "^error: .*lots" "$T/logb" || bad "--kv-pool lots: no error naming it: $(cat "$T/logb")"
 
 # 4. listing and removal
 "$E" --list-segments >"$T/list" || bad "--list-segments failed"
