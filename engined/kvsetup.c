@@ -135,15 +135,23 @@ void kvs_plan(const mdl_config *c, uint64_t model_id, const kvs_spec *s, kvp_par
     }
 }
 
+/* The pools s asks for of model m (kvs_plan at the model's context when s has none):
+ * 0, or -1 with err when m cannot hold s->kv (eng_kv_check). */
+static int plan_of(const eng_model *m, const kvs_spec *s, kvp_params p[ENG_KV_KINDS], char *err, size_t errlen)
+{
+    if (eng_kv_check(m, s->kv, err, errlen) != 0) return -1;
+    kvs_spec r = *s;
+    r.n_ctx = eng_ctx(m, s->n_ctx);
+    kvs_plan(eng_config_of(m), kvp_model_id(seg_hdr(eng_handle_map(m))), &r, p);
+    return 0;
+}
+
 int kvs_open_own(const eng_model *m, const kvs_spec *s, kvp *made[ENG_KV_KINDS], kvp *use[ENG_KV_KINDS],
                  char names[ENG_KV_KINDS][SEG_NAME_MAX], char *err, size_t errlen)
 {
     for (int k = 0; k < ENG_KV_KINDS; k++) made[k] = use[k] = NULL, names[k][0] = 0;
-    if (eng_kv_check(m, s->kv, err, errlen) != 0) return -1;
     kvp_params p[ENG_KV_KINDS];
-    kvs_spec r = *s;
-    r.n_ctx = eng_ctx(m, s->n_ctx);
-    kvs_plan(eng_config_of(m), kvp_model_id(seg_hdr(eng_handle_map(m))), &r, p);
+    if (plan_of(m, s, p, err, errlen) != 0) return -1;
     for (int k = 0; k < ENG_KV_KINDS; k++) {
         char base[SEG_NAME_MAX];
         if (!p[k].id.n_layer) continue;
@@ -206,11 +214,8 @@ static kvp *worker_open(const char *name, const kvp_ident *id, char *err, size_t
 int kvs_open(const eng_model *m, const kvs_spec *s, int master, kvp *pools[ENG_KV_KINDS], char *err, size_t errlen)
 {
     for (int k = 0; k < ENG_KV_KINDS; k++) pools[k] = NULL;
-    if (eng_kv_check(m, s->kv, err, errlen) != 0) return -1;
     kvp_params p[ENG_KV_KINDS];
-    kvs_spec r = *s;
-    r.n_ctx = eng_ctx(m, s->n_ctx);
-    kvs_plan(eng_config_of(m), kvp_model_id(seg_hdr(eng_handle_map(m))), &r, p);
+    if (plan_of(m, s, p, err, errlen) != 0) return -1;
     for (int k = 0; k < ENG_KV_KINDS; k++) {
         char name[SEG_NAME_MAX];
         if (!p[k].id.n_layer) continue;
