@@ -34,28 +34,30 @@ static double now(void)
 static float frnd(void) { return (float)rand() / (float)RAND_MAX - 0.5f; }
 
 /* Key tiles and value rows of LAYERS layers of n positions of type kvt, random values
- * written as kv.c writes them. */
+ * written as kv.c writes them (values head-major: a head's rows follow one another). */
 static void fill(int kvt, int n, char *kt, char *v)
 {
-    size_t tb = kern_kv_bytes(kvt, (int64_t)KVD * 16), rb = kern_kv_bytes(kvt, KVD);
+    size_t tb = kern_kv_bytes(kvt, (int64_t)KVD * 16), rb = kern_kv_bytes(kvt, KVD), hb = kern_kv_bytes(kvt, DIM);
     float x[KVD], y[KVD];
     for (int l = 0; l < LAYERS; l++)
         for (int t = 0; t < n; t++) {
             for (int i = 0; i < KVD; i++) x[i] = frnd(), y[i] = frnd();
-            char *tile = kt + ((size_t)l * (n / 16) + t / 16) * tb, *row = v + ((size_t)l * n + t) * rb;
+            char *tile = kt + ((size_t)l * (n / 16) + t / 16) * tb;
+            for (int h = 0; h < HEADS; h++) {
+                char *row = v + (size_t)l * n * rb + ((size_t)h * n + t) * hb;
+                if (kvt == KERN_KV_Q8_0) kern_kv_q8_row(y + h * DIM, DIM, row);
+                for (int i = 0; i < DIM && kvt != KERN_KV_Q8_0; i++) {
+                    if (kvt == KERN_KV_F16) ((uint16_t *)row)[i] = f32_to_f16(y[h * DIM + i]);
+                    else ((float *)row)[i] = y[h * DIM + i];
+                }
+            }
             if (kvt == KERN_KV_Q8_0) {
                 kern_kv_q8_key(x, KVD, tile, t % 16);
-                kern_kv_q8_row(y, KVD, row);
                 continue;
             }
             for (int i = 0; i < KVD; i++) {
-                if (kvt == KERN_KV_F16) {
-                    ((uint16_t *)tile)[i * 16 + t % 16] = f32_to_f16(x[i]);
-                    ((uint16_t *)row)[i] = f32_to_f16(y[i]);
-                } else {
-                    ((float *)tile)[i * 16 + t % 16] = x[i];
-                    ((float *)row)[i] = y[i];
-                }
+                if (kvt == KERN_KV_F16) ((uint16_t *)tile)[i * 16 + t % 16] = f32_to_f16(x[i]);
+                else ((float *)tile)[i * 16 + t % 16] = x[i];
             }
         }
 }
@@ -73,14 +75,14 @@ static double one_token(int kvt, int n, const char *kt, const char *v, const flo
         for (int l = 0; l < LAYERS; l++)
             for (int h = 0; h < HEADS; h++) {
                 const char *k = kt + (size_t)l * (n / 16) * tb + kern_kv_bytes(kvt, (int64_t)h * DIM * 16);
-                const char *vv = v + (size_t)l * n * rb + kern_kv_bytes(kvt, (int64_t)h * DIM);
+                const char *vv = v + (size_t)l * n * rb + (size_t)h * n * kern_kv_bytes(kvt, DIM);
                 if (kvt == KERN_KV_Q8_0) { /* the query quantized once per head, as attn.c does */
                     kern_att_q8_query(q, DIM, GROUP, DIM, qq);
                     kern_att_qk8(qq, GROUP, k, (int64_t)KVD * 16, DIM, n / 16, 0.125f, sc, n);
                 } else kern_att_qk(q, DIM, GROUP, k, (int64_t)KVD * 16, kvt, DIM, n / 16, 0.125f, sc, n);
                 for (int r = 0; r < GROUP; r++) kern_softmax(sc + (size_t)r * n, n);
                 memset(out, 0, GROUP * DIM * sizeof(float));
-                kern_att_pv(sc, n, GROUP, 0, n - 1, vv, KVD, kvt, DIM, out, DIM);
+                kern_att_pv(sc, n, GROUP, 0, n - 1, vv, DIM, kvt, DIM, out, DIM);
             }
         double t = now() - t0;
         best = t < best ? t : best;

@@ -90,45 +90,39 @@ static void att_qk(const kv_cache *kv, int layer, int h, int D, const float *qb,
     }
 }
 
-/* A head's slice of the value rows of positions [p, p + 16) from p, up to position e. */
-static void att_fetch_rows(const kv_cache *kv, int layer, size_t off, size_t sb, int p, int e)
+/* Kv head h's value rows of positions [p, p + 16) from p, up to position e (one run). */
+static void att_fetch_rows(const kv_cache *kv, int layer, int h, size_t sb, int p, int e)
 {
-    const size_t rb = kern_kv_bytes(kv->kvt, kv->kv_dim);
-    const char *v = (const char *)kv_v(kv, layer, p) + off;
-    for (int i = 0; i < 16 - p % 16 && p + i <= e; i++) att_fetch(v + (size_t)i * rb, sb);
+    int n = 16 - p % 16 < e - p + 1 ? 16 - p % 16 : e - p + 1;
+    att_fetch(kv_vh(kv, layer, h, p), (size_t)n * sb);
 }
 
-/* Continues the chains of rows nq over positions p0 + [a, b] (p0 a tile start), kv head h:
- * cut where the positions stop following one another in memory (a pool block's or a
- * ring's end; kern_att_pv continues a chain exactly). */
+/* Continues the chains of rows nq over positions p0 + [a, b] (p0 a tile start), kv head h
+ * (its value rows head_dim apart): cut where the positions stop following one another in
+ * memory (a pool block's or a ring's end; kern_att_pv continues a chain exactly). */
 static void att_pv(const kv_cache *kv, int layer, int h, int D, int p0, const float *p, int64_t lds, int nq, int a,
                    int b, float *out, int64_t os, void *gb)
 {
-    const size_t off = kern_kv_bytes(kv->kvt, (int64_t)h * D), sb = kern_kv_bytes(kv->kvt, D),
-                 rb = kern_kv_bytes(kv->kvt, kv->kv_dim);
+    const size_t sb = kern_kv_bytes(kv->kvt, D);
     const bool gather = kv->pooled && nq >= ATT_GATHER_ROWS;
     if (kv->pooled)
         for (int k = 1; k < ATT_PF_BLOCKS && a / 16 * 16 + 16 * k <= b; k++)
-            att_fetch_rows(kv, layer, off, sb, p0 + a / 16 * 16 + 16 * k, p0 + b);
+            att_fetch_rows(kv, layer, h, sb, p0 + a / 16 * 16 + 16 * k, p0 + b);
     while (a <= b) {
         int ts = a / 16 * 16, run = kv_run(kv, layer, p0 + ts), te = b < ts + run - 1 ? b : ts + run - 1;
-        const char *v = (const char *)kv_v(kv, layer, p0 + ts) + off;
-        int64_t vs = kv->kv_dim;
-        if (gather) { /* the head's slices of the rows of the next blocks, one after another */
+        const char *v = kv_vh(kv, layer, h, p0 + ts);
+        if (gather) { /* the head's rows of the next blocks, one block after another */
             for (int k = 0; k < ATT_GATHER && ts + 16 * k <= b; k++) {
-                int q0 = ts + 16 * k;
-                if (q0 + 16 * ATT_PF_BLOCKS <= b) att_fetch_rows(kv, layer, off, sb, p0 + q0 + 16 * ATT_PF_BLOCKS, p0 + b);
-                const char *src = (const char *)kv_v(kv, layer, p0 + q0) + off;
-                for (int i = 0; i < 16 && q0 + i <= b; i++)
-                    memcpy((char *)gb + (size_t)(16 * k + i) * sb, src + (size_t)i * rb, sb);
-                te = q0 + 15 < b ? q0 + 15 : b;
+                int q0 = ts + 16 * k, n = b - q0 + 1 < 16 ? b - q0 + 1 : 16;
+                if (q0 + 16 * ATT_PF_BLOCKS <= b) att_fetch_rows(kv, layer, h, sb, p0 + q0 + 16 * ATT_PF_BLOCKS, p0 + b);
+                memcpy((char *)gb + (size_t)16 * k * sb, kv_vh(kv, layer, h, p0 + q0), (size_t)n * sb);
+                te = q0 + n - 1;
             }
             v = gb;
-            vs = D;
         } else if (kv->pooled && ts + 16 * ATT_PF_BLOCKS <= b) {
-            att_fetch_rows(kv, layer, off, sb, p0 + ts + 16 * ATT_PF_BLOCKS, p0 + b);
+            att_fetch_rows(kv, layer, h, sb, p0 + ts + 16 * ATT_PF_BLOCKS, p0 + b);
         }
-        kern_att_pv(p + ts, lds, nq, a - ts, te - ts, v, vs, kv->kvt, D, out, os);
+        kern_att_pv(p + ts, lds, nq, a - ts, te - ts, v, D, kv->kvt, D, out, os);
         a = te + 1;
     }
 }

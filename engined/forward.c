@@ -197,8 +197,8 @@ eng_session *eng_session_new(eng_model *m, int n_ctx, eng_kv_type kv, char *err,
     int *win = malloc((size_t)m->cfg.n_layer * sizeof *win);
     for (int l = 0; win && l < m->cfg.n_layer; l++) win[l] = mdl_layer_window(&m->cfg, l);
     int rc = !win ? errf(err, errlen, "out of memory")
-           : pool ? kv_init_pool(&s->kv, m->kv_pools, m->cfg.n_layer, win, n_ctx, err, errlen)
-                  : kv_init(&s->kv, m->cfg.n_layer, n_ctx, kv_dim, kv, win, m->swa_step, err, errlen);
+           : pool ? kv_init_pool(&s->kv, m->kv_pools, m->cfg.n_layer, m->cfg.head_dim, win, n_ctx, err, errlen)
+                  : kv_init(&s->kv, m->cfg.n_layer, n_ctx, kv_dim, m->cfg.head_dim, kv, win, m->swa_step, err, errlen);
     free(win);
     if (rc != 0) {
         free(s);

@@ -68,18 +68,26 @@ static int kv_layers(kv_cache *kv, const int *window, int step, int64_t *keys, i
     return 0;
 }
 
-int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type, const int *window, int step,
-            char *err, size_t errlen)
+/* 1 when kv heads of head_dim values fill kv_dim and suit type (q8_0: whole blocks). */
+static int kv_heads_ok(int64_t kv_dim, int head_dim, eng_kv_type type)
+{
+    return head_dim > 0 && kv_dim % head_dim == 0 && (type != ENG_KV_Q8_0 || head_dim % 32 == 0);
+}
+
+int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, int head_dim, eng_kv_type type, const int *window,
+            int step, char *err, size_t errlen)
 {
     memset(kv, 0, sizeof *kv);
-    if (n_layer <= 0 || n_ctx <= 0 || kv_dim <= 0 || !eng_kv_name(type) || (type == ENG_KV_Q8_0 && kv_dim % 32) ||
+    if (n_layer <= 0 || n_ctx <= 0 || kv_dim <= 0 || !eng_kv_name(type) || !kv_heads_ok(kv_dim, head_dim, type) ||
         step < 0) {
-        return errf(err, errlen, "KV cache: invalid sizes (layers %d, n_ctx %d, kv_dim %lld, step %d) or type %d",
-                    n_layer, n_ctx, (long long)kv_dim, step, (int)type);
+        return errf(err, errlen,
+                    "KV cache: invalid sizes (layers %d, n_ctx %d, kv_dim %lld, head_dim %d, step %d) or type %d",
+                    n_layer, n_ctx, (long long)kv_dim, head_dim, step, (int)type);
     }
     kv->n_layer = n_layer;
     kv->n_ctx = n_ctx;
     kv->kv_dim = kv_dim;
+    kv->head_dim = head_dim;
     kv->type = type;
     kv->kvt = kv_kern_type(type);
     kv->n_tiles = (n_ctx + 15) / 16;
@@ -139,8 +147,8 @@ static int ring_lo(const kv_cache *kv, int pos)
     return need > 0 ? need / 16 : 0;
 }
 
-int kv_init_pool(kv_cache *kv, kvp *const pools[ENG_KV_KINDS], int n_layer, const int *window, int n_ctx,
-                 char *err, size_t errlen)
+int kv_init_pool(kv_cache *kv, kvp *const pools[ENG_KV_KINDS], int n_layer, int head_dim, const int *window,
+                 int n_ctx, char *err, size_t errlen)
 {
     memset(kv, 0, sizeof *kv);
     kvp *whole = pools[ENG_KV_WHOLE], *ring = pools[ENG_KV_RING];
@@ -159,9 +167,12 @@ int kv_init_pool(kv_cache *kv, kvp *const pools[ENG_KV_KINDS], int n_layer, cons
             return errf(err, errlen, "KV pool: blocks of %u tokens of type %u (need %d tokens of f16, f32 or q8_0, "
                         "the same in both pools)", gk->id.block_tokens, gk->id.type, KV_BLOCK_TOKENS);
     }
+    if (!kv_heads_ok(g->id.kv_dim, head_dim, kv_pool_type(whole ? whole : ring)))
+        return errf(err, errlen, "KV pool: kv heads of %d values do not divide its rows of %u", head_dim, g->id.kv_dim);
     kv->n_layer = n_layer;
     kv->n_ctx = n_ctx;
     kv->kv_dim = g->id.kv_dim;
+    kv->head_dim = head_dim;
     kv->type = kv_pool_type(whole ? whole : ring);
     kv->kvt = kv_kern_type(kv->type);
     kv->n_tiles = (n_ctx + 15) / 16;
@@ -345,10 +356,8 @@ void kv_put(kv_cache *kv, int layer, int pos, const float *k, const float *v)
 {
     LLM_ASSERT(layer >= 0 && layer < kv->n_layer && pos >= 0 && pos < kv->n_ctx);
     char *tile = (char *)kv_ktile(kv, layer, pos / 16);
-    void *vd = (void *)kv_v(kv, layer, pos);
     if (kv->type == ENG_KV_Q8_0) {
         kern_kv_q8_key(k, kv->kv_dim, tile, pos % 16);
-        kern_kv_q8_row(v, kv->kv_dim, vd);
     } else if (kv->type == ENG_KV_F16) {
         uint16_t h[256], *kt = (uint16_t *)tile + pos % 16;
         for (int64_t i0 = 0; i0 < kv->kv_dim; i0 += 256) {
@@ -356,10 +365,16 @@ void kv_put(kv_cache *kv, int layer, int pos, const float *k, const float *v)
             kern_f32_to_f16(k + i0, h, n);
             for (int64_t i = 0; i < n; i++) kt[(i0 + i) * 16] = h[i];
         }
-        kern_f32_to_f16(v, vd, kv->kv_dim);
     } else {
         float *kt = (float *)tile + pos % 16;
         for (int64_t i = 0; i < kv->kv_dim; i++) kt[i * 16] = k[i];
-        memcpy(vd, v, (size_t)kv->kv_dim * sizeof(float));
+    }
+    const int D = kv->head_dim;
+    for (int h = 0; h < kv->kv_dim / D; h++) { /* each head's row in its own run */
+        void *vd = (void *)kv_vh(kv, layer, h, pos);
+        const float *vh = v + (size_t)h * D;
+        if (kv->type == ENG_KV_Q8_0) kern_kv_q8_row(vh, D, vd);
+        else if (kv->type == ENG_KV_F16) kern_f32_to_f16(vh, vd, D);
+        else memcpy(vd, vh, (size_t)D * sizeof(float));
     }
 }

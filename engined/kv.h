@@ -3,20 +3,23 @@
  * or q8_0, and the session struct that owns it.
  *
  *   kv_cache kv;
- *   if (kv_init(&kv, n_layer, n_ctx, kv_dim, ENG_KV_F16, NULL, 0, err, sizeof err) != 0) ...
+ *   if (kv_init(&kv, n_layer, n_ctx, kv_dim, head_dim, ENG_KV_F16, NULL, 0, err, sizeof err) != 0) ...
  *   kv_store(&kv, layer, pos, k_row, v_row);        // kv_dim floats each
  *   const void *kt = kv_ktile(&kv, layer, pos / 16); // keys of 16 positions, transposed
- *   const void *v = kv_v(&kv, layer, pos);          // f16 or f32 row of kv_dim
+ *   const void *v = kv_vh(&kv, layer, h, pos);      // kv head h's value row, head_dim
  *   kv_free(&kv);
  *
  * Layout: a layer's keys are [n_tiles][kv_dim][16]: each tile holds 16 consecutive
  * positions transposed (element (i, j) = key i of position 16 * tile + j), which is
  * what the attention kernels multiply a query with (kernels.h); its values are
- * [cap][kv_dim] rows. The layers' planes follow one another in one key and one value
- * buffer. Positions past n_ctx in the last tile are zero.
- * q8_0 (kv_dim a multiple of 32): a key tile is kv_dim / 32 groups of 16 f16 scales and
- * [32][16] int8, a value row kv_dim / 32 block_q8_0 (kernels.h); a tile or row of n
- * elements takes kern_kv_bytes(kvt, n) bytes whatever the type.
+ * head-major, [n_head_kv][cap][head_dim]: a kv head's rows follow one another, so the
+ * attention of one head reads whole lines of its own rows (a q8_0 head's 68 bytes of
+ * each 272-byte row cost more than their share: bench_attn). The layers' planes follow
+ * one another in one key and one value buffer. Positions past n_ctx in the last tile
+ * are zero.
+ * q8_0 (head_dim a multiple of 32): a key tile is kv_dim / 32 groups of 16 f16 scales
+ * and [32][16] int8, a head's value row head_dim / 32 block_q8_0 (kernels.h); a tile or
+ * row of n elements takes kern_kv_bytes(kvt, n) bytes whatever the type.
  * Ownership: a kv_cache owns its buffers (kv_free); an eng_session owns its cache.
  *
  * Sliding-window rings (kv_init with windows and a step): a layer of window w keeps the
@@ -32,11 +35,12 @@
  * (kvpool.h, KV_BLOCK_TOKENS = 16 positions), one per key tile and kind of layer:
  * ENG_KV_WHOLE blocks hold the layers that keep every position, ENG_KV_RING blocks the
  * sliding-window layers (engine.h). A block's K plane of a layer is that tile,
- * transposed as above, its V plane the 16 value rows. Blocks are taken as positions are
- * reached (kv_reserve), a tile is published under the hash of its token chain once all
- * its positions are written (kv_publish: one chain, the same key in both pools), and a
- * new session starts from the longest published prefix whose whole blocks and the ring
- * blocks of its last window are all there (kv_reuse). After each pass a session gives
+ * transposed as above, its V plane the 16 positions' value rows, head-major:
+ * [n_head_kv][16][head_dim]. Blocks are taken as positions are reached (kv_reserve), a
+ * tile is published under the hash of its token chain once all its positions are written
+ * (kv_publish: one chain, the same key in both pools), and a new session starts from the
+ * longest published prefix whose whole blocks and the ring blocks of its last window are
+ * all there (kv_reuse). After each pass a session gives
  * back the ring blocks that every window from its next position on is past (kv_slide:
  * published, they stay cached for other sessions), so a ring layer holds about its
  * window, as a private ring does. A published block is never written again: truncating
@@ -59,10 +63,11 @@ typedef struct {
     int         n_ctx;    /* positions */
     int         n_tiles;  /* key tiles: ceil(n_ctx / 16) */
     int64_t     kv_dim;   /* n_head_kv * head_dim */
+    int         head_dim; /* elements of a kv head's value row */
     eng_kv_type type;
     int         kvt;      /* the type as the attention kernels name it (KERN_KV_*) */
     void       *k;        /* each layer's (ceil(cap / 16), kv_dim, 16), from element k0[layer] */
-    void       *v;        /* each layer's (cap, kv_dim), from element v0[layer] */
+    void       *v;        /* each layer's (kv_dim / head_dim, cap, head_dim), from element v0[layer] */
     int        *cap;      /* (n_layer) positions a layer keeps: n_ctx, or its ring's; NULL: pool */
     int        *win;      /* (n_layer) a ring layer's window, else 0 */
     int64_t    *k0, *v0;  /* (n_layer) element offsets of the layers' planes */
@@ -107,11 +112,11 @@ struct eng_session {
  * passes add at most step (0: no ring): n_ctx, or a ring of w - 1 + step rounded up to
  * whole tiles when that is smaller. */
 int kv_layer_cap(int n_ctx, int w, int step);
-/* Allocates a zeroed cache; window (n_layer values, or NULL: none) and step make the
- * sliding-window layers rings (step 0: every layer keeps n_ctx positions). 0, or -1
- * with err (bad sizes, no memory). */
-int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type, const int *window, int step,
-            char *err, size_t errlen);
+/* Allocates a zeroed cache of kv heads of head_dim values; window (n_layer values, or
+ * NULL: none) and step make the sliding-window layers rings (step 0: every layer keeps
+ * n_ctx positions). 0, or -1 with err (bad sizes, no memory). */
+int kv_init(kv_cache *kv, int n_layer, int n_ctx, int64_t kv_dim, int head_dim, eng_kv_type type, const int *window,
+            int step, char *err, size_t errlen);
 /* Bytes kv_init allocates for those sizes: keys (whole tiles) and values. */
 size_t kv_cache_bytes(int n_layer, int n_ctx, int64_t kv_dim, eng_kv_type type, const int *window, int step);
 /* 1 when the cache can go back to position pos (the next one written): every ring
@@ -132,11 +137,11 @@ void kv_put(kv_cache *kv, int layer, int pos, const float *k, const float *v);
 void kv_mark(kv_cache *kv, int pos);
 
 /* A cache of n_ctx positions over blocks of pools[kind] (kvs_ident: of the model's type
- * and shape, each holding its kind's layers; window: n_layer values, a layer of window
- * > 0 being a ring layer). A model with ring layers and no ring pool keeps them in the
+ * and shape, each holding its kind's layers; kv heads of head_dim values; window:
+ * n_layer values, a layer of window > 0 being a ring layer). A model with ring layers and no ring pool keeps them in the
  * whole blocks too. 0, or -1 with err. */
-int kv_init_pool(kv_cache *kv, kvp *const pools[ENG_KV_KINDS], int n_layer, const int *window, int n_ctx,
-                 char *err, size_t errlen);
+int kv_init_pool(kv_cache *kv, kvp *const pools[ENG_KV_KINDS], int n_layer, int head_dim, const int *window,
+                 int n_ctx, char *err, size_t errlen);
 /* The most ring blocks a session with windows up to wmax holds at once when it adds at
  * most step positions a step: its last window and the step's (a step takes its blocks
  * first, kv_slide gives them back after). */
@@ -174,19 +179,21 @@ static inline const void *kv_ktile(const kv_cache *kv, int layer, int tile)
     int slot = tile % ((kv->cap[layer] + 15) / 16);
     return (const char *)kv->k + kern_kv_bytes(kv->kvt, kv->k0[layer] + (int64_t)slot * kv->kv_dim * 16);
 }
-/* Value row of (layer, pos). */
-static inline const void *kv_v(const kv_cache *kv, int layer, int pos)
+/* Value row of kv head h at (layer, pos): head_dim elements. */
+static inline const void *kv_vh(const kv_cache *kv, int layer, int h, int pos)
 {
     if (kv->pooled) {
         int k = kv->kind[layer];
         return (const char *)kvp_plane(kv->kp[k], kv->blk[k][pos / 16], kv->plane[layer], KVP_V) +
-               kern_kv_bytes(kv->kvt, (int64_t)(pos % 16) * kv->kv_dim);
+               kern_kv_bytes(kv->kvt, ((int64_t)h * 16 + pos % 16) * kv->head_dim);
     }
-    return (const char *)kv->v + kern_kv_bytes(kv->kvt, kv->v0[layer] + (int64_t)(pos % kv->cap[layer]) * kv->kv_dim);
+    int64_t cap = kv->cap[layer];
+    return (const char *)kv->v + kern_kv_bytes(kv->kvt, kv->v0[layer] + (h * cap + pos % cap) * kv->head_dim);
 }
 /* Positions from pos (a tile start for keys) that follow one another in memory, key
- * tiles and value rows alike: to the end of a pool block, of a ring, or of the last
- * whole tile of a layer that keeps every position (a multiple of 16 from a tile start). */
+ * tiles and a head's value rows alike (head_dim apart): to the end of a pool block, of a
+ * ring, or of the last whole tile of a layer that keeps every position (a multiple of 16
+ * from a tile start). */
 static inline int kv_run(const kv_cache *kv, int layer, int pos)
 {
     if (kv->pooled) return 16 - pos % 16;

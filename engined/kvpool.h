@@ -33,7 +33,8 @@
  * each (layer, K|V) plane padded to 64 bytes; q8_0 rows are ggml's block_q8_0 (f16 scale
  * + 32 int8) and need kv_dim % 32 == 0. The engine (kv.h, 16-token blocks) stores a K
  * plane transposed, [kv_dim][16], the key tile its attention kernels read (q8_0: the
- * same bytes as 16 rows, in 32-dim groups of 16 f16 scales then [32][16] int8).
+ * same bytes as 16 rows, in 32-dim groups of 16 f16 scales then [32][16] int8) and a V
+ * plane head-major, [n_head_kv][16][head_dim] (the same bytes as 16 rows).
  *
  * States: FREE (on the free list) -> kvp_alloc -> WRITING (its writer slot alone may
  * touch its bytes) -> kvp_publish -> PUBLISHED (indexed by hash; its bytes never change
@@ -71,7 +72,7 @@
 #include "segment.h"
 
 #define KVP_MAGIC 0x314c50564b4d4c4cull /* "LLMKVPL1" little-endian */
-#define KVP_LAYOUT_VERSION 4u /* 2: a block's K planes hold the attention's transposed key tile; 3: q8_0 keys in quads (KERN_KVQ_AT); 4: kvp_ident.kind */
+#define KVP_LAYOUT_VERSION 5u /* 2: a block's K planes hold the attention's transposed key tile; 3: q8_0 keys in quads (KERN_KVQ_AT); 4: kvp_ident.kind; 5: V planes head-major (kv.h) */
 #define KVP_HEADER_BYTES 4096
 #define KVP_ALIGN 64
 #define KVP_MAX_SLOTS 1024

@@ -32,13 +32,14 @@ static float frnd(void)
 
 /* kv_store on a q8_0 cache writes, for each key and value row, the bytes of ggml's
  * reference quantize_row_q8_0 (keys: scales and int8 transposed into their tile), and
- * kv_ktile/kv_v find them; the names parse; bad shapes are refused. */
+ * kv_ktile/kv_vh find them (each kv head's value row on its own); the names parse; bad
+ * shapes are refused. */
 START_TEST(test_q8_roundtrip)
 {
     char err[256];
     kv_cache kv;
     const int L = 2, C = 40, KD = 96;
-    ck_assert_msg(kv_init(&kv, L, C, KD, ENG_KV_Q8_0, NULL, 0, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(kv_init(&kv, L, C, KD, 32, ENG_KV_Q8_0, NULL, 0, err, sizeof err) == 0, "%s", err);
     float k[96], v[96];
     block_q8_0 kb[3], vb[3];
     for (int l = 0; l < L; l++)
@@ -51,7 +52,8 @@ START_TEST(test_q8_roundtrip)
             kv_store(&kv, l, p, k, v);
             qt_get(QT_Q8_0)->quant(k, kb, KD);
             qt_get(QT_Q8_0)->quant(v, vb, KD);
-            ck_assert_msg(memcmp(kv_v(&kv, l, p), vb, sizeof vb) == 0, "value row %d/%d", l, p);
+            for (int h = 0; h < KD / 32; h++)
+                ck_assert_msg(memcmp(kv_vh(&kv, l, h, p), &vb[h], sizeof vb[h]) == 0, "value row %d/%d/%d", l, h, p);
             const uint8_t *tile = kv_ktile(&kv, l, p / 16);
             for (int g = 0; g < KD / 32; g++) {
                 const uint8_t *grp = tile + (size_t)g * KERN_KVQ_GROUP;
@@ -66,7 +68,9 @@ START_TEST(test_q8_roundtrip)
             }
         }
     kv_free(&kv);
-    ck_assert_int_eq(kv_init(&kv, L, C, 48, ENG_KV_Q8_0, NULL, 0, err, sizeof err), -1); /* kv_dim % 32 */
+    ck_assert_int_eq(kv_init(&kv, L, C, 48, 48, ENG_KV_Q8_0, NULL, 0, err, sizeof err), -1); /* head_dim % 32 */
+    ck_assert_int_eq(kv_init(&kv, L, C, 96, 64, ENG_KV_F16, NULL, 0, err, sizeof err), -1); /* kv_dim % head_dim */
+    ck_assert_int_eq(kv_init(&kv, L, C, 96, 0, ENG_KV_F16, NULL, 0, err, sizeof err), -1);
     for (int t = 0; t < ENG_KV_COUNT; t++) ck_assert_int_eq(eng_kv_parse(eng_kv_name((eng_kv_type)t)), t);
     ck_assert_int_eq(eng_kv_parse("q4_0"), -1);
     ck_assert_ptr_null(eng_kv_name(ENG_KV_COUNT));
