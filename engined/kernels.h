@@ -343,8 +343,8 @@ static inline void kern_f32_matmul(const float *w, int64_t cols, const float *x,
  * block: one f16 scale per 32 values of a position's row, 32 int8) keeps the blocks of
  * a key tile transposed too: per 32 dims a 544-byte group, the 16 positions' f16 scales
  * then the int8 in 8 quads of 4 dims, each quad [16 positions][4 dims] (KERN_KVQ_AT: a
- * position's 4 dims make one 32-bit lane of an integer dot product); a value row is
- * kv_dim / 32 block_q8_0 (34 bytes each). Every element count of a q8_0 stride or offset
+ * position's 4 dims make one 32-bit lane of an integer dot product); a value row (kv.h:
+ * one kv head's) is d / 32 block_q8_0 (34 bytes each). Every element count of a q8_0 stride or offset
  * is a multiple of 32 and is kern_kv_bytes() = 34 / 32 of it in bytes; d is a multiple
  * of 32. A q8_0 value is its scale times its int8 in float, which is exact (11 by 8
  * bits), so the value orders below hold for every type. Each output has one order, the
@@ -363,6 +363,7 @@ static inline void kern_f32_matmul(const float *w, int64_t cols, const float *x,
  * Scalar twins in kernels.c; every table gives the same bits. */
 
 /* KV element types of the attention kernels (kv.h's type as the kernels see it). */
+#define KERN_ATT_MAX_DIM 1024 /* the widest head (model.c refuses wider) */
 enum { KERN_KV_F32 = 0, KERN_KV_F16 = 1, KERN_KV_Q8_0 = 2 };
 #define KERN_KVQ_GROUP (KERN_TILE * 2 + KERN_QK * KERN_TILE) /* 544: 32 dims of a q8_0 key tile */
 /* Byte of dim k (< 32) of position j in a q8_0 key tile's group. */

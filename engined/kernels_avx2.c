@@ -456,9 +456,10 @@ YQK_FN(y_qk_f, 0)
 /* R query rows (kern_qq, nb blocks each) x one q8_0 key tile: per 32-dim group the
  * exact integer dots, vpmaddwd of the keys and a quad of 254 h + l (it fits int16) of the
  * query, a lane holding half of a position's quad, pairs added at the group's end; then
- * the block's fma of the chain. */
-TGT_INLINE void y_qk8_body(const kern_qq *qq, int nb, const uint8_t *t, float scale, float *sc, int64_t lds,
-                           const int R)
+ * the block's fma of the chain. The quads come made (y_qk8_quads): qw holds row r's
+ * quad kq of block b at qw[(r * nb + b) * 8 + kq]. */
+TGT_INLINE void y_qk8_body(const kern_qq *qq, const int64_t *qw, int nb, const uint8_t *t, float scale, float *sc,
+                           int64_t lds, const int R)
 {
     __m256 acc[2][2];
     _Pragma("GCC unroll 2") for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
@@ -472,12 +473,7 @@ TGT_INLINE void y_qk8_body(const kern_qq *qq, int nb, const uint8_t *t, float sc
             _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
                 k16[c] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g + KERN_KVQ_AT(4 * kq, 4 * c))));
             _Pragma("GCC unroll 2") for (int r = 0; r < R; r++) {
-                int32_t wh, wl;
-                memcpy(&wh, qq[r * nb + b].h + 4 * kq, 4);
-                memcpy(&wl, qq[r * nb + b].l + 4 * kq, 4);
-                const __m128i q16 = _mm_add_epi16(_mm_mullo_epi16(_mm_cvtepi8_epi16(_mm_cvtsi32_si128(wh)), _mm_set1_epi16(254)),
-                                                  _mm_cvtepi8_epi16(_mm_cvtsi32_si128(wl)));
-                const __m256i qv = _mm256_broadcastq_epi64(q16);
+                const __m256i qv = _mm256_set1_epi64x(qw[((size_t)r * nb + b) * 8 + kq]);
                 _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
                     is[r][c] = _mm256_add_epi32(is[r][c], _mm256_madd_epi16(k16[c], qv));
             }
@@ -500,17 +496,37 @@ TGT_INLINE void y_qk8_body(const kern_qq *qq, int nb, const uint8_t *t, float sc
     }
 }
 
+/* The quads of 254 h + l of rows [0, R) of qq (nb blocks each), 4 int16 to a word, as
+ * y_qk8_body takes them: made once for all the tiles of a call. */
+static TGT void y_qk8_quads(const kern_qq *qq, int R, int nb, int64_t *qw)
+{
+    for (int rb = 0; rb < R * nb; rb++)
+        for (int kq = 0; kq < KERN_QK / 4; kq++) {
+            int32_t wh, wl;
+            memcpy(&wh, qq[rb].h + 4 * kq, 4);
+            memcpy(&wl, qq[rb].l + 4 * kq, 4);
+            const __m128i q16 = _mm_add_epi16(_mm_mullo_epi16(_mm_cvtepi8_epi16(_mm_cvtsi32_si128(wh)), _mm_set1_epi16(254)),
+                                              _mm_cvtepi8_epi16(_mm_cvtsi32_si128(wl)));
+            qw[(size_t)rb * 8 + kq] = _mm_cvtsi128_si64(q16);
+        }
+}
+
 TGT void kern_avx2_att_qk8(const kern_qq *qq, int nq, const void *kt, int64_t kts, int d, int64_t ntiles,
                            float scale, float *sc, int64_t lds)
 {
     const int nb = d / KERN_QK;
-    for (int r0 = 0; r0 < nq; r0 += 2)
+    int64_t qw[2 * (KERN_ATT_MAX_DIM / KERN_QK) * 8];
+    LLM_ASSERT(d <= KERN_ATT_MAX_DIM);
+    for (int r0 = 0; r0 < nq; r0 += 2) {
+        const int R = nq - r0 >= 2 ? 2 : 1;
+        y_qk8_quads(qq + (size_t)r0 * nb, R, nb, qw);
         for (int64_t i = 0; i < ntiles; i++) {
             const uint8_t *t = (const uint8_t *)kt + kern_kv_bytes(KERN_KV_Q8_0, i * kts);
             float *o = sc + r0 * lds + i * KERN_TILE;
-            if (nq - r0 >= 2) y_qk8_body(qq + (size_t)r0 * nb, nb, t, scale, o, lds, 2);
-            else y_qk8_body(qq + (size_t)r0 * nb, nb, t, scale, o, lds, 1);
+            if (R == 2) y_qk8_body(qq + (size_t)r0 * nb, qw, nb, t, scale, o, lds, 2);
+            else y_qk8_body(qq + (size_t)r0 * nb, qw, nb, t, scale, o, lds, 1);
         }
+    }
 }
 
 TGT void kern_avx2_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,

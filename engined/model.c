@@ -153,7 +153,7 @@ static int read_dims(const gguf_ctx *g, mdl_config *c, const char *a, char *err,
                     a, c->n_head, c->n_head_kv);
     }
     c->head_dim = (int32_t)arch_int(g, a, "attention.key_length", c->n_embd / c->n_head);
-    if (c->head_dim <= 0 || c->head_dim % 2 != 0 || c->head_dim > 1024 ||
+    if (c->head_dim <= 0 || c->head_dim % 2 != 0 || c->head_dim > KERN_ATT_MAX_DIM ||
         arch_int(g, a, "attention.value_length", c->head_dim) != c->head_dim) {
         return errf(err, errlen, "head dimension %d (n_embd %d / heads %d or key_length) is unsupported",
                     c->head_dim, c->n_embd, c->n_head);
