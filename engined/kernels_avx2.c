@@ -529,9 +529,36 @@ TGT void kern_avx2_att_qk8(const kern_qq *qq, int nq, const void *kt, int64_t kt
     }
 }
 
+/* f16 key tiles are widened to f32 once, into an L1 buffer, for all the row groups (the
+ * same values: a half is exact in float); each row group would otherwise widen the tile
+ * again, and vcvtph2ps, not the fma, bounds the product. The head's slice of the tile
+ * after next is fetched meanwhile (a head's slices are kv_dim x 16 apart, across pages,
+ * where the hardware prefetchers stop). */
+static TGT void y_qk_widened(const float *q, int64_t qs, int nq, const uint16_t *kt, int64_t kts, int d,
+                             int64_t ntiles, float scale, float *sc, int64_t lds)
+{
+    float kf[KERN_ATT_MAX_DIM * KERN_TILE] __attribute__((aligned(32)));
+    const int64_t n = (int64_t)d * KERN_TILE;
+    LLM_ASSERT(d <= KERN_ATT_MAX_DIM);
+    for (int64_t i = 0; i < ntiles; i++) {
+        const uint16_t *t = kt + i * kts;
+        if (i + 2 < ntiles)
+            for (int64_t o = 0; o < n; o += 32) _mm_prefetch((const char *)(t + 2 * kts + o), _MM_HINT_T0);
+        for (int64_t j = 0; j < n; j += 8) _mm256_store_ps(kf + j, y_load(t, j, 1));
+        for (int r0 = 0; r0 < nq; r0 += 3) {
+            int R = nq - r0 < 3 ? nq - r0 : 3;
+            y_qk_f(q + r0 * qs, qs, R, kf, d, scale, sc + r0 * lds + i * KERN_TILE, lds);
+        }
+    }
+}
+
 TGT void kern_avx2_att_qk(const float *q, int64_t qs, int nq, const void *kt, int64_t kts, int kvt, int d,
                           int64_t ntiles, float scale, float *sc, int64_t lds)
 {
+    if (kvt == KERN_KV_F16 && nq > 3) {
+        y_qk_widened(q, qs, nq, kt, kts, d, ntiles, scale, sc, lds);
+        return;
+    }
     for (int r0 = 0; r0 < nq; r0 += 3) {
         int R = nq - r0 < 3 ? nq - r0 : 3;
         for (int64_t i = 0; i < ntiles; i++) {
@@ -649,9 +676,10 @@ static TGT void y_pv_span(const float *p, int64_t lds, int nq, int64_t a, int64_
         }
 }
 
-/* 64 positions at a time, so that the slices and row groups after the first find a
- * head's slice of those value rows in L1 (the rows are kv_dim apart), the next 64
- * fetched ahead; each chain still runs over t in order. */
+/* 64 positions at a time, so that the slices and row groups after the first find those
+ * value rows in L1 (rows vs apart), the next 64 fetched ahead; each chain still runs
+ * over t in order. (f16 rows widened to f32 once for all the slices and row groups, as
+ * y_qk_widened does with key tiles, made bench_attn slower: 14.6 -> 16.4-17.4 ms.) */
 TGT void kern_avx2_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_t b, const void *v,
                           int64_t vs, int kvt, int d, float *out, int64_t os)
 {

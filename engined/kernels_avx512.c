@@ -298,9 +298,10 @@ static TGT void NAME(const float *q, int64_t qs, int R, const void *kt, int64_t 
 QK_FN(z_qk_h, 1)
 QK_FN(z_qk_f, 0)
 
-/* How far ahead the attention kernels fetch a head's slice of the cache (the slices are
- * kv_dim apart, too sparse for the hardware prefetchers): key tiles, and value rows of
- * f16 and q8_0 caches (f32 rows, four times larger, one line in eight ahead). Measured
+/* How far ahead the attention kernels fetch a head's slice of the cache (its slices of
+ * the key tiles are kv_dim x 16 apart, too sparse for the hardware prefetchers; its value
+ * rows follow one another, kv.h, but a pool's blocks do not): key tiles, and value rows
+ * of f16 and q8_0 caches (f32 rows, four times larger, one line in eight ahead). Measured
  * with bench_attn 4096 on Zen 5: from 2 q8_0 tiles (f16 and f32: none) and 8 rows, f16
  * 11.1-11.6 -> 9.4-10.0 ms a token and q8_0 7.7-8.0 -> 6.9-7.3; the f16 key tiles
  * fetched too, f16 9.8-11.9 -> 8.9-9.3. */
@@ -389,8 +390,8 @@ static TGT void avx512_att_qk(const float *q, int64_t qs, int nq, const void *kt
 
 /* R rows x NV vectors of 16 output dims (the last one masked): chains over t. f16: up to
  * 8 rows of 32 dims (a 64-byte line) take each value row's line once for all of a
- * decoding token's query heads; f32: up to 6 rows of 64 dims. Rows are kv_dim apart, so
- * the slices are fetched ahead. */
+ * decoding token's query heads; f32: up to 6 rows of 64 dims. Rows may be apart (vs), so
+ * they are fetched ahead. */
 TGT_INLINE void z_pv_body(const float *p, int64_t lds, int64_t a, int64_t b, const void *v, int64_t vs,
                           int f16, float *out, int64_t os, __mmask16 last, const int R, const int NV)
 {
@@ -458,7 +459,7 @@ TGT_INLINE void z_pv_q_body(const float *p, int64_t lds, int64_t a, int64_t b, c
         _Pragma("GCC unroll 4") for (int c = 0; c < 2 * NB; c++) acc[r][c] = _mm512_loadu_ps(out + r * os + 16 * c);
     for (int64_t t = a; t <= b; t++) {
         __m512 vv[4];
-        /* rows are kv_dim apart and a head reads a slice of each: fetch ahead */
+        /* rows may be apart (rb) and a head may read a slice of each: fetch ahead */
         if (t + PF_ROWS <= b) {
             _mm_prefetch((const char *)v + (size_t)(t + PF_ROWS) * rb, _MM_HINT_T0);
             _mm_prefetch((const char *)v + (size_t)(t + PF_ROWS) * rb + NB * 34 - 1, _MM_HINT_T0);
