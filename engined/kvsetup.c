@@ -5,7 +5,11 @@
 #include "kvsetup.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -146,10 +150,40 @@ static int plan_of(const eng_model *m, const kvs_spec *s, kvp_params p[ENG_KV_KI
     return 0;
 }
 
+/* The process a name <base>-eval<pid> was made by, or 0 when it is not such a name. */
+static long own_pid(const char *entry, const char *base)
+{
+    size_t n = strlen(base);
+    if (strncmp(entry, base, n) != 0 || strncmp(entry + n, "-eval", 5) != 0 || !isdigit((unsigned char)entry[n + 5]))
+        return 0;
+    char *end;
+    long pid = strtol(entry + n + 5, &end, 10);
+    return *end || pid <= 0 ? 0 : pid;
+}
+
+void kvs_sweep_own(const char *wname)
+{
+    char base[ENG_KV_KINDS][SEG_NAME_MAX], err[256];
+    for (int k = 0; k < ENG_KV_KINDS; k++)
+        if (kvs_name(wname, k, base[k]) != 0) return;
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));)
+        for (int k = 0; k < ENG_KV_KINDS; k++) {
+            long pid = own_pid(e->d_name, base[k] + (base[k][0] == '/'));
+            if (!pid || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* not one, or its maker lives */
+            char name[NAME_MAX + 2];
+            snprintf(name, sizeof name, "/%s", e->d_name);
+            if (kvp_remove(name, err, sizeof err) == 0) log_info("removed KV pool %s: process %ld is gone", name, pid);
+        }
+    closedir(d);
+}
+
 int kvs_open_own(const eng_model *m, const kvs_spec *s, kvp *made[ENG_KV_KINDS], kvp *use[ENG_KV_KINDS],
                  char names[ENG_KV_KINDS][SEG_NAME_MAX], char *err, size_t errlen)
 {
     for (int k = 0; k < ENG_KV_KINDS; k++) made[k] = use[k] = NULL, names[k][0] = 0;
+    kvs_sweep_own(eng_segment_name(m));
     kvp_params p[ENG_KV_KINDS];
     if (plan_of(m, s, p, err, errlen) != 0) return -1;
     for (int k = 0; k < ENG_KV_KINDS; k++) {

@@ -76,6 +76,10 @@ int kvs_open(const eng_model *m, const kvs_spec *s, int master, kvp *pools[ENG_K
  * names[kind] receives each name. 0, or -1 with err and nothing left open or made. */
 int kvs_open_own(const eng_model *m, const kvs_spec *s, kvp *made[ENG_KV_KINDS], kvp *use[ENG_KV_KINDS],
                  char names[ENG_KV_KINDS][SEG_NAME_MAX], char *err, size_t errlen);
+/* Removes the pools kvs_open_own made for segment wname in processes that are gone
+ * (killed before they removed them; kvs_open_own and engined --remove-segment call it):
+ * names <pool>-eval<pid> of this user whose pid no longer runs. */
+void kvs_sweep_own(const char *wname);
 /* Closes both and removes the pools kvs_open_own made. */
 void kvs_remove_own(kvp *made[ENG_KV_KINDS], kvp *use[ENG_KV_KINDS], char names[ENG_KV_KINDS][SEG_NAME_MAX]);
 /* kvp_close of each; accepts NULLs. */

@@ -248,6 +248,7 @@ static void remove_pool_of(const char *wname)
         if (rc == 0) printf("removed %s\n", pool);
         else if (rc < 0) fprintf(stderr, "error: %s\n", err);
     }
+    kvs_sweep_own(full); /* and those of `engined --eval --kv-pool` runs killed before their exit */
 }
 
 static int remove_segments(const char *what)

@@ -57,6 +57,22 @@ cmp -s "$T/l.f32" "$T/lp.f32" || bad "logits with --kv-pool differ from the priv
 "$E" --model "$T/m.gguf" --eval "$REF/story/tokens.txt" -n 32 --kv-pool 1M >"$T/gp" 2>/dev/null || bad "--kv-pool 1M greedy failed"
 cmp -s "$T/gp" "$T/g1" || bad "greedy with --kv-pool differs"
 ls /dev/shm | grep -q -- '-eval[0-9]' && bad "pools left behind: $(ls /dev/shm | grep -- '-eval[0-9]')"
+# a run killed before its exit leaves its pools: the next --kv-pool run of the segment,
+# and --remove-segment, remove those whose process is gone
+stale() { ls /dev/shm | grep -q -- "-eval$1\$"; }
+leave_pool() { # sets vp
+    "$E" --model "$T/m.gguf" --eval "$REF/story/tokens.txt" --kv-pool 1M --warmup 1000000000 >/dev/null 2>&1 &
+    vp=$!
+    local i
+    for i in $(seq 200); do stale $vp && break; sleep 0.05; done
+    kill -9 $vp; wait $vp 2>/dev/null
+    stale $vp || bad "a killed --kv-pool run left no pool to remove (the sweep is not tested)"
+}
+leave_pool
+"$E" --model "$T/m.gguf" --eval "$REF/story/tokens.txt" --kv-pool 1M >/dev/null 2>"$T/logs" || bad "--kv-pool after a kill failed"
+stale $vp && bad "the pool of killed run $vp outlived the next --kv-pool run"
+grep -q "removed KV pool .*-eval$vp: process $vp is gone" "$T/logs" || bad "no log of removing $vp's pool: $(cat "$T/logs")"
+leave_pool # for --remove-segment (section 4)
 "$E" --model "$T/m.gguf" --eval "$REF/story/tokens.txt" --kv-pool lots 2>"$T/logb" && bad "--kv-pool lots accepted"
 grep -q "^error: .*lots" "$T/logb" || bad "--kv-pool lots: no error naming it: $(cat "$T/logb")"
 
@@ -105,6 +121,7 @@ grep -q "error: segment $seg is owned by uid $(id -u) with mode 0644, expected u
 chmod 0600 "$shm"
 "$E" --verify-segment "$seg" | grep -q "^$seg OK" || bad "segment back at 0600 does not verify"
 "$E" --remove-segment "$seg" >/dev/null || bad "--remove-segment $seg failed"
+stale $vp && bad "--remove-segment $seg left the pool of killed run $vp"
 "$E" --list-segments | grep -q "^$seg " && bad "$seg still listed after removal"
 "$E" --remove-segment "$seg" 2>/dev/null && bad "removing twice should fail"
 
