@@ -344,11 +344,12 @@ static inline void kern_f32_matmul(const float *w, int64_t cols, const float *x,
  * a key tile transposed too: per 32 dims a 544-byte group, the 16 positions' f16 scales
  * then the int8 in 8 quads of 4 dims, each quad [16 positions][4 dims] (KERN_KVQ_AT: a
  * position's 4 dims make one 32-bit lane of an integer dot product); a value row (kv.h:
- * one kv head's) is d / 32 block_q8_0 (34 bytes each). Every element count of a q8_0 stride or offset
- * is a multiple of 32 and is kern_kv_bytes() = 34 / 32 of it in bytes; d is a multiple
- * of 32. A q8_0 value is its scale times its int8 in float, which is exact (11 by 8
- * bits), so the value orders below hold for every type. Each output has one order, the
- * same whatever else is computed with it (batch invariance of the whole pass):
+ * one kv head's) is d / 32 block_q8_0 (34 bytes each). Every element count of a q8_0
+ * stride or offset is a multiple of 32 and is kern_kv_bytes() = 34 / 32 of it in bytes;
+ * d is a multiple of 32. A q8_0 value is its scale times its int8 in float, which is
+ * exact (11 by 8 bits), so the value orders below hold for every type. Each output has
+ * one order, the same whatever else is computed with it (batch invariance of the whole
+ * pass):
  *   score(q, k) over f16 and f32 keys = (a_0 + a_1) * scale, a_0 and a_1 the fma chains
  *     of q[d] * k[d] over the even and the odd d, each from +0 (two chains: more
  *     accurate than one, and twice the parallelism);
@@ -363,8 +364,8 @@ static inline void kern_f32_matmul(const float *w, int64_t cols, const float *x,
  * Scalar twins in kernels.c; every table gives the same bits. */
 
 /* KV element types of the attention kernels (kv.h's type as the kernels see it). */
-#define KERN_ATT_MAX_DIM 1024 /* the widest head (model.c refuses wider) */
 enum { KERN_KV_F32 = 0, KERN_KV_F16 = 1, KERN_KV_Q8_0 = 2 };
+#define KERN_ATT_MAX_DIM 1024 /* the widest head d the kernels take (model.c refuses wider) */
 #define KERN_KVQ_GROUP (KERN_TILE * 2 + KERN_QK * KERN_TILE) /* 544: 32 dims of a q8_0 key tile */
 /* Byte of dim k (< 32) of position j in a q8_0 key tile's group. */
 #define KERN_KVQ_AT(k, j) (2 * KERN_TILE + (k) / 4 * (4 * KERN_TILE) + (j) * 4 + (k) % 4)

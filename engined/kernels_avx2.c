@@ -515,9 +515,7 @@ static TGT void y_qk8_quads(const kern_qq *qq, int R, int nb, int64_t *qw)
  * 16 apart, across pages, where the hardware prefetchers stop): about Y_PF_BYTES, in
  * whole tiles of slices of sb bytes. bench_attn 4096 avx2 on Zen 5, q8_0 (1,088-byte
  * slices): none 14.4-14.5 ms, 1 tile 12.7-13.0, 4 12.4-12.7, 8 12.2-12.6. */
-#ifndef Y_PF_BYTES
 #define Y_PF_BYTES 8192
-#endif
 static inline int64_t y_pf_tiles(size_t sb) { return sb >= Y_PF_BYTES ? 1 : (int64_t)(Y_PF_BYTES / sb); }
 
 TGT void kern_avx2_att_qk8(const kern_qq *qq, int nq, const void *kt, int64_t kts, int d, int64_t ntiles,
@@ -549,7 +547,7 @@ static TGT void y_qk_widened(const float *q, int64_t qs, int nq, const uint16_t 
                              int64_t ntiles, float scale, float *sc, int64_t lds)
 {
     float kf[KERN_ATT_MAX_DIM * KERN_TILE] __attribute__((aligned(32)));
-    const int64_t n = (int64_t)d * KERN_TILE, pf = y_pf_tiles((size_t)n * 2);
+    const int64_t n = (int64_t)d * KERN_TILE, pf = y_pf_tiles(kern_kv_bytes(KERN_KV_F16, n));
     LLM_ASSERT(d <= KERN_ATT_MAX_DIM);
     for (int64_t i = 0; i < ntiles; i++) {
         const uint16_t *t = kt + i * kts;

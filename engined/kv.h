@@ -138,8 +138,8 @@ void kv_mark(kv_cache *kv, int pos);
 
 /* A cache of n_ctx positions over blocks of pools[kind] (kvs_ident: of the model's type
  * and shape, each holding its kind's layers; kv heads of head_dim values; window:
- * n_layer values, a layer of window > 0 being a ring layer). A model with ring layers and no ring pool keeps them in the
- * whole blocks too. 0, or -1 with err. */
+ * n_layer values, a layer of window > 0 being a ring layer). A model with ring layers and
+ * no ring pool keeps them in the whole blocks too. 0, or -1 with err. */
 int kv_init_pool(kv_cache *kv, kvp *const pools[ENG_KV_KINDS], int n_layer, int head_dim, const int *window,
                  int n_ctx, char *err, size_t errlen);
 /* The most ring blocks a session with windows up to wmax holds at once when it adds at

@@ -150,14 +150,18 @@ static int plan_of(const eng_model *m, const kvs_spec *s, kvp_params p[ENG_KV_KI
     return 0;
 }
 
+/* What kvs_open_own adds to a pool's name, before its pid. */
+#define KVS_OWN_TAG "-eval"
+
 /* The process a name <base>-eval<pid> was made by, or 0 when it is not such a name. */
 static long own_pid(const char *entry, const char *base)
 {
-    size_t n = strlen(base);
-    if (strncmp(entry, base, n) != 0 || strncmp(entry + n, "-eval", 5) != 0 || !isdigit((unsigned char)entry[n + 5]))
+    size_t n = strlen(base), t = strlen(KVS_OWN_TAG);
+    if (strncmp(entry, base, n) != 0 || strncmp(entry + n, KVS_OWN_TAG, t) != 0 ||
+        !isdigit((unsigned char)entry[n + t]))
         return 0;
     char *end;
-    long pid = strtol(entry + n + 5, &end, 10);
+    long pid = strtol(entry + n + t, &end, 10);
     return *end || pid <= 0 ? 0 : pid;
 }
 
@@ -190,7 +194,7 @@ int kvs_open_own(const eng_model *m, const kvs_spec *s, kvp *made[ENG_KV_KINDS],
         char base[SEG_NAME_MAX];
         if (!p[k].id.n_layer) continue;
         if (kvs_name(eng_segment_name(m), k, base) != 0 ||
-            snprintf(names[k], SEG_NAME_MAX, "%s-eval%ld", base, (long)getpid()) >= SEG_NAME_MAX) {
+            snprintf(names[k], SEG_NAME_MAX, "%s" KVS_OWN_TAG "%ld", base, (long)getpid()) >= SEG_NAME_MAX) {
             names[k][0] = 0;
             kvs_remove_own(made, use, names);
             return errf(err, errlen, "segment %s: no KV pool name for it", eng_segment_name(m));
