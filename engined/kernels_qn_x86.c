@@ -75,6 +75,7 @@ typedef void (*zqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
                        int64_t, int, const __mmask16 *, int);
 #define QN(name) z_##name
 #define QN_I16 0
+#define QN_CHAIN(v) ((void)0)
 #define QN_ATTR Z_TGT
 #define QN_TMAX 8
 #define QN_FN zqn_fn
@@ -104,6 +105,7 @@ typedef void (*zqn_pair_fn)(const uint8_t *, size_t, size_t, size_t, int64_t, co
 #undef QN_PAIR_FN
 #undef QN
 #undef QN_I16
+#undef QN_CHAIN
 #undef QN_ATTR
 #undef QN_TMAX
 #undef QN_FN
@@ -288,23 +290,27 @@ typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
 #define QN(name) y2_##name
 #define QN_ATTR Y_ATTR(0)
 #define QN_I16 1
+#define QN_CHAIN(v) __asm__("" : "+x"(v))
 #define QN_DOT(acc, w, x) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)))
 #define QN_DOTW(acc, a, b) _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
 #include "kernels_qn_x86_tile.h"
 #undef QN
 #undef QN_ATTR
 #undef QN_I16
+#undef QN_CHAIN
 #undef QN_DOT
 #undef QN_DOTW
 
 #define QN(name) yv_##name
 #define QN_I16 0
+#define QN_CHAIN(v) ((void)0)
 #define QN_ATTR Y_ATTR(1)
 #define QN_DOT(acc, w, x) _mm256_dpbusd_avx_epi32(acc, w, x)
 #define QN_DOTW(acc, a, b) _mm256_dpwssd_avx_epi32(acc, a, b)
 #include "kernels_qn_x86_tile.h"
 #undef QN
 #undef QN_I16
+#undef QN_CHAIN
 #undef QN_ATTR
 #undef QN_DOT
 #undef QN_DOTW

@@ -18,6 +18,8 @@
  *   QN_DOTW(acc, a, b) acc + the exact int32 dots of 2 int16 of a with 2 int16 of b
  *   QN_I16            1 where QN_DOT is maddubs + madd (plain AVX2): the tile products
  *                     then take QN(i16block), groups summed in int16 first; else 0
+ *   QN_CHAIN(v)       where QN_I16: keeps v's int16 sums one chain of adds (an empty asm;
+ *                     left free, GCC made a tree of a block's products and spilled them)
  *   QN_H16(p)                                f16 row factors as floats
  *   QN_U8I(p), QN_I8I(p)                     u8 / i8 row factors as int32
  *   QN_STORE(p, mask, v)                     a masked store of one token's rows
@@ -171,7 +173,10 @@ QN_INLINE void QN(i16block)(int kind, int bits, int off, int nt, const uint8_t *
             const int8_t *a = (const int8_t *)(xq + (size_t)t * xs) + k * KERN_QK + 4 * g0;
             VI s16 = V(maddubs_epi16)(wr[0], V(set1_epi32)(ld32(a)));
 #pragma GCC unroll 8
-            for (int j = 1; j < run; j++) s16 = V(add_epi16)(s16, V(maddubs_epi16)(wr[j], V(set1_epi32)(ld32(a + 4 * j))));
+            for (int j = 1; j < run; j++) {
+                s16 = V(add_epi16)(s16, V(maddubs_epi16)(wr[j], V(set1_epi32)(ld32(a + 4 * j))));
+                QN_CHAIN(s16);
+            }
             p[t] = V(add_epi32)(p[t], V(madd_epi16)(s16, m[g0 / 4]));
         }
     }
@@ -302,6 +307,8 @@ QN_INLINE void QN(tile)(int kind, int bits, int off, int nt, const uint8_t *w, s
 #if QN_I16
                             p0[t] = V(add_epi16)(p0[t], V(maddubs_epi16)(w0, x));
                             p1[t] = V(add_epi16)(p1[t], V(maddubs_epi16)(w1, x));
+                            QN_CHAIN(p0[t]);
+                            QN_CHAIN(p1[t]);
 #else
                             p0[t] = QN_DOT(p0[t], w0, x);
                             p1[t] = QN_DOT(p1[t], w1, x);
