@@ -113,10 +113,6 @@ TGT void kern_x86_xq_quantize(const float *x, int64_t n_rows, int64_t cols, void
  * 14.3 -> 23.2-24.8 tok/s with one thread, 28.7-29.4 -> 37.7-41.0 with two). The AVX-VNNI
  * products of 1-2 tokens stream best unaided; from 3 tokens they prefetch too (4 tokens:
  * 18-24 -> 26-27 GB/s on one thread). */
-/* Keeps a token's block sum one chain of adds: left free, GCC reassociates the block's 40
- * products of a 5-token call into a tree and spills every product to the stack first
- * (a store and a load per group and token). Integer adds: the same sums either way. */
-#define Y_CHAIN(v) __asm__("" : "+x"(v))
 #define YMICRO(NAME, T, NH, ATTR, INIT, PREP, DOT)                                          \
 static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int halves, const uint8_t *xq, size_t xs, \
                      float *y, int64_t ldy, const __m256i *mask, int pf)                     \
@@ -143,7 +139,7 @@ static ATTR void NAME##_##T(const uint8_t *w, int64_t nsb, int halves, const uin
                     _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) {                  \
                         __m256i xb = _mm256_set1_epi32(load_i32(xq + t * xs + k * KERN_QK + 4 * g)); \
                         is[t] = DOT;                                                         \
-                        Y_CHAIN(is[t]);                                                      \
+                        KERN_X86_CHAIN(is[t]);                                               \
                     }                                                                        \
                 }                                                                            \
                 __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)sb->d[b] + half)); \

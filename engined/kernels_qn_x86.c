@@ -290,7 +290,7 @@ typedef void (*yqn_fn)(const uint8_t *, size_t, size_t, int64_t, const uint8_t *
 #define QN(name) y2_##name
 #define QN_ATTR Y_ATTR(0)
 #define QN_I16 1
-#define QN_CHAIN(v) __asm__("" : "+x"(v))
+#define QN_CHAIN KERN_X86_CHAIN
 #define QN_DOT(acc, w, x) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)))
 #define QN_DOTW(acc, a, b) _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
 #include "kernels_qn_x86_tile.h"

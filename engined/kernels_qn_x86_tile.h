@@ -18,8 +18,8 @@
  *   QN_DOTW(acc, a, b) acc + the exact int32 dots of 2 int16 of a with 2 int16 of b
  *   QN_I16            1 where QN_DOT is maddubs + madd (plain AVX2): the tile products
  *                     then take QN(i16block), groups summed in int16 first; else 0
- *   QN_CHAIN(v)       where QN_I16: keeps v's int16 sums one chain of adds (an empty asm;
- *                     left free, GCC made a tree of a block's products and spilled them)
+ *   QN_CHAIN(v)       where QN_I16: keeps v's int16 sums one chain of adds
+ *                     (KERN_X86_CHAIN); else nothing
  *   QN_H16(p)                                f16 row factors as floats
  *   QN_U8I(p), QN_I8I(p)                     u8 / i8 row factors as int32
  *   QN_STORE(p, mask, v)                     a masked store of one token's rows

@@ -23,6 +23,13 @@ static inline __attribute__((always_inline, target("avx2"))) int kern_x86_halves
     return (lo < 8) | (hi > 8) << 1;
 }
 
+/* Keeps v, a running integer sum, one chain of adds (an empty asm the compiler cannot see
+ * through). Left free, GCC reassociated a block's integer adds into a tree, computed every
+ * product first and spilled them to the stack: a store and a load per group and token
+ * (a 5-token AVX2 q8t call: 185 stack references, 30 with the chain). Integer adds give
+ * the same sums in any order, so the bits do not change. */
+#define KERN_X86_CHAIN(v) __asm__("" : "+x"(v))
+
 /* Decode reads each weight byte from memory once; the x86 tiles ask for the n bytes they
  * read next KERN_X86_PF_DIST bytes ahead of p, into L1 (kernels_qn_x86_tile.h says why
  * and what it gave; prefetches never fault, so past a matrix's end is harmless). */
