@@ -533,7 +533,7 @@ TGT void kern_avx2_att_qk8(const kern_qq *qq, int nq, const void *kt, int64_t kt
         for (int64_t i = 0; i < ntiles; i++) {
             const uint8_t *t = (const uint8_t *)kt + (size_t)i * tb;
             if (r0 == 0 && i + pf < ntiles) /* a first pass: the head's slice of the tile ahead */
-                for (size_t o = 0; o < sb; o += 64) _mm_prefetch((const char *)t + pf * tb + o, _MM_HINT_T0);
+                kern_x86_prefetch(t + pf * tb, sb);
             float *o = sc + r0 * lds + i * KERN_TILE;
             if (R == 2) y_qk8_body(qq + (size_t)r0 * nb, qw, nb, t, scale, o, lds, 2);
             else y_qk8_body(qq + (size_t)r0 * nb, qw, nb, t, scale, o, lds, 1);
@@ -548,12 +548,13 @@ static TGT void y_qk_widened(const float *q, int64_t qs, int nq, const uint16_t 
                              int64_t ntiles, float scale, float *sc, int64_t lds)
 {
     float kf[KERN_ATT_MAX_DIM * KERN_TILE] __attribute__((aligned(32)));
-    const int64_t n = (int64_t)d * KERN_TILE, pf = y_pf_tiles(kern_kv_bytes(KERN_KV_F16, n));
+    const int64_t n = (int64_t)d * KERN_TILE;
+    const size_t tile_bytes = kern_kv_bytes(KERN_KV_F16, n);
+    const int64_t pf = y_pf_tiles(tile_bytes);
     LLM_ASSERT(d <= KERN_ATT_MAX_DIM);
     for (int64_t i = 0; i < ntiles; i++) {
         const uint16_t *t = kt + i * kts;
-        if (i + pf < ntiles)
-            for (int64_t o = 0; o < n; o += 32) _mm_prefetch((const char *)(t + pf * kts + o), _MM_HINT_T0);
+        if (i + pf < ntiles) kern_x86_prefetch(t + pf * kts, tile_bytes);
         for (int64_t j = 0; j < n; j += 8) _mm256_store_ps(kf + j, y_load(t, j, 1));
         for (int r0 = 0; r0 < nq; r0 += 3) {
             int R = nq - r0 < 3 ? nq - r0 : 3;
@@ -697,7 +698,7 @@ TGT void kern_avx2_att_pv(const float *p, int64_t lds, int nq, int64_t a, int64_
     for (int64_t t0 = a; t0 <= b; t0 += 64) {
         const int64_t t1 = b < t0 + 63 ? b : t0 + 63, pe = b < t1 + 64 ? b : t1 + 64;
         for (int64_t t = t1 + 1; t <= pe; t++)
-            for (size_t o = 0; o < sb; o += 64) _mm_prefetch((const char *)v + (size_t)t * rb + o, _MM_HINT_T0);
+            kern_x86_prefetch((const char *)v + (size_t)t * rb, sb);
         y_pv_span(p, lds, nq, t0, t1, v, vs, kvt, d, out, os);
     }
 }

@@ -362,7 +362,7 @@ static TGT void avx512_att_qk8(const kern_qq *qq, int nq, const void *kt, int64_
         for (int64_t i = 0; i < ntiles; i++) {
             const uint8_t *t = (const uint8_t *)kt + (size_t)i * tb;
             if (i + PF_TILES < ntiles) /* tiles are kv_dim apart and a head reads its groups of each: fetch ahead */
-                for (size_t o = 0; o < hb; o += 64) _mm_prefetch((const char *)t + PF_TILES * tb + o, _MM_HINT_T0);
+                kern_x86_prefetch(t + PF_TILES * tb, hb);
             z_qk8(qq + (size_t)r0 * nb, nb, R, t, scale, sc + r0 * lds + i * KERN_TILE, lds);
         }
     }

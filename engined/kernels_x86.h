@@ -34,9 +34,14 @@ static inline __attribute__((always_inline, target("avx2"))) int kern_x86_halves
  * read next KERN_X86_PF_DIST bytes ahead of p, into L1 (kernels_qn_x86_tile.h says why
  * and what it gave; prefetches never fault, so past a matrix's end is harmless). */
 #define KERN_X86_PF_DIST 4096
+/* Asks for the n bytes at p, line by line, into L1. */
+static inline __attribute__((always_inline)) void kern_x86_prefetch(const void *p, size_t n)
+{
+    for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+}
 static inline __attribute__((always_inline)) void kern_x86_prefetch_ahead(const void *p, size_t n)
 {
-    for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)p + KERN_X86_PF_DIST + o, _MM_HINT_T0);
+    kern_x86_prefetch((const char *)p + KERN_X86_PF_DIST, n);
 }
 
 void kern_qn_avx512_block(int wt, const uint8_t *w, size_t tb, int nr, int64_t cols, const uint8_t *xq,
