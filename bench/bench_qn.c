@@ -11,6 +11,9 @@
  *   build/bench/bench_qn q5_0 q8t        # those types
  *   BENCH_QN_CACHE=1 build/bench/bench_qn q4_k   # one copy, read again and again from
  *                                                # cache: the kernels' arithmetic rate
+ *   BENCH_QN_SHAPE=5632x2048 BENCH_QN_TOK=1 BENCH_QN_THR=1 build/bench/bench_qn q4_0
+ *                                                # one shape, one token count, one thread
+ *                                                # count: quick enough to alternate builds
  *
  * Compare the figures with bench_bw's read rate in the same minutes.
  */
@@ -84,6 +87,17 @@ static size_t make_matrix(int wt, int64_t rows, int64_t cols, uint8_t **out)
     return bytes;
 }
 
+/* A positive integer from the environment: 0 when unset or empty (every value), -1 when
+ * not one; main refuses the values bench_shape has no run for. */
+static int env_int(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    char *end;
+    long n = strtol(v, &end, 10);
+    return *end || n <= 0 || n > 64 ? -1 : (int)n;
+}
+
 static void bench_shape(int wt, const char *tname, int64_t rows, int64_t cols, const char *what)
 {
     uint8_t *w1;
@@ -106,11 +120,14 @@ static void bench_shape(int wt, const char *tname, int64_t rows, int64_t cols, c
         kern_xq_quantize(row, 1, cols, x + t * xs);
         kern_xq_finish(x + t * xs, 1, cols);
     }
+    const int only_tok = env_int("BENCH_QN_TOK"), only_thr = env_int("BENCH_QN_THR");
     for (int nt = 1; nt <= 2; nt++) {
+        if (only_thr && nt != only_thr) continue;
         pool_t *pool = pool_new(nt);
         if (!pool) exit(1);
         static const int batch[] = { 1, 2, 4, 8 };
         for (int b = 0; b < 4; b++) {
+            if (only_tok && batch[b] != only_tok) continue;
             mm_job j = { .wt = wt, .x = x, .rows = rows, .cols = cols, .n_tok = batch[b], .y = y };
             double best = 1e30;
             for (int sweep = 0; sweep < 4; sweep++) {
@@ -147,6 +164,12 @@ int main(int argc, char **argv)
         { "moe expert up", 768, 1024 }, { "moe expert down", 1024, 768 },
     };
     static const char *const dflt[] = { "q5_0", "q4_0", "q4_k", "q6_k" };
+    const int tok = env_int("BENCH_QN_TOK"), thr = env_int("BENCH_QN_THR");
+    if ((tok && tok != 1 && tok != 2 && tok != 4 && tok != 8) || (thr && thr != 1 && thr != 2)) {
+        fprintf(stderr, "bench_qn: BENCH_QN_TOK must be 1, 2, 4 or 8 and BENCH_QN_THR 1 or 2 (got \"%s\", \"%s\")\n",
+                getenv("BENCH_QN_TOK") ? getenv("BENCH_QN_TOK") : "", getenv("BENCH_QN_THR") ? getenv("BENCH_QN_THR") : "");
+        return 1;
+    }
     const char *only = getenv("BENCH_QN_SHAPE"); /* "ROWSxCOLS": that shape alone */
     int ntypes = argc > 1 ? argc - 1 : 4;
     printf("bench_qn: kernel table %s\n", kern_name());
