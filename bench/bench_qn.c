@@ -87,8 +87,11 @@ static size_t make_matrix(int wt, int64_t rows, int64_t cols, uint8_t **out)
     return bytes;
 }
 
-/* A positive integer from the environment: 0 when unset or empty (every value), -1 when
- * not one; main refuses the values bench_shape has no run for. */
+/* BENCH_QN_TOK and BENCH_QN_THR: the one token count and thread count to run (0: every
+ * one), set and checked by main. */
+static int only_tok, only_thr;
+
+/* A positive integer from the environment: 0 when unset or empty, -1 when not one. */
 static int env_int(const char *name)
 {
     const char *v = getenv(name);
@@ -120,7 +123,6 @@ static void bench_shape(int wt, const char *tname, int64_t rows, int64_t cols, c
         kern_xq_quantize(row, 1, cols, x + t * xs);
         kern_xq_finish(x + t * xs, 1, cols);
     }
-    const int only_tok = env_int("BENCH_QN_TOK"), only_thr = env_int("BENCH_QN_THR");
     for (int nt = 1; nt <= 2; nt++) {
         if (only_thr && nt != only_thr) continue;
         pool_t *pool = pool_new(nt);
@@ -164,8 +166,9 @@ int main(int argc, char **argv)
         { "moe expert up", 768, 1024 }, { "moe expert down", 1024, 768 },
     };
     static const char *const dflt[] = { "q5_0", "q4_0", "q4_k", "q6_k" };
-    const int tok = env_int("BENCH_QN_TOK"), thr = env_int("BENCH_QN_THR");
-    if ((tok && tok != 1 && tok != 2 && tok != 4 && tok != 8) || (thr && thr != 1 && thr != 2)) {
+    only_tok = env_int("BENCH_QN_TOK"), only_thr = env_int("BENCH_QN_THR");
+    if ((only_tok && only_tok != 1 && only_tok != 2 && only_tok != 4 && only_tok != 8) ||
+        (only_thr && only_thr != 1 && only_thr != 2)) {
         fprintf(stderr, "bench_qn: BENCH_QN_TOK must be 1, 2, 4 or 8 and BENCH_QN_THR 1 or 2 (got \"%s\", \"%s\")\n",
                 getenv("BENCH_QN_TOK") ? getenv("BENCH_QN_TOK") : "", getenv("BENCH_QN_THR") ? getenv("BENCH_QN_THR") : "");
         return 1;
