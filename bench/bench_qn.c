@@ -17,6 +17,7 @@
  *
  * Compare the figures with bench_bw's read rate in the same minutes.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,18 +88,21 @@ static size_t make_matrix(int wt, int64_t rows, int64_t cols, uint8_t **out)
     return bytes;
 }
 
-/* BENCH_QN_TOK and BENCH_QN_THR: the one token count and thread count to run (0: every
+/* The token counts a product is timed at (sessions decoded together), and
+ * BENCH_QN_TOK and BENCH_QN_THR: the one token count and thread count to run (0: every
  * one), set and checked by main. */
+static const int batch[] = { 1, 2, 4, 8 };
+#define N_BATCH ((int)(sizeof batch / sizeof batch[0]))
 static int only_tok, only_thr;
 
-/* A positive integer from the environment: 0 when unset or empty, -1 when not one. */
+/* A positive int from the environment: 0 when unset or empty, -1 when not one. */
 static int env_int(const char *name)
 {
     const char *v = getenv(name);
     if (!v || !*v) return 0;
     char *end;
     long n = strtol(v, &end, 10);
-    return *end || n <= 0 || n > 64 ? -1 : (int)n;
+    return *end || n <= 0 || n > INT_MAX ? -1 : (int)n;
 }
 
 static void bench_shape(int wt, const char *tname, int64_t rows, int64_t cols, const char *what)
@@ -127,8 +131,7 @@ static void bench_shape(int wt, const char *tname, int64_t rows, int64_t cols, c
         if (only_thr && nt != only_thr) continue;
         pool_t *pool = pool_new(nt);
         if (!pool) exit(1);
-        static const int batch[] = { 1, 2, 4, 8 };
-        for (int b = 0; b < 4; b++) {
+        for (int b = 0; b < N_BATCH; b++) {
             if (only_tok && batch[b] != only_tok) continue;
             mm_job j = { .wt = wt, .x = x, .rows = rows, .cols = cols, .n_tok = batch[b], .y = y };
             double best = 1e30;
@@ -167,8 +170,9 @@ int main(int argc, char **argv)
     };
     static const char *const dflt[] = { "q5_0", "q4_0", "q4_k", "q6_k" };
     only_tok = env_int("BENCH_QN_TOK"), only_thr = env_int("BENCH_QN_THR");
-    if ((only_tok && only_tok != 1 && only_tok != 2 && only_tok != 4 && only_tok != 8) ||
-        (only_thr && only_thr != 1 && only_thr != 2)) {
+    int tok_ok = !only_tok;
+    for (int b = 0; b < N_BATCH; b++) tok_ok |= batch[b] == only_tok;
+    if (!tok_ok || (only_thr && only_thr != 1 && only_thr != 2)) {
         fprintf(stderr, "bench_qn: BENCH_QN_TOK must be 1, 2, 4 or 8 and BENCH_QN_THR 1 or 2 (got \"%s\", \"%s\")\n",
                 getenv("BENCH_QN_TOK") ? getenv("BENCH_QN_TOK") : "", getenv("BENCH_QN_THR") ? getenv("BENCH_QN_THR") : "");
         return 1;
