@@ -20,6 +20,9 @@ With --gateway the pipeline also runs the OpenAI-compatible gateway and every re
 the same N streams through llmc and then through the gateway (POST /v1/completions,
 streaming, stream_options.include_usage): the ratio of the two aggregates is the
 gateway's cost, taken back to back on one pipeline.
+The servers of one stream count run side by side (an idle one takes no CPU) and take their
+reps in turn: ours, each peer, ours again. A minute's swing of the machine then lands on
+all of them, and the ratio lines give each rep's ratio beside the best-of-reps one.
 The machines are shared and noisy: compare ratios taken in one run.
 """
 import argparse
@@ -320,48 +323,59 @@ def main():
     if os.environ.get("IK_LLAMA_SERVER"):
         peers.append(("ik_llama-server", os.environ["IK_LLAMA_SERVER"]))
     results = []
-    for name, path in peers:
-        for n in ns:
-            best = None
-            best_gw = None
-            pairs = []  # gateway / llmc aggregate of each rep, taken back to back
-            srv = Pipeline(args) if path is None else LlamaServer(path, args, max(n, 8 if args.long else n))
-            try:
-                server = srv
+    for n in ns:
+        # every server of this stream count started side by side (an idle one takes no CPU),
+        # then the reps in turn, ours, the peers, ours...: a minute's swing of the machine
+        # lands on every server rather than on one's whole run
+        srvs = []
+        try:
+            for name, path in peers:
+                srvs.append((name, path, Pipeline(args) if path is None
+                             else LlamaServer(path, args, max(n, 8 if args.long else n))))
+            runs = []
+            for name, path, srv in srvs:
                 gw = Gateway(srv.port, srv.run) if path is None and args.gateway else None
-                gw_cpu = gw_wall = gw_toks = 0.0
-                run_streams(server, 1, 4)  # warm-up: page in the weights
-                for _ in range(args.reps):  # llmc and the gateway alternate, back to back
-                    sts, wall = run_streams(server, n, args.tokens)
+                runs.append({"name": name, "path": path, "srv": srv, "gw": gw, "best": None, "best_gw": None,
+                             "pairs": [], "gw_cpu": 0.0, "gw_wall": 0.0, "gw_toks": 0.0, "reps": []})
+                run_streams(srv, 1, 4)  # warm-up: page in the weights
+            for _ in range(args.reps):
+                for r in runs:  # llmc and the gateway alternate, back to back
+                    sts, wall = run_streams(r["srv"], n, args.tokens)
                     row = summarize(sts, wall)
-                    if best is None or row["agg_tps"] > best["agg_tps"]:
-                        best = row
+                    r["reps"].append(row["agg_tps"])
+                    if r["best"] is None or row["agg_tps"] > r["best"]["agg_tps"]:
+                        r["best"] = row
+                    gw = r["gw"]
                     if gw:
                         llmc_tps = row["agg_tps"]
                         c0 = gw.cpu_s()
                         sts, wall = run_streams(gw, n, args.tokens)
-                        gw_cpu += gw.cpu_s() - c0
-                        gw_wall += wall
+                        r["gw_cpu"] += gw.cpu_s() - c0
+                        r["gw_wall"] += wall
                         row = summarize(sts, wall)
-                        gw_toks += row["tokens"]
-                        if best_gw is None or row["agg_tps"] > best_gw["agg_tps"]:
-                            best_gw = row
+                        r["gw_toks"] += row["tokens"]
+                        if r["best_gw"] is None or row["agg_tps"] > r["best_gw"]["agg_tps"]:
+                            r["best_gw"] = row
                         if llmc_tps > 0:
-                            pairs.append(row["agg_tps"] / llmc_tps)
-                best.update(server=name, setup="%d x %d" % (args.workers, args.threads) if path is None
+                            r["pairs"].append(row["agg_tps"] / llmc_tps)
+            for r in runs:
+                best, best_gw = r["best"], r["best_gw"]
+                best.update(server=r["name"], reps=r["reps"],
+                            setup="%d x %d" % (args.workers, args.threads) if r["path"] is None
                             else "-np %d -t %d" % (n, peer_threads(args)))
                 results.append(best)
                 if best_gw:
-                    best_gw.update(server="ours via HTTP gateway", setup=best["setup"], pairs=pairs,
-                                   gw_cpu_share=gw_cpu / gw_wall if gw_wall else 0.0,
-                                   gw_cpu_ms_per_tok=gw_cpu * 1e3 / gw_toks if gw_toks else 0.0)
+                    best_gw.update(server="ours via HTTP gateway", setup=best["setup"], pairs=r["pairs"],
+                                   gw_cpu_share=r["gw_cpu"] / r["gw_wall"] if r["gw_wall"] else 0.0,
+                                   gw_cpu_ms_per_tok=r["gw_cpu"] * 1e3 / r["gw_toks"] if r["gw_toks"] else 0.0)
                     results.append(best_gw)
                 if args.long and n == ns[-1]:
-                    lg, gap, sts = run_long(server, args.tokens * 3)
-                    results.append({"server": name, "long": True, "ttft_long": lg.ttft() or float("nan"),
+                    lg, gap, sts = run_long(r["srv"], args.tokens * 3)
+                    results.append({"server": r["name"], "long": True, "ttft_long": lg.ttft() or float("nan"),
                                     "long_prompt_tokens": lg.n_prompt, "max_gap_others": gap,
                                     "errors": sum(1 for s in sts + [lg] if s.error)})
-            finally:
+        finally:
+            for _, _, srv in srvs:
                 srv.stop()
     print("| server | setup | streams | aggregate tok/s | TTFT mean s | TTFT p95 s | gap mean ms | gap max ms | errors |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -391,8 +405,10 @@ def main():
         for peer in ("llama-server", "ik_llama-server"):
             a, b = by.get(("ours", n)), by.get((peer, n))
             if a and b and b["agg_tps"] > 0:
-                print("%d streams: ours / %s aggregate = %.2fx, mean TTFT %.2f s vs %.2f s" % (
-                    n, peer, a["agg_tps"] / b["agg_tps"], a["ttft_mean"], b["ttft_mean"]))
+                per = [x / y for x, y in zip(a["reps"], b["reps"]) if y > 0]
+                print("%d streams: ours / %s aggregate = %.2fx, mean TTFT %.2f s vs %.2f s; rep by rep %s" % (
+                    n, peer, a["agg_tps"] / b["agg_tps"], a["ttft_mean"], b["ttft_mean"],
+                    " ".join("%.2fx" % x for x in per)))
     return finish(results, args.json)
 
 
