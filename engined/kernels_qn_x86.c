@@ -343,6 +343,7 @@ static Y_ATTR(0) void y_blocks(const yqn_fn *const *tables, int wt, const uint8_
 {
     const kern_qn_desc *D = kern_qn_get(wt);
     const kern_xq_offs o = kern_xq_offsets(cols);
+    const int64_t nb = cols / KERN_QK;
     __m256i whole[2], part[2];
     kern_x86_halves(0, KERN_TILE, whole);
     for (int i = 0, a, z; i < nr; i++) {
@@ -350,7 +351,7 @@ static Y_ATTR(0) void y_blocks(const yqn_fn *const *tables, int wt, const uint8_
         const int cut = a > 0 || z < KERN_TILE, halves = cut ? kern_x86_halves(a, z, part) : 3;
         for (int t = 0; t < nt; t += 4) {
             int n = nt - t < 4 ? nt - t : 4;
-            tables[wt][n](w + (size_t)i * tb, D->hdr, D->sb_bytes, cols / KERN_QK, xq + (size_t)t * xs, xs, o,
+            tables[wt][n](w + (size_t)i * tb, D->hdr, D->sb_bytes, nb, xq + (size_t)t * xs, xs, o,
                           y + i * KERN_TILE + (int64_t)t * ldy, ldy, halves, cut ? part : whole, stream && t == 0);
         }
     }

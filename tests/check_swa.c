@@ -317,6 +317,16 @@ static void check_pooled_full(const char *stem)
     test_model_close(t.m, t.built);
 }
 
+/* Removes the pools named after model m's segment (kvs_name), where they exist. */
+static void remove_model_pools(const eng_model *m)
+{
+    char name[SEG_NAME_MAX], err[256];
+    for (int k = 0; k < ENG_KV_KINDS; k++) {
+        kvs_name(eng_segment_name(m), k, name);
+        kvp_remove(name, err, sizeof err);
+    }
+}
+
 /* kvs_open sizes the two pools of a gemma3 model from one --kv-pool SIZE: the ring pool
  * in the ratio of one session's most ring blocks to its whole blocks. */
 START_TEST(test_pool_sizes)
@@ -326,10 +336,7 @@ START_TEST(test_pool_sizes)
     kvs_spec ks = { .kv = ENG_KV_F16, .n_ctx = 1024, .step = 512 };
     ck_assert_int_eq(kvs_parse("4096", &ks, err, sizeof err), 0);
     kvp *m[ENG_KV_KINDS], *w[ENG_KV_KINDS];
-    for (int k = 0; k < ENG_KV_KINDS; k++) { /* a pipeline's pools of this model, left by design, */
-        kvs_name(eng_segment_name(t.m), k, name); /* would be reused at their own size */
-        kvp_remove(name, err, sizeof err);
-    }
+    remove_model_pools(t.m); /* a pipeline's, kept by design, would be reused at their own size */
     ck_assert_msg(kvs_open(t.m, &ks, 1, m, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(kvs_open(t.m, &ks, 0, w, err, sizeof err) == 0, "%s", err);
     int peak[ENG_KV_KINDS];
@@ -355,10 +362,7 @@ START_TEST(test_pool_sizes)
     double ratio = (double)kvp_geometry_of(m[1])->n_blocks / kvp_geometry_of(m[0])->n_blocks;
     ck_assert(fabs(ratio - (double)peak[ENG_KV_RING] / 64) < 0.05);
     kvs_close(m);
-    for (int k = 0; k < ENG_KV_KINDS; k++) {
-        kvs_name(eng_segment_name(t.m), k, name);
-        kvp_remove(name, err, sizeof err);
-    }
+    remove_model_pools(t.m);
     test_model_close(t.m, t.built);
 }
 END_TEST
