@@ -12,8 +12,9 @@
  *   BENCH_QN_CACHE=1 build/bench/bench_qn q4_k   # one copy, read again and again from
  *                                                # cache: the kernels' arithmetic rate
  *   BENCH_QN_SHAPE=5632x2048 BENCH_QN_TOK=1 BENCH_QN_THR=1 build/bench/bench_qn q4_0
- *                                                # one shape, one token count, one thread
- *                                                # count: quick enough to alternate builds
+ *                                                # one shape, one token count (1 to 16),
+ *                                                # one thread count: quick enough to
+ *                                                # alternate builds
  *
  * Compare the figures with bench_bw's read rate in the same minutes.
  */
@@ -89,9 +90,10 @@ static size_t make_matrix(int wt, int64_t rows, int64_t cols, uint8_t **out)
 }
 
 /* The token counts a product is timed at (sessions decoded together), and
- * BENCH_QN_TOK and BENCH_QN_THR: the one token count and thread count to run (0: every
- * one), set and checked by main. */
+ * BENCH_QN_TOK and BENCH_QN_THR: the one token count (any of 1..TOK_MAX, not only
+ * those of batch[]) and thread count to run (0: every one), set and checked by main. */
 static const int batch[] = { 1, 2, 4, 8 };
+#define TOK_MAX 16 /* BENCH_QN_TOK's largest */
 #define N_BATCH ((int)(sizeof batch / sizeof batch[0]))
 static int only_tok, only_thr;
 
@@ -114,15 +116,15 @@ static void bench_shape(int wt, const char *tname, int64_t rows, int64_t cols, c
     int copies = in_cache ? 1 : (int)(TARGET_BYTES / bytes) + 1, passes = in_cache ? (int)(TARGET_BYTES / bytes) + 1 : 1;
     uint8_t *w = aligned_alloc(64, bytes * copies);
     size_t xs = kern_xq_row_bytes(cols);
-    uint8_t *x = aligned_alloc(64, 8 * xs);
-    float *y = malloc((size_t)8 * rows * sizeof *y), *row = malloc((size_t)cols * sizeof *row);
+    uint8_t *x = aligned_alloc(64, TOK_MAX * xs);
+    float *y = malloc((size_t)TOK_MAX * rows * sizeof *y), *row = malloc((size_t)cols * sizeof *row);
     if (!w || !x || !y || !row) {
         fprintf(stderr, "bench_qn: out of memory\n");
         exit(1);
     }
     for (int c = 0; c < copies; c++) memcpy(w + (size_t)c * bytes, w1, bytes);
     unsigned s = 777;
-    for (int t = 0; t < 8; t++) {
+    for (int t = 0; t < TOK_MAX; t++) {
         for (int64_t i = 0; i < cols; i++) row[i] = rnd(&s);
         kern_xq_quantize(row, 1, cols, x + t * xs);
         kern_xq_finish(x + t * xs, 1, cols);
@@ -131,9 +133,9 @@ static void bench_shape(int wt, const char *tname, int64_t rows, int64_t cols, c
         if (only_thr && nt != only_thr) continue;
         pool_t *pool = pool_new(nt);
         if (!pool) exit(1);
-        for (int b = 0; b < N_BATCH; b++) {
-            if (only_tok && batch[b] != only_tok) continue;
-            mm_job j = { .wt = wt, .x = x, .rows = rows, .cols = cols, .n_tok = batch[b], .y = y };
+        for (int b = 0; b < (only_tok ? 1 : N_BATCH); b++) {
+            const int n_tok = only_tok ? only_tok : batch[b];
+            mm_job j = { .wt = wt, .x = x, .rows = rows, .cols = cols, .n_tok = n_tok, .y = y };
             double best = 1e30;
             for (int sweep = 0; sweep < 4; sweep++) {
                 double t0 = now();
@@ -146,7 +148,7 @@ static void bench_shape(int wt, const char *tname, int64_t rows, int64_t cols, c
                 if (sweep > 0 && dt < best) best = dt;
             }
             printf("%-5s %-15s %5lldx%-5lld %d tok %d thr: %6.1f GB/s  %7.1f us/matrix\n", tname, what,
-                   (long long)rows, (long long)cols, batch[b], nt, bytes / best * 1e-9, best * 1e6);
+                   (long long)rows, (long long)cols, n_tok, nt, bytes / best * 1e-9, best * 1e6);
         }
         pool_destroy(&pool);
     }
@@ -170,10 +172,8 @@ int main(int argc, char **argv)
     };
     static const char *const dflt[] = { "q5_0", "q4_0", "q4_k", "q6_k" };
     only_tok = env_int("BENCH_QN_TOK"), only_thr = env_int("BENCH_QN_THR");
-    int tok_ok = !only_tok;
-    for (int b = 0; b < N_BATCH; b++) tok_ok |= batch[b] == only_tok;
-    if (!tok_ok || (only_thr && only_thr != 1 && only_thr != 2)) {
-        fprintf(stderr, "bench_qn: BENCH_QN_TOK must be 1, 2, 4 or 8 and BENCH_QN_THR 1 or 2 (got \"%s\", \"%s\")\n",
+    if (only_tok < 0 || only_tok > TOK_MAX || (only_thr && only_thr != 1 && only_thr != 2)) {
+        fprintf(stderr, "bench_qn: BENCH_QN_TOK must be 1 to %d and BENCH_QN_THR 1 or 2 (got \"%s\", \"%s\")\n", TOK_MAX,
                 getenv("BENCH_QN_TOK") ? getenv("BENCH_QN_TOK") : "", getenv("BENCH_QN_THR") ? getenv("BENCH_QN_THR") : "");
         return 1;
     }

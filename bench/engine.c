@@ -16,6 +16,8 @@
  * tokens; how many experts they choose is the model's router's doing). For a mixture of
  * experts a last column gives the experts a layer a pass read on average
  * (eng_moe_counts): k for one session, up to all of them for many.
+ * BENCH_ENGINE_SESSIONS=B runs that session count alone (1, 2, 4, 8 or 16): quick enough
+ * to alternate two builds, or to profile one batch size.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +50,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "error: token mode '%s' is neither same nor spread\n", mode);
         return 2;
     }
+    const char *only_s = getenv("BENCH_ENGINE_SESSIONS");
+    int only = 0;
+    if (only_s && *only_s) {
+        char *end;
+        long v = strtol(only_s, &end, 10);
+        if (*end || (v != 1 && v != 2 && v != 4 && v != 8 && v != 16)) {
+            fprintf(stderr, "error: BENCH_ENGINE_SESSIONS must be 1, 2, 4, 8 or 16 (got \"%s\")\n", only_s);
+            return 2;
+        }
+        only = (int)v;
+    }
     eng_model *m = eng_open(argv[1], prec[0] == 'i' ? ENG_INT8 : prec[0] == 'f' ? ENG_FLOAT : ENG_NATIVE, &info, err,
                             sizeof err);
     if (!m || threads < 1 || steps < 1 || eng_set_threads(m, threads) != 0) {
@@ -63,6 +76,7 @@ int main(int argc, char **argv)
     printf("| sessions | passes/s | aggregate tok/s | weights GB/s |%s\n|---|---|---|---|%s\n",
            moe ? " experts a layer |" : "", moe ? "---|" : "");
     for (int B = 1; B <= 16; B *= 2) {
+        if (only && B != only) continue;
         eng_session *s[16];
         int32_t tok[16];
         float *lg = malloc((size_t)B * V * sizeof(float));
