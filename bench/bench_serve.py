@@ -369,7 +369,8 @@ def main():
                             else "-np %d -t %d" % (n, peer_threads(args)))
                 results.append(best)
                 if best_gw:
-                    best_gw.update(server="ours via HTTP gateway", setup=best["setup"], pairs=r["pairs"], reps=r["gw_reps"],
+                    best_gw.update(server="ours via HTTP gateway", setup=best["setup"], pairs=r["pairs"],
+                                   reps=r["gw_reps"],
                                    gw_cpu_share=r["gw_cpu"] / r["gw_wall"] if r["gw_wall"] else 0.0,
                                    gw_cpu_ms_per_tok=r["gw_cpu"] * 1e3 / r["gw_toks"] if r["gw_toks"] else 0.0)
                     results.append(best_gw)
