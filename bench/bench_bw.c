@@ -6,10 +6,16 @@
  * 300 MiB of L3, 4096 MiB), or part of it is read from the cache.
  *
  *   build/bench/bench_bw [MiB] [passes] [max threads]   (defaults: 1024 MiB, 3 passes, 2)
+ *   BENCH_HUGE=1 build/bench/bench_bw    # the buffer in 2 MB pages where the kernel gives
+ *                                        # them (transparent huge pages: madvise), as a
+ *                                        # segment gets them from a huge=within_size
+ *                                        # /dev/shm (README: huge pages)
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #if defined(__x86_64__)
@@ -78,12 +84,23 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t bytes = mib << 20;
-    unsigned char *buf = aligned_alloc(4096, bytes);
+    unsigned char *buf = aligned_alloc(2 << 20, bytes); /* 2 MB aligned: whole huge pages */
     if (!buf) {
         fprintf(stderr, "bench_bw: cannot allocate %zu MiB\n", mib);
         return 1;
     }
+    const char *huge = getenv("BENCH_HUGE");
+    if (huge && *huge && strcmp(huge, "0") != 0 && madvise(buf, bytes, MADV_HUGEPAGE) != 0)
+        fprintf(stderr, "bench_bw: madvise(MADV_HUGEPAGE): %s (4 KB pages)\n", strerror(errno));
     memset(buf, 0x5a, bytes); /* fault every page in before timing */
+    if (huge && *huge && strcmp(huge, "0") != 0) {
+        char line[256];
+        long kb = -1;
+        FILE *f = fopen("/proc/self/smaps_rollup", "r");
+        while (f && fgets(line, sizeof line, f) && sscanf(line, "AnonHugePages: %ld kB", &kb) != 1) {}
+        if (f) fclose(f);
+        printf("buffer in 2 MB pages: %ld of %zu MiB\n", kb < 0 ? 0 : kb / 1024, mib);
+    }
     pool_t *pool = pool_new(max_threads);
     if (!pool) return 1;
     bw_job job = { .buf = buf, .bytes = bytes };

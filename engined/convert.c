@@ -252,6 +252,7 @@ int cvt_build(const char *gguf_path, const seg_ident *id, const char *name, uint
     seg_checksum_tensors(&sm);
     log_info("checksummed %.1f MB of tensors in %.2f ms", (off - data_off) / 1e6, (mono_s() - t0) * 1e3);
     seg_mark_ready(&sm);
+    seg_log_pages(&sm);
     seg_unmap(&sm);
     rc = 0;
 out:

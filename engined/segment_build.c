@@ -141,3 +141,34 @@ void seg_mark_ready(seg_map *m)
     msync(m->base, m->len, MS_SYNC);
     __atomic_store_n(&h->state, SEG_STATE_READY, __ATOMIC_RELEASE);
 }
+
+long seg_smaps_pmd_kb(FILE *f, uintptr_t addr)
+{
+    char line[512];
+    int in = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char c;
+        if (sscanf(line, "%lx-%lx%c", &lo, &hi, &c) == 3 && c == ' ') { /* a mapping's first line */
+            in = addr >= lo && addr < hi;
+            continue;
+        }
+        long kb;
+        if (in && sscanf(line, "ShmemPmdMapped: %ld kB", &kb) == 1) return kb;
+    }
+    return -1;
+}
+
+void seg_log_pages(const seg_map *m)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    long kb = f ? seg_smaps_pmd_kb(f, (uintptr_t)m->base) : -1;
+    if (f) fclose(f);
+    if (kb < 0) return; /* no smaps (not Linux, or /proc not mounted): nothing to say */
+    double huge = kb / 1024.0, all = m->len / 1048576.0;
+    if (huge >= all / 2)
+        log_info("segment %s: %.0f of %.0f MB in 2 MB pages", m->name, huge, all);
+    else if (m->len >= (8u << 20))
+        log_info("segment %s: in 4 KB pages; `mount -o remount,huge=within_size /dev/shm` (root) puts the "
+                 "next one built in 2 MB pages, which decodes faster (README: huge pages)", m->name);
+}

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "segment.h"
 
@@ -57,6 +58,16 @@ void seg_checksum_tensors(seg_map *m);
 /* Marks a writable segment READY: sets the header checksum, msync, then a release
  * store of the state. */
 void seg_mark_ready(seg_map *m);
+
+/* How much of this process's mapping that contains addr the kernel maps in 2 MB pages
+ * (its ShmemPmdMapped in the smaps text f), in kB; -1 when no mapping contains addr. */
+long seg_smaps_pmd_kb(FILE *f, uintptr_t addr);
+
+/* Logs how a freshly written segment is backed: in 2 MB pages (a tmpfs /dev/shm mounted
+ * huge=within_size or huge=always), or in 4 KB pages with the mount option that would
+ * change it. Decode reads every weight once a step, so the pages' TLB misses are a
+ * tenth of its time (TinyLlama, 2 threads: 8-20% faster in 2 MB pages). */
+void seg_log_pages(const seg_map *m);
 
 /* Builds the segment `name` for a GGUF file (convert.c): creates it,
  * writes the header, directory, tokenizer blob and every tensor (q8 matrices for

@@ -709,6 +709,53 @@ START_TEST(test_checksums)
 }
 END_TEST
 
+/* The 2 MB-page count of a mapping from smaps text: the mapping that holds the address,
+ * not its neighbours (whose field lines start with hex letters too); -1 outside every
+ * mapping; and the live kernel's smaps has the field for a segment of ours. */
+START_TEST(test_smaps_pmd)
+{
+    static const char text[] =
+        "7fe244000000-7fe244a00000 r--p 00000000 08:01 123                        /usr/lib/libx.so\n"
+        "Size:              10240 kB\n"
+        "AnonHugePages:      2048 kB\n"
+        "ShmemPmdMapped:        0 kB\n"
+        "FilePmdMapped:      4096 kB\n"
+        "VmFlags: rd mr mw me\n"
+        "7fe244a00000-7fe248a00000 r--s 00000000 00:1a 19822                      /dev/shm/llm-0-abc\n"
+        "Size:              65536 kB\n"
+        "AnonHugePages:         0 kB\n"
+        "ShmemPmdMapped:    63488 kB\n"
+        "FilePmdMapped:         0 kB\n"
+        "VmFlags: rd sh mr mw me ms\n"
+        "7fe248a64000-7fe248b97000 rw-p 00000000 00:00 0\n"
+        "Size:               1228 kB\n"
+        "ShmemPmdMapped:        0 kB\n";
+    const struct { uintptr_t addr; long kb; } cases[] = {
+        { 0x7fe244000000, 0 }, { 0x7fe2449fffff, 0 }, { 0x7fe244a00000, 63488 }, { 0x7fe248000000, 63488 },
+        { 0x7fe248a00000, -1 }, { 0x7fe248a64000, 0 }, { 0x1000, -1 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *f = fmemopen((void *)text, sizeof text - 1, "r");
+        ck_assert_ptr_nonnull(f);
+        long kb = seg_smaps_pmd_kb(f, cases[i].addr);
+        fclose(f);
+        ck_assert_msg(kb == cases[i].kb, "address %#lx: %ld kB, want %ld", (unsigned long)cases[i].addr, kb, cases[i].kb);
+    }
+    char name[64], err[256];
+    snprintf(name, sizeof name, "/llm-test-smaps-%d", (int)getpid());
+    void *base;
+    ck_assert_int_eq(seg_shm_create(name, 4u << 20, &base, err, sizeof err), 0);
+    memset(base, 1, 4u << 20);
+    FILE *f = fopen("/proc/self/smaps", "r");
+    ck_assert_ptr_nonnull(f);
+    long kb = seg_smaps_pmd_kb(f, (uintptr_t)base + 4096);
+    fclose(f);
+    ck_assert_msg(kb >= 0 && kb <= 4096, "the live segment's ShmemPmdMapped: %ld kB", kb);
+    munmap(base, 4u << 20);
+    shm_unlink(name);
+}
+END_TEST
+
 Suite *segment_suite(void)
 {
     Suite *s = suite_create("segment");
@@ -727,6 +774,7 @@ Suite *segment_suite(void)
     tcase_add_test(tc, test_planted_segment_refused);
     tcase_add_test(tc, test_squatted_unreadable);
     tcase_add_test(tc, test_checksums);
+    tcase_add_test(tc, test_smaps_pmd);
     suite_add_tcase(s, tc);
     return s;
 }
