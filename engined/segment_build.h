@@ -65,8 +65,8 @@ long seg_smaps_pmd_kb(FILE *f, uintptr_t addr);
 
 /* Logs how a freshly written segment is backed: in 2 MB pages (a tmpfs /dev/shm mounted
  * huge=within_size or huge=always), or in 4 KB pages with the mount option that would
- * change it. Decode reads every weight once a step, so the pages' TLB misses are a
- * tenth of its time (TinyLlama, 2 threads: 8-20% faster in 2 MB pages). */
+ * change it. Decode reads every weight once a step, through one TLB entry per page
+ * (TinyLlama, 2 threads: 8-20% faster in 2 MB pages, bench/bench_pages.sh). */
 void seg_log_pages(const seg_map *m);
 
 /* Builds the segment `name` for a GGUF file (convert.c): creates it,
