@@ -89,11 +89,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_bw: cannot allocate %zu MiB\n", mib);
         return 1;
     }
-    const char *huge = getenv("BENCH_HUGE");
-    if (huge && *huge && strcmp(huge, "0") != 0 && madvise(buf, bytes, MADV_HUGEPAGE) != 0)
+    const char *env = getenv("BENCH_HUGE");
+    const int huge = env && *env && strcmp(env, "0") != 0;
+    if (huge && madvise(buf, bytes, MADV_HUGEPAGE) != 0)
         fprintf(stderr, "bench_bw: madvise(MADV_HUGEPAGE): %s (4 KB pages)\n", strerror(errno));
     memset(buf, 0x5a, bytes); /* fault every page in before timing */
-    if (huge && *huge && strcmp(huge, "0") != 0) {
+    if (huge) {
         char line[256];
         long kb = -1;
         FILE *f = fopen("/proc/self/smaps_rollup", "r");
