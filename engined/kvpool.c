@@ -326,9 +326,31 @@ static void rebuild(kvp *p)
     free(cached);
 }
 
+/* The mutex is waited for in steps of KVP_LOCK_STEP_MS, never for good. An unlock wakes
+ * one waiter; if that one is killed before it takes the lock, while a third process took
+ * it in between, the wakeup dies with it: the kernel's death handling sees an owner and
+ * wakes no one, the lock word no longer says anyone waits, so no later unlock wakes the
+ * others and they would sleep on a free lock (check_kvpool's test_lost_wakeup makes it;
+ * a worker killed -9 at that moment could leave another asleep until something woke it).
+ * A step that times out just tries again: a lost wakeup costs one step. */
+#define KVP_LOCK_STEP_MS 20
+
+static int lock_wait(pthread_mutex_t *m)
+{
+    int rc = pthread_mutex_trylock(m);
+    while (rc == EBUSY || rc == ETIMEDOUT) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t); /* timedlock's clock (sanitizers know it, not clocklock) */
+        t.tv_nsec += KVP_LOCK_STEP_MS * 1000000L;
+        if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+        rc = pthread_mutex_timedlock(m, &t);
+    }
+    return rc;
+}
+
 static void lock(kvp *p)
 {
-    int rc = pthread_mutex_lock(&p->h->mutex.m);
+    int rc = lock_wait(&p->h->mutex.m);
     if (rc == EOWNERDEAD) {
         /* its owner died inside a critical section: whatever it half wrote is rebuilt */
         rebuild(p);

@@ -51,6 +51,7 @@
  * counts, hash index, free and LRU lists) is rebuilt from the block states and the live
  * bitmaps, which every critical section writes first. A holder that died outside the
  * lock is released by kvp_reap (the master, periodically) or by the next kvp_attach.
+ * Lockers wait in bounded steps, so a wakeup that died with a killed waiter is not lost.
  *
  * Trust: named from the weight segment ("/llm-kv-<euid>-<its id>"), 0600, and opened only
  * when owned by the effective uid with no group or other access (seg_open_owned), like
