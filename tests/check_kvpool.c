@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "kvpool.h"
 #include "segment.h"
 
@@ -826,15 +827,10 @@ END_TEST
 /* 1 once process pid sleeps in the kernel (state S), within 5 s. */
 static int sleeps(pid_t pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     for (int t = 0; t < 5000; t++) {
-        FILE *f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        if (f) fclose(f);
-        buf[n] = 0;
-        const char *r = strrchr(buf, ')');
-        if (r && r[1] == ' ' && r[2] == 'S') return 1;
+        char st = '?';
+        dmn_proc_start(pid, &st);
+        if (st == 'S') return 1;
         usleep(1000);
     }
     return 0;
