@@ -153,6 +153,8 @@ float *lshm_slot(lshm *r, uint32_t i)
     return (float *)(r->base + sizeof(lshm_header) + (size_t)i * r->hdr->slot_bytes);
 }
 
+size_t lshm_slot_floats(const lshm *r) { return (size_t)(r->hdr->slot_bytes / sizeof(float)); }
+
 const float *lshm_row(const lshm *r, uint64_t i, uint64_t nv, char *err, size_t errcap)
 {
     if (i >= r->hdr->n_slots || nv != r->hdr->n_vocab) {

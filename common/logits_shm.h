@@ -62,8 +62,10 @@ void lshm_destroy(lshm **r);
 void lshm_unlink_pid(pid_t pid);
 const char *lshm_name(const lshm *r);
 uint32_t lshm_n_slots(const lshm *r);
-/* Writable row of slot i (creator only; i < n_slots asserted). */
+/* Writable row of slot i (creator only; i < n_slots asserted). Slots follow each other
+ * lshm_slot_floats() floats apart, so consecutive slots take rows of one strided write. */
 float *lshm_slot(lshm *r, uint32_t i);
+size_t lshm_slot_floats(const lshm *r);
 /* Read-only row of slot i, checking i < n_slots and nv == n_vocab; NULL with err. */
 const float *lshm_row(const lshm *r, uint64_t i, uint64_t nv, char *err, size_t errcap);
 

@@ -196,12 +196,13 @@ typedef struct {
  * moves. */
 #define ENG_MAX_STEP 4096
 int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *err, size_t errlen);
-/* eng_step, and hidden gets one n_embd row per item whose hidden flag is set, in item
- * order: its final state through the output norm (the vector its logits come from; the
- * rows eng_embed pools). Batch invariant like the logits. hidden may be NULL when no
- * item wants one. */
-int eng_step_hidden(eng_model *m, const eng_item *items, int n, float *logits, float *hidden, char *err,
-                    size_t errlen);
+/* eng_step, with logits rows ldl floats apart (0: n_vocab; a worker's logits ring slots
+ * are further apart than n_vocab), and hidden gets one n_embd row per item whose hidden
+ * flag is set, in item order: its final state through the output norm (the vector its
+ * logits come from; the rows eng_embed pools). Batch invariant like the logits. hidden
+ * may be NULL when no item wants one. */
+int eng_step_hidden(eng_model *m, const eng_item *items, int n, float *logits, size_t ldl, float *hidden,
+                    char *err, size_t errlen);
 
 /* Embeddings. eng_embed evaluates n tokens into session s (a fresh one: its cache is
  * scratch, the caller frees it) and writes n_embd floats to out: the final hidden

@@ -703,7 +703,7 @@ static int forward_prepare(eng_model *m, eng_session *const *sess, const int *po
  * become logits rows 0..nl (logits may be NULL). A ring session (kv.step) gets at most
  * its step items. */
 static void forward_run(eng_model *m, eng_session *const *sess, const int *pos, const int32_t *tok, int n,
-                        float *logits, const int *lrows, int nl)
+                        float *logits, int64_t ldl, const int *lrows, int nl)
 {
     const mdl_config *c = &m->cfg;
     int E = c->n_embd;
@@ -731,9 +731,9 @@ static void forward_run(eng_model *m, eng_session *const *sess, const int *pos, 
     for (int j = 0; j < nl; j++)
         rms_norm(m->x + (size_t)lrows[j] * E, m->w.output_norm, m->xn + (size_t)j * E, 1, E, c->rms_eps);
     const mdl_mat *out = &m->w.output;
-    matmul(m, m->xn, nl, 1, &out, &logits, NULL);
+    matmul(m, m->xn, nl, 1, &out, &logits, &ldl);
     for (int j = 0; j < nl && c->final_softcap > 0; j++) /* gemma2; the reference's row tail in tanhf */
-        kern_softcap(logits + (size_t)j * c->n_vocab, c->n_vocab, c->final_softcap, c->n_vocab / 16 * 16);
+        kern_softcap(logits + (size_t)j * (size_t)ldl, c->n_vocab, c->final_softcap, c->n_vocab / 16 * 16);
 }
 
 /* Checks and runs n items in one pass (at most a ring session's step of its items). */
@@ -741,7 +741,7 @@ static int forward(eng_model *m, eng_session *const *sess, const int *pos, const
                    int n, float *logits, const int *lrows, int nl, char *err, size_t errlen)
 {
     if (forward_prepare(m, sess, pos, tok, n, err, errlen) != 0) return -1;
-    forward_run(m, sess, pos, tok, n, logits, lrows, nl);
+    forward_run(m, sess, pos, tok, n, logits, m->cfg.n_vocab, lrows, nl);
     return 0;
 }
 
@@ -830,7 +830,7 @@ typedef struct {
 
 int eng_step(eng_model *m, const eng_item *items, int n, float *logits, char *err, size_t errlen)
 {
-    return eng_step_hidden(m, items, n, logits, NULL, err, errlen);
+    return eng_step_hidden(m, items, n, logits, 0, NULL, err, errlen);
 }
 
 /* The final states of the items that want them, through the output norm, into hidden;
@@ -849,9 +849,10 @@ static int hidden_rows(eng_model *m, const eng_item *items, int n, float *hidden
  * rings' step of items (one pass unless one brings more; the rows are the same bits
  * however a step is split): logits and hidden rows in item order. */
 static void step_passes(eng_model *m, const eng_item *items, eng_session *const *sess, const int *pos,
-                        const int32_t *tok, int n, step_sess *ss, int nss, int *lrows, float *logits, float *hidden)
+                        const int32_t *tok, int n, step_sess *ss, int nss, int *lrows, float *logits, int64_t ldl,
+                        float *hidden)
 {
-    size_t V = (size_t)m->cfg.n_vocab, E = (size_t)m->cfg.n_embd;
+    size_t E = (size_t)m->cfg.n_embd;
     for (int a = 0, b; a < n; a = b) {
         int nl = 0;
         for (int k = 0; k < nss; k++) ss[k].pass = 0;
@@ -862,14 +863,14 @@ static void step_passes(eng_model *m, const eng_item *items, eng_session *const 
             ss[k].pass++;
             if (items[b].logits) lrows[nl++] = b - a;
         }
-        forward_run(m, sess + a, pos + a, tok + a, b - a, logits, lrows, nl);
+        forward_run(m, sess + a, pos + a, tok + a, b - a, logits, ldl, lrows, nl);
         if (hidden) hidden += (size_t)hidden_rows(m, items + a, b - a, hidden) * E;
-        if (logits) logits += (size_t)nl * V;
+        if (logits) logits += (size_t)nl * (size_t)ldl;
     }
 }
 
-int eng_step_hidden(eng_model *m, const eng_item *items, int n, float *logits, float *hidden, char *err,
-                    size_t errlen)
+int eng_step_hidden(eng_model *m, const eng_item *items, int n, float *logits, size_t ldl, float *hidden,
+                    char *err, size_t errlen)
 {
     if (n <= 0 || n > ENG_MAX_STEP || !items) {
         return errf(err, errlen, "step: invalid batch of %d items (1..%d)", n, ENG_MAX_STEP);
@@ -911,8 +912,13 @@ int eng_step_hidden(eng_model *m, const eng_item *items, int n, float *logits, f
         errf(err, errlen, "step: logits are wanted but no buffer was given");
         goto out;
     }
+    if (ldl == 0) ldl = (size_t)m->cfg.n_vocab;
+    if (ldl < (size_t)m->cfg.n_vocab) {
+        errf(err, errlen, "step: logits rows %zu floats apart overlap (n_vocab %d)", ldl, m->cfg.n_vocab);
+        goto out;
+    }
     rc = forward_prepare(m, sess, pos, tok, n, err, errlen); /* every pass's, so that none fails */
-    if (rc == 0) step_passes(m, items, sess, pos, tok, n, ss, nss, lrows, logits, hidden);
+    if (rc == 0) step_passes(m, items, sess, pos, tok, n, ss, nss, lrows, logits, (int64_t)ldl, hidden);
     if (rc == 0)
         for (int k = 0; k < nss; k++) ss[k].s->pos += ss[k].count;
 out:

@@ -697,9 +697,14 @@ static int step(worker *w)
         return 0;
     }
     if (w->step_delay_ms > 0) step_delay(w);
+    /* logits rows of sessions in consecutive slots (a decode step, as a rule) go straight
+     * into the ring; others into w->logits, copied to their slots after the step */
+    int direct = nl > 0;
+    for (int k = 1; k < nl && direct; k++) direct = lrow[k] - lrow[0] == k;
+    float *lg = direct ? lshm_slot(w->ring, (uint32_t)(lrow[0] - w->s)) : w->logits;
     char err[256];
     int64_t t0 = net_now_ms();
-    int rc = eng_step_hidden(w->m, w->items, n, w->logits, w->hidden, err, sizeof err);
+    int rc = eng_step_hidden(w->m, w->items, n, lg, direct ? lshm_slot_floats(w->ring) : 0, w->hidden, err, sizeof err);
     log_debug("step: %d items (%d rows of logits, %d sessions prefilling) in %lld ms", n, nl, no,
               (long long)(net_now_ms() - t0));
     if (rc != 0 && w->kv_on && strstr(err, "KV pool full") && wkv_full(w, net_now_ms()))
@@ -722,8 +727,9 @@ static int step(worker *w)
     sbatch b;
     sbatch_begin(w, &b);
     for (int k = 0; k < nl; k++) {
-        memcpy(lshm_slot(w->ring, (uint32_t)(lrow[k] - w->s)), w->logits + (size_t)k * w->n_vocab,
-               (size_t)w->n_vocab * sizeof(float));
+        if (!direct)
+            memcpy(lshm_slot(w->ring, (uint32_t)(lrow[k] - w->s)), w->logits + (size_t)k * w->n_vocab,
+                   (size_t)w->n_vocab * sizeof(float));
         sbatch_add(w, &b, lrow[k]);
     }
     sbatch_flush(w, &b);

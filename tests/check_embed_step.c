@@ -5,7 +5,8 @@
  * chunks, sharing steps with another session that wants logits), equal eng_embed's
  * one-pass vector bit for bit; the other session's logits are unchanged by it;
  * identical inputs give identical vectors, different inputs different ones; a hidden
- * row wanted without a buffer is refused and no session moves.
+ * row wanted without a buffer, or logits rows closer than n_vocab, are refused and no
+ * session moves; logits rows further apart (a worker's ring slots) are the same bits.
  */
 #include <check.h>
 #include <math.h>
@@ -27,8 +28,9 @@ static void embed_ref(eng_model *m, const int32_t *toks, int n, int p, float *ou
 }
 
 /* Session e (embedding, n tokens) in random chunks of 1..9 per step, beside session g
- * (its tokens want logits, compared with lg_ref); e's hidden rows pooled as a worker
- * pools them. */
+ * (its tokens want logits, compared with lg_ref; with an odd rnd their rows are 48 floats
+ * further apart than n_vocab, as a worker's logits ring slots are, and the gaps stay
+ * untouched); e's hidden rows pooled as a worker pools them. */
 static void embed_steps(eng_model *m, const int32_t *toks, int n, int p, const int32_t *gt, const float *lg_ref,
                         unsigned rnd, float *out)
 {
@@ -36,7 +38,9 @@ static void embed_steps(eng_model *m, const int32_t *toks, int n, int p, const i
     char err[256];
     eng_session *e = eng_session_new(m, 128, ENG_KV_F16, err, sizeof err);
     eng_session *g = eng_session_new(m, 128, ENG_KV_F16, err, sizeof err);
-    float *hid = malloc((size_t)20 * E * sizeof *hid), *lg = malloc((size_t)20 * V * sizeof *lg);
+    size_t ld = (size_t)V + (rnd % 2 ? 48 : 0);
+    float *hid = malloc((size_t)20 * E * sizeof *hid), *lg = malloc((size_t)20 * ld * sizeof *lg);
+    for (size_t i = 0; i < 20 * ld; i++) lg[i] = -7.0f;
     double *acc = calloc((size_t)E, sizeof *acc);
     int done = 0, gdone = 0;
     while (done < n) {
@@ -45,10 +49,13 @@ static void embed_steps(eng_model *m, const int32_t *toks, int n, int p, const i
         for (int j = 0; j < 2 && gdone + ng < 40; j++, ng++) it[ni++] = (eng_item){ g, gt[gdone + ng], true, false };
         int nh = 0;
         for (; nh < k && done + nh < n; nh++) it[ni++] = (eng_item){ e, toks[done + nh], false, true };
-        ck_assert_msg(eng_step_hidden(m, it, ni, lg, hid, err, sizeof err) == 0, "%s", err);
-        for (int j = 0; j < ng; j++)
-            ck_assert_msg(memcmp(lg + (size_t)j * V, lg_ref + (size_t)(gdone + j) * V, (size_t)V * sizeof(float)) == 0,
-                          "the other session's logits at %d changed beside an embedding", gdone + j);
+        ck_assert_msg(eng_step_hidden(m, it, ni, lg, ld == (size_t)V ? 0 : ld, hid, err, sizeof err) == 0, "%s", err);
+        for (int j = 0; j < ng; j++) {
+            ck_assert_msg(memcmp(lg + (size_t)j * ld, lg_ref + (size_t)(gdone + j) * V, (size_t)V * sizeof(float)) == 0,
+                          "the other session's logits at %d changed beside an embedding (rows %zu apart)", gdone + j, ld);
+            for (size_t i = (size_t)V; i < ld; i++)
+                ck_assert_msg(lg[(size_t)j * ld + i] == -7.0f, "a logits row spilled into the gap after it");
+        }
         eng_pool_add(acc, hid, nh, E, p);
         done += nh;
         gdone += ng;
@@ -99,8 +106,13 @@ static void check_hidden(eng_precision prec)
     /* a hidden row wanted without a buffer: refused, no session moves */
     eng_session *s = eng_session_new(m, 16, ENG_KV_F16, err, sizeof err);
     eng_item it[2] = { { s, 1, false, false }, { s, 2, false, true } };
-    ck_assert_int_eq(eng_step_hidden(m, it, 2, NULL, NULL, err, sizeof err), -1);
+    ck_assert_int_eq(eng_step_hidden(m, it, 2, NULL, 0, NULL, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "hidden"));
+    ck_assert_int_eq(eng_session_pos(s), 0);
+    /* logits rows closer than n_vocab would overlap: refused, no session moves */
+    it[1].hidden = false, it[1].logits = true;
+    ck_assert_int_eq(eng_step_hidden(m, it, 2, lg_ref, (size_t)V - 1, NULL, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "overlap"), "%s", err);
     ck_assert_int_eq(eng_session_pos(s), 0);
     eng_session_free(s);
     free(ref);
