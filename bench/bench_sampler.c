@@ -4,6 +4,7 @@
  * in cache), for vocabularies of 512, 32000, 128256 and 151936 entries. Configs:
  *   default   llama.cpp's default chain (top_k 40, top_p 0.95, min_p 0.05, temp 0.8)
  *   greedy    temperature 0
+ *   greedy-ie greedy with ignore_eos (benchmarks' setting: the eos is skipped in place)
  *   penalties default + repeat_penalty 1.1 over 64 tokens + DRY 0.8 over 1024 tokens
  *   no-top-k  top_k 0: top_p 0.95 + min_p 0.05 over the whole row
  *   n_probs   default + 10 log-probabilities of the raw row
@@ -109,6 +110,9 @@ int main(int argc, char **argv)
         smp_params g = def;
         g.temperature = 0;
         run("greedy", &g, rows, nv, NULL, 0, per_batch, batches);
+        smp_params gi = g;
+        gi.ignore_eos = true;
+        run("greedy-ie", &gi, rows, nv, NULL, 0, per_batch, batches);
         smp_params pen = def;
         pen.repeat_penalty = 1.1f;
         pen.dry_multiplier = 0.8f;

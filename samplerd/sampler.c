@@ -516,6 +516,8 @@ typedef struct {
     const float      *raw;     /* the caller's row */
     const float      *row;     /* raw, or w->dense once copied */
     bool              copied;  /* row is w->dense: sanitized and ours to modify */
+    int               ban;     /* ignore_eos's token, -inf in the copy; until one is made only
+                                * the greedy argmax reads the caller's row, around it */
     double            u_xtc;
     int               dry_skipped;
 } chain;
@@ -528,10 +530,27 @@ static float *row_rw(chain *ch)
 {
     if (!ch->copied) {
         sanitize_copy(ch->w->dense, ch->raw, ch->n_vocab);
+        if (ch->ban >= 0) ch->w->dense[ch->ban] = -INFINITY;
         ch->row = ch->w->dense;
         ch->copied = true;
     }
     return ch->w->dense;
+}
+
+/* The row to read: the caller's, unless a banned token must first become -inf (the
+ * copy). */
+static const float *row_ro(chain *ch)
+{
+    return ch->ban >= 0 && !ch->copied ? row_rw(ch) : ch->row;
+}
+
+/* smp_argmax of x with entry b counted as -inf, without writing x: the first of the
+ * largest values before b or after it. */
+static int argmax_without(const float *x, int n, int b)
+{
+    int l = smp_argmax(x, b), r = smp_argmax(x + b + 1, n - b - 1);
+    if (r >= 0) r += b + 1;
+    return l < 0 ? r : r < 0 ? l : x[r] > x[l] ? r : l;
 }
 
 static bool cands_pinf(const smp_cands *c)
@@ -545,7 +564,7 @@ static bool cands_pinf(const smp_cands *c)
 static void leave_dense(chain *ch)
 {
     if (ch->dense) {
-        if (materialize(ch->row, ch->n_vocab, &ch->c))
+        if (materialize(row_ro(ch), ch->n_vocab, &ch->c))
             materialize(row_rw(ch), ch->n_vocab, &ch->c);
         ch->dense = false;
     }
@@ -563,7 +582,7 @@ static bool select_from_row(chain *ch, char l)
         if (p->top_k >= n)
             return false;
         int k = p->top_k > p->min_keep ? p->top_k : p->min_keep;
-        c->n = c->n_sorted = smp_top_k_dense(ch->row, n, k, c->data);
+        c->n = c->n_sorted = smp_top_k_dense(row_ro(ch), n, k, c->data);
         if (!ch->copied && cands_pinf(c))
             c->n = c->n_sorted = smp_top_k_dense(row_rw(ch), n, k, c->data);
         break;
@@ -577,13 +596,13 @@ static bool select_from_row(chain *ch, char l)
         }
         break;
     case 'm':
-        if (min_p_dense(ch->row, n, p->min_p, p->min_keep, c))
+        if (min_p_dense(row_ro(ch), n, p->min_p, p->min_keep, c))
             min_p_dense(row_rw(ch), n, p->min_p, p->min_keep, c);
         break;
     case 't': {
         if (p->temperature > 0.0f || p->dynatemp_range > 0.0f)
             return false;
-        int am = smp_argmax(ch->row, n);
+        int am = ch->ban >= 0 && !ch->copied ? argmax_without(ch->row, n, ch->ban) : smp_argmax(ch->row, n);
         if (am >= 0 && ch->row[am] == INFINITY && !ch->copied)
             am = smp_argmax(row_rw(ch), n);
         c->n = c->n_sorted = am >= 0;
@@ -686,7 +705,7 @@ static int mirostat_draw(smp_cands *c, const smp_params *p, float *mu, double u)
 static int mirostat_dense(chain *ch, float *mu, double u)
 {
     const smp_params *p = ch->p;
-    const float *x = ch->row;
+    const float *x = row_ro(ch);
     smp_cands *c = &ch->c;
     ch->dense = false;
     if (p->mirostat == 1) {
@@ -743,6 +762,8 @@ static int run_mirostat(chain *ch, float *mu, double u)
             float *x = row_rw(ch);
             for (int i = 0; i < ch->n_vocab; i++)
                 x[i] = fix_logit(x[i] / p->temperature);
+        } else if (!ch->copied && ch->ban >= 0) {
+            row_rw(ch);
         } else if (!ch->copied) {
             for (int i = 0; i < ch->n_vocab; i++)
                 if (ch->row[i] == INFINITY || isnan(ch->row[i])) {
@@ -793,7 +814,7 @@ int smp_sample(const smp_params *p, smp_state *st, const float *logits, int n_vo
     if (work_reserve(w, n_vocab))
         return fail(out, "smp_sample: out of memory");
     chain ch = { .p = p, .hist = history, .n_hist = n_history, .n_vocab = n_vocab, .w = w,
-                 .c = { w->tok, 0, 0 }, .dense = true, .raw = logits, .row = logits,
+                 .c = { w->tok, 0, 0 }, .dense = true, .raw = logits, .row = logits, .ban = -1,
                  .u_xtc = smp_rng_uniform(p->seed, st->session, st->step, 1) };
     int n_probs = p->n_probs < 0 ? 0 : (p->n_probs > SMP_MAX_PROBS ? SMP_MAX_PROBS : p->n_probs);
     double lse = 0;
@@ -806,8 +827,10 @@ int smp_sample(const smp_params *p, smp_state *st, const float *logits, int n_vo
             x[id] = fix_logit(x[id] + p->logit_bias[i].bias);
         }
     }
-    if (p->ignore_eos && eos_id >= 0 && eos_id < n_vocab)
-        row_rw(&ch)[eos_id] = -INFINITY;
+    if (p->ignore_eos && eos_id >= 0 && eos_id < n_vocab) { /* in the copy, made when a letter needs one */
+        ch.ban = eos_id;
+        if (ch.copied) ch.w->dense[eos_id] = -INFINITY;
+    }
 
     /* a NaN/inf mu (a corrupted request) restarts mirostat instead of poisoning it */
     float mu = st->mu_set && isfinite(st->mu) ? st->mu : 2.0f * p->mirostat_tau;

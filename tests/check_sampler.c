@@ -558,6 +558,63 @@ START_TEST(test_sample_xtc)
 }
 END_TEST
 
+/* ignore_eos reads the caller's row without copying it when only the greedy argmax
+ * needs it: every chain (greedy or not, penalties, mirostat, top-k/p, min-p, XTC, DRY)
+ * gives the same token, candidates and log-prob as on a row whose eos is already -inf,
+ * with NaN and +-inf entries about, and the eos the best (with a tie of the next best
+ * on its two sides), the first entry or the last. */
+START_TEST(test_ignore_eos_same_as_banned_row)
+{
+    static const char *const chains[][4] = {
+        { "temperature", "0", NULL, NULL }, { "temperature", "0", "top_k", "5" },
+        { "temperature", "0", "repeat_penalty", "1.3" }, { "temperature", "0", "dry_multiplier", "0.8" },
+        { "temperature", "0.8", NULL, NULL }, { "top_k", "0", "min_p", "0.2" }, { "top_p", "0.5", NULL, NULL },
+        { "mirostat", "2", NULL, NULL }, { "mirostat", "1", "temperature", "1" }, { "xtc_probability", "1", NULL, NULL },
+        { "sampling_seq", "mt", "temperature", "0" }, { "temperature", "0", "top_n_sigma", "1" },
+    };
+    const int nv = 97;
+    float row[97], banned[97];
+    int32_t hist[16];
+    for (int i = 0; i < 16; i++) hist[i] = (int32_t)(i * 7 % nv);
+    smp_work *w = smp_work_new(1);
+    smp_result r, rb;
+    int checked = 0;
+    for (uint32_t it = 0; it < 600; it++) {
+        const int eos = it % 3 == 0 ? 0 : it % 3 == 1 ? nv - 1 : (int)(it % (uint32_t)nv);
+        for (int i = 0; i < nv; i++) {
+            uint64_t h = smp_rng_u64(21, it, (uint32_t)i, 0);
+            row[i] = it % 5 == 0 && h % 40 == 0 ? NAN : it % 5 == 1 && h % 40 == 1 ? INFINITY
+                   : h % 40 == 2 ? -INFINITY : (float)((int)(h >> 32) % 800) / 100.0f;
+        }
+        if (it % 4 == 0) row[eos] = 20.0f;                         /* eos the best */
+        if (it % 4 == 1) /* the best, then a tie of the next best on either side of it */
+            row[eos] = 22.0f, row[(eos + nv - 3) % nv] = row[(eos + 3) % nv] = 21.0f;
+        memcpy(banned, row, sizeof row);
+        banned[eos] = -INFINITY;
+        const char *const *c = chains[it / 12 % (sizeof chains / sizeof chains[0])]; /* each with every eos case */
+        smp_params p = smp_params_default(), pb;
+        for (int k = 0; k < 4 && c[k]; k += 2)
+            ck_assert_msg(smp_param_set(&p, c[k], c[k + 1], err, sizeof err) == 0, "%s", err);
+        p.seed = it;
+        pb = p;
+        p.ignore_eos = true;
+        smp_state st, sb;
+        smp_state_init(&st, &p, it);
+        smp_state_init(&sb, &pb, it);
+        int t = smp_sample(&p, &st, row, nv, hist, 16, eos, &r, w);
+        int tb = smp_sample(&pb, &sb, banned, nv, hist, 16, eos, &rb, w);
+        ck_assert_msg(t == tb, "round %u (%s %s): ignore_eos gave %d, the banned row %d", it, c[0], c[1], t, tb);
+        ck_assert_int_ne(t, eos);
+        if (t < 0) continue;
+        ck_assert_int_eq(r.n_candidates, rb.n_candidates);
+        ck_assert_msg(r.logprob == rb.logprob || (isnan(r.logprob) && isnan(rb.logprob)), "round %u", it);
+        checked++;
+    }
+    ck_assert_int_gt(checked, 500);
+    smp_work_destroy(&w);
+}
+END_TEST
+
 /* Hostile inputs: random parameter text, corrupted structs, NaN/Inf rows and bad
  * history ids never crash and always give a token in range or an error. */
 START_TEST(test_hostile_inputs)
@@ -631,6 +688,7 @@ Suite *sampler_suite(void)
     tcase_add_test(tc, test_same_token_across_processes);
     tcase_add_test(tc, test_nan_inf_rows);
     tcase_add_test(tc, test_bias_eos_and_probs);
+    tcase_add_test(tc, test_ignore_eos_same_as_banned_row);
     tcase_add_test(tc, test_chain_composition);
     tcase_add_test(tc, test_mirostat_state_carried);
     tcase_add_test(tc, test_mirostat_dense_matches);
